@@ -1,0 +1,248 @@
+//! One stream's state and the append rule.
+//!
+//! The order of the checks is the protocol's: a fenced (stale-epoch) producer
+//! is refused first, then a producer's retry is recognised (so a retry of the
+//! append that closed the stream still succeeds), then a closed stream
+//! refuses, then the content type, then the producer's sequence, then
+//! `Stream-Seq`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use shared::content_type::same_media_type;
+
+use super::config::StreamConfig;
+use super::producer::{self, ProducerCheck, ProducerClaim, ProducerRefusal, ProducerState, Receipt};
+use super::Millis;
+
+/// Everything the log knows about one stream.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamCore {
+    pub id: u64,
+    pub path: String,
+    pub incarnation: String,
+    pub config: StreamConfig,
+    pub created_at: Millis,
+    /// Bytes in the stream: the next append's offset.
+    pub len: u64,
+    pub closed: bool,
+    /// The last `Stream-Seq` applied.
+    pub stream_seq: Option<String>,
+    pub producers: BTreeMap<String, ProducerState>,
+}
+
+/// An append as the writer loop sees it: headers already parsed, the body
+/// already in its stored form.
+#[derive(Clone, Debug)]
+pub struct AppendRequest {
+    /// The request's `Content-Type`, when it sent one.
+    pub content_type: Option<String>,
+    pub payload_len: u64,
+    pub producer: Option<ProducerClaim>,
+    pub stream_seq: Option<String>,
+    pub close: bool,
+}
+
+/// What an applied append changes. It is logged before it is applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppendEffect {
+    pub start: u64,
+    pub len: u64,
+    pub close: bool,
+    pub producer: Option<ProducerClaim>,
+    pub stream_seq: Option<String>,
+    pub at: Millis,
+}
+
+/// An append that succeeds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AppendDecision {
+    Apply(AppendEffect),
+    /// A producer retry: nothing is appended.
+    Duplicate { epoch: u64, highest_seq: u64, receipt: Option<Receipt> },
+    /// `Stream-Closed: true` with no body on a closed stream.
+    AlreadyClosed,
+}
+
+/// An append that is refused; nothing changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AppendRefusal {
+    Closed,
+    ContentTypeMismatch { expected: String },
+    Producer(ProducerRefusal),
+    StreamSeqConflict { last: String },
+}
+
+impl StreamCore {
+    pub fn new(id: u64, path: String, incarnation: String, config: StreamConfig, created_at: Millis) -> Self {
+        StreamCore {
+            id,
+            path,
+            incarnation,
+            config,
+            created_at,
+            len: 0,
+            closed: false,
+            stream_seq: None,
+            producers: BTreeMap::new(),
+        }
+    }
+
+    /// Decides an append at `now` without changing anything.
+    pub fn decide_append(&self, req: &AppendRequest, now: Millis) -> Result<AppendDecision, AppendRefusal> {
+        let producer_check = match &req.producer {
+            Some(claim) => Some(producer::check(self.producers.get(&claim.id), claim, now)),
+            None => None,
+        };
+        match producer_check {
+            Some(Ok(ProducerCheck::Duplicate { epoch, highest_seq, receipt })) => {
+                return Ok(AppendDecision::Duplicate { epoch, highest_seq, receipt });
+            }
+            Some(Err(stale @ ProducerRefusal::StaleEpoch { .. })) => return Err(AppendRefusal::Producer(stale)),
+            _ => {}
+        }
+        if self.closed {
+            return if req.close && req.payload_len == 0 { Ok(AppendDecision::AlreadyClosed) } else { Err(AppendRefusal::Closed) };
+        }
+        if req.payload_len > 0 {
+            let matches = req.content_type.as_deref().is_some_and(|ct| same_media_type(ct, &self.config.content_type));
+            if !matches {
+                return Err(AppendRefusal::ContentTypeMismatch { expected: self.config.content_type.clone() });
+            }
+        }
+        if let Some(Err(refusal)) = producer_check {
+            return Err(AppendRefusal::Producer(refusal));
+        }
+        if let (Some(seq), Some(last)) = (&req.stream_seq, &self.stream_seq) {
+            if seq.as_bytes() <= last.as_bytes() {
+                return Err(AppendRefusal::StreamSeqConflict { last: last.clone() });
+            }
+        }
+        Ok(AppendDecision::Apply(AppendEffect {
+            start: self.len,
+            len: req.payload_len,
+            close: req.close,
+            producer: req.producer.clone(),
+            stream_seq: req.stream_seq.clone(),
+            at: now,
+        }))
+    }
+
+    /// Applies a decided (or replayed) effect.
+    pub fn apply(&mut self, effect: &AppendEffect) {
+        debug_assert_eq!(effect.start, self.len, "effects apply in log order");
+        self.len = effect.start + effect.len;
+        if effect.close {
+            self.closed = true;
+        }
+        if let Some(seq) = &effect.stream_seq {
+            self.stream_seq = Some(seq.clone());
+        }
+        if let Some(claim) = &effect.producer {
+            let receipt = Receipt { seq: claim.seq, start: effect.start, end: self.len };
+            let old = self.producers.remove(&claim.id);
+            self.producers.insert(claim.id.clone(), producer::record(old, claim, receipt, effect.at));
+        }
+    }
+
+    /// Drops producers idle past the forget window, so their state does not
+    /// grow without bound.
+    pub fn forget_idle_producers(&mut self, now: Millis) {
+        self.producers.retain(|_, p| p.is_live(now));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::config::Expiry;
+    use super::*;
+
+    fn stream(ct: &str) -> StreamCore {
+        let cfg = StreamConfig { content_type: ct.into(), expiry: Expiry::Never, public: false };
+        StreamCore::new(1, "/s".into(), "inc".into(), cfg, 0)
+    }
+
+    fn req(len: u64) -> AppendRequest {
+        AppendRequest { content_type: Some("text/plain".into()), payload_len: len, producer: None, stream_seq: None, close: false }
+    }
+
+    fn apply(s: &mut StreamCore, r: &AppendRequest) -> AppendDecision {
+        let d = s.decide_append(r, 0).unwrap();
+        if let AppendDecision::Apply(e) = &d {
+            s.apply(e);
+        }
+        d
+    }
+
+    #[test]
+    fn appends_move_the_tail() {
+        let mut s = stream("text/plain");
+        apply(&mut s, &req(5));
+        apply(&mut s, &req(3));
+        assert_eq!(s.len, 8);
+    }
+
+    #[test]
+    fn closed_refuses_but_close_is_idempotent() {
+        let mut s = stream("text/plain");
+        apply(&mut s, &AppendRequest { close: true, ..req(2) });
+        assert!(s.closed);
+        assert_eq!(s.decide_append(&req(1), 0), Err(AppendRefusal::Closed));
+        let close_only = AppendRequest { close: true, content_type: None, ..req(0) };
+        assert_eq!(s.decide_append(&close_only, 0), Ok(AppendDecision::AlreadyClosed));
+        assert_eq!(s.decide_append(&AppendRequest { close: true, ..req(1) }, 0), Err(AppendRefusal::Closed));
+    }
+
+    #[test]
+    fn closed_is_checked_before_content_type() {
+        let mut s = stream("text/plain");
+        apply(&mut s, &AppendRequest { close: true, ..req(0) });
+        let wrong = AppendRequest { content_type: Some("application/json".into()), ..req(1) };
+        assert_eq!(s.decide_append(&wrong, 0), Err(AppendRefusal::Closed));
+    }
+
+    #[test]
+    fn content_type_must_match_when_there_is_a_body() {
+        let s = stream("text/plain");
+        let wrong = AppendRequest { content_type: Some("text/html".into()), ..req(1) };
+        assert!(matches!(s.decide_append(&wrong, 0), Err(AppendRefusal::ContentTypeMismatch { .. })));
+        let case = AppendRequest { content_type: Some("TEXT/PLAIN; charset=utf-8".into()), ..req(1) };
+        assert!(s.decide_append(&case, 0).is_ok());
+    }
+
+    #[test]
+    fn stream_seq_is_bytewise_and_strict() {
+        let mut s = stream("text/plain");
+        apply(&mut s, &AppendRequest { stream_seq: Some("2".into()), ..req(1) });
+        let r = AppendRequest { stream_seq: Some("10".into()), ..req(1) };
+        assert!(matches!(s.decide_append(&r, 0), Err(AppendRefusal::StreamSeqConflict { .. })));
+        let same = AppendRequest { stream_seq: Some("2".into()), ..req(1) };
+        assert!(s.decide_append(&same, 0).is_err());
+        apply(&mut s, &AppendRequest { stream_seq: Some("3".into()), ..req(1) });
+        assert_eq!(s.stream_seq.as_deref(), Some("3"));
+    }
+
+    #[test]
+    fn producer_retry_of_the_closing_append_succeeds() {
+        let mut s = stream("text/plain");
+        let claim = ProducerClaim { id: "p".into(), epoch: 0, seq: 0 };
+        let closing = AppendRequest { producer: Some(claim.clone()), close: true, ..req(4) };
+        apply(&mut s, &closing);
+        let retry = s.decide_append(&closing, 0).unwrap();
+        assert_eq!(
+            retry,
+            AppendDecision::Duplicate { epoch: 0, highest_seq: 0, receipt: Some(Receipt { seq: 0, start: 0, end: 4 }) }
+        );
+        let next = AppendRequest { producer: Some(ProducerClaim { seq: 1, ..claim }), ..req(1) };
+        assert_eq!(s.decide_append(&next, 0), Err(AppendRefusal::Closed));
+    }
+
+    #[test]
+    fn producer_duplicate_wins_over_stream_seq() {
+        let mut s = stream("text/plain");
+        let claim = ProducerClaim { id: "p".into(), epoch: 0, seq: 0 };
+        let r = AppendRequest { producer: Some(claim), stream_seq: Some("a".into()), ..req(1) };
+        apply(&mut s, &r);
+        assert!(matches!(s.decide_append(&r, 0), Ok(AppendDecision::Duplicate { .. })));
+    }
+}

@@ -1,0 +1,91 @@
+//! `POST {stream}`: append, close, or both; exactly once with producer headers.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{Response, StatusCode};
+use axum::response::IntoResponse;
+use bytes::Bytes;
+use shared::content_type::same_media_type;
+use shared::error::ErrorCode;
+use shared::headers as h;
+use shared::offset::Offset;
+
+use super::body::read_body;
+use super::error::ApiError;
+use super::reading::{set, stream_headers};
+use super::request;
+use super::Shared;
+use crate::core::json;
+use crate::core::stream::AppendRequest;
+use crate::store::AppendOutcome;
+
+pub async fn append(state: Shared, path: String, req: Request) -> Response<Body> {
+    run(&state, path, req).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body>, ApiError> {
+    let headers = req.headers().clone();
+    let close = request::stream_closed(&headers);
+    let producer = request::producer(&headers)?;
+    let stream_seq = request::stream_seq(&headers)?;
+    let incarnation = request::incarnation(&headers)?;
+    let content_type = request::text(&headers, "content-type")?.filter(|c| !c.trim().is_empty()).map(str::to_owned);
+    let Some(view) = state.store.get(&path) else {
+        return Err(ApiError::NotFound);
+    };
+    let body = read_body(state, req).await?;
+    if body.bytes.is_empty() && !close {
+        return Err(ApiError::Invalid(ErrorCode::EmptyBody, "an append needs a body (or Stream-Closed: true)".into()));
+    }
+    if !body.bytes.is_empty() && content_type.is_none() {
+        return Err(ApiError::bad("an append with a body needs a Content-Type"));
+    }
+    // JSON bodies are stored as NDJSON; a body of another type goes through
+    // untouched so the stream can refuse it as a content-type mismatch.
+    let json_body = view.is_json() && content_type.as_deref().is_some_and(|ct| same_media_type(ct, &view.config.content_type));
+    let payload = if json_body && !body.bytes.is_empty() {
+        Bytes::from(json::to_ndjson(&body.bytes, false).map_err(|e| ApiError::Invalid(ErrorCode::InvalidJson, e.to_string()))?)
+    } else {
+        body.bytes.clone()
+    };
+    let len = payload.len();
+    let has_producer = producer.is_some();
+    let claim = producer.clone();
+    let request = AppendRequest { content_type, payload_len: len as u64, producer, stream_seq, close };
+    let appended = state.store.append(path, incarnation, request, payload).await?;
+    let mut resp = Response::new(Body::empty());
+    *resp.status_mut() = StatusCode::NO_CONTENT;
+    stream_headers(&mut resp, &appended.view);
+    set(&mut resp, h::STREAM_NEXT_OFFSET, Offset(appended.tail.next));
+    if appended.tail.closed {
+        set(&mut resp, h::STREAM_CLOSED, "true");
+    }
+    match appended.outcome {
+        AppendOutcome::Applied { start, end } => {
+            state.metrics.appended(len);
+            set(&mut resp, h::STREAM_OFFSET, Offset(start));
+            set(&mut resp, h::STREAM_NEXT_OFFSET, Offset(end));
+            if let Some(claim) = claim {
+                set(&mut resp, h::PRODUCER_EPOCH, claim.epoch);
+                set(&mut resp, h::PRODUCER_SEQ, claim.seq);
+                set(&mut resp, h::PRODUCER_OUTCOME, "accepted");
+            }
+            // New data from a producer is 200 (its offsets are the receipt);
+            // everything else that succeeds is 204.
+            if has_producer && len > 0 {
+                *resp.status_mut() = StatusCode::OK;
+            }
+        }
+        AppendOutcome::Duplicate { epoch, highest_seq, receipt } => {
+            set(&mut resp, h::PRODUCER_EPOCH, epoch);
+            set(&mut resp, h::PRODUCER_SEQ, highest_seq);
+            set(&mut resp, h::PRODUCER_OUTCOME, "duplicate");
+            if let Some(r) = receipt {
+                set(&mut resp, h::STREAM_OFFSET, Offset(r.start));
+                set(&mut resp, h::STREAM_NEXT_OFFSET, Offset(r.end));
+            }
+        }
+        AppendOutcome::AlreadyClosed => {}
+    }
+    Ok(resp)
+}

@@ -1,0 +1,155 @@
+//! Every refusal the HTTP layer gives, mapped to a status, headers and the
+//! JSON error body in this one place. Internal causes are logged, never shown.
+
+use axum::body::Body;
+use axum::http::{HeaderValue, Response, StatusCode};
+use shared::error::{ErrorBody, ErrorCode};
+use shared::headers as h;
+use shared::offset::Offset;
+
+use crate::core::producer::ProducerRefusal;
+use crate::core::stream::AppendRefusal;
+use crate::store::{StoreError, Tail};
+
+#[derive(Debug)]
+pub enum ApiError {
+    /// A malformed request, with the code and what was wrong.
+    Invalid(ErrorCode, String),
+    NotFound,
+    Store(StoreError),
+    PayloadTooLarge { limit: u64 },
+    /// The read offset is past the stream's end.
+    OffsetBeyondTail { tail: u64 },
+    /// The server cannot take the request for a moment.
+    Busy(&'static str),
+    Internal(String),
+}
+
+impl ApiError {
+    pub fn bad(msg: impl Into<String>) -> Self {
+        ApiError::Invalid(ErrorCode::BadRequest, msg.into())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound => ApiError::NotFound,
+            other => ApiError::Store(other),
+        }
+    }
+}
+
+impl From<std::io::Error> for ApiError {
+    fn from(e: std::io::Error) -> Self {
+        ApiError::Internal(e.to_string())
+    }
+}
+
+fn set(resp: &mut Response<Body>, name: &'static str, value: impl ToString) {
+    if let Ok(v) = HeaderValue::from_str(&value.to_string()) {
+        resp.headers_mut().insert(name, v);
+    }
+}
+
+fn tail_headers(resp: &mut Response<Body>, tail: &Tail) {
+    set(resp, h::STREAM_NEXT_OFFSET, Offset(tail.next));
+    if tail.closed {
+        set(resp, h::STREAM_CLOSED, "true");
+    }
+}
+
+pub fn error_response(code: ErrorCode, message: impl Into<String>) -> Response<Body> {
+    let body = ErrorBody::new(code, message).to_json();
+    let mut resp = Response::new(Body::from(body));
+    *resp.status_mut() = StatusCode::from_u16(code.status()).expect("valid status");
+    resp.headers_mut().insert("content-type", HeaderValue::from_static("application/json"));
+    resp.headers_mut().insert("cache-control", HeaderValue::from_static("no-store"));
+    resp
+}
+
+impl axum::response::IntoResponse for ApiError {
+    fn into_response(self) -> Response<Body> {
+        match self {
+            ApiError::Invalid(code, msg) => error_response(code, msg),
+            ApiError::NotFound => error_response(ErrorCode::NotFound, "the stream does not exist"),
+            ApiError::PayloadTooLarge { limit } => {
+                error_response(ErrorCode::PayloadTooLarge, format!("the body is over the limit of {limit} bytes"))
+            }
+            ApiError::OffsetBeyondTail { tail } => {
+                let mut r = error_response(ErrorCode::RangeNotSatisfiable, "the offset is past the end of the stream");
+                set(&mut r, h::STREAM_NEXT_OFFSET, Offset(tail));
+                r
+            }
+            ApiError::Busy(why) => {
+                let mut r = error_response(ErrorCode::Unavailable, why);
+                set(&mut r, "retry-after", 1);
+                r
+            }
+            ApiError::Internal(cause) => {
+                tracing::error!(%cause, "internal error");
+                error_response(ErrorCode::Internal, "internal error")
+            }
+            ApiError::Store(e) => store_error(e),
+        }
+    }
+}
+
+fn store_error(e: StoreError) -> Response<Body> {
+    match e {
+        StoreError::NotFound => error_response(ErrorCode::NotFound, "the stream does not exist"),
+        StoreError::IncarnationMismatch { current } => {
+            let mut r = error_response(ErrorCode::PreconditionFailed, "the stream was deleted and created again since");
+            set(&mut r, h::STREAM_INCARNATION, current);
+            r
+        }
+        StoreError::ConfigMismatch => {
+            error_response(ErrorCode::StreamExists, "the stream exists with a different content type, expiry or closed state")
+        }
+        StoreError::ShuttingDown => {
+            let mut r = error_response(ErrorCode::Unavailable, "the server is shutting down");
+            set(&mut r, "retry-after", 1);
+            r
+        }
+        StoreError::Refused { refusal, tail } => refusal_response(refusal, &tail),
+    }
+}
+
+fn refusal_response(refusal: AppendRefusal, tail: &Tail) -> Response<Body> {
+    match refusal {
+        AppendRefusal::Closed => {
+            let mut r = error_response(ErrorCode::StreamClosed, "the stream is closed");
+            tail_headers(&mut r, tail);
+            r
+        }
+        AppendRefusal::ContentTypeMismatch { expected } => {
+            error_response(ErrorCode::ContentTypeMismatch, format!("the stream's content type is {expected}"))
+        }
+        AppendRefusal::StreamSeqConflict { last } => {
+            let mut r = error_response(ErrorCode::StreamSeqConflict, format!("Stream-Seq must be greater than {last:?}"));
+            set(&mut r, h::STREAM_NEXT_OFFSET, Offset(tail.next));
+            r
+        }
+        AppendRefusal::Producer(ProducerRefusal::StaleEpoch { current }) => {
+            let mut r = error_response(ErrorCode::ProducerEpochStale, format!("a newer epoch ({current}) took over this producer"));
+            set(&mut r, h::PRODUCER_EPOCH, current);
+            set(&mut r, h::PRODUCER_OUTCOME, "stale-epoch");
+            r
+        }
+        AppendRefusal::Producer(ProducerRefusal::NewEpochNotAtZero) => {
+            let mut r = error_response(ErrorCode::BadRequest, "a new producer epoch starts at Producer-Seq 0");
+            set(&mut r, h::PRODUCER_OUTCOME, "invalid");
+            r
+        }
+        AppendRefusal::Producer(ProducerRefusal::SeqGap { expected, received }) => {
+            let mut r = error_response(
+                ErrorCode::ProducerSeqConflict,
+                format!("expected Producer-Seq {expected}, received {received}"),
+            );
+            set(&mut r, h::PRODUCER_EXPECTED_SEQ, expected);
+            set(&mut r, h::PRODUCER_RECEIVED_SEQ, received);
+            set(&mut r, h::PRODUCER_OUTCOME, "sequence-gap");
+            r
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! `HEAD {stream}`: the stream's state without its bytes. HEAD is not a read
+//! for the sliding TTL.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::Response;
+use axum::response::IntoResponse;
+use shared::headers as h;
+use shared::offset::Offset;
+
+use super::error::ApiError;
+use super::reading::{check_incarnation, set, stream_headers};
+use super::request::rfc3339;
+use super::Shared;
+use crate::core::config::Expiry;
+
+pub async fn head(state: Shared, path: String, req: Request) -> Response<Body> {
+    let Some(view) = state.store.get(&path) else {
+        return ApiError::NotFound.into_response();
+    };
+    if let Err(e) = check_incarnation(&view, req.headers()) {
+        return e.into_response();
+    }
+    let tail = view.tail();
+    let mut resp = Response::new(Body::empty());
+    stream_headers(&mut resp, &view);
+    set(&mut resp, "content-type", &view.config.content_type);
+    set(&mut resp, h::STREAM_NEXT_OFFSET, Offset(tail.next));
+    if tail.closed {
+        set(&mut resp, h::STREAM_CLOSED, "true");
+    }
+    set(&mut resp, h::STREAM_RETAINED_OFFSET, Offset::ZERO);
+    match view.config.expiry {
+        Expiry::Never => {}
+        Expiry::IdleSecs(s) => set(&mut resp, h::STREAM_TTL, s),
+        Expiry::At(ms) => set(&mut resp, h::STREAM_EXPIRES_AT, rfc3339(ms)),
+    }
+    set(&mut resp, h::MAX_REQUEST_BYTES, state.config.max_body);
+    set(&mut resp, h::MAX_SNAPSHOT_BYTES, state.config.max_snapshot);
+    set(&mut resp, "cache-control", "no-store");
+    resp
+}

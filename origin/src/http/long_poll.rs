@@ -1,0 +1,78 @@
+//! `GET {stream}?offset=…&live=long-poll`: wait at the end for the next append.
+//!
+//! The wait subscribes to the stream's tail before it looks at it, so an
+//! append that lands between the look and the wait still wakes it.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{Response, StatusCode};
+use axum::response::IntoResponse;
+use shared::etag::read_etag;
+use shared::headers as h;
+use shared::offset::Offset;
+use shared::params::{ReadParams, DEFAULT_LONG_POLL_MS};
+
+use super::error::ApiError;
+use super::read::CACHEABLE;
+use super::reading::{check_incarnation, cursor, read_cut, read_slice, resolve_start, set, shape_body, slice_headers, stream_headers};
+use super::Shared;
+
+pub async fn long_poll(state: Shared, path: String, req: Request, params: ReadParams) -> Response<Body> {
+    run(&state, path, req, params).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn run(state: &Shared, path: String, req: Request, params: ReadParams) -> Result<Response<Body>, ApiError> {
+    let view = state.store.get(&path).ok_or(ApiError::NotFound)?;
+    check_incarnation(&view, req.headers())?;
+    view.touch(state.store.clock().now_ms());
+    let mut rx = view.watch_tail();
+    let first = *rx.borrow_and_update();
+    let start = resolve_start(params.offset, &first)?;
+    let wait = Duration::from_millis(params.long_poll_ms(DEFAULT_LONG_POLL_MS));
+    let tail = if start < first.next || first.closed {
+        first
+    } else {
+        let _waiting = state.metrics.long_poll_guard();
+        let waited = tokio::time::timeout(wait, rx.wait_for(|t| t.next > start || t.closed || t.gone)).await.map(|r| r.map(|t| *t));
+        match waited {
+            Ok(Ok(t)) => t,
+            Ok(Err(_)) => return Err(ApiError::NotFound),
+            Err(_) => *rx.borrow(),
+        }
+    };
+    if tail.gone {
+        return Err(ApiError::NotFound);
+    }
+    let now = state.store.clock().now_ms();
+    if tail.next <= start {
+        // Timed out, or the stream closed at this offset.
+        let mut resp = Response::new(Body::empty());
+        *resp.status_mut() = StatusCode::NO_CONTENT;
+        stream_headers(&mut resp, &view);
+        set(&mut resp, h::STREAM_NEXT_OFFSET, Offset(tail.next));
+        set(&mut resp, h::STREAM_UP_TO_DATE, "true");
+        if tail.closed {
+            set(&mut resp, h::STREAM_CLOSED, "true");
+        } else {
+            set(&mut resp, h::STREAM_CURSOR, cursor(now, params.cursor.as_deref()));
+        }
+        set(&mut resp, "cache-control", "no-store");
+        return Ok(resp);
+    }
+    let mode = state.config.json_reads;
+    let slice = read_slice(&view, start, params.max_bytes, tail, read_cut(&view, mode)).await?;
+    let (body, content_type) = shape_body(&view, mode, slice.bytes.clone());
+    state.metrics.served(body.len());
+    let mut resp = Response::new(Body::from(body));
+    stream_headers(&mut resp, &view);
+    slice_headers(&mut resp, &slice);
+    set(&mut resp, "content-type", content_type);
+    set(&mut resp, "etag", read_etag(&view.incarnation, Offset(slice.start), Offset(slice.end), slice.closed));
+    if !slice.closed {
+        set(&mut resp, h::STREAM_CURSOR, cursor(now, params.cursor.as_deref()));
+    }
+    set(&mut resp, "cache-control", CACHEABLE);
+    Ok(resp)
+}

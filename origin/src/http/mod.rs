@@ -1,0 +1,164 @@
+//! The HTTP shell: one file per protocol operation, routes in [`routes`],
+//! refusals in [`error`].
+//!
+//! Streams live at any path, so requests are routed by method and by the
+//! shape of the path (see `shared::paths`) rather than by a path pattern.
+
+pub mod append;
+pub mod body;
+pub mod create;
+pub mod delete;
+pub mod error;
+pub mod head;
+pub mod long_poll;
+pub mod read;
+pub mod reading;
+pub mod request;
+pub mod routes;
+pub mod sse;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, Response, StatusCode};
+use axum::middleware::Next;
+use axum::response::IntoResponse;
+use axum::Router;
+use shared::error::ErrorCode;
+use shared::params::{Consistency, Live};
+use shared::paths::{classify, Target};
+use tokio::sync::Semaphore;
+
+use crate::metrics::Metrics;
+use crate::store::Store;
+use error::ApiError;
+
+/// How reads of JSON streams are shaped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JsonReads {
+    /// `application/x-ndjson`, one message per line (our protocol).
+    Ndjson,
+    /// `application/json` arrays (the upstream protocol's clients).
+    Array,
+}
+
+/// Limits and timings of the HTTP layer.
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    pub json_reads: JsonReads,
+    /// The largest request body.
+    pub max_body: u64,
+    /// Request bodies held in memory at once, in bytes; a request that cannot
+    /// get room within `ingress_wait` answers 503.
+    pub ingress_budget: u64,
+    pub ingress_wait: Duration,
+    /// An SSE tail is closed after this long, so caches can collapse readers.
+    pub sse_session: Duration,
+    /// The largest snapshot accepted in parts (advertised on HEAD).
+    pub max_snapshot: u64,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            json_reads: JsonReads::Ndjson,
+            max_body: 8 * 1024 * 1024,
+            ingress_budget: 256 * 1024 * 1024,
+            ingress_wait: Duration::from_secs(5),
+            sse_session: Duration::from_secs(60),
+            max_snapshot: 128 * 1024 * 1024,
+        }
+    }
+}
+
+pub struct AppState {
+    pub store: Store,
+    pub config: HttpConfig,
+    pub metrics: Arc<Metrics>,
+    /// Permits are bytes of request bodies in memory.
+    pub ingress: Semaphore,
+}
+
+pub type Shared = Arc<AppState>;
+
+pub fn router(state: Shared) -> Router {
+    Router::new()
+        .route(routes::METRICS, axum::routing::get(metrics))
+        .route(routes::HEALTH, axum::routing::get(|| async { "ok" }))
+        .fallback(dispatch)
+        .layer(axum::middleware::from_fn(common_headers))
+        .with_state(state)
+}
+
+async fn metrics(State(state): State<Shared>) -> impl IntoResponse {
+    ([("content-type", "text/plain; version=0.0.4")], state.metrics.render(state.store.stream_count()))
+}
+
+/// Routes a request on a stream path to its operation.
+async fn dispatch(State(state): State<Shared>, req: Request) -> Response<Body> {
+    let path = req.uri().path().to_owned();
+    let method = req.method().clone();
+    let (route, resp) = match classify(&path) {
+        Target::Stream(stream) => {
+            let stream = stream.to_owned();
+            match method {
+                Method::PUT => ("create", create::create(state.clone(), stream, req).await),
+                Method::POST => ("append", append::append(state.clone(), stream, req).await),
+                Method::DELETE => ("delete", delete::delete(state.clone(), stream, req).await),
+                Method::HEAD => ("head", head::head(state.clone(), stream, req).await),
+                Method::GET => read_route(state.clone(), stream, req).await,
+                Method::OPTIONS => ("preflight", preflight()),
+                _ => ("other", error::error_response(ErrorCode::MethodNotAllowed, "use PUT, POST, GET, HEAD or DELETE")),
+            }
+        }
+        Target::Chunk { .. } | Target::IncarnationSnapshot { .. } | Target::Snapshot { .. } if method == Method::OPTIONS => {
+            ("preflight", preflight())
+        }
+        Target::Chunk { .. } | Target::IncarnationSnapshot { .. } | Target::Snapshot { .. } => (
+            "reserved",
+            error::error_response(ErrorCode::NotFound, "chunk and snapshot URLs are not served by this server yet"),
+        ),
+        Target::Reserved => ("reserved", error::error_response(ErrorCode::NotFound, "no such resource")),
+    };
+    state.metrics.request(route, resp.status().as_u16());
+    resp
+}
+
+async fn read_route(state: Shared, stream: String, req: Request) -> (&'static str, Response<Body>) {
+    let params = match shared::params::parse_read_query(req.uri().query()) {
+        Ok(p) => p,
+        Err(e) => {
+            let code = if e.is_offset() { ErrorCode::InvalidOffset } else { ErrorCode::BadRequest };
+            return ("read", ApiError::Invalid(code, e.to_string()).into_response());
+        }
+    };
+    let _ = Consistency::Leader; // one node: every read already sees every acknowledged append
+    match params.live {
+        Live::No => ("read", read::read(state, stream, req, params).await),
+        Live::LongPoll => ("long_poll", long_poll::long_poll(state, stream, req, params).await),
+        Live::Sse => ("sse", sse::sse(state, stream, req, params).await),
+    }
+}
+
+fn preflight() -> Response<Body> {
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    let h = r.headers_mut();
+    h.insert("access-control-allow-methods", HeaderValue::from_static("GET, HEAD, PUT, POST, DELETE, OPTIONS"));
+    h.insert("access-control-allow-headers", HeaderValue::from_static(routes::ALLOWED_REQUEST_HEADERS));
+    h.insert("access-control-max-age", HeaderValue::from_static("86400"));
+    r
+}
+
+/// Headers every answer carries: browser safety and CORS.
+async fn common_headers(req: Request, next: Next) -> Response<Body> {
+    let mut resp = next.run(req).await;
+    let h = resp.headers_mut();
+    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+    h.insert("cross-origin-resource-policy", HeaderValue::from_static("cross-origin"));
+    h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+    h.insert("access-control-expose-headers", HeaderValue::from_static(shared::headers::EXPOSED));
+    resp
+}

@@ -1,0 +1,58 @@
+//! `GET {stream}?offset=…`: catch-up reads.
+//!
+//! Cache-Control: an answer with bytes names an immutable range of the log,
+//! so caches may keep it (`public, max-age=60, stale-while-revalidate=300`,
+//! the protocol's advice; `private` once credentials exist). An empty answer
+//! at the open end changes with the next append and is `no-store`, as is
+//! every `offset=now` answer.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{Response, StatusCode};
+use axum::response::IntoResponse;
+use shared::etag::{if_none_match_hits, read_etag};
+use shared::offset::ReadFrom;
+use shared::params::ReadParams;
+
+use super::error::ApiError;
+use super::reading::{check_incarnation, read_cut, read_slice, resolve_start, set, shape_body, slice_headers, stream_headers};
+use super::Shared;
+
+pub const CACHEABLE: &str = "public, max-age=60, stale-while-revalidate=300";
+
+pub async fn read(state: Shared, path: String, req: Request, params: ReadParams) -> Response<Body> {
+    run(&state, path, req, params).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn run(state: &Shared, path: String, req: Request, params: ReadParams) -> Result<Response<Body>, ApiError> {
+    let view = state.store.get(&path).ok_or(ApiError::NotFound)?;
+    check_incarnation(&view, req.headers())?;
+    view.touch(state.store.clock().now_ms());
+    let tail = view.tail();
+    let start = resolve_start(params.offset, &tail)?;
+    let mode = state.config.json_reads;
+    let slice = read_slice(&view, start, params.max_bytes, tail, read_cut(&view, mode)).await?;
+    let now = params.offset == ReadFrom::Now;
+    let etag = (!now).then(|| read_etag(&view.incarnation, shared::offset::Offset(slice.start), shared::offset::Offset(slice.end), slice.closed));
+    let cache = if now || (slice.bytes.is_empty() && !slice.closed) { "no-store" } else { CACHEABLE };
+    let not_modified = etag.as_deref().is_some_and(|tag| {
+        req.headers().get("if-none-match").and_then(|v| v.to_str().ok()).is_some_and(|inm| if_none_match_hits(inm, tag))
+    });
+    let (body, content_type) = shape_body(&view, mode, slice.bytes.clone());
+    let mut resp = if not_modified {
+        let mut r = Response::new(Body::empty());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
+    } else {
+        state.metrics.served(body.len());
+        Response::new(Body::from(body))
+    };
+    stream_headers(&mut resp, &view);
+    slice_headers(&mut resp, &slice);
+    set(&mut resp, "content-type", content_type);
+    set(&mut resp, "cache-control", cache);
+    if let Some(tag) = etag {
+        set(&mut resp, "etag", tag);
+    }
+    Ok(resp)
+}

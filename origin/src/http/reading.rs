@@ -1,0 +1,155 @@
+//! What every read shares: resolving the start offset, cutting a range to the
+//! answer's size, shaping JSON, and the headers of a read answer.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, Response};
+use bytes::Bytes;
+use shared::headers as h;
+use shared::offset::{Offset, ReadFrom};
+
+use super::error::ApiError;
+use super::request;
+use super::JsonReads;
+use crate::core::json::ndjson_to_array;
+use crate::store::{StreamView, Tail};
+
+pub fn set(resp: &mut Response<Body>, name: &'static str, value: impl ToString) {
+    if let Ok(v) = HeaderValue::from_str(&value.to_string()) {
+        resp.headers_mut().insert(name, v);
+    }
+}
+
+/// Headers every answer about a stream carries.
+pub fn stream_headers(resp: &mut Response<Body>, view: &StreamView) {
+    set(resp, h::STREAM_INCARNATION, &view.incarnation);
+}
+
+/// 412 when the request names an incarnation the stream no longer has.
+pub fn check_incarnation(view: &StreamView, headers: &HeaderMap) -> Result<(), ApiError> {
+    match request::incarnation(headers)? {
+        Some(i) if i != view.incarnation => {
+            Err(ApiError::Store(crate::store::StoreError::IncarnationMismatch { current: view.incarnation.clone() }))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The byte position a read starts at.
+pub fn resolve_start(from: ReadFrom, tail: &Tail) -> Result<u64, ApiError> {
+    match from {
+        ReadFrom::Start => Ok(0),
+        ReadFrom::Now => Ok(tail.next),
+        ReadFrom::At(o) if o.bytes() > tail.next => Err(ApiError::OffsetBeyondTail { tail: tail.next }),
+        ReadFrom::At(o) => Ok(o.bytes()),
+    }
+}
+
+/// How the bytes of one answer are cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cut {
+    /// Anywhere (binary, or NDJSON reads, which may end inside a message).
+    Bytes,
+    /// On a UTF-8 character boundary (text SSE events).
+    Char,
+    /// After a whole message (JSON arrays, JSON SSE events).
+    Message,
+}
+
+/// One answer's worth of a stream.
+pub struct Slice {
+    pub start: u64,
+    pub end: u64,
+    pub bytes: Bytes,
+    /// The slice reaches the tail it was read against.
+    pub up_to_date: bool,
+    /// ... and that tail was the end of a closed stream.
+    pub closed: bool,
+}
+
+/// Reads up to `max` bytes from `start`, cut as `cut` asks. A single message
+/// larger than `max` is returned whole so a reader always moves on.
+pub async fn read_slice(view: &Arc<StreamView>, start: u64, max: u64, tail: Tail, cut: Cut) -> Result<Slice, ApiError> {
+    let mut end = tail.next.min(start.saturating_add(max));
+    let mut bytes = view.read(start, end).await?;
+    if end < tail.next {
+        match cut {
+            Cut::Bytes => {}
+            Cut::Char => {
+                let keep = shared::sse::utf8_prefix_len(&bytes);
+                if keep > 0 {
+                    bytes.truncate(keep);
+                    end = start + keep as u64;
+                }
+            }
+            Cut::Message => match bytes.iter().rposition(|&b| b == b'\n') {
+                Some(i) => {
+                    bytes.truncate(i + 1);
+                    end = start + i as u64 + 1;
+                }
+                None => {
+                    // One message longer than `max`: read on to its end.
+                    let mut grown = bytes.to_vec();
+                    while end < tail.next {
+                        let step_end = tail.next.min(end + 64 * 1024);
+                        let more = view.read(end, step_end).await?;
+                        let nl = more.iter().position(|&b| b == b'\n');
+                        let take = nl.map_or(more.len(), |i| i + 1);
+                        grown.extend_from_slice(&more[..take]);
+                        end += take as u64;
+                        if nl.is_some() {
+                            break;
+                        }
+                    }
+                    bytes = grown.into();
+                }
+            },
+        }
+    }
+    let up_to_date = end == tail.next;
+    Ok(Slice { start, end, bytes, up_to_date, closed: up_to_date && tail.closed })
+}
+
+/// How reads of this stream are cut and shaped.
+pub fn read_cut(view: &StreamView, mode: JsonReads) -> Cut {
+    if view.is_json() && mode == JsonReads::Array {
+        Cut::Message
+    } else {
+        Cut::Bytes
+    }
+}
+
+/// The body and content type of a read answer.
+pub fn shape_body(view: &StreamView, mode: JsonReads, bytes: Bytes) -> (Bytes, String) {
+    if view.is_json() {
+        match mode {
+            JsonReads::Array => (Bytes::from(ndjson_to_array(&bytes)), view.config.content_type.clone()),
+            JsonReads::Ndjson => (bytes, shared::content_type::NDJSON.to_owned()),
+        }
+    } else {
+        (bytes, view.config.content_type.clone())
+    }
+}
+
+/// Offset header value for a position.
+pub fn offset(pos: u64) -> Offset {
+    Offset(pos)
+}
+
+/// The cursor for a live answer (see `shared::cursor`).
+pub fn cursor(now_ms: u64, client: Option<&str>) -> String {
+    let jitter = 1 + rand::random::<u64>() % shared::cursor::CURSOR_MAX_JITTER_SECS;
+    shared::cursor::next_cursor(now_ms / 1000, client, jitter).to_string()
+}
+
+/// Headers of an answer that carries a slice: offsets, up-to-date, closed.
+pub fn slice_headers(resp: &mut Response<Body>, slice: &Slice) {
+    set(resp, h::STREAM_NEXT_OFFSET, Offset(slice.end));
+    if slice.up_to_date {
+        set(resp, h::STREAM_UP_TO_DATE, "true");
+    }
+    if slice.closed {
+        set(resp, h::STREAM_CLOSED, "true");
+    }
+}

@@ -1,0 +1,8 @@
+//! Route strings and header lists of the HTTP surface, in one place.
+
+pub const METRICS: &str = "/metrics";
+pub const HEALTH: &str = "/healthz";
+
+/// Request headers a browser may send cross-origin.
+pub const ALLOWED_REQUEST_HEADERS: &str = "content-type, authorization, if-none-match, stream-seq, stream-ttl, \
+stream-expires-at, stream-closed, stream-incarnation, producer-id, producer-epoch, producer-seq, accept, cache-control";

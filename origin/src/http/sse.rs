@@ -1,0 +1,127 @@
+//! `GET {stream}?offset=…&live=sse`: a tail as Server-Sent Events.
+//!
+//! Each batch goes out as one `data` event and its `control` event in a
+//! single write. The task writes into a channel of [`SSE_BUFFERED_FRAMES`]
+//! frames, so a reader that stops reading holds at most that many frames of
+//! memory and its task waits; the session ends after `sse_session` (about
+//! 60 s) so a CDN can collapse readers onto fresh requests.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::Response;
+use axum::response::IntoResponse;
+use bytes::Bytes;
+use shared::content_type::{sse_uses_base64, NDJSON};
+use shared::error::{ErrorBody, ErrorCode};
+use shared::headers as h;
+use shared::offset::Offset;
+use shared::params::ReadParams;
+use shared::sse::{control_event, data_event, named_json_event, Control};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::error::ApiError;
+use super::reading::{check_incarnation, cursor, read_slice, resolve_start, set, stream_headers, Cut};
+use super::{JsonReads, Shared};
+use crate::core::json::ndjson_to_array;
+
+/// Frames waiting for a slow reader before its task waits.
+pub const SSE_BUFFERED_FRAMES: usize = 2;
+
+pub async fn sse(state: Shared, path: String, req: Request, params: ReadParams) -> Response<Body> {
+    run(state, path, req, params).await.unwrap_or_else(IntoResponse::into_response)
+}
+
+async fn run(state: Shared, path: String, req: Request, params: ReadParams) -> Result<Response<Body>, ApiError> {
+    let view = state.store.get(&path).ok_or(ApiError::NotFound)?;
+    check_incarnation(&view, req.headers())?;
+    view.touch(state.store.clock().now_ms());
+    let mut rx = view.watch_tail();
+    let first = *rx.borrow_and_update();
+    let mut pos = resolve_start(params.offset, &first)?;
+    let base64 = sse_uses_base64(&view.config.content_type);
+    let json = view.is_json();
+    let array = json && state.config.json_reads == JsonReads::Array;
+    let cut = if json {
+        Cut::Message
+    } else if base64 {
+        Cut::Bytes
+    } else {
+        Cut::Char
+    };
+    // A text event carries at least one whole character.
+    let max = if base64 { params.max_bytes } else { params.max_bytes.max(4) };
+
+    let (tx, frames) = mpsc::channel::<Result<Bytes, std::io::Error>>(SSE_BUFFERED_FRAMES);
+    let task_state = state.clone();
+    let task_view = view.clone();
+    let client_cursor = params.cursor.clone();
+    tokio::spawn(async move {
+        let _open = task_state.metrics.sse_guard();
+        let deadline = tokio::time::Instant::now() + task_state.config.sse_session;
+        let mut announced = false;
+        loop {
+            if tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            let tail = *rx.borrow_and_update();
+            if tail.gone {
+                let body = ErrorBody::new(ErrorCode::NotFound, "the stream was deleted").to_json();
+                let _ = tx.send(Ok(Bytes::from(named_json_event("error", &body)))).await;
+                return;
+            }
+            if pos < tail.next {
+                let slice = match read_slice(&task_view, pos, max, tail, cut).await {
+                    Ok(s) => s,
+                    Err(_) => return,
+                };
+                let payload = if array { Bytes::from(ndjson_to_array(&slice.bytes)) } else { slice.bytes.clone() };
+                let mut frame = data_event(&payload, base64);
+                let now = task_state.store.clock().now_ms();
+                frame.extend(control_event(&Control {
+                    stream_next_offset: Offset(slice.end).to_string(),
+                    stream_cursor: (!slice.closed).then(|| cursor(now, client_cursor.as_deref())),
+                    up_to_date: slice.up_to_date,
+                    stream_closed: slice.closed,
+                }));
+                task_state.metrics.served(payload.len());
+                pos = slice.end;
+                announced = true;
+                if tx.send(Ok(Bytes::from(frame))).await.is_err() || slice.closed {
+                    return;
+                }
+                continue;
+            }
+            if tail.closed || !announced {
+                let now = task_state.store.clock().now_ms();
+                let frame = control_event(&Control {
+                    stream_next_offset: Offset(tail.next).to_string(),
+                    stream_cursor: (!tail.closed).then(|| cursor(now, client_cursor.as_deref())),
+                    up_to_date: true,
+                    stream_closed: tail.closed,
+                });
+                announced = true;
+                if tx.send(Ok(Bytes::from(frame))).await.is_err() || tail.closed {
+                    return;
+                }
+            }
+            tokio::select! {
+                changed = rx.changed() => if changed.is_err() { return },
+                _ = tokio::time::sleep_until(deadline) => return,
+                _ = tx.closed() => return,
+            }
+        }
+    });
+
+    let mut resp = Response::new(Body::from_stream(ReceiverStream::new(frames)));
+    stream_headers(&mut resp, &view);
+    set(&mut resp, "content-type", "text/event-stream");
+    set(&mut resp, "cache-control", "no-cache");
+    let data_type = if json { NDJSON.to_owned() } else { view.config.content_type.clone() };
+    let data_type = if array { view.config.content_type.clone() } else { data_type };
+    set(&mut resp, h::STREAM_DATA_CONTENT_TYPE, data_type);
+    if base64 {
+        set(&mut resp, h::STREAM_SSE_DATA_ENCODING, "base64");
+    }
+    Ok(resp)
+}

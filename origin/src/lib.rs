@@ -1,0 +1,18 @@
+//! The durable-streams origin.
+//!
+//! Module map:
+//! - [`core`]: the pure decisions about a stream (append rule, producers,
+//!   JSON mode, expiry). No I/O, no clock.
+//! - [`store`]: the crash-safe local log around the core: WAL with group
+//!   commit, per-stream files, checkpoints, recovery.
+//! - [`http`]: the protocol over HTTP, one file per operation.
+//! - [`server`]: wiring and graceful shutdown; [`config`]: the command line.
+//! - [`metrics`], [`clock`]: what is measured, and injected time.
+
+pub mod clock;
+pub mod config;
+pub mod core;
+pub mod http;
+pub mod metrics;
+pub mod server;
+pub mod store;

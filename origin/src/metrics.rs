@@ -1,0 +1,107 @@
+//! Every metric the origin exports, named in one place and rendered as
+//! Prometheus text at `GET /metrics`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+#[derive(Default)]
+pub struct Metrics {
+    requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
+    wal_syncs: AtomicU64,
+    wal_bytes: AtomicU64,
+    wal_commands: AtomicU64,
+    wal_sync_micros: AtomicU64,
+    checkpoints: AtomicU64,
+    checkpoint_micros: AtomicU64,
+    bytes_served: AtomicU64,
+    bytes_appended: AtomicU64,
+    long_polls_waiting: AtomicI64,
+    sse_open: AtomicI64,
+}
+
+impl Metrics {
+    pub fn request(&self, route: &'static str, status: u16) {
+        *self.requests.lock().entry((route, status)).or_default() += 1;
+    }
+
+    pub fn wal_sync(&self, bytes: u64, commands: u64, took: Duration) {
+        self.wal_syncs.fetch_add(1, Relaxed);
+        self.wal_bytes.fetch_add(bytes, Relaxed);
+        self.wal_commands.fetch_add(commands, Relaxed);
+        self.wal_sync_micros.fetch_add(took.as_micros() as u64, Relaxed);
+    }
+
+    pub fn checkpoint(&self, took: Duration) {
+        self.checkpoints.fetch_add(1, Relaxed);
+        self.checkpoint_micros.fetch_add(took.as_micros() as u64, Relaxed);
+    }
+
+    pub fn served(&self, bytes: usize) {
+        self.bytes_served.fetch_add(bytes as u64, Relaxed);
+    }
+
+    pub fn appended(&self, bytes: usize) {
+        self.bytes_appended.fetch_add(bytes as u64, Relaxed);
+    }
+
+    /// Counts a waiting long-poll for as long as the guard lives.
+    pub fn long_poll_guard(self: &Arc<Self>) -> Gauge {
+        Gauge::new(Arc::clone(self), |m| &m.long_polls_waiting)
+    }
+
+    /// Counts an open SSE tail for as long as the guard lives.
+    pub fn sse_guard(self: &Arc<Self>) -> Gauge {
+        Gauge::new(Arc::clone(self), |m| &m.sse_open)
+    }
+
+    pub fn render(&self, streams: usize) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "# TYPE ds_requests_total counter");
+        for ((route, status), n) in self.requests.lock().iter() {
+            let _ = writeln!(out, "ds_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}");
+        }
+        let counters = [
+            ("ds_wal_syncs_total", &self.wal_syncs),
+            ("ds_wal_bytes_total", &self.wal_bytes),
+            ("ds_wal_commands_total", &self.wal_commands),
+            ("ds_wal_sync_micros_total", &self.wal_sync_micros),
+            ("ds_checkpoints_total", &self.checkpoints),
+            ("ds_checkpoint_micros_total", &self.checkpoint_micros),
+            ("ds_bytes_served_total", &self.bytes_served),
+            ("ds_bytes_appended_total", &self.bytes_appended),
+        ];
+        for (name, v) in counters {
+            let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Relaxed));
+        }
+        let gauges = [("ds_long_polls_waiting", &self.long_polls_waiting), ("ds_sse_open", &self.sse_open)];
+        for (name, v) in gauges {
+            let _ = writeln!(out, "# TYPE {name} gauge\n{name} {}", v.load(Relaxed));
+        }
+        let _ = writeln!(out, "# TYPE ds_streams gauge\nds_streams {streams}");
+        out
+    }
+}
+
+/// Decrements its gauge when dropped.
+pub struct Gauge {
+    metrics: Arc<Metrics>,
+    which: fn(&Metrics) -> &AtomicI64,
+}
+
+impl Gauge {
+    fn new(metrics: Arc<Metrics>, which: fn(&Metrics) -> &AtomicI64) -> Self {
+        which(&metrics).fetch_add(1, Relaxed);
+        Gauge { metrics, which }
+    }
+}
+
+impl Drop for Gauge {
+    fn drop(&mut self) {
+        (self.which)(&self.metrics).fetch_sub(1, Relaxed);
+    }
+}

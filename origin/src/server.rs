@@ -1,0 +1,54 @@
+//! Wiring: open the store, serve HTTP on a listener until told to stop, then
+//! stop the writer after the last answer.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use crate::clock::{Clock, SystemClock};
+use crate::http::{self, AppState, HttpConfig};
+use crate::metrics::Metrics;
+use crate::store::{RecoveryReport, Store, StoreConfig};
+
+/// A running origin's parts, for tests and the binary.
+pub struct Origin {
+    pub state: http::Shared,
+    pub report: RecoveryReport,
+}
+
+impl Origin {
+    pub fn open(store: StoreConfig, http: HttpConfig) -> std::io::Result<Origin> {
+        Self::open_with_clock(store, http, Arc::new(SystemClock))
+    }
+
+    pub fn open_with_clock(store: StoreConfig, http: HttpConfig, clock: Arc<dyn Clock>) -> std::io::Result<Origin> {
+        let metrics = Arc::new(Metrics::default());
+        let (store, report) = Store::open(store, clock, Arc::clone(&metrics))?;
+        let ingress = Semaphore::new(usize::try_from(http.ingress_budget).unwrap_or(usize::MAX).min(Semaphore::MAX_PERMITS));
+        let state = Arc::new(AppState { store, config: http, metrics, ingress });
+        Ok(Origin { state, report })
+    }
+
+    /// Serves until `shutdown` resolves, then drains and stops the store.
+    pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+        let store = self.state.store.clone();
+        let sweeper = tokio::spawn({
+            let store = store.clone();
+            async move {
+                let mut tick = tokio::time::interval(Duration::from_secs(1));
+                loop {
+                    tick.tick().await;
+                    store.tick().await;
+                }
+            }
+        });
+        let app = http::router(self.state);
+        let result = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+        sweeper.abort();
+        store.shutdown().await;
+        result
+    }
+}

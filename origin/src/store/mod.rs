@@ -1,0 +1,139 @@
+//! Durable storage of streams on local disk.
+//!
+//! One write-ahead log for all streams gives every append the same durability
+//! and lets concurrent appends share one sync (group commit); each stream's
+//! bytes are also written to a file of its own, which reads use. Checkpoints
+//! make the log short again. See `docs/decisions/0002-local-log.md`.
+//!
+//! - [`writer`]: the single thread that changes streams (the I/O shell around
+//!   the pure core).
+//! - [`record`], [`checkpoint`]: the two persisted formats.
+//! - [`recovery`]: startup from checkpoint and log.
+//! - [`view`]: what readers see.
+
+pub mod checkpoint;
+pub mod engine;
+pub mod error;
+pub mod layout;
+pub mod record;
+pub mod recovery;
+pub mod view;
+pub mod wal;
+pub mod writer;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::clock::Clock;
+use crate::core::config::StreamConfig;
+use crate::core::stream::AppendRequest;
+use crate::metrics::Metrics;
+pub use error::StoreError;
+pub use recovery::RecoveryReport;
+pub use view::{StreamView, Tail};
+pub use writer::{AppendOutcome, Appended, Created};
+use writer::{Command, Registry, Writer};
+
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    pub data: PathBuf,
+    /// Commands waiting for the writer; senders wait when it is full.
+    pub queue_commands: usize,
+    /// A batch closes at this many commands...
+    pub max_batch_commands: usize,
+    /// ...or this many bytes of log.
+    pub max_batch_bytes: usize,
+    /// Checkpoint when the open WAL segment reaches this size...
+    pub checkpoint_bytes: u64,
+    /// ...or this much time passed with anything logged.
+    pub checkpoint_interval: Duration,
+}
+
+impl StoreConfig {
+    pub fn new(data: PathBuf) -> Self {
+        StoreConfig {
+            data,
+            queue_commands: 16 * 1024,
+            max_batch_commands: 4096,
+            max_batch_bytes: 32 * 1024 * 1024,
+            checkpoint_bytes: 64 * 1024 * 1024,
+            checkpoint_interval: Duration::from_secs(60),
+        }
+    }
+}
+
+/// The handle request handlers use. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    tx: mpsc::Sender<Command>,
+    registry: Registry,
+    clock: Arc<dyn Clock>,
+    writer: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl Store {
+    /// Recovers the data directory and starts the writer thread.
+    pub fn open(config: StoreConfig, clock: Arc<dyn Clock>, metrics: Arc<Metrics>) -> std::io::Result<(Store, RecoveryReport)> {
+        let (engine, wal, report) = recovery::recover(&config.data, clock.now_ms())?;
+        let registry: Registry = Arc::new(RwLock::new(
+            engine.entries.iter().map(|(p, e)| (p.clone(), Arc::clone(&e.view))).collect(),
+        ));
+        let (tx, rx) = mpsc::channel(config.queue_commands);
+        let writer = Writer::new(engine, wal, Arc::clone(&registry), Arc::clone(&clock), config, metrics);
+        let handle = std::thread::Builder::new().name("wal-writer".into()).spawn(move || writer.run(rx))?;
+        Ok((Store { tx, registry, clock, writer: Arc::new(Mutex::new(Some(handle))) }, report))
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The stream at `path`, unless it does not exist or has expired.
+    pub fn get(&self, path: &str) -> Option<Arc<StreamView>> {
+        let view = self.registry.read().get(path).cloned()?;
+        (!view.is_expired(self.clock.now_ms())).then_some(view)
+    }
+
+    pub fn stream_count(&self) -> usize {
+        self.registry.read().len()
+    }
+
+    async fn call<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Command) -> Result<T, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx.send(make(reply)).await.map_err(|_| StoreError::ShuttingDown)?;
+        rx.await.map_err(|_| StoreError::ShuttingDown)?
+    }
+
+    pub async fn create(&self, path: String, config: StreamConfig, closed: bool, payload: Bytes) -> Result<Created, StoreError> {
+        self.call(|reply| Command::Create { path, config, closed, payload, reply }).await
+    }
+
+    pub async fn append(&self, path: String, incarnation: Option<String>, req: AppendRequest, payload: Bytes) -> Result<Appended, StoreError> {
+        self.call(|reply| Command::Append { path, incarnation, req, payload, reply }).await
+    }
+
+    pub async fn delete(&self, path: String, incarnation: Option<String>) -> Result<(), StoreError> {
+        self.call(|reply| Command::Delete { path, incarnation, reply }).await
+    }
+
+    /// Asks the writer to expire idle streams now.
+    pub async fn tick(&self) {
+        let _ = self.tx.send(Command::Tick).await;
+    }
+
+    /// Stops the writer after the commands already queued and waits for its
+    /// final checkpoint. Later calls through any clone answer `ShuttingDown`.
+    pub async fn shutdown(&self) {
+        let _ = self.tx.send(Command::Shutdown).await;
+        let handle = self.writer.lock().take();
+        if let Some(h) = handle {
+            let _ = tokio::task::spawn_blocking(move || h.join()).await;
+        }
+    }
+}

@@ -1,0 +1,359 @@
+//! The writer loop: the one thread that changes streams.
+//!
+//! It takes every command waiting in its queue as one batch, decides each with
+//! the pure core, encodes the effects into one buffer, writes and syncs that
+//! buffer to the WAL once (group commit: every append of a batch shares one
+//! `fdatasync`), and only then publishes the new tails and answers. Commands
+//! that arrive while it syncs form the next batch, so the batch grows with
+//! the load. A failed write or sync aborts the process: after a failed fsync
+//! the page cache cannot be trusted, and recovery from the log is the only
+//! safe way on.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use parking_lot::RwLock;
+use tokio::sync::{mpsc, oneshot};
+
+use super::checkpoint::{self, Checkpoint};
+use super::engine::Engine;
+use super::error::StoreError;
+use super::record::{self, CreateRecord, Record};
+use super::view::{StreamView, Tail};
+use super::wal::{self, Wal};
+use super::StoreConfig;
+use crate::clock::Clock;
+use crate::core::config::StreamConfig;
+use crate::core::producer::Receipt;
+use crate::core::stream::{AppendDecision, AppendEffect, AppendRequest};
+use crate::metrics::Metrics;
+
+/// Streams by path, as readers see them: only durable state.
+pub type Registry = Arc<RwLock<HashMap<String, Arc<StreamView>>>>;
+
+pub struct Created {
+    pub view: Arc<StreamView>,
+    /// False when the stream already existed with the same configuration.
+    pub created: bool,
+    pub tail: Tail,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AppendOutcome {
+    Applied { start: u64, end: u64 },
+    Duplicate { epoch: u64, highest_seq: u64, receipt: Option<Receipt> },
+    AlreadyClosed,
+}
+
+pub struct Appended {
+    pub outcome: AppendOutcome,
+    pub tail: Tail,
+    pub view: Arc<StreamView>,
+}
+
+pub enum Command {
+    Create { path: String, config: StreamConfig, closed: bool, payload: Bytes, reply: oneshot::Sender<Result<Created, StoreError>> },
+    Append { path: String, incarnation: Option<String>, req: AppendRequest, payload: Bytes, reply: oneshot::Sender<Result<Appended, StoreError>> },
+    Delete { path: String, incarnation: Option<String>, reply: oneshot::Sender<Result<(), StoreError>> },
+    /// Expire idle streams and checkpoint if due.
+    Tick,
+    /// Finish the current batch, checkpoint, and stop.
+    Shutdown,
+}
+
+/// What becomes visible once the batch is durable.
+enum AfterCommit {
+    Register(Arc<StreamView>),
+    Unregister(Arc<StreamView>),
+    Publish(Arc<StreamView>, Tail),
+    Reply(Box<dyn FnOnce() + Send>),
+}
+
+pub struct Writer {
+    pub engine: Engine,
+    pub wal: Wal,
+    pub registry: Registry,
+    pub clock: Arc<dyn Clock>,
+    pub config: StoreConfig,
+    pub metrics: Arc<Metrics>,
+    checkpoint_running: Arc<AtomicBool>,
+    last_checkpoint: Instant,
+}
+
+impl Writer {
+    pub fn new(engine: Engine, wal: Wal, registry: Registry, clock: Arc<dyn Clock>, config: StoreConfig, metrics: Arc<Metrics>) -> Self {
+        Writer { engine, wal, registry, clock, config, metrics, checkpoint_running: Arc::new(AtomicBool::new(false)), last_checkpoint: Instant::now() }
+    }
+
+    /// Runs until every sender is gone, then checkpoints and returns.
+    pub fn run(mut self, mut rx: mpsc::Receiver<Command>) {
+        let mut frames = Vec::with_capacity(1 << 20);
+        let mut after = Vec::new();
+        let mut stopping = false;
+        while let Some(first) = rx.blocking_recv() {
+            let now = self.clock.now_ms();
+            let mut count = 0;
+            let mut next = Some(first);
+            while let Some(cmd) = next.take() {
+                if matches!(cmd, Command::Shutdown) {
+                    stopping = true;
+                    break;
+                }
+                self.handle(cmd, now, &mut frames, &mut after);
+                count += 1;
+                if count < self.config.max_batch_commands && frames.len() < self.config.max_batch_bytes {
+                    next = rx.try_recv().ok();
+                }
+            }
+            self.commit(&mut frames, &mut after, count);
+            if stopping {
+                break;
+            }
+            self.maybe_checkpoint(false);
+        }
+        // Wait for a running checkpoint, then leave a fresh one so the next
+        // start replays nothing.
+        while self.checkpoint_running.load(Ordering::Acquire) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        self.maybe_checkpoint(true);
+        while self.checkpoint_running.load(Ordering::Acquire) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    fn commit(&mut self, frames: &mut Vec<u8>, after: &mut Vec<AfterCommit>, commands: usize) {
+        if !frames.is_empty() {
+            let started = Instant::now();
+            if let Err(e) = self.wal.append_durably(frames) {
+                tracing::error!(error = %e, "the write-ahead log could not be written or synced; stopping to recover from the log");
+                std::process::abort();
+            }
+            self.metrics.wal_sync(frames.len() as u64, commands as u64, started.elapsed());
+            frames.clear();
+        }
+        for action in after.drain(..) {
+            match action {
+                AfterCommit::Register(view) => {
+                    self.registry.write().insert(view.path.clone(), view);
+                }
+                AfterCommit::Unregister(view) => {
+                    let mut reg = self.registry.write();
+                    if reg.get(&view.path).is_some_and(|v| Arc::ptr_eq(v, &view)) {
+                        reg.remove(&view.path);
+                    }
+                    drop(reg);
+                    view.publish(Tail { gone: true, ..view.tail() });
+                    Engine::remove_file(&self.engine.data, view.id);
+                }
+                AfterCommit::Publish(view, tail) => view.publish(tail),
+                AfterCommit::Reply(reply) => reply(),
+            }
+        }
+    }
+
+    fn handle(&mut self, cmd: Command, now: u64, frames: &mut Vec<u8>, after: &mut Vec<AfterCommit>) {
+        match cmd {
+            Command::Create { path, config, closed, payload, reply } => {
+                self.expire_if_due(&path, now, frames, after);
+                let result = self.create(path, config, closed, payload, now, frames, after);
+                after.push(AfterCommit::Reply(Box::new(move || {
+                    let _ = reply.send(result);
+                })));
+            }
+            Command::Append { path, incarnation, req, payload, reply } => {
+                self.expire_if_due(&path, now, frames, after);
+                let result = self.append(&path, incarnation, req, payload, now, frames, after);
+                after.push(AfterCommit::Reply(Box::new(move || {
+                    let _ = reply.send(result);
+                })));
+            }
+            Command::Delete { path, incarnation, reply } => {
+                self.expire_if_due(&path, now, frames, after);
+                let result = match self.engine.entries.get(&path) {
+                    None => Err(StoreError::NotFound),
+                    Some(e) if incarnation.as_ref().is_some_and(|i| *i != e.core.incarnation) => {
+                        Err(StoreError::IncarnationMismatch { current: e.core.incarnation.clone() })
+                    }
+                    Some(_) => {
+                        self.delete(&path, now, frames, after);
+                        Ok(())
+                    }
+                };
+                after.push(AfterCommit::Reply(Box::new(move || {
+                    let _ = reply.send(result);
+                })));
+            }
+            Command::Shutdown => {}
+            Command::Tick => {
+                let expired: Vec<String> = self
+                    .engine
+                    .entries
+                    .values()
+                    .filter(|e| e.core.config.is_expired(e.view.last_access(), now))
+                    .map(|e| e.core.path.clone())
+                    .collect();
+                for path in expired {
+                    self.delete(&path, now, frames, after);
+                }
+            }
+        }
+    }
+
+    fn expire_if_due(&mut self, path: &str, now: u64, frames: &mut Vec<u8>, after: &mut Vec<AfterCommit>) {
+        let due = self.engine.entries.get(path).is_some_and(|e| e.core.config.is_expired(e.view.last_access(), now));
+        if due {
+            self.delete(path, now, frames, after);
+        }
+    }
+
+    fn delete(&mut self, path: &str, now: u64, frames: &mut Vec<u8>, after: &mut Vec<AfterCommit>) {
+        if let Some(entry) = self.engine.delete(path) {
+            record::encode(&Record::Delete { id: entry.core.id, at: now }, frames);
+            after.push(AfterCommit::Unregister(entry.view));
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create(
+        &mut self,
+        path: String,
+        config: StreamConfig,
+        closed: bool,
+        payload: Bytes,
+        now: u64,
+        frames: &mut Vec<u8>,
+        after: &mut Vec<AfterCommit>,
+    ) -> Result<Created, StoreError> {
+        if let Some(existing) = self.engine.entries.get(&path) {
+            if existing.core.config.same_as(&config) && existing.core.closed == closed {
+                return Ok(Created { view: Arc::clone(&existing.view), created: false, tail: existing.tail() });
+            }
+            return Err(StoreError::ConfigMismatch);
+        }
+        let id = self.engine.next_id;
+        let rec = CreateRecord {
+            id,
+            created_at: now,
+            path: path.clone(),
+            incarnation: new_incarnation(id),
+            config,
+            initial: AppendEffect { start: 0, len: payload.len() as u64, close: closed, producer: None, stream_seq: None, at: now },
+        };
+        if let Err(e) = self.engine.create(&rec, &payload, now) {
+            tracing::error!(error = %e, "could not create a stream file; stopping");
+            std::process::abort();
+        }
+        let record = Record::Create(rec, payload);
+        record::encode(&record, frames);
+        let entry = &self.engine.entries[&path];
+        let view = Arc::clone(&entry.view);
+        after.push(AfterCommit::Register(Arc::clone(&view)));
+        Ok(Created { view, created: true, tail: entry.tail() })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn append(
+        &mut self,
+        path: &str,
+        incarnation: Option<String>,
+        req: AppendRequest,
+        payload: Bytes,
+        now: u64,
+        frames: &mut Vec<u8>,
+        after: &mut Vec<AfterCommit>,
+    ) -> Result<Appended, StoreError> {
+        let Some(entry) = self.engine.entries.get(path) else {
+            return Err(StoreError::NotFound);
+        };
+        if let Some(inc) = incarnation {
+            if inc != entry.core.incarnation {
+                return Err(StoreError::IncarnationMismatch { current: entry.core.incarnation.clone() });
+            }
+        }
+        entry.view.touch(now);
+        let view = Arc::clone(&entry.view);
+        let decision = entry.core.decide_append(&req, now);
+        let outcome = match decision {
+            Err(refusal) => return Err(StoreError::Refused { refusal, tail: entry.tail() }),
+            Ok(AppendDecision::Duplicate { epoch, highest_seq, receipt }) => AppendOutcome::Duplicate { epoch, highest_seq, receipt },
+            Ok(AppendDecision::AlreadyClosed) => AppendOutcome::AlreadyClosed,
+            Ok(AppendDecision::Apply(effect)) => {
+                let id = entry.core.id;
+                if let Err(e) = self.engine.append(path, &effect, &payload) {
+                    tracing::error!(error = %e, "could not write a stream file; stopping");
+                    std::process::abort();
+                }
+                let start = effect.start;
+                record::encode(&Record::Append { id, effect, payload }, frames);
+                let entry = &self.engine.entries[path];
+                after.push(AfterCommit::Publish(Arc::clone(&view), entry.tail()));
+                AppendOutcome::Applied { start, end: entry.core.len }
+            }
+        };
+        let tail = self.engine.entries[path].tail();
+        Ok(Appended { outcome, tail, view })
+    }
+
+    /// Rotates the WAL and writes a checkpoint in the background when the
+    /// open segment is large or old enough (or at once when `now`).
+    fn maybe_checkpoint(&mut self, now: bool) {
+        let due = self.wal.written >= self.config.checkpoint_bytes
+            || (self.wal.written > 0 && self.last_checkpoint.elapsed() >= self.config.checkpoint_interval);
+        if !(due || now && self.wal.written > 0) || self.checkpoint_running.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let replay_from = match self.wal.rotate() {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!(error = %e, "could not start a new WAL segment; stopping");
+                std::process::abort();
+            }
+        };
+        self.last_checkpoint = Instant::now();
+        for entry in self.engine.entries.values_mut() {
+            entry.core.forget_idle_producers(self.clock.now_ms());
+        }
+        let snapshot = Checkpoint {
+            replay_from_segment: replay_from,
+            next_stream_id: self.engine.next_id,
+            streams: self.engine.entries.values().map(|e| e.core.clone()).collect(),
+        };
+        let files: Vec<Arc<File>> = self.engine.entries.values().map(|e| Arc::clone(&e.file)).collect();
+        let data = self.engine.data.clone();
+        let running = Arc::clone(&self.checkpoint_running);
+        let metrics = Arc::clone(&self.metrics);
+        let job = move || {
+            let started = Instant::now();
+            let result = (|| -> std::io::Result<()> {
+                for f in &files {
+                    f.sync_data()?;
+                }
+                checkpoint::write(&data, &snapshot)?;
+                wal::remove_segments_before(&data, replay_from)
+            })();
+            match result {
+                Ok(()) => metrics.checkpoint(started.elapsed()),
+                // The old checkpoint and every segment after it are still in
+                // place, so recovery stays correct; the next try may succeed.
+                Err(e) => tracing::error!(error = %e, "checkpoint failed"),
+            }
+            running.store(false, Ordering::Release);
+        };
+        if now {
+            job();
+        } else {
+            std::thread::Builder::new().name("checkpoint".into()).spawn(job).expect("spawn the checkpoint thread");
+        }
+    }
+}
+
+/// A fresh incarnation token: the stream id and 64 random bits, so a stream
+/// created again at the same path never reuses one.
+fn new_incarnation(id: u64) -> String {
+    format!("{id:x}-{:016x}", rand::random::<u64>())
+}

@@ -1,0 +1,62 @@
+//! Content types: how two are compared, and what a stream's type means for
+//! storage (JSON mode) and for SSE (text or base64).
+
+/// The media type without parameters, trimmed and lowercased:
+/// `Application/JSON; charset=utf-8` → `application/json`.
+pub fn media_type(content_type: &str) -> String {
+    content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase()
+}
+
+/// Whether an append's content type is the stream's. Media types compare
+/// case-insensitively and parameters (a charset) are ignored, since clients add
+/// and drop them freely while meaning the same type.
+pub fn same_media_type(a: &str, b: &str) -> bool {
+    media_type(a) == media_type(b)
+}
+
+/// Whether a syntactically valid media type (`type/subtype`) was given.
+pub fn is_valid(content_type: &str) -> bool {
+    let media = media_type(content_type);
+    let mut parts = media.splitn(2, '/');
+    let (Some(kind), Some(sub)) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    let token = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b));
+    token(kind) && token(sub)
+}
+
+/// JSON mode: appends are validated and stored one message per line.
+pub fn is_json(content_type: &str) -> bool {
+    media_type(content_type) == "application/json"
+}
+
+/// Streams whose bytes go into SSE data events as text.
+pub fn is_text(content_type: &str) -> bool {
+    media_type(content_type).starts_with("text/")
+}
+
+/// Streams whose SSE data events are base64 (neither text nor JSON).
+pub fn sse_uses_base64(content_type: &str) -> bool {
+    !is_text(content_type) && !is_json(content_type)
+}
+
+/// The media type of reads of a JSON stream in the default mode.
+pub const NDJSON: &str = "application/x-ndjson";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compares_media_types() {
+        assert!(same_media_type("application/json", "Application/JSON; charset=utf-8"));
+        assert!(!same_media_type("text/plain", "text/html"));
+        assert!(is_json("application/json;charset=UTF-8"));
+        assert!(is_text("text/plain"));
+        assert!(sse_uses_base64("application/octet-stream"));
+        assert!(!sse_uses_base64("application/json"));
+        assert!(is_valid("text/plain; charset=utf-8"));
+        assert!(!is_valid("textplain"));
+        assert!(!is_valid("/x"));
+    }
+}

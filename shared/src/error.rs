@@ -1,0 +1,112 @@
+//! The error model: a code a program can switch on, a message a person can
+//! read, and the HTTP status both mean. Origin and edge render refusals from
+//! this one table so they never disagree.
+
+use serde::{Deserialize, Serialize};
+
+/// Every error code a refusal may carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    BadRequest,
+    InvalidOffset,
+    InvalidJson,
+    EmptyBody,
+    NotFound,
+    MethodNotAllowed,
+    StreamExists,
+    ContentTypeMismatch,
+    StreamClosed,
+    StreamSeqConflict,
+    ProducerSeqConflict,
+    ProducerEpochStale,
+    PreconditionFailed,
+    Gone,
+    PayloadTooLarge,
+    RangeNotSatisfiable,
+    RateLimited,
+    Unavailable,
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "BAD_REQUEST",
+            ErrorCode::InvalidOffset => "INVALID_OFFSET",
+            ErrorCode::InvalidJson => "INVALID_JSON",
+            ErrorCode::EmptyBody => "EMPTY_BODY",
+            ErrorCode::NotFound => "STREAM_NOT_FOUND",
+            ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            ErrorCode::StreamExists => "STREAM_EXISTS",
+            ErrorCode::ContentTypeMismatch => "CONTENT_TYPE_MISMATCH",
+            ErrorCode::StreamClosed => "STREAM_CLOSED",
+            ErrorCode::StreamSeqConflict => "STREAM_SEQ_CONFLICT",
+            ErrorCode::ProducerSeqConflict => "PRODUCER_SEQ_CONFLICT",
+            ErrorCode::ProducerEpochStale => "PRODUCER_EPOCH_STALE",
+            ErrorCode::PreconditionFailed => "INCARNATION_MISMATCH",
+            ErrorCode::Gone => "OFFSET_TRIMMED",
+            ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            ErrorCode::RangeNotSatisfiable => "RANGE_NOT_SATISFIABLE",
+            ErrorCode::RateLimited => "RATE_LIMITED",
+            ErrorCode::Unavailable => "UNAVAILABLE",
+            ErrorCode::Internal => "INTERNAL",
+        }
+    }
+
+    /// The HTTP status this code is answered with.
+    pub fn status(self) -> u16 {
+        match self {
+            ErrorCode::BadRequest | ErrorCode::InvalidOffset | ErrorCode::InvalidJson | ErrorCode::EmptyBody => 400,
+            ErrorCode::ProducerEpochStale => 403,
+            ErrorCode::NotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::StreamExists
+            | ErrorCode::ContentTypeMismatch
+            | ErrorCode::StreamClosed
+            | ErrorCode::StreamSeqConflict
+            | ErrorCode::ProducerSeqConflict => 409,
+            ErrorCode::Gone => 410,
+            ErrorCode::PreconditionFailed => 412,
+            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::RangeNotSatisfiable => 416,
+            ErrorCode::RateLimited => 429,
+            ErrorCode::Unavailable => 503,
+            ErrorCode::Internal => 500,
+        }
+    }
+}
+
+/// `{"error":{"code":"…","message":"…"}}`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    pub code: String,
+    pub message: String,
+}
+
+impl ErrorBody {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ErrorBody { error: ErrorDetail { code: code.as_str().to_owned(), message: message.into() } }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("error bodies always serialize")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_shape() {
+        let body = ErrorBody::new(ErrorCode::ContentTypeMismatch, "nope").to_json();
+        assert_eq!(body, r#"{"error":{"code":"CONTENT_TYPE_MISMATCH","message":"nope"}}"#);
+        assert_eq!(ErrorCode::ContentTypeMismatch.status(), 409);
+        assert_eq!(ErrorCode::ProducerSeqConflict.as_str(), "PRODUCER_SEQ_CONFLICT");
+    }
+}

@@ -1,0 +1,22 @@
+//! What origin and edge both speak, with no I/O and no async runtime.
+//!
+//! Module map:
+//! - [`offset`]: the fixed-width offset tokens readers pass back, and the chunk grid on them.
+//! - [`headers`]: every protocol header name, in one place.
+//! - [`error`]: the error codes and the JSON error body every refusal carries.
+//! - [`cursor`]: the long-poll cursor rule that keeps caches from replaying an empty answer.
+//! - [`etag`]: entity tags for reads, which change when a stream closes.
+//! - [`content_type`]: media-type comparison and the JSON / text / binary split.
+//! - [`sse`]: Server-Sent Events framing for data and control events.
+//! - [`paths`]: how a request path splits into a stream and a reserved sub-resource.
+//! - [`params`]: parsing of the read query (`offset`, `live`, `max_bytes`, ...).
+
+pub mod content_type;
+pub mod cursor;
+pub mod error;
+pub mod etag;
+pub mod headers;
+pub mod offset;
+pub mod params;
+pub mod paths;
+pub mod sse;
