@@ -1,1 +1,51 @@
-fn main(){}
+//! `ds-load`: a lean load client and the bare-hyper ceiling server.
+//!
+//! On a 2-core machine k6 spends most of the CPU on itself; this client
+//! spends a few microseconds per request, so the server under test gets the
+//! machine. Subcommands:
+//! - `ceiling`: a bare hyper server that answers every request at once (POST
+//!   204, GET a fixed body): the physical limit of HTTP on this machine.
+//! - `append`: N streams, one closed-loop writer each, fixed-size bodies.
+//! - `compare-append`: starts the ceiling and the origin side by side, runs
+//!   `append` against each in the same run, and prints the table and ratio.
+
+mod append;
+mod ceiling;
+mod compare;
+mod stats;
+
+use clap::{Parser, Subcommand};
+
+// The same allocator as the origin, so the ceiling is not handicapped.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(
+    name = "ds-load",
+    about = "Lean load client for durable-streams servers"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    Ceiling(ceiling::Args),
+    Append(append::Args),
+    CompareAppend(compare::Args),
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    match Cli::parse().cmd {
+        Cmd::Ceiling(a) => ceiling::run(a).await,
+        Cmd::Append(a) => {
+            let r = append::run(&a).await?;
+            println!("{}", r.line(&a.label));
+            Ok(())
+        }
+        Cmd::CompareAppend(a) => compare::run(a).await,
+    }
+}

@@ -20,7 +20,10 @@ pub enum JsonReadsArg {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "origin", about = "Durable streams origin: a crash-safe log per stream behind the HTTP protocol.")]
+#[command(
+    name = "origin",
+    about = "Durable streams origin: a crash-safe log per stream behind the HTTP protocol."
+)]
 pub struct Cli {
     /// Address to listen on; port 0 picks a free port (the first log line names it).
     #[arg(long, env = "ORIGIN_LISTEN", default_value = "127.0.0.1:4437")]
@@ -72,7 +75,9 @@ impl Cli {
 /// "4MiB", "2GiB", "512KiB", "100" (bytes), "1.5GB".
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
-    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a size"))?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
@@ -94,7 +99,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a duration"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration"))?;
     Ok(match unit {
         "ms" => Duration::from_millis(n),
         "" | "s" => Duration::from_secs(n),

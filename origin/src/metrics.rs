@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -33,12 +33,14 @@ impl Metrics {
         self.wal_syncs.fetch_add(1, Relaxed);
         self.wal_bytes.fetch_add(bytes, Relaxed);
         self.wal_commands.fetch_add(commands, Relaxed);
-        self.wal_sync_micros.fetch_add(took.as_micros() as u64, Relaxed);
+        self.wal_sync_micros
+            .fetch_add(took.as_micros() as u64, Relaxed);
     }
 
     pub fn checkpoint(&self, took: Duration) {
         self.checkpoints.fetch_add(1, Relaxed);
-        self.checkpoint_micros.fetch_add(took.as_micros() as u64, Relaxed);
+        self.checkpoint_micros
+            .fetch_add(took.as_micros() as u64, Relaxed);
     }
 
     pub fn served(&self, bytes: usize) {
@@ -63,7 +65,10 @@ impl Metrics {
         let mut out = String::new();
         let _ = writeln!(out, "# TYPE ds_requests_total counter");
         for ((route, status), n) in self.requests.lock().iter() {
-            let _ = writeln!(out, "ds_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}");
+            let _ = writeln!(
+                out,
+                "ds_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
+            );
         }
         let counters = [
             ("ds_wal_syncs_total", &self.wal_syncs),
@@ -78,7 +83,10 @@ impl Metrics {
         for (name, v) in counters {
             let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Relaxed));
         }
-        let gauges = [("ds_long_polls_waiting", &self.long_polls_waiting), ("ds_sse_open", &self.sse_open)];
+        let gauges = [
+            ("ds_long_polls_waiting", &self.long_polls_waiting),
+            ("ds_sse_open", &self.sse_open),
+        ];
         for (name, v) in gauges {
             let _ = writeln!(out, "# TYPE {name} gauge\n{name} {}", v.load(Relaxed));
         }

@@ -24,16 +24,33 @@ impl Origin {
         Self::open_with_clock(store, http, Arc::new(SystemClock))
     }
 
-    pub fn open_with_clock(store: StoreConfig, http: HttpConfig, clock: Arc<dyn Clock>) -> std::io::Result<Origin> {
+    pub fn open_with_clock(
+        store: StoreConfig,
+        http: HttpConfig,
+        clock: Arc<dyn Clock>,
+    ) -> std::io::Result<Origin> {
         let metrics = Arc::new(Metrics::default());
         let (store, report) = Store::open(store, clock, Arc::clone(&metrics))?;
-        let ingress = Semaphore::new(usize::try_from(http.ingress_budget).unwrap_or(usize::MAX).min(Semaphore::MAX_PERMITS));
-        let state = Arc::new(AppState { store, config: http, metrics, ingress });
+        let ingress = Semaphore::new(
+            usize::try_from(http.ingress_budget)
+                .unwrap_or(usize::MAX)
+                .min(Semaphore::MAX_PERMITS),
+        );
+        let state = Arc::new(AppState {
+            store,
+            config: http,
+            metrics,
+            ingress,
+        });
         Ok(Origin { state, report })
     }
 
     /// Serves until `shutdown` resolves, then drains and stops the store.
-    pub async fn serve(self, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
         let store = self.state.store.clone();
         let sweeper = tokio::spawn({
             let store = store.clone();
@@ -46,7 +63,13 @@ impl Origin {
             }
         });
         let app = http::router(self.state);
-        let result = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
+        // Answers are small and latency-bound: send them without Nagle's delay.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let result = axum::serve(listener, app)
+            .with_graceful_shutdown(shutdown)
+            .await;
         sweeper.abort();
         store.shutdown().await;
         result

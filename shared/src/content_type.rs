@@ -4,7 +4,12 @@
 /// The media type without parameters, trimmed and lowercased:
 /// `Application/JSON; charset=utf-8` → `application/json`.
 pub fn media_type(content_type: &str) -> String {
-    content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase()
+    content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
 }
 
 /// Whether an append's content type is the stream's. Media types compare
@@ -21,7 +26,11 @@ pub fn is_valid(content_type: &str) -> bool {
     let (Some(kind), Some(sub)) = (parts.next(), parts.next()) else {
         return false;
     };
-    let token = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b));
+    let token = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b))
+    };
     token(kind) && token(sub)
 }
 
@@ -49,7 +58,10 @@ mod tests {
 
     #[test]
     fn compares_media_types() {
-        assert!(same_media_type("application/json", "Application/JSON; charset=utf-8"));
+        assert!(same_media_type(
+            "application/json",
+            "Application/JSON; charset=utf-8"
+        ));
         assert!(!same_media_type("text/plain", "text/html"));
         assert!(is_json("application/json;charset=UTF-8"));
         assert!(is_text("text/plain"));

@@ -56,7 +56,10 @@ impl ErrorCode {
     /// The HTTP status this code is answered with.
     pub fn status(self) -> u16 {
         match self {
-            ErrorCode::BadRequest | ErrorCode::InvalidOffset | ErrorCode::InvalidJson | ErrorCode::EmptyBody => 400,
+            ErrorCode::BadRequest
+            | ErrorCode::InvalidOffset
+            | ErrorCode::InvalidJson
+            | ErrorCode::EmptyBody => 400,
             ErrorCode::ProducerEpochStale => 403,
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
@@ -90,7 +93,12 @@ pub struct ErrorDetail {
 
 impl ErrorBody {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        ErrorBody { error: ErrorDetail { code: code.as_str().to_owned(), message: message.into() } }
+        ErrorBody {
+            error: ErrorDetail {
+                code: code.as_str().to_owned(),
+                message: message.into(),
+            },
+        }
     }
 
     pub fn to_json(&self) -> String {
@@ -105,8 +113,14 @@ mod tests {
     #[test]
     fn body_shape() {
         let body = ErrorBody::new(ErrorCode::ContentTypeMismatch, "nope").to_json();
-        assert_eq!(body, r#"{"error":{"code":"CONTENT_TYPE_MISMATCH","message":"nope"}}"#);
+        assert_eq!(
+            body,
+            r#"{"error":{"code":"CONTENT_TYPE_MISMATCH","message":"nope"}}"#
+        );
         assert_eq!(ErrorCode::ContentTypeMismatch.status(), 409);
-        assert_eq!(ErrorCode::ProducerSeqConflict.as_str(), "PRODUCER_SEQ_CONFLICT");
+        assert_eq!(
+            ErrorCode::ProducerSeqConflict.as_str(),
+            "PRODUCER_SEQ_CONFLICT"
+        );
     }
 }

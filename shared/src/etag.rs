@@ -17,7 +17,10 @@ pub fn read_etag(incarnation: &str, start: Offset, end: Offset, closed: bool) ->
 /// Whether an `If-None-Match` header value names `etag` (strong or weak
 /// comparison is the same here: our tags are strong).
 pub fn if_none_match_hits(header: &str, etag: &str) -> bool {
-    header.split(',').map(str::trim).any(|tag| tag == "*" || tag == etag || tag.strip_prefix("W/") == Some(etag))
+    header
+        .split(',')
+        .map(str::trim)
+        .any(|tag| tag == "*" || tag == etag || tag.strip_prefix("W/") == Some(etag))
 }
 
 #[cfg(test)]

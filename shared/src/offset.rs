@@ -28,7 +28,11 @@ impl Offset {
 
     /// Parses the exact 16-hex-digit form this server hands out.
     pub fn parse(s: &str) -> Option<Offset> {
-        if s.len() != OFFSET_WIDTH || !s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        if s.len() != OFFSET_WIDTH
+            || !s
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
             return None;
         }
         u64::from_str_radix(s, 16).ok().map(Offset)
@@ -86,7 +90,16 @@ mod tests {
 
     #[test]
     fn rejects_foreign_forms() {
-        for bad in ["", "0", "abc", "000000000000000G", "0000000000000000 ", "000000000000000A", "-2", "00000000000000000"] {
+        for bad in [
+            "",
+            "0",
+            "abc",
+            "000000000000000G",
+            "0000000000000000 ",
+            "000000000000000A",
+            "-2",
+            "00000000000000000",
+        ] {
             assert_eq!(Offset::parse(bad), None, "{bad:?}");
         }
         assert_eq!(ReadFrom::parse("-1"), Some(ReadFrom::Start));
@@ -100,7 +113,10 @@ mod tests {
         assert_eq!(Offset(CHUNK_BYTES - 1).chunk_index(), 0);
         assert_eq!(Offset(CHUNK_BYTES).chunk_index(), 1);
         assert_eq!(Offset(5).next_chunk_boundary(), Offset(CHUNK_BYTES));
-        assert_eq!(Offset(CHUNK_BYTES).next_chunk_boundary(), Offset(2 * CHUNK_BYTES));
+        assert_eq!(
+            Offset(CHUNK_BYTES).next_chunk_boundary(),
+            Offset(2 * CHUNK_BYTES)
+        );
     }
 
     proptest! {

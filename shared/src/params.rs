@@ -122,8 +122,18 @@ pub fn parse_read_query(query: Option<&str>) -> Result<ReadParams, ParamError> {
         Some(n) if n > 0 => n.min(MAX_READ_BYTES),
         _ => MAX_READ_BYTES,
     };
-    let timeout_ms = timeout.and_then(|s| s.parse::<u64>().ok()).map(|n| n.clamp(1, MAX_LONG_POLL_MS));
-    Ok(ReadParams { offset, offset_given, live, max_bytes, timeout_ms, cursor, consistency })
+    let timeout_ms = timeout
+        .and_then(|s| s.parse::<u64>().ok())
+        .map(|n| n.clamp(1, MAX_LONG_POLL_MS));
+    Ok(ReadParams {
+        offset,
+        offset_given,
+        live,
+        max_bytes,
+        timeout_ms,
+        cursor,
+        consistency,
+    })
 }
 
 #[cfg(test)]
@@ -143,29 +153,65 @@ mod tests {
 
     #[test]
     fn values() {
-        let p = parse_read_query(Some("offset=0000000000000010&live=long-poll&timeout_ms=999999&cursor=5&max_bytes=7")).unwrap();
+        let p = parse_read_query(Some(
+            "offset=0000000000000010&live=long-poll&timeout_ms=999999&cursor=5&max_bytes=7",
+        ))
+        .unwrap();
         assert_eq!(p.offset, ReadFrom::At(Offset(16)));
         assert_eq!(p.live, Live::LongPoll);
         assert_eq!(p.timeout_ms, Some(MAX_LONG_POLL_MS));
         assert_eq!(p.cursor.as_deref(), Some("5"));
         assert_eq!(p.max_bytes, 7);
-        assert_eq!(parse_read_query(Some("max_bytes=abc")).unwrap().max_bytes, MAX_READ_BYTES);
-        assert_eq!(parse_read_query(Some("max_bytes=999999999999")).unwrap().max_bytes, MAX_READ_BYTES);
-        assert_eq!(parse_read_query(Some("offset=-1&live=sse&timeout_ms=x")).unwrap().timeout_ms, None);
-        assert_eq!(parse_read_query(Some("offset=now&live=long-poll&timeout_ms=0")).unwrap().timeout_ms, Some(1));
+        assert_eq!(
+            parse_read_query(Some("max_bytes=abc")).unwrap().max_bytes,
+            MAX_READ_BYTES
+        );
+        assert_eq!(
+            parse_read_query(Some("max_bytes=999999999999"))
+                .unwrap()
+                .max_bytes,
+            MAX_READ_BYTES
+        );
+        assert_eq!(
+            parse_read_query(Some("offset=-1&live=sse&timeout_ms=x"))
+                .unwrap()
+                .timeout_ms,
+            None
+        );
+        assert_eq!(
+            parse_read_query(Some("offset=now&live=long-poll&timeout_ms=0"))
+                .unwrap()
+                .timeout_ms,
+            Some(1)
+        );
     }
 
     #[test]
     fn refusals() {
-        assert!(matches!(parse_read_query(Some("offset=abc")), Err(ParamError::Offset(_))));
-        assert!(matches!(parse_read_query(Some("live=sse")), Err(ParamError::MissingOffset)));
-        assert!(matches!(parse_read_query(Some("offset=-1&live=poll")), Err(ParamError::Live(_))));
-        assert!(matches!(parse_read_query(Some("consistency=strong")), Err(ParamError::Consistency(_))));
+        assert!(matches!(
+            parse_read_query(Some("offset=abc")),
+            Err(ParamError::Offset(_))
+        ));
+        assert!(matches!(
+            parse_read_query(Some("live=sse")),
+            Err(ParamError::MissingOffset)
+        ));
+        assert!(matches!(
+            parse_read_query(Some("offset=-1&live=poll")),
+            Err(ParamError::Live(_))
+        ));
+        assert!(matches!(
+            parse_read_query(Some("consistency=strong")),
+            Err(ParamError::Consistency(_))
+        ));
         assert!(matches!(
             parse_read_query(Some("offset=-1&consistency=leader&live=long-poll")),
             Err(ParamError::LeaderWithLive)
         ));
-        assert!(matches!(parse_read_query(Some("offset=-1&offset=now")), Err(ParamError::Repeated("offset"))));
+        assert!(matches!(
+            parse_read_query(Some("offset=-1&offset=now")),
+            Err(ParamError::Repeated("offset"))
+        ));
         assert!(parse_read_query(Some("consistency=leader")).is_ok());
     }
 }

@@ -12,9 +12,20 @@
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target<'a> {
     Stream(&'a str),
-    Chunk { stream: &'a str, token: &'a str, offset: &'a str },
-    IncarnationSnapshot { stream: &'a str, token: &'a str, offset: &'a str },
-    Snapshot { stream: &'a str, rest: &'a str },
+    Chunk {
+        stream: &'a str,
+        token: &'a str,
+        offset: &'a str,
+    },
+    IncarnationSnapshot {
+        stream: &'a str,
+        token: &'a str,
+        offset: &'a str,
+    },
+    Snapshot {
+        stream: &'a str,
+        rest: &'a str,
+    },
     /// A path no stream may have and no sub-resource matches.
     Reserved,
 }
@@ -40,10 +51,24 @@ pub fn classify(path: &str) -> Target<'_> {
         return Target::Reserved;
     }
     let mut parts = rest.split('/');
-    match (parts.next(), parts.next(), parts.next(), parts.next(), parts.next()) {
-        (Some("incarnation"), Some(token), Some("chunk"), Some(offset), None) => Target::Chunk { stream, token, offset },
+    match (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) {
+        (Some("incarnation"), Some(token), Some("chunk"), Some(offset), None) => Target::Chunk {
+            stream,
+            token,
+            offset,
+        },
         (Some("incarnation"), Some(token), Some("snapshot"), Some(offset), None) => {
-            Target::IncarnationSnapshot { stream, token, offset }
+            Target::IncarnationSnapshot {
+                stream,
+                token,
+                offset,
+            }
         }
         (Some(first), ..) if first.starts_with("snapshot") => Target::Snapshot { stream, rest },
         _ => Target::Reserved,
@@ -98,13 +123,27 @@ mod tests {
         assert_eq!(classify("/v1/stream/a"), Target::Stream("/v1/stream/a"));
         assert_eq!(
             classify("/acct/s.x/incarnation/tok/chunk/0000000000400000"),
-            Target::Chunk { stream: "/acct/s.x", token: "tok", offset: "0000000000400000" }
+            Target::Chunk {
+                stream: "/acct/s.x",
+                token: "tok",
+                offset: "0000000000400000"
+            }
         );
         assert_eq!(
             classify("/a/incarnation/t/snapshot/0000000000000010"),
-            Target::IncarnationSnapshot { stream: "/a", token: "t", offset: "0000000000000010" }
+            Target::IncarnationSnapshot {
+                stream: "/a",
+                token: "t",
+                offset: "0000000000000010"
+            }
         );
-        assert_eq!(classify("/a/snapshot"), Target::Snapshot { stream: "/a", rest: "snapshot" });
+        assert_eq!(
+            classify("/a/snapshot"),
+            Target::Snapshot {
+                stream: "/a",
+                rest: "snapshot"
+            }
+        );
         assert_eq!(classify("/a/incarnation/t/other/x"), Target::Reserved);
         assert_eq!(classify("/metrics"), Target::Reserved);
         assert_eq!(classify("/_admin/keys"), Target::Reserved);

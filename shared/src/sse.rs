@@ -44,14 +44,26 @@ pub fn data_event(payload: &[u8], base64: bool) -> Vec<u8> {
         // of the payload can end the event or forge another one.
         let mut rest = payload;
         loop {
-            let end = rest.iter().position(|&b| b == b'\n' || b == b'\r').unwrap_or(rest.len());
+            let end = rest
+                .iter()
+                .position(|&b| b == b'\n' || b == b'\r')
+                .unwrap_or(rest.len());
             out.extend_from_slice(b"data:");
+            // A parser drops one space after `data:`, so a line that starts
+            // with a space gets one more.
+            if end > 0 && rest[0] == b' ' {
+                out.push(b' ');
+            }
             out.extend_from_slice(&rest[..end]);
             out.push(b'\n');
             if end == rest.len() {
                 break;
             }
-            let skip = if rest[end] == b'\r' && rest.get(end + 1) == Some(&b'\n') { 2 } else { 1 };
+            let skip = if rest[end] == b'\r' && rest.get(end + 1) == Some(&b'\n') {
+                2
+            } else {
+                1
+            };
             rest = &rest[end + skip..];
         }
     }
@@ -61,7 +73,10 @@ pub fn data_event(payload: &[u8], base64: bool) -> Vec<u8> {
 
 /// Frames a `control` event.
 pub fn control_event(control: &Control) -> Vec<u8> {
-    named_json_event("control", &serde_json::to_string(control).expect("control serializes"))
+    named_json_event(
+        "control",
+        &serde_json::to_string(control).expect("control serializes"),
+    )
 }
 
 /// Frames an event whose data is one line of JSON (`error`, `credential-expired`).
@@ -88,12 +103,18 @@ mod tests {
     /// Joins the data lines of one event the way an SSE parser does.
     fn parse_data(event: &[u8]) -> String {
         let text = std::str::from_utf8(event).unwrap();
-        text.lines().filter_map(|l| l.strip_prefix("data:")).collect::<Vec<_>>().join("\n")
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     #[test]
     fn text_round_trips_through_lines() {
-        assert_eq!(parse_data(&data_event(b"a\r\n\r\nevent: x\rb", false)), "a\n\nevent: x\nb");
+        assert_eq!(
+            parse_data(&data_event(b"a\r\n\r\nevent: x\rb", false)),
+            "a\n\nevent: x\nb"
+        );
         for payload in ["a", "a\nb", "{\"x\":1}\n{\"y\":2}\n", "", "\n\n"] {
             let ev = data_event(payload.as_bytes(), false);
             assert!(ev.starts_with(b"event: data\n"));
@@ -103,18 +124,40 @@ mod tests {
     }
 
     #[test]
+    fn leading_spaces_survive_a_parser() {
+        // A parser (unlike `parse_data`) drops one space after `data:`.
+        let ev = String::from_utf8(data_event(b" a\n  b\nc", false)).unwrap();
+        let lines: Vec<&str> = ev
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(|v| v.strip_prefix(' ').unwrap_or(v))
+            .collect();
+        assert_eq!(lines.join("\n"), " a\n  b\nc");
+    }
+
+    #[test]
     fn base64_round_trips() {
         let payload: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
         let ev = data_event(&payload, true);
         let joined: String = parse_data(&ev).replace(['\n', '\r'], "");
         assert_eq!(joined.len() % 4, 0);
-        assert_eq!(base64::engine::general_purpose::STANDARD.decode(joined).unwrap(), payload);
+        assert_eq!(
+            base64::engine::general_purpose::STANDARD
+                .decode(joined)
+                .unwrap(),
+            payload
+        );
         assert_eq!(parse_data(&data_event(b"", true)), "");
     }
 
     #[test]
     fn control_fields() {
-        let c = Control { stream_next_offset: "0000000000000001".into(), stream_cursor: Some("5".into()), up_to_date: true, stream_closed: false };
+        let c = Control {
+            stream_next_offset: "0000000000000001".into(),
+            stream_cursor: Some("5".into()),
+            up_to_date: true,
+            stream_closed: false,
+        };
         let ev = String::from_utf8(control_event(&c)).unwrap();
         assert_eq!(ev, "event: control\ndata:{\"streamNextOffset\":\"0000000000000001\",\"streamCursor\":\"5\",\"upToDate\":true}\n\n");
     }

@@ -5,27 +5,48 @@ use clap::Parser;
 use origin::config::Cli;
 use origin::server::Origin;
 
+// mimalloc: the append path allocates per request (headers, bodies, futures);
+// glibc malloc took ~16 % of the origin's CPU under load, mimalloc far less.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stdout())
+                && std::env::var_os("NO_COLOR").is_none(),
+        )
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .init();
     let cli = Cli::parse();
-    std::fs::create_dir_all(&cli.data).with_context(|| format!("creating {}", cli.data.display()))?;
-    let listener = tokio::net::TcpListener::bind(cli.listen).await.with_context(|| format!("binding {}", cli.listen))?;
+    std::fs::create_dir_all(&cli.data)
+        .with_context(|| format!("creating {}", cli.data.display()))?;
+    let listener = tokio::net::TcpListener::bind(cli.listen)
+        .await
+        .with_context(|| format!("binding {}", cli.listen))?;
     tracing::info!(addr = %listener.local_addr()?, "origin listening on {}", listener.local_addr()?);
     if cli.object_store.is_some() {
         tracing::warn!("--object-store is accepted but chunk sealing is not built yet; the log stays on local disk");
     }
-    let origin = Origin::open(cli.store_config(), cli.http_config()).context("opening the data directory")?;
-    tracing::info!(streams = origin.report.streams, records = origin.report.records_replayed, torn_bytes = origin.report.torn_bytes_dropped, "recovered");
+    let origin = Origin::open(cli.store_config(), cli.http_config())
+        .context("opening the data directory")?;
+    tracing::info!(
+        streams = origin.report.streams,
+        records = origin.report.records_replayed,
+        torn_bytes = origin.report.torn_bytes_dropped,
+        "recovered"
+    );
     origin.serve(listener, shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(())
 }
 
 async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("install SIGTERM handler");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("install SIGTERM handler");
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}

@@ -30,7 +30,8 @@ impl StreamConfig {
     /// Whether a create request names the same stream: same media type (case
     /// and parameters aside, as appends compare it), same expiry.
     pub fn same_as(&self, other: &StreamConfig) -> bool {
-        media_type(&self.content_type) == media_type(&other.content_type) && self.expiry == other.expiry
+        media_type(&self.content_type) == media_type(&other.content_type)
+            && self.expiry == other.expiry
     }
 
     pub fn is_json(&self) -> bool {
@@ -56,13 +57,19 @@ mod tests {
     use super::*;
 
     fn cfg(ct: &str, expiry: Expiry) -> StreamConfig {
-        StreamConfig { content_type: ct.into(), expiry, public: false }
+        StreamConfig {
+            content_type: ct.into(),
+            expiry,
+            public: false,
+        }
     }
 
     #[test]
     fn same_config() {
-        assert!(cfg("application/json", Expiry::Never).same_as(&cfg("APPLICATION/JSON; charset=utf-8", Expiry::Never)));
-        assert!(!cfg("text/plain", Expiry::IdleSecs(5)).same_as(&cfg("text/plain", Expiry::IdleSecs(6))));
+        assert!(cfg("application/json", Expiry::Never)
+            .same_as(&cfg("APPLICATION/JSON; charset=utf-8", Expiry::Never)));
+        assert!(!cfg("text/plain", Expiry::IdleSecs(5))
+            .same_as(&cfg("text/plain", Expiry::IdleSecs(6))));
         assert!(!cfg("text/plain", Expiry::Never).same_as(&cfg("text/plain", Expiry::At(5))));
     }
 

@@ -20,11 +20,13 @@ pub enum JsonError {
 /// The NDJSON bytes a JSON body stores. `allow_empty_array` is true for the
 /// initial body of a create, where `[]` means "no messages yet".
 pub fn to_ndjson(body: &[u8], allow_empty_array: bool) -> Result<Vec<u8>, JsonError> {
-    let whole: &RawValue = serde_json::from_slice(body).map_err(|e| JsonError::Invalid(e.to_string()))?;
+    let whole: &RawValue =
+        serde_json::from_slice(body).map_err(|e| JsonError::Invalid(e.to_string()))?;
     let text = whole.get();
     let mut out = Vec::with_capacity(body.len() + 1);
     if text.starts_with('[') {
-        let items: Vec<&RawValue> = serde_json::from_str(text).map_err(|e| JsonError::Invalid(e.to_string()))?;
+        let items: Vec<&RawValue> =
+            serde_json::from_str(text).map_err(|e| JsonError::Invalid(e.to_string()))?;
         if items.is_empty() && !allow_empty_array {
             return Err(JsonError::EmptyArray);
         }
@@ -91,7 +93,10 @@ mod tests {
     #[test]
     fn flattens_one_level() {
         assert_eq!(nd(r#"{"event": "created"}"#), "{\"event\":\"created\"}\n");
-        assert_eq!(nd(r#"[{"event": "a"}, {"event": "b"}]"#), "{\"event\":\"a\"}\n{\"event\":\"b\"}\n");
+        assert_eq!(
+            nd(r#"[{"event": "a"}, {"event": "b"}]"#),
+            "{\"event\":\"a\"}\n{\"event\":\"b\"}\n"
+        );
         assert_eq!(nd("[[1,2], [3,4]]"), "[1,2]\n[3,4]\n");
         assert_eq!(nd("[[[1,2,3]]]"), "[[1,2,3]]\n");
         assert_eq!(nd(" 42 "), "42\n");
@@ -100,7 +105,10 @@ mod tests {
 
     #[test]
     fn keeps_string_contents() {
-        assert_eq!(nd(r#"{"s": "a b\" \\ \n c"}"#), "{\"s\":\"a b\\\" \\\\ \\n c\"}\n");
+        assert_eq!(
+            nd(r#"{"s": "a b\" \\ \n c"}"#),
+            "{\"s\":\"a b\\\" \\\\ \\n c\"}\n"
+        );
     }
 
     #[test]
@@ -109,7 +117,10 @@ mod tests {
         assert_eq!(to_ndjson(b" [ ] ", true).unwrap(), b"");
         assert!(matches!(to_ndjson(b"{", false), Err(JsonError::Invalid(_))));
         assert!(matches!(to_ndjson(b"", false), Err(JsonError::Invalid(_))));
-        assert!(matches!(to_ndjson(b"1 2", false), Err(JsonError::Invalid(_))));
+        assert!(matches!(
+            to_ndjson(b"1 2", false),
+            Err(JsonError::Invalid(_))
+        ));
     }
 
     #[test]

@@ -50,7 +50,11 @@ pub enum ProducerCheck {
     /// The next append in sequence (or the first of a new epoch).
     Fresh,
     /// Seen before: answer as the original was answered, append nothing.
-    Duplicate { epoch: u64, highest_seq: u64, receipt: Option<Receipt> },
+    Duplicate {
+        epoch: u64,
+        highest_seq: u64,
+        receipt: Option<Receipt>,
+    },
 }
 
 /// An append the producer rule refuses.
@@ -72,35 +76,65 @@ impl ProducerState {
 }
 
 /// Decides a claim against the producer's state (if the stream knows it).
-pub fn check(state: Option<&ProducerState>, claim: &ProducerClaim, now: Millis) -> Result<ProducerCheck, ProducerRefusal> {
+pub fn check(
+    state: Option<&ProducerState>,
+    claim: &ProducerClaim,
+    now: Millis,
+) -> Result<ProducerCheck, ProducerRefusal> {
     let Some(state) = state.filter(|s| s.is_live(now)) else {
         return if claim.seq == 0 {
             Ok(ProducerCheck::Fresh)
         } else {
-            Err(ProducerRefusal::SeqGap { expected: 0, received: claim.seq })
+            Err(ProducerRefusal::SeqGap {
+                expected: 0,
+                received: claim.seq,
+            })
         };
     };
     if claim.epoch < state.epoch {
-        return Err(ProducerRefusal::StaleEpoch { current: state.epoch });
+        return Err(ProducerRefusal::StaleEpoch {
+            current: state.epoch,
+        });
     }
     if claim.epoch > state.epoch {
-        return if claim.seq == 0 { Ok(ProducerCheck::Fresh) } else { Err(ProducerRefusal::NewEpochNotAtZero) };
+        return if claim.seq == 0 {
+            Ok(ProducerCheck::Fresh)
+        } else {
+            Err(ProducerRefusal::NewEpochNotAtZero)
+        };
     }
     if claim.seq <= state.last_seq {
         let receipt = state.receipts.iter().find(|r| r.seq == claim.seq).copied();
-        return Ok(ProducerCheck::Duplicate { epoch: state.epoch, highest_seq: state.last_seq, receipt });
+        return Ok(ProducerCheck::Duplicate {
+            epoch: state.epoch,
+            highest_seq: state.last_seq,
+            receipt,
+        });
     }
     if claim.seq == state.last_seq + 1 {
         return Ok(ProducerCheck::Fresh);
     }
-    Err(ProducerRefusal::SeqGap { expected: state.last_seq + 1, received: claim.seq })
+    Err(ProducerRefusal::SeqGap {
+        expected: state.last_seq + 1,
+        received: claim.seq,
+    })
 }
 
 /// The producer's state after its append was applied.
-pub fn record(state: Option<ProducerState>, claim: &ProducerClaim, receipt: Receipt, now: Millis) -> ProducerState {
+pub fn record(
+    state: Option<ProducerState>,
+    claim: &ProducerClaim,
+    receipt: Receipt,
+    now: Millis,
+) -> ProducerState {
     let mut state = match state {
         Some(s) if s.is_live(now) && s.epoch == claim.epoch => s,
-        _ => ProducerState { epoch: claim.epoch, last_seq: claim.seq, last_active: now, receipts: VecDeque::new() },
+        _ => ProducerState {
+            epoch: claim.epoch,
+            last_seq: claim.seq,
+            last_active: now,
+            receipts: VecDeque::new(),
+        },
     };
     state.last_seq = claim.seq;
     state.last_active = now;
@@ -116,7 +150,11 @@ mod tests {
     use super::*;
 
     fn claim(epoch: u64, seq: u64) -> ProducerClaim {
-        ProducerClaim { id: "p".into(), epoch, seq }
+        ProducerClaim {
+            id: "p".into(),
+            epoch,
+            seq,
+        }
     }
 
     fn after(claims: &[(u64, u64)]) -> ProducerState {
@@ -124,7 +162,16 @@ mod tests {
         for (i, &(e, s)) in claims.iter().enumerate() {
             let c = claim(e, s);
             assert_eq!(check(state.as_ref(), &c, 0), Ok(ProducerCheck::Fresh));
-            state = Some(record(state, &c, Receipt { seq: s, start: i as u64, end: i as u64 + 1 }, 0));
+            state = Some(record(
+                state,
+                &c,
+                Receipt {
+                    seq: s,
+                    start: i as u64,
+                    end: i as u64 + 1,
+                },
+                0,
+            ));
         }
         state.unwrap()
     }
@@ -132,7 +179,13 @@ mod tests {
     #[test]
     fn unknown_producer_starts_at_zero() {
         assert_eq!(check(None, &claim(7, 0), 0), Ok(ProducerCheck::Fresh));
-        assert_eq!(check(None, &claim(0, 3), 0), Err(ProducerRefusal::SeqGap { expected: 0, received: 3 }));
+        assert_eq!(
+            check(None, &claim(0, 3), 0),
+            Err(ProducerRefusal::SeqGap {
+                expected: 0,
+                received: 3
+            })
+        );
     }
 
     #[test]
@@ -141,24 +194,51 @@ mod tests {
         assert_eq!(check(Some(&s), &claim(0, 3), 0), Ok(ProducerCheck::Fresh));
         assert_eq!(
             check(Some(&s), &claim(0, 1), 0),
-            Ok(ProducerCheck::Duplicate { epoch: 0, highest_seq: 2, receipt: Some(Receipt { seq: 1, start: 1, end: 2 }) })
+            Ok(ProducerCheck::Duplicate {
+                epoch: 0,
+                highest_seq: 2,
+                receipt: Some(Receipt {
+                    seq: 1,
+                    start: 1,
+                    end: 2
+                })
+            })
         );
-        assert_eq!(check(Some(&s), &claim(0, 5), 0), Err(ProducerRefusal::SeqGap { expected: 3, received: 5 }));
+        assert_eq!(
+            check(Some(&s), &claim(0, 5), 0),
+            Err(ProducerRefusal::SeqGap {
+                expected: 3,
+                received: 5
+            })
+        );
     }
 
     #[test]
     fn epochs_fence() {
         let s = after(&[(0, 0), (1, 0)]);
-        assert_eq!(check(Some(&s), &claim(0, 1), 0), Err(ProducerRefusal::StaleEpoch { current: 1 }));
-        assert_eq!(check(Some(&s), &claim(2, 1), 0), Err(ProducerRefusal::NewEpochNotAtZero));
+        assert_eq!(
+            check(Some(&s), &claim(0, 1), 0),
+            Err(ProducerRefusal::StaleEpoch { current: 1 })
+        );
+        assert_eq!(
+            check(Some(&s), &claim(2, 1), 0),
+            Err(ProducerRefusal::NewEpochNotAtZero)
+        );
         assert_eq!(check(Some(&s), &claim(2, 0), 0), Ok(ProducerCheck::Fresh));
-        assert_eq!(s.receipts.len(), 1, "a new epoch drops the old epoch's receipts");
+        assert_eq!(
+            s.receipts.len(),
+            1,
+            "a new epoch drops the old epoch's receipts"
+        );
     }
 
     #[test]
     fn idle_producers_are_forgotten() {
         let s = after(&[(3, 0), (3, 1)]);
-        assert_eq!(check(Some(&s), &claim(0, 0), PRODUCER_FORGET_AFTER_MS), Ok(ProducerCheck::Fresh));
+        assert_eq!(
+            check(Some(&s), &claim(0, 0), PRODUCER_FORGET_AFTER_MS),
+            Ok(ProducerCheck::Fresh)
+        );
         assert!(check(Some(&s), &claim(0, 0), PRODUCER_FORGET_AFTER_MS - 1).is_err());
     }
 
@@ -169,7 +249,11 @@ mod tests {
         assert_eq!(s.receipts.len(), RECEIPTS_KEPT);
         assert_eq!(
             check(Some(&s), &claim(0, 2), 0),
-            Ok(ProducerCheck::Duplicate { epoch: 0, highest_seq: 99, receipt: None })
+            Ok(ProducerCheck::Duplicate {
+                epoch: 0,
+                highest_seq: 99,
+                receipt: None
+            })
         );
     }
 }

@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use shared::content_type::same_media_type;
 
 use super::config::StreamConfig;
-use super::producer::{self, ProducerCheck, ProducerClaim, ProducerRefusal, ProducerState, Receipt};
+use super::producer::{
+    self, ProducerCheck, ProducerClaim, ProducerRefusal, ProducerState, Receipt,
+};
 use super::Millis;
 
 /// Everything the log knows about one stream.
@@ -59,7 +61,11 @@ pub struct AppendEffect {
 pub enum AppendDecision {
     Apply(AppendEffect),
     /// A producer retry: nothing is appended.
-    Duplicate { epoch: u64, highest_seq: u64, receipt: Option<Receipt> },
+    Duplicate {
+        epoch: u64,
+        highest_seq: u64,
+        receipt: Option<Receipt>,
+    },
     /// `Stream-Closed: true` with no body on a closed stream.
     AlreadyClosed,
 }
@@ -74,7 +80,13 @@ pub enum AppendRefusal {
 }
 
 impl StreamCore {
-    pub fn new(id: u64, path: String, incarnation: String, config: StreamConfig, created_at: Millis) -> Self {
+    pub fn new(
+        id: u64,
+        path: String,
+        incarnation: String,
+        config: StreamConfig,
+        created_at: Millis,
+    ) -> Self {
         StreamCore {
             id,
             path,
@@ -89,25 +101,48 @@ impl StreamCore {
     }
 
     /// Decides an append at `now` without changing anything.
-    pub fn decide_append(&self, req: &AppendRequest, now: Millis) -> Result<AppendDecision, AppendRefusal> {
+    pub fn decide_append(
+        &self,
+        req: &AppendRequest,
+        now: Millis,
+    ) -> Result<AppendDecision, AppendRefusal> {
         let producer_check = match &req.producer {
             Some(claim) => Some(producer::check(self.producers.get(&claim.id), claim, now)),
             None => None,
         };
         match producer_check {
-            Some(Ok(ProducerCheck::Duplicate { epoch, highest_seq, receipt })) => {
-                return Ok(AppendDecision::Duplicate { epoch, highest_seq, receipt });
+            Some(Ok(ProducerCheck::Duplicate {
+                epoch,
+                highest_seq,
+                receipt,
+            })) => {
+                return Ok(AppendDecision::Duplicate {
+                    epoch,
+                    highest_seq,
+                    receipt,
+                });
             }
-            Some(Err(stale @ ProducerRefusal::StaleEpoch { .. })) => return Err(AppendRefusal::Producer(stale)),
+            Some(Err(stale @ ProducerRefusal::StaleEpoch { .. })) => {
+                return Err(AppendRefusal::Producer(stale))
+            }
             _ => {}
         }
         if self.closed {
-            return if req.close && req.payload_len == 0 { Ok(AppendDecision::AlreadyClosed) } else { Err(AppendRefusal::Closed) };
+            return if req.close && req.payload_len == 0 {
+                Ok(AppendDecision::AlreadyClosed)
+            } else {
+                Err(AppendRefusal::Closed)
+            };
         }
         if req.payload_len > 0 {
-            let matches = req.content_type.as_deref().is_some_and(|ct| same_media_type(ct, &self.config.content_type));
+            let matches = req
+                .content_type
+                .as_deref()
+                .is_some_and(|ct| same_media_type(ct, &self.config.content_type));
             if !matches {
-                return Err(AppendRefusal::ContentTypeMismatch { expected: self.config.content_type.clone() });
+                return Err(AppendRefusal::ContentTypeMismatch {
+                    expected: self.config.content_type.clone(),
+                });
             }
         }
         if let Some(Err(refusal)) = producer_check {
@@ -139,9 +174,16 @@ impl StreamCore {
             self.stream_seq = Some(seq.clone());
         }
         if let Some(claim) = &effect.producer {
-            let receipt = Receipt { seq: claim.seq, start: effect.start, end: self.len };
+            let receipt = Receipt {
+                seq: claim.seq,
+                start: effect.start,
+                end: self.len,
+            };
             let old = self.producers.remove(&claim.id);
-            self.producers.insert(claim.id.clone(), producer::record(old, claim, receipt, effect.at));
+            self.producers.insert(
+                claim.id.clone(),
+                producer::record(old, claim, receipt, effect.at),
+            );
         }
     }
 
@@ -158,12 +200,22 @@ mod tests {
     use super::*;
 
     fn stream(ct: &str) -> StreamCore {
-        let cfg = StreamConfig { content_type: ct.into(), expiry: Expiry::Never, public: false };
+        let cfg = StreamConfig {
+            content_type: ct.into(),
+            expiry: Expiry::Never,
+            public: false,
+        };
         StreamCore::new(1, "/s".into(), "inc".into(), cfg, 0)
     }
 
     fn req(len: u64) -> AppendRequest {
-        AppendRequest { content_type: Some("text/plain".into()), payload_len: len, producer: None, stream_seq: None, close: false }
+        AppendRequest {
+            content_type: Some("text/plain".into()),
+            payload_len: len,
+            producer: None,
+            stream_seq: None,
+            close: false,
+        }
     }
 
     fn apply(s: &mut StreamCore, r: &AppendRequest) -> AppendDecision {
@@ -185,64 +237,155 @@ mod tests {
     #[test]
     fn closed_refuses_but_close_is_idempotent() {
         let mut s = stream("text/plain");
-        apply(&mut s, &AppendRequest { close: true, ..req(2) });
+        apply(
+            &mut s,
+            &AppendRequest {
+                close: true,
+                ..req(2)
+            },
+        );
         assert!(s.closed);
         assert_eq!(s.decide_append(&req(1), 0), Err(AppendRefusal::Closed));
-        let close_only = AppendRequest { close: true, content_type: None, ..req(0) };
-        assert_eq!(s.decide_append(&close_only, 0), Ok(AppendDecision::AlreadyClosed));
-        assert_eq!(s.decide_append(&AppendRequest { close: true, ..req(1) }, 0), Err(AppendRefusal::Closed));
+        let close_only = AppendRequest {
+            close: true,
+            content_type: None,
+            ..req(0)
+        };
+        assert_eq!(
+            s.decide_append(&close_only, 0),
+            Ok(AppendDecision::AlreadyClosed)
+        );
+        assert_eq!(
+            s.decide_append(
+                &AppendRequest {
+                    close: true,
+                    ..req(1)
+                },
+                0
+            ),
+            Err(AppendRefusal::Closed)
+        );
     }
 
     #[test]
     fn closed_is_checked_before_content_type() {
         let mut s = stream("text/plain");
-        apply(&mut s, &AppendRequest { close: true, ..req(0) });
-        let wrong = AppendRequest { content_type: Some("application/json".into()), ..req(1) };
+        apply(
+            &mut s,
+            &AppendRequest {
+                close: true,
+                ..req(0)
+            },
+        );
+        let wrong = AppendRequest {
+            content_type: Some("application/json".into()),
+            ..req(1)
+        };
         assert_eq!(s.decide_append(&wrong, 0), Err(AppendRefusal::Closed));
     }
 
     #[test]
     fn content_type_must_match_when_there_is_a_body() {
         let s = stream("text/plain");
-        let wrong = AppendRequest { content_type: Some("text/html".into()), ..req(1) };
-        assert!(matches!(s.decide_append(&wrong, 0), Err(AppendRefusal::ContentTypeMismatch { .. })));
-        let case = AppendRequest { content_type: Some("TEXT/PLAIN; charset=utf-8".into()), ..req(1) };
+        let wrong = AppendRequest {
+            content_type: Some("text/html".into()),
+            ..req(1)
+        };
+        assert!(matches!(
+            s.decide_append(&wrong, 0),
+            Err(AppendRefusal::ContentTypeMismatch { .. })
+        ));
+        let case = AppendRequest {
+            content_type: Some("TEXT/PLAIN; charset=utf-8".into()),
+            ..req(1)
+        };
         assert!(s.decide_append(&case, 0).is_ok());
     }
 
     #[test]
     fn stream_seq_is_bytewise_and_strict() {
         let mut s = stream("text/plain");
-        apply(&mut s, &AppendRequest { stream_seq: Some("2".into()), ..req(1) });
-        let r = AppendRequest { stream_seq: Some("10".into()), ..req(1) };
-        assert!(matches!(s.decide_append(&r, 0), Err(AppendRefusal::StreamSeqConflict { .. })));
-        let same = AppendRequest { stream_seq: Some("2".into()), ..req(1) };
+        apply(
+            &mut s,
+            &AppendRequest {
+                stream_seq: Some("2".into()),
+                ..req(1)
+            },
+        );
+        let r = AppendRequest {
+            stream_seq: Some("10".into()),
+            ..req(1)
+        };
+        assert!(matches!(
+            s.decide_append(&r, 0),
+            Err(AppendRefusal::StreamSeqConflict { .. })
+        ));
+        let same = AppendRequest {
+            stream_seq: Some("2".into()),
+            ..req(1)
+        };
         assert!(s.decide_append(&same, 0).is_err());
-        apply(&mut s, &AppendRequest { stream_seq: Some("3".into()), ..req(1) });
+        apply(
+            &mut s,
+            &AppendRequest {
+                stream_seq: Some("3".into()),
+                ..req(1)
+            },
+        );
         assert_eq!(s.stream_seq.as_deref(), Some("3"));
     }
 
     #[test]
     fn producer_retry_of_the_closing_append_succeeds() {
         let mut s = stream("text/plain");
-        let claim = ProducerClaim { id: "p".into(), epoch: 0, seq: 0 };
-        let closing = AppendRequest { producer: Some(claim.clone()), close: true, ..req(4) };
+        let claim = ProducerClaim {
+            id: "p".into(),
+            epoch: 0,
+            seq: 0,
+        };
+        let closing = AppendRequest {
+            producer: Some(claim.clone()),
+            close: true,
+            ..req(4)
+        };
         apply(&mut s, &closing);
         let retry = s.decide_append(&closing, 0).unwrap();
         assert_eq!(
             retry,
-            AppendDecision::Duplicate { epoch: 0, highest_seq: 0, receipt: Some(Receipt { seq: 0, start: 0, end: 4 }) }
+            AppendDecision::Duplicate {
+                epoch: 0,
+                highest_seq: 0,
+                receipt: Some(Receipt {
+                    seq: 0,
+                    start: 0,
+                    end: 4
+                })
+            }
         );
-        let next = AppendRequest { producer: Some(ProducerClaim { seq: 1, ..claim }), ..req(1) };
+        let next = AppendRequest {
+            producer: Some(ProducerClaim { seq: 1, ..claim }),
+            ..req(1)
+        };
         assert_eq!(s.decide_append(&next, 0), Err(AppendRefusal::Closed));
     }
 
     #[test]
     fn producer_duplicate_wins_over_stream_seq() {
         let mut s = stream("text/plain");
-        let claim = ProducerClaim { id: "p".into(), epoch: 0, seq: 0 };
-        let r = AppendRequest { producer: Some(claim), stream_seq: Some("a".into()), ..req(1) };
+        let claim = ProducerClaim {
+            id: "p".into(),
+            epoch: 0,
+            seq: 0,
+        };
+        let r = AppendRequest {
+            producer: Some(claim),
+            stream_seq: Some("a".into()),
+            ..req(1)
+        };
         apply(&mut s, &r);
-        assert!(matches!(s.decide_append(&r, 0), Ok(AppendDecision::Duplicate { .. })));
+        assert!(matches!(
+            s.decide_append(&r, 0),
+            Ok(AppendDecision::Duplicate { .. })
+        ));
     }
 }

@@ -20,39 +20,61 @@ use crate::core::stream::AppendRequest;
 use crate::store::AppendOutcome;
 
 pub async fn append(state: Shared, path: String, req: Request) -> Response<Body> {
-    run(&state, path, req).await.unwrap_or_else(IntoResponse::into_response)
+    run(&state, path, req)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body>, ApiError> {
-    let headers = req.headers().clone();
-    let close = request::stream_closed(&headers);
-    let producer = request::producer(&headers)?;
-    let stream_seq = request::stream_seq(&headers)?;
-    let incarnation = request::incarnation(&headers)?;
-    let content_type = request::text(&headers, "content-type")?.filter(|c| !c.trim().is_empty()).map(str::to_owned);
+    let headers = req.headers();
+    let close = request::stream_closed(headers);
+    let producer = request::producer(headers)?;
+    let stream_seq = request::stream_seq(headers)?;
+    let incarnation = request::incarnation(headers)?;
+    let content_type = request::text(headers, "content-type")?
+        .filter(|c| !c.trim().is_empty())
+        .map(str::to_owned);
     let Some(view) = state.store.get(&path) else {
         return Err(ApiError::NotFound);
     };
     let body = read_body(state, req).await?;
     if body.bytes.is_empty() && !close {
-        return Err(ApiError::Invalid(ErrorCode::EmptyBody, "an append needs a body (or Stream-Closed: true)".into()));
+        return Err(ApiError::Invalid(
+            ErrorCode::EmptyBody,
+            "an append needs a body (or Stream-Closed: true)".into(),
+        ));
     }
     if !body.bytes.is_empty() && content_type.is_none() {
         return Err(ApiError::bad("an append with a body needs a Content-Type"));
     }
     // JSON bodies are stored as NDJSON; a body of another type goes through
     // untouched so the stream can refuse it as a content-type mismatch.
-    let json_body = view.is_json() && content_type.as_deref().is_some_and(|ct| same_media_type(ct, &view.config.content_type));
+    let json_body = view.is_json()
+        && content_type
+            .as_deref()
+            .is_some_and(|ct| same_media_type(ct, &view.config.content_type));
     let payload = if json_body && !body.bytes.is_empty() {
-        Bytes::from(json::to_ndjson(&body.bytes, false).map_err(|e| ApiError::Invalid(ErrorCode::InvalidJson, e.to_string()))?)
+        Bytes::from(
+            json::to_ndjson(&body.bytes, false)
+                .map_err(|e| ApiError::Invalid(ErrorCode::InvalidJson, e.to_string()))?,
+        )
     } else {
         body.bytes.clone()
     };
     let len = payload.len();
     let has_producer = producer.is_some();
     let claim = producer.clone();
-    let request = AppendRequest { content_type, payload_len: len as u64, producer, stream_seq, close };
-    let appended = state.store.append(path, incarnation, request, payload).await?;
+    let request = AppendRequest {
+        content_type,
+        payload_len: len as u64,
+        producer,
+        stream_seq,
+        close,
+    };
+    let appended = state
+        .store
+        .append(path, incarnation, request, payload)
+        .await?;
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = StatusCode::NO_CONTENT;
     stream_headers(&mut resp, &appended.view);
@@ -76,7 +98,11 @@ async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body
                 *resp.status_mut() = StatusCode::OK;
             }
         }
-        AppendOutcome::Duplicate { epoch, highest_seq, receipt } => {
+        AppendOutcome::Duplicate {
+            epoch,
+            highest_seq,
+            receipt,
+        } => {
             set(&mut resp, h::PRODUCER_EPOCH, epoch);
             set(&mut resp, h::PRODUCER_SEQ, highest_seq);
             set(&mut resp, h::PRODUCER_OUTCOME, "duplicate");

@@ -2,6 +2,13 @@
 //! bodies in memory together by the ingress budget (503 with `Retry-After`
 //! when a request cannot get room in time). This is where the memory bound
 //! for large and many concurrent bodies lives.
+//!
+//! A refused body is read to its end and dropped (up to a bound) before the
+//! 413 goes out: a server that closes a connection with request bytes still
+//! unread resets it, and a client that is still sending then sees a broken
+//! pipe instead of the refusal (the "lingering close" of other servers).
+
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -20,27 +27,77 @@ pub struct BoundedBody<'a> {
 
 pub async fn read_body(state: &AppState, req: Request) -> Result<BoundedBody<'_>, ApiError> {
     let limit = state.config.max_body;
-    let declared = req.headers().get("content-length").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let declared = req
+        .headers()
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit) {
+        // A client that waits for `100 Continue` never sends this body.
+        let waits = req
+            .headers()
+            .get("expect")
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+        if !waits {
+            discard(req.into_body(), limit).await;
+        }
         return Err(ApiError::PayloadTooLarge { limit });
     }
     if declared == Some(0) {
-        return Ok(BoundedBody { bytes: Bytes::new(), _permit: None });
+        return Ok(BoundedBody {
+            bytes: Bytes::new(),
+            _permit: None,
+        });
     }
     // Without a length, reserve room for the largest body.
     let reserve = declared.unwrap_or(limit).max(1);
     let permits = u32::try_from(reserve.min(state.config.ingress_budget)).unwrap_or(u32::MAX);
-    let permit = tokio::time::timeout(state.config.ingress_wait, state.ingress.acquire_many(permits))
-        .await
-        .map_err(|_| ApiError::Busy("too many request bodies in flight; retry shortly"))?
-        .map_err(|_| ApiError::Busy("shutting down"))?;
-    let body: Body = req.into_body();
-    let bytes = match Limited::new(body, limit as usize).collect().await {
+    let permit = tokio::time::timeout(
+        state.config.ingress_wait,
+        state.ingress.acquire_many(permits),
+    )
+    .await
+    .map_err(|_| ApiError::Busy("too many request bodies in flight; retry shortly"))?
+    .map_err(|_| ApiError::Busy("shutting down"))?;
+    let mut body: Body = req.into_body();
+    let bytes = match Limited::new(&mut body, limit as usize).collect().await {
         Ok(c) => c.to_bytes(),
-        Err(e) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-            return Err(ApiError::PayloadTooLarge { limit })
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            drop(permit);
+            discard(body, limit).await;
+            return Err(ApiError::PayloadTooLarge { limit });
         }
-        Err(e) => return Err(ApiError::bad(format!("could not read the request body: {e}"))),
+        Err(e) => {
+            return Err(ApiError::bad(format!(
+                "could not read the request body: {e}"
+            )))
+        }
     };
-    Ok(BoundedBody { bytes, _permit: Some(permit) })
+    Ok(BoundedBody {
+        bytes,
+        _permit: Some(permit),
+    })
+}
+
+/// How long a refused body may take to arrive before the connection is
+/// closed on it anyway.
+pub const DISCARD_WITHIN: Duration = Duration::from_secs(5);
+
+/// Reads what is left of a refused body and drops it, up to `2 × limit`
+/// bytes and [`DISCARD_WITHIN`]; past either, hyper closes the connection.
+async fn discard(mut body: Body, limit: u64) {
+    let mut left = limit.saturating_mul(2);
+    let drain = async {
+        while let Some(Ok(frame)) = body.frame().await {
+            let n = frame.data_ref().map_or(0, |d| d.len() as u64);
+            left = left.saturating_sub(n);
+            if left == 0 {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DISCARD_WITHIN, drain).await;
 }

@@ -20,13 +20,15 @@ use crate::core::config::StreamConfig;
 use crate::core::json;
 
 pub async fn create(state: Shared, path: String, req: Request) -> Response<Body> {
-    run(&state, path, req).await.unwrap_or_else(IntoResponse::into_response)
+    run(&state, path, req)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
 }
 
 async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body>, ApiError> {
     validate_stream_path(&path).map_err(|why| ApiError::bad(why.to_owned()))?;
-    let headers = req.headers().clone();
-    let content_type = match request::text(&headers, "content-type")? {
+    let headers = req.headers();
+    let content_type = match request::text(headers, "content-type")? {
         Some(ct) if !ct.trim().is_empty() => {
             if !content_type::is_valid(ct) {
                 return Err(ApiError::bad(format!("{ct:?} is not a media type")));
@@ -35,22 +37,41 @@ async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body
         }
         _ => "application/octet-stream".to_owned(),
     };
-    let expiry = request::expiry(&headers)?;
-    let closed = request::stream_closed(&headers);
+    let expiry = request::expiry(headers)?;
+    let closed = request::stream_closed(headers);
+    let host = headers
+        .get("host")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("localhost")
+        .to_owned();
     let body = read_body(state, req).await?;
-    let config = StreamConfig { content_type, expiry, public: false };
+    let config = StreamConfig {
+        content_type,
+        expiry,
+        public: false,
+    };
     let payload = if config.is_json() && !body.bytes.is_empty() {
-        Bytes::from(json::to_ndjson(&body.bytes, true).map_err(|e| ApiError::Invalid(ErrorCode::InvalidJson, e.to_string()))?)
+        Bytes::from(
+            json::to_ndjson(&body.bytes, true)
+                .map_err(|e| ApiError::Invalid(ErrorCode::InvalidJson, e.to_string()))?,
+        )
     } else {
         body.bytes.clone()
     };
     let len = payload.len();
-    let created = state.store.create(path.clone(), config, closed, payload).await?;
+    let created = state
+        .store
+        .create(path.clone(), config, closed, payload)
+        .await?;
     if created.created {
         state.metrics.appended(len);
     }
     let mut resp = Response::new(Body::empty());
-    *resp.status_mut() = if created.created { StatusCode::CREATED } else { StatusCode::OK };
+    *resp.status_mut() = if created.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     stream_headers(&mut resp, &created.view);
     set(&mut resp, "content-type", &created.view.config.content_type);
     set(&mut resp, h::STREAM_NEXT_OFFSET, Offset(created.tail.next));
@@ -58,7 +79,6 @@ async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body
         set(&mut resp, h::STREAM_CLOSED, "true");
     }
     if created.created {
-        let host = headers.get("host").and_then(|v| v.to_str().ok()).unwrap_or("localhost");
         set(&mut resp, "location", format!("http://{host}{path}"));
     }
     Ok(resp)

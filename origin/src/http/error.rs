@@ -17,9 +17,13 @@ pub enum ApiError {
     Invalid(ErrorCode, String),
     NotFound,
     Store(StoreError),
-    PayloadTooLarge { limit: u64 },
+    PayloadTooLarge {
+        limit: u64,
+    },
     /// The read offset is past the stream's end.
-    OffsetBeyondTail { tail: u64 },
+    OffsetBeyondTail {
+        tail: u64,
+    },
     /// The server cannot take the request for a moment.
     Busy(&'static str),
     Internal(String),
@@ -63,8 +67,10 @@ pub fn error_response(code: ErrorCode, message: impl Into<String>) -> Response<B
     let body = ErrorBody::new(code, message).to_json();
     let mut resp = Response::new(Body::from(body));
     *resp.status_mut() = StatusCode::from_u16(code.status()).expect("valid status");
-    resp.headers_mut().insert("content-type", HeaderValue::from_static("application/json"));
-    resp.headers_mut().insert("cache-control", HeaderValue::from_static("no-store"));
+    resp.headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/json"));
+    resp.headers_mut()
+        .insert("cache-control", HeaderValue::from_static("no-store"));
     resp
 }
 
@@ -73,11 +79,15 @@ impl axum::response::IntoResponse for ApiError {
         match self {
             ApiError::Invalid(code, msg) => error_response(code, msg),
             ApiError::NotFound => error_response(ErrorCode::NotFound, "the stream does not exist"),
-            ApiError::PayloadTooLarge { limit } => {
-                error_response(ErrorCode::PayloadTooLarge, format!("the body is over the limit of {limit} bytes"))
-            }
+            ApiError::PayloadTooLarge { limit } => error_response(
+                ErrorCode::PayloadTooLarge,
+                format!("the body is over the limit of {limit} bytes"),
+            ),
             ApiError::OffsetBeyondTail { tail } => {
-                let mut r = error_response(ErrorCode::RangeNotSatisfiable, "the offset is past the end of the stream");
+                let mut r = error_response(
+                    ErrorCode::RangeNotSatisfiable,
+                    "the offset is past the end of the stream",
+                );
                 set(&mut r, h::STREAM_NEXT_OFFSET, Offset(tail));
                 r
             }
@@ -99,13 +109,17 @@ fn store_error(e: StoreError) -> Response<Body> {
     match e {
         StoreError::NotFound => error_response(ErrorCode::NotFound, "the stream does not exist"),
         StoreError::IncarnationMismatch { current } => {
-            let mut r = error_response(ErrorCode::PreconditionFailed, "the stream was deleted and created again since");
+            let mut r = error_response(
+                ErrorCode::PreconditionFailed,
+                "the stream was deleted and created again since",
+            );
             set(&mut r, h::STREAM_INCARNATION, current);
             r
         }
-        StoreError::ConfigMismatch => {
-            error_response(ErrorCode::StreamExists, "the stream exists with a different content type, expiry or closed state")
-        }
+        StoreError::ConfigMismatch => error_response(
+            ErrorCode::StreamExists,
+            "the stream exists with a different content type, expiry or closed state",
+        ),
         StoreError::ShuttingDown => {
             let mut r = error_response(ErrorCode::Unavailable, "the server is shutting down");
             set(&mut r, "retry-after", 1);
@@ -122,22 +136,32 @@ fn refusal_response(refusal: AppendRefusal, tail: &Tail) -> Response<Body> {
             tail_headers(&mut r, tail);
             r
         }
-        AppendRefusal::ContentTypeMismatch { expected } => {
-            error_response(ErrorCode::ContentTypeMismatch, format!("the stream's content type is {expected}"))
-        }
+        AppendRefusal::ContentTypeMismatch { expected } => error_response(
+            ErrorCode::ContentTypeMismatch,
+            format!("the stream's content type is {expected}"),
+        ),
         AppendRefusal::StreamSeqConflict { last } => {
-            let mut r = error_response(ErrorCode::StreamSeqConflict, format!("Stream-Seq must be greater than {last:?}"));
+            let mut r = error_response(
+                ErrorCode::StreamSeqConflict,
+                format!("Stream-Seq must be greater than {last:?}"),
+            );
             set(&mut r, h::STREAM_NEXT_OFFSET, Offset(tail.next));
             r
         }
         AppendRefusal::Producer(ProducerRefusal::StaleEpoch { current }) => {
-            let mut r = error_response(ErrorCode::ProducerEpochStale, format!("a newer epoch ({current}) took over this producer"));
+            let mut r = error_response(
+                ErrorCode::ProducerEpochStale,
+                format!("a newer epoch ({current}) took over this producer"),
+            );
             set(&mut r, h::PRODUCER_EPOCH, current);
             set(&mut r, h::PRODUCER_OUTCOME, "stale-epoch");
             r
         }
         AppendRefusal::Producer(ProducerRefusal::NewEpochNotAtZero) => {
-            let mut r = error_response(ErrorCode::BadRequest, "a new producer epoch starts at Producer-Seq 0");
+            let mut r = error_response(
+                ErrorCode::BadRequest,
+                "a new producer epoch starts at Producer-Seq 0",
+            );
             set(&mut r, h::PRODUCER_OUTCOME, "invalid");
             r
         }

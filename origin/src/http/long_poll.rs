@@ -16,14 +16,29 @@ use shared::params::{ReadParams, DEFAULT_LONG_POLL_MS};
 
 use super::error::ApiError;
 use super::read::CACHEABLE;
-use super::reading::{check_incarnation, cursor, read_cut, read_slice, resolve_start, set, shape_body, slice_headers, stream_headers};
+use super::reading::{
+    check_incarnation, cursor, read_cut, read_slice, resolve_start, set, shape_body, slice_headers,
+    stream_headers,
+};
 use super::Shared;
 
-pub async fn long_poll(state: Shared, path: String, req: Request, params: ReadParams) -> Response<Body> {
-    run(&state, path, req, params).await.unwrap_or_else(IntoResponse::into_response)
+pub async fn long_poll(
+    state: Shared,
+    path: String,
+    req: Request,
+    params: ReadParams,
+) -> Response<Body> {
+    run(&state, path, req, params)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
 }
 
-async fn run(state: &Shared, path: String, req: Request, params: ReadParams) -> Result<Response<Body>, ApiError> {
+async fn run(
+    state: &Shared,
+    path: String,
+    req: Request,
+    params: ReadParams,
+) -> Result<Response<Body>, ApiError> {
     let view = state.store.get(&path).ok_or(ApiError::NotFound)?;
     check_incarnation(&view, req.headers())?;
     view.touch(state.store.clock().now_ms());
@@ -35,7 +50,10 @@ async fn run(state: &Shared, path: String, req: Request, params: ReadParams) -> 
         first
     } else {
         let _waiting = state.metrics.long_poll_guard();
-        let waited = tokio::time::timeout(wait, rx.wait_for(|t| t.next > start || t.closed || t.gone)).await.map(|r| r.map(|t| *t));
+        let waited =
+            tokio::time::timeout(wait, rx.wait_for(|t| t.next > start || t.closed || t.gone))
+                .await
+                .map(|r| r.map(|t| *t));
         match waited {
             Ok(Ok(t)) => t,
             Ok(Err(_)) => return Err(ApiError::NotFound),
@@ -56,7 +74,11 @@ async fn run(state: &Shared, path: String, req: Request, params: ReadParams) -> 
         if tail.closed {
             set(&mut resp, h::STREAM_CLOSED, "true");
         } else {
-            set(&mut resp, h::STREAM_CURSOR, cursor(now, params.cursor.as_deref()));
+            set(
+                &mut resp,
+                h::STREAM_CURSOR,
+                cursor(now, params.cursor.as_deref()),
+            );
         }
         set(&mut resp, "cache-control", "no-store");
         return Ok(resp);
@@ -69,9 +91,22 @@ async fn run(state: &Shared, path: String, req: Request, params: ReadParams) -> 
     stream_headers(&mut resp, &view);
     slice_headers(&mut resp, &slice);
     set(&mut resp, "content-type", content_type);
-    set(&mut resp, "etag", read_etag(&view.incarnation, Offset(slice.start), Offset(slice.end), slice.closed));
+    set(
+        &mut resp,
+        "etag",
+        read_etag(
+            &view.incarnation,
+            Offset(slice.start),
+            Offset(slice.end),
+            slice.closed,
+        ),
+    );
     if !slice.closed {
-        set(&mut resp, h::STREAM_CURSOR, cursor(now, params.cursor.as_deref()));
+        set(
+            &mut resp,
+            h::STREAM_CURSOR,
+            cursor(now, params.cursor.as_deref()),
+        );
     }
     set(&mut resp, "cache-control", CACHEABLE);
     Ok(resp)

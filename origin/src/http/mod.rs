@@ -23,7 +23,6 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, Response, StatusCode};
-use axum::middleware::Next;
 use axum::response::IntoResponse;
 use axum::Router;
 use shared::error::ErrorCode;
@@ -88,18 +87,22 @@ pub fn router(state: Shared) -> Router {
         .route(routes::METRICS, axum::routing::get(metrics))
         .route(routes::HEALTH, axum::routing::get(|| async { "ok" }))
         .fallback(dispatch)
-        .layer(axum::middleware::from_fn(common_headers))
         .with_state(state)
 }
 
 async fn metrics(State(state): State<Shared>) -> impl IntoResponse {
-    ([("content-type", "text/plain; version=0.0.4")], state.metrics.render(state.store.stream_count()))
+    (
+        [("content-type", "text/plain; version=0.0.4")],
+        state.metrics.render(state.store.stream_count()),
+    )
 }
 
 /// Routes a request on a stream path to its operation.
 async fn dispatch(State(state): State<Shared>, req: Request) -> Response<Body> {
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
+    let cors =
+        method == Method::GET || method == Method::HEAD || req.headers().contains_key("origin");
     let (route, resp) = match classify(&path) {
         Target::Stream(stream) => {
             let stream = stream.to_owned();
@@ -110,19 +113,41 @@ async fn dispatch(State(state): State<Shared>, req: Request) -> Response<Body> {
                 Method::HEAD => ("head", head::head(state.clone(), stream, req).await),
                 Method::GET => read_route(state.clone(), stream, req).await,
                 Method::OPTIONS => ("preflight", preflight()),
-                _ => ("other", error::error_response(ErrorCode::MethodNotAllowed, "use PUT, POST, GET, HEAD or DELETE")),
+                _ => (
+                    "other",
+                    error::error_response(
+                        ErrorCode::MethodNotAllowed,
+                        "use PUT, POST, GET, HEAD or DELETE",
+                    ),
+                ),
             }
         }
-        Target::Chunk { .. } | Target::IncarnationSnapshot { .. } | Target::Snapshot { .. } if method == Method::OPTIONS => {
+        // No stream can be created at a reserved path: `create` refuses it
+        // with 400 and the reason, rather than a 404 as if nothing were there.
+        _ if method == Method::PUT => (
+            "create",
+            create::create(state.clone(), path.clone(), req).await,
+        ),
+        Target::Chunk { .. } | Target::IncarnationSnapshot { .. } | Target::Snapshot { .. }
+            if method == Method::OPTIONS =>
+        {
             ("preflight", preflight())
         }
         Target::Chunk { .. } | Target::IncarnationSnapshot { .. } | Target::Snapshot { .. } => (
             "reserved",
-            error::error_response(ErrorCode::NotFound, "chunk and snapshot URLs are not served by this server yet"),
+            error::error_response(
+                ErrorCode::NotFound,
+                "chunk and snapshot URLs are not served by this server yet",
+            ),
         ),
-        Target::Reserved => ("reserved", error::error_response(ErrorCode::NotFound, "no such resource")),
+        Target::Reserved => (
+            "reserved",
+            error::error_response(ErrorCode::NotFound, "no such resource"),
+        ),
     };
     state.metrics.request(route, resp.status().as_u16());
+    let mut resp = resp;
+    common_headers(&mut resp, cors);
     resp
 }
 
@@ -130,14 +155,24 @@ async fn read_route(state: Shared, stream: String, req: Request) -> (&'static st
     let params = match shared::params::parse_read_query(req.uri().query()) {
         Ok(p) => p,
         Err(e) => {
-            let code = if e.is_offset() { ErrorCode::InvalidOffset } else { ErrorCode::BadRequest };
-            return ("read", ApiError::Invalid(code, e.to_string()).into_response());
+            let code = if e.is_offset() {
+                ErrorCode::InvalidOffset
+            } else {
+                ErrorCode::BadRequest
+            };
+            return (
+                "read",
+                ApiError::Invalid(code, e.to_string()).into_response(),
+            );
         }
     };
     let _ = Consistency::Leader; // one node: every read already sees every acknowledged append
     match params.live {
         Live::No => ("read", read::read(state, stream, req, params).await),
-        Live::LongPoll => ("long_poll", long_poll::long_poll(state, stream, req, params).await),
+        Live::LongPoll => (
+            "long_poll",
+            long_poll::long_poll(state, stream, req, params).await,
+        ),
         Live::Sse => ("sse", sse::sse(state, stream, req, params).await),
     }
 }
@@ -146,19 +181,37 @@ fn preflight() -> Response<Body> {
     let mut r = Response::new(Body::empty());
     *r.status_mut() = StatusCode::NO_CONTENT;
     let h = r.headers_mut();
-    h.insert("access-control-allow-methods", HeaderValue::from_static("GET, HEAD, PUT, POST, DELETE, OPTIONS"));
-    h.insert("access-control-allow-headers", HeaderValue::from_static(routes::ALLOWED_REQUEST_HEADERS));
+    h.insert(
+        "access-control-allow-methods",
+        HeaderValue::from_static("GET, HEAD, PUT, POST, DELETE, OPTIONS"),
+    );
+    h.insert(
+        "access-control-allow-headers",
+        HeaderValue::from_static(routes::ALLOWED_REQUEST_HEADERS),
+    );
     h.insert("access-control-max-age", HeaderValue::from_static("86400"));
     r
 }
 
-/// Headers every answer carries: browser safety and CORS.
-async fn common_headers(req: Request, next: Next) -> Response<Body> {
-    let mut resp = next.run(req).await;
+/// Headers every answer about a stream carries: browser safety, and CORS.
+/// Reads always carry CORS headers, because a cache may hand the same answer
+/// to a browser later; writes carry them when a browser sent `Origin` (no
+/// cache keeps a write's answer), which keeps the hot append answer small.
+fn common_headers(resp: &mut Response<Body>, cors: bool) {
     let h = resp.headers_mut();
-    h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
-    h.insert("cross-origin-resource-policy", HeaderValue::from_static("cross-origin"));
-    h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
-    h.insert("access-control-expose-headers", HeaderValue::from_static(shared::headers::EXPOSED));
-    resp
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        "cross-origin-resource-policy",
+        HeaderValue::from_static("cross-origin"),
+    );
+    if cors {
+        h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
+        h.insert(
+            "access-control-expose-headers",
+            HeaderValue::from_static(shared::headers::EXPOSED),
+        );
+    }
 }

@@ -15,16 +15,26 @@ use shared::offset::ReadFrom;
 use shared::params::ReadParams;
 
 use super::error::ApiError;
-use super::reading::{check_incarnation, read_cut, read_slice, resolve_start, set, shape_body, slice_headers, stream_headers};
+use super::reading::{
+    check_incarnation, read_cut, read_slice, resolve_start, set, shape_body, slice_headers,
+    stream_headers,
+};
 use super::Shared;
 
 pub const CACHEABLE: &str = "public, max-age=60, stale-while-revalidate=300";
 
 pub async fn read(state: Shared, path: String, req: Request, params: ReadParams) -> Response<Body> {
-    run(&state, path, req, params).await.unwrap_or_else(IntoResponse::into_response)
+    run(&state, path, req, params)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
 }
 
-async fn run(state: &Shared, path: String, req: Request, params: ReadParams) -> Result<Response<Body>, ApiError> {
+async fn run(
+    state: &Shared,
+    path: String,
+    req: Request,
+    params: ReadParams,
+) -> Result<Response<Body>, ApiError> {
     let view = state.store.get(&path).ok_or(ApiError::NotFound)?;
     check_incarnation(&view, req.headers())?;
     view.touch(state.store.clock().now_ms());
@@ -33,10 +43,24 @@ async fn run(state: &Shared, path: String, req: Request, params: ReadParams) -> 
     let mode = state.config.json_reads;
     let slice = read_slice(&view, start, params.max_bytes, tail, read_cut(&view, mode)).await?;
     let now = params.offset == ReadFrom::Now;
-    let etag = (!now).then(|| read_etag(&view.incarnation, shared::offset::Offset(slice.start), shared::offset::Offset(slice.end), slice.closed));
-    let cache = if now || (slice.bytes.is_empty() && !slice.closed) { "no-store" } else { CACHEABLE };
+    let etag = (!now).then(|| {
+        read_etag(
+            &view.incarnation,
+            shared::offset::Offset(slice.start),
+            shared::offset::Offset(slice.end),
+            slice.closed,
+        )
+    });
+    let cache = if now || (slice.bytes.is_empty() && !slice.closed) {
+        "no-store"
+    } else {
+        CACHEABLE
+    };
     let not_modified = etag.as_deref().is_some_and(|tag| {
-        req.headers().get("if-none-match").and_then(|v| v.to_str().ok()).is_some_and(|inm| if_none_match_hits(inm, tag))
+        req.headers()
+            .get("if-none-match")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|inm| if_none_match_hits(inm, tag))
     });
     let (body, content_type) = shape_body(&view, mode, slice.bytes.clone());
     let mut resp = if not_modified {

@@ -29,9 +29,11 @@ pub fn stream_headers(resp: &mut Response<Body>, view: &StreamView) {
 /// 412 when the request names an incarnation the stream no longer has.
 pub fn check_incarnation(view: &StreamView, headers: &HeaderMap) -> Result<(), ApiError> {
     match request::incarnation(headers)? {
-        Some(i) if i != view.incarnation => {
-            Err(ApiError::Store(crate::store::StoreError::IncarnationMismatch { current: view.incarnation.clone() }))
-        }
+        Some(i) if i != view.incarnation => Err(ApiError::Store(
+            crate::store::StoreError::IncarnationMismatch {
+                current: view.incarnation.clone(),
+            },
+        )),
         _ => Ok(()),
     }
 }
@@ -41,7 +43,9 @@ pub fn resolve_start(from: ReadFrom, tail: &Tail) -> Result<u64, ApiError> {
     match from {
         ReadFrom::Start => Ok(0),
         ReadFrom::Now => Ok(tail.next),
-        ReadFrom::At(o) if o.bytes() > tail.next => Err(ApiError::OffsetBeyondTail { tail: tail.next }),
+        ReadFrom::At(o) if o.bytes() > tail.next => {
+            Err(ApiError::OffsetBeyondTail { tail: tail.next })
+        }
         ReadFrom::At(o) => Ok(o.bytes()),
     }
 }
@@ -70,7 +74,13 @@ pub struct Slice {
 
 /// Reads up to `max` bytes from `start`, cut as `cut` asks. A single message
 /// larger than `max` is returned whole so a reader always moves on.
-pub async fn read_slice(view: &Arc<StreamView>, start: u64, max: u64, tail: Tail, cut: Cut) -> Result<Slice, ApiError> {
+pub async fn read_slice(
+    view: &Arc<StreamView>,
+    start: u64,
+    max: u64,
+    tail: Tail,
+    cut: Cut,
+) -> Result<Slice, ApiError> {
     let mut end = tail.next.min(start.saturating_add(max));
     let mut bytes = view.read(start, end).await?;
     if end < tail.next {
@@ -108,7 +118,13 @@ pub async fn read_slice(view: &Arc<StreamView>, start: u64, max: u64, tail: Tail
         }
     }
     let up_to_date = end == tail.next;
-    Ok(Slice { start, end, bytes, up_to_date, closed: up_to_date && tail.closed })
+    Ok(Slice {
+        start,
+        end,
+        bytes,
+        up_to_date,
+        closed: up_to_date && tail.closed,
+    })
 }
 
 /// How reads of this stream are cut and shaped.
@@ -124,7 +140,10 @@ pub fn read_cut(view: &StreamView, mode: JsonReads) -> Cut {
 pub fn shape_body(view: &StreamView, mode: JsonReads, bytes: Bytes) -> (Bytes, String) {
     if view.is_json() {
         match mode {
-            JsonReads::Array => (Bytes::from(ndjson_to_array(&bytes)), view.config.content_type.clone()),
+            JsonReads::Array => (
+                Bytes::from(ndjson_to_array(&bytes)),
+                view.config.content_type.clone(),
+            ),
             JsonReads::Ndjson => (bytes, shared::content_type::NDJSON.to_owned()),
         }
     } else {

@@ -12,13 +12,19 @@ use crate::core::producer::{ProducerClaim, MAX_PRODUCER_NUMBER};
 pub fn text<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<Option<&'a str>, ApiError> {
     match headers.get(name) {
         None => Ok(None),
-        Some(v) => v.to_str().map(Some).map_err(|_| ApiError::bad(format!("the {name} header is not text"))),
+        Some(v) => v
+            .to_str()
+            .map(Some)
+            .map_err(|_| ApiError::bad(format!("the {name} header is not text"))),
     }
 }
 
 /// `Stream-Closed: true` (any case) closes; any other value is as if absent.
 pub fn stream_closed(headers: &HeaderMap) -> bool {
-    headers.get(h::STREAM_CLOSED).and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    headers
+        .get(h::STREAM_CLOSED)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }
 
 /// `Stream-Incarnation`, when the request names the incarnation it expects.
@@ -28,7 +34,8 @@ pub fn incarnation(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
 
 /// A non-negative decimal integer without sign, leading zeros or exponent.
 fn strict_uint(s: &str) -> Option<u64> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) || (s.len() > 1 && s.starts_with('0')) {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) || (s.len() > 1 && s.starts_with('0'))
+    {
         return None;
     }
     s.parse().ok()
@@ -48,11 +55,21 @@ pub fn producer(headers: &HeaderMap) -> Result<Option<ProducerClaim>, ApiError> 
             let number = |name: &str, v: &str| {
                 strict_uint(v)
                     .filter(|n| *n <= MAX_PRODUCER_NUMBER)
-                    .ok_or_else(|| ApiError::bad(format!("{name} must be an integer from 0 to 2^53-1, not {v:?}")))
+                    .ok_or_else(|| {
+                        ApiError::bad(format!(
+                            "{name} must be an integer from 0 to 2^53-1, not {v:?}"
+                        ))
+                    })
             };
-            Ok(Some(ProducerClaim { id: id.to_owned(), epoch: number("Producer-Epoch", epoch)?, seq: number("Producer-Seq", seq)? }))
+            Ok(Some(ProducerClaim {
+                id: id.to_owned(),
+                epoch: number("Producer-Epoch", epoch)?,
+                seq: number("Producer-Seq", seq)?,
+            }))
         }
-        _ => Err(ApiError::bad("Producer-Id, Producer-Epoch and Producer-Seq go together")),
+        _ => Err(ApiError::bad(
+            "Producer-Id, Producer-Epoch and Producer-Seq go together",
+        )),
     }
 }
 
@@ -61,13 +78,21 @@ pub fn expiry(headers: &HeaderMap) -> Result<Expiry, ApiError> {
     let ttl = text(headers, h::STREAM_TTL)?;
     let at = text(headers, h::STREAM_EXPIRES_AT)?;
     match (ttl, at) {
-        (Some(_), Some(_)) => Err(ApiError::bad("send Stream-TTL or Stream-Expires-At, not both")),
-        (Some(ttl), None) => strict_uint(ttl)
-            .map(Expiry::IdleSecs)
-            .ok_or_else(|| ApiError::bad(format!("Stream-TTL must be whole seconds without sign or leading zeros, not {ttl:?}"))),
+        (Some(_), Some(_)) => Err(ApiError::bad(
+            "send Stream-TTL or Stream-Expires-At, not both",
+        )),
+        (Some(ttl), None) => strict_uint(ttl).map(Expiry::IdleSecs).ok_or_else(|| {
+            ApiError::bad(format!(
+                "Stream-TTL must be whole seconds without sign or leading zeros, not {ttl:?}"
+            ))
+        }),
         (None, Some(at)) => {
             let t = time::OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339)
-                .map_err(|_| ApiError::bad(format!("Stream-Expires-At must be an RFC 3339 time, not {at:?}")))?;
+                .map_err(|_| {
+                    ApiError::bad(format!(
+                        "Stream-Expires-At must be an RFC 3339 time, not {at:?}"
+                    ))
+                })?;
             let ms = t.unix_timestamp_nanos() / 1_000_000;
             if ms < 0 {
                 return Err(ApiError::bad("Stream-Expires-At is before 1970"));
@@ -80,8 +105,11 @@ pub fn expiry(headers: &HeaderMap) -> Result<Expiry, ApiError> {
 
 /// An instant as RFC 3339 UTC with milliseconds.
 pub fn rfc3339(ms: u64) -> String {
-    let t = time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    let base = t.format(&time::format_description::well_known::Rfc3339).unwrap_or_default();
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let base = t
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
     // Rfc3339 prints nanoseconds only when present; normalise to milliseconds.
     match base.split_once('.') {
         Some((whole, _)) => format!("{whole}.{:03}Z", ms % 1000),
@@ -91,7 +119,9 @@ pub fn rfc3339(ms: u64) -> String {
 
 /// Reads a `Stream-Seq` (an empty value is as if absent).
 pub fn stream_seq(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    Ok(text(headers, h::STREAM_SEQ)?.filter(|s| !s.is_empty()).map(str::to_owned))
+    Ok(text(headers, h::STREAM_SEQ)?
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned))
 }
 
 /// Maps a producer refusal code for requests that failed parsing.
@@ -116,15 +146,33 @@ mod tests {
         for bad in ["00060", "+60", "60.5", "1e3", "abc", "-1", ""] {
             assert!(expiry(&headers(&[("stream-ttl", bad)])).is_err(), "{bad}");
         }
-        assert_eq!(expiry(&headers(&[("stream-ttl", "0")])).unwrap(), Expiry::IdleSecs(0));
-        assert_eq!(expiry(&headers(&[("stream-ttl", "3600")])).unwrap(), Expiry::IdleSecs(3600));
-        assert!(expiry(&headers(&[("stream-ttl", "1"), ("stream-expires-at", "2030-01-01T00:00:00Z")])).is_err());
+        assert_eq!(
+            expiry(&headers(&[("stream-ttl", "0")])).unwrap(),
+            Expiry::IdleSecs(0)
+        );
+        assert_eq!(
+            expiry(&headers(&[("stream-ttl", "3600")])).unwrap(),
+            Expiry::IdleSecs(3600)
+        );
+        assert!(expiry(&headers(&[
+            ("stream-ttl", "1"),
+            ("stream-expires-at", "2030-01-01T00:00:00Z")
+        ]))
+        .is_err());
     }
 
     #[test]
     fn expires_at_forms() {
-        let z = expiry(&headers(&[("stream-expires-at", "2025-11-30T10:47:00.123Z")])).unwrap();
-        let off = expiry(&headers(&[("stream-expires-at", "2025-11-30T10:47:00.123+00:00")])).unwrap();
+        let z = expiry(&headers(&[(
+            "stream-expires-at",
+            "2025-11-30T10:47:00.123Z",
+        )]))
+        .unwrap();
+        let off = expiry(&headers(&[(
+            "stream-expires-at",
+            "2025-11-30T10:47:00.123+00:00",
+        )]))
+        .unwrap();
         assert_eq!(z, off);
         assert!(expiry(&headers(&[("stream-expires-at", "not-a-timestamp")])).is_err());
         let Expiry::At(ms) = z else { panic!() };
@@ -135,13 +183,41 @@ mod tests {
     #[test]
     fn producer_headers() {
         assert_eq!(producer(&HeaderMap::new()).unwrap(), None);
-        let ok = producer(&headers(&[("producer-id", "p"), ("producer-epoch", "1"), ("producer-seq", "0")])).unwrap();
-        assert_eq!(ok, Some(ProducerClaim { id: "p".into(), epoch: 1, seq: 0 }));
-        for (e, s) in [("0xyz", "0"), ("0", "1abc"), ("1e3", "0"), ("-1", "0"), ("9007199254740992", "0")] {
-            assert!(producer(&headers(&[("producer-id", "p"), ("producer-epoch", e), ("producer-seq", s)])).is_err());
+        let ok = producer(&headers(&[
+            ("producer-id", "p"),
+            ("producer-epoch", "1"),
+            ("producer-seq", "0"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            ok,
+            Some(ProducerClaim {
+                id: "p".into(),
+                epoch: 1,
+                seq: 0
+            })
+        );
+        for (e, s) in [
+            ("0xyz", "0"),
+            ("0", "1abc"),
+            ("1e3", "0"),
+            ("-1", "0"),
+            ("9007199254740992", "0"),
+        ] {
+            assert!(producer(&headers(&[
+                ("producer-id", "p"),
+                ("producer-epoch", e),
+                ("producer-seq", s)
+            ]))
+            .is_err());
         }
         assert!(producer(&headers(&[("producer-id", "p")])).is_err());
-        assert!(producer(&headers(&[("producer-id", ""), ("producer-epoch", "0"), ("producer-seq", "0")])).is_err());
+        assert!(producer(&headers(&[
+            ("producer-id", ""),
+            ("producer-epoch", "0"),
+            ("producer-seq", "0")
+        ]))
+        .is_err());
     }
 
     #[test]

@@ -21,7 +21,9 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::error::ApiError;
-use super::reading::{check_incarnation, cursor, read_slice, resolve_start, set, stream_headers, Cut};
+use super::reading::{
+    check_incarnation, cursor, read_slice, resolve_start, set, stream_headers, Cut,
+};
 use super::{JsonReads, Shared};
 use crate::core::json::ndjson_to_array;
 
@@ -29,10 +31,17 @@ use crate::core::json::ndjson_to_array;
 pub const SSE_BUFFERED_FRAMES: usize = 2;
 
 pub async fn sse(state: Shared, path: String, req: Request, params: ReadParams) -> Response<Body> {
-    run(state, path, req, params).await.unwrap_or_else(IntoResponse::into_response)
+    run(state, path, req, params)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
 }
 
-async fn run(state: Shared, path: String, req: Request, params: ReadParams) -> Result<Response<Body>, ApiError> {
+async fn run(
+    state: Shared,
+    path: String,
+    req: Request,
+    params: ReadParams,
+) -> Result<Response<Body>, ApiError> {
     let view = state.store.get(&path).ok_or(ApiError::NotFound)?;
     check_incarnation(&view, req.headers())?;
     view.touch(state.store.clock().now_ms());
@@ -50,7 +59,11 @@ async fn run(state: Shared, path: String, req: Request, params: ReadParams) -> R
         Cut::Char
     };
     // A text event carries at least one whole character.
-    let max = if base64 { params.max_bytes } else { params.max_bytes.max(4) };
+    let max = if base64 {
+        params.max_bytes
+    } else {
+        params.max_bytes.max(4)
+    };
 
     let (tx, frames) = mpsc::channel::<Result<Bytes, std::io::Error>>(SSE_BUFFERED_FRAMES);
     let task_state = state.clone();
@@ -67,7 +80,9 @@ async fn run(state: Shared, path: String, req: Request, params: ReadParams) -> R
             let tail = *rx.borrow_and_update();
             if tail.gone {
                 let body = ErrorBody::new(ErrorCode::NotFound, "the stream was deleted").to_json();
-                let _ = tx.send(Ok(Bytes::from(named_json_event("error", &body)))).await;
+                let _ = tx
+                    .send(Ok(Bytes::from(named_json_event("error", &body))))
+                    .await;
                 return;
             }
             if pos < tail.next {
@@ -75,7 +90,11 @@ async fn run(state: Shared, path: String, req: Request, params: ReadParams) -> R
                     Ok(s) => s,
                     Err(_) => return,
                 };
-                let payload = if array { Bytes::from(ndjson_to_array(&slice.bytes)) } else { slice.bytes.clone() };
+                let payload = if array {
+                    Bytes::from(ndjson_to_array(&slice.bytes))
+                } else {
+                    slice.bytes.clone()
+                };
                 let mut frame = data_event(&payload, base64);
                 let now = task_state.store.clock().now_ms();
                 frame.extend(control_event(&Control {
@@ -117,8 +136,16 @@ async fn run(state: Shared, path: String, req: Request, params: ReadParams) -> R
     stream_headers(&mut resp, &view);
     set(&mut resp, "content-type", "text/event-stream");
     set(&mut resp, "cache-control", "no-cache");
-    let data_type = if json { NDJSON.to_owned() } else { view.config.content_type.clone() };
-    let data_type = if array { view.config.content_type.clone() } else { data_type };
+    let data_type = if json {
+        NDJSON.to_owned()
+    } else {
+        view.config.content_type.clone()
+    };
+    let data_type = if array {
+        view.config.content_type.clone()
+    } else {
+        data_type
+    };
     set(&mut resp, h::STREAM_DATA_CONTENT_TYPE, data_type);
     if base64 {
         set(&mut resp, h::STREAM_SSE_DATA_ENCODING, "base64");

@@ -91,10 +91,25 @@ mod tests {
     use proptest::prelude::*;
 
     fn stream(id: u64, len: u64, closed: bool, producer: Option<(String, u64, u64)>) -> StreamCore {
-        let cfg = StreamConfig { content_type: "text/plain".into(), expiry: Expiry::IdleSecs(id), public: false };
+        let cfg = StreamConfig {
+            content_type: "text/plain".into(),
+            expiry: Expiry::IdleSecs(id),
+            public: false,
+        };
         let mut s = StreamCore::new(id, format!("/s/{id}"), format!("inc{id}"), cfg, 5);
-        let producer = producer.map(|(id, epoch, seq)| ProducerClaim { id, epoch, seq: seq.min(0) });
-        s.apply(&AppendEffect { start: 0, len, close: closed, producer, stream_seq: Some("x".into()), at: 9 });
+        let producer = producer.map(|(id, epoch, seq)| ProducerClaim {
+            id,
+            epoch,
+            seq: seq.min(0),
+        });
+        s.apply(&AppendEffect {
+            start: 0,
+            len,
+            close: closed,
+            producer,
+            stream_seq: Some("x".into()),
+            at: 9,
+        });
         s
     }
 
@@ -109,12 +124,20 @@ mod tests {
 
     #[test]
     fn detects_corruption() {
-        let c = Checkpoint { replay_from_segment: 1, next_stream_id: 2, streams: vec![stream(1, 3, false, None)] };
+        let c = Checkpoint {
+            replay_from_segment: 1,
+            next_stream_id: 2,
+            streams: vec![stream(1, 3, false, None)],
+        };
         let mut buf = encode(&c);
         let last = buf.len() - 2;
         buf[last] ^= 1;
         assert!(matches!(decode(&buf), Err(CheckpointError::Corrupt(_))));
         assert_eq!(c.streams[0].producers.len(), 0);
-        let _ = Receipt { seq: 0, start: 0, end: 0 };
+        let _ = Receipt {
+            seq: 0,
+            start: 0,
+            end: 0,
+        };
     }
 }

@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -25,7 +24,11 @@ pub struct Entry {
 
 impl Entry {
     pub fn tail(&self) -> Tail {
-        Tail { next: self.core.len, closed: self.core.closed, gone: false }
+        Tail {
+            next: self.core.len,
+            closed: self.core.closed,
+            gone: false,
+        }
     }
 }
 
@@ -38,7 +41,12 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(data: PathBuf, next_id: u64) -> Self {
-        Engine { data, entries: HashMap::new(), paths_by_id: HashMap::new(), next_id }
+        Engine {
+            data,
+            entries: HashMap::new(),
+            paths_by_id: HashMap::new(),
+            next_id,
+        }
     }
 
     fn open_file(&self, id: u64, fresh: bool) -> io::Result<File> {
@@ -58,7 +66,11 @@ impl Engine {
     }
 
     fn insert(&mut self, core: StreamCore, file: Arc<File>, now: Millis) {
-        let tail = Tail { next: core.len, closed: core.closed, gone: false };
+        let tail = Tail {
+            next: core.len,
+            closed: core.closed,
+            gone: false,
+        };
         let view = Arc::new(StreamView::new(
             core.id,
             core.path.clone(),
@@ -71,25 +83,35 @@ impl Engine {
         ));
         self.next_id = self.next_id.max(core.id + 1);
         self.paths_by_id.insert(core.id, core.path.clone());
-        self.entries.insert(core.path.clone(), Entry { core, file, view });
+        self.entries
+            .insert(core.path.clone(), Entry { core, file, view });
     }
 
-    /// Creates a stream with its initial body.
+    /// Creates a stream with its initial body (buffered, see [`TailBuffer`]).
+    ///
+    /// [`TailBuffer`]: super::tail_buffer::TailBuffer
     pub fn create(&mut self, rec: &CreateRecord, payload: &Bytes, now: Millis) -> io::Result<()> {
         let file = Arc::new(self.open_file(rec.id, true)?);
-        let mut core = StreamCore::new(rec.id, rec.path.clone(), rec.incarnation.clone(), rec.config.clone(), rec.created_at);
-        file.write_all_at(payload, 0)?;
-        core.apply(&rec.initial);
+        let core = StreamCore::new(
+            rec.id,
+            rec.path.clone(),
+            rec.incarnation.clone(),
+            rec.config.clone(),
+            rec.created_at,
+        );
         self.insert(core, file, now);
+        self.append(&rec.path, &rec.initial, payload);
         Ok(())
     }
 
-    /// Applies an append to the stream's state and writes its bytes.
-    pub fn append(&mut self, path: &str, effect: &AppendEffect, payload: &[u8]) -> io::Result<()> {
-        let entry = self.entries.get_mut(path).expect("appends name a live stream");
-        entry.file.write_all_at(payload, effect.start)?;
+    /// Applies an append to the stream's state and buffers its bytes.
+    pub fn append(&mut self, path: &str, effect: &AppendEffect, payload: &Bytes) {
+        let entry = self
+            .entries
+            .get_mut(path)
+            .expect("appends name a live stream");
+        entry.view.buffer.lock().push(payload);
         entry.core.apply(effect);
-        Ok(())
     }
 
     /// Removes a stream from the table. Its file stays until the delete is
@@ -119,18 +141,29 @@ impl Engine {
                 }
                 self.create(&rec, &payload, now)
             }
-            Record::Append { id, effect, payload } => {
+            Record::Append {
+                id,
+                effect,
+                payload,
+            } => {
                 let Some(path) = self.paths_by_id.get(&id).cloned() else {
-                    return Err(io::Error::new(io::ErrorKind::InvalidData, format!("append to unknown stream {id}")));
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("append to unknown stream {id}"),
+                    ));
                 };
                 let len = self.entries[&path].core.len;
                 if effect.start != len {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
-                        format!("stream {id}: logged append at {} but the stream ends at {len}", effect.start),
+                        format!(
+                            "stream {id}: logged append at {} but the stream ends at {len}",
+                            effect.start
+                        ),
                     ));
                 }
-                self.append(&path, &effect, &payload)
+                self.append(&path, &effect, &payload);
+                Ok(())
             }
             Record::Delete { id, .. } => {
                 if let Some(path) = self.paths_by_id.get(&id).cloned() {

@@ -21,7 +21,9 @@ pub fn segment_path(data: &Path, segment: u64) -> PathBuf {
 /// The segment number a WAL file name encodes.
 pub fn parse_segment(name: &str) -> Option<u64> {
     let hex = name.strip_suffix(".wal")?;
-    (hex.len() == 16).then(|| u64::from_str_radix(hex, 16).ok()).flatten()
+    (hex.len() == 16)
+        .then(|| u64::from_str_radix(hex, 16).ok())
+        .flatten()
 }
 
 pub fn checkpoint_path(data: &Path) -> PathBuf {
@@ -38,7 +40,9 @@ pub fn stream_file(data: &Path, id: u64) -> PathBuf {
 
 /// The stream id a stream file name encodes.
 pub fn parse_stream_file(name: &str) -> Option<u64> {
-    (name.len() == 16).then(|| u64::from_str_radix(name, 16).ok()).flatten()
+    (name.len() == 16)
+        .then(|| u64::from_str_radix(name, 16).ok())
+        .flatten()
 }
 
 /// Makes a rename or a new file durable by syncing its directory.
@@ -53,9 +57,15 @@ mod tests {
     #[test]
     fn names_round_trip() {
         let p = segment_path(Path::new("/d"), 7);
-        assert_eq!(parse_segment(p.file_name().unwrap().to_str().unwrap()), Some(7));
+        assert_eq!(
+            parse_segment(p.file_name().unwrap().to_str().unwrap()),
+            Some(7)
+        );
         let f = stream_file(Path::new("/d"), 42);
-        assert_eq!(parse_stream_file(f.file_name().unwrap().to_str().unwrap()), Some(42));
+        assert_eq!(
+            parse_stream_file(f.file_name().unwrap().to_str().unwrap()),
+            Some(42)
+        );
         assert_eq!(parse_segment("x.wal"), None);
     }
 }

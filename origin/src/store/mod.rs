@@ -17,6 +17,7 @@ pub mod error;
 pub mod layout;
 pub mod record;
 pub mod recovery;
+pub mod tail_buffer;
 pub mod view;
 pub mod wal;
 pub mod writer;
@@ -53,6 +54,9 @@ pub struct StoreConfig {
     pub checkpoint_bytes: u64,
     /// ...or this much time passed with anything logged.
     pub checkpoint_interval: Duration,
+    /// Hot-tail bytes buffered in memory for all streams together before
+    /// they are all written to their files.
+    pub buffered_bytes_limit: u64,
 }
 
 impl StoreConfig {
@@ -64,6 +68,7 @@ impl StoreConfig {
             max_batch_bytes: 32 * 1024 * 1024,
             checkpoint_bytes: 64 * 1024 * 1024,
             checkpoint_interval: Duration::from_secs(60),
+            buffered_bytes_limit: 64 * 1024 * 1024,
         }
     }
 }
@@ -79,15 +84,40 @@ pub struct Store {
 
 impl Store {
     /// Recovers the data directory and starts the writer thread.
-    pub fn open(config: StoreConfig, clock: Arc<dyn Clock>, metrics: Arc<Metrics>) -> std::io::Result<(Store, RecoveryReport)> {
+    pub fn open(
+        config: StoreConfig,
+        clock: Arc<dyn Clock>,
+        metrics: Arc<Metrics>,
+    ) -> std::io::Result<(Store, RecoveryReport)> {
         let (engine, wal, report) = recovery::recover(&config.data, clock.now_ms())?;
         let registry: Registry = Arc::new(RwLock::new(
-            engine.entries.iter().map(|(p, e)| (p.clone(), Arc::clone(&e.view))).collect(),
+            engine
+                .entries
+                .iter()
+                .map(|(p, e)| (p.clone(), Arc::clone(&e.view)))
+                .collect(),
         ));
         let (tx, rx) = mpsc::channel(config.queue_commands);
-        let writer = Writer::new(engine, wal, Arc::clone(&registry), Arc::clone(&clock), config, metrics);
-        let handle = std::thread::Builder::new().name("wal-writer".into()).spawn(move || writer.run(rx))?;
-        Ok((Store { tx, registry, clock, writer: Arc::new(Mutex::new(Some(handle))) }, report))
+        let writer = Writer::new(
+            engine,
+            wal,
+            Arc::clone(&registry),
+            Arc::clone(&clock),
+            config,
+            metrics,
+        );
+        let handle = std::thread::Builder::new()
+            .name("wal-writer".into())
+            .spawn(move || writer.run(rx))?;
+        Ok((
+            Store {
+                tx,
+                registry,
+                clock,
+                writer: Arc::new(Mutex::new(Some(handle))),
+            },
+            report,
+        ))
     }
 
     pub fn clock(&self) -> &Arc<dyn Clock> {
@@ -104,22 +134,63 @@ impl Store {
         self.registry.read().len()
     }
 
-    async fn call<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Command) -> Result<T, StoreError> {
+    async fn call<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Command,
+    ) -> Result<T, StoreError> {
         let (reply, rx) = oneshot::channel();
-        self.tx.send(make(reply)).await.map_err(|_| StoreError::ShuttingDown)?;
+        self.tx
+            .send(make(reply))
+            .await
+            .map_err(|_| StoreError::ShuttingDown)?;
         rx.await.map_err(|_| StoreError::ShuttingDown)?
     }
 
-    pub async fn create(&self, path: String, config: StreamConfig, closed: bool, payload: Bytes) -> Result<Created, StoreError> {
-        self.call(|reply| Command::Create { path, config, closed, payload, reply }).await
+    pub async fn create(
+        &self,
+        path: String,
+        config: StreamConfig,
+        closed: bool,
+        payload: Bytes,
+    ) -> Result<Created, StoreError> {
+        self.call(|reply| Command::Create {
+            path,
+            config,
+            closed,
+            payload,
+            reply,
+        })
+        .await
     }
 
-    pub async fn append(&self, path: String, incarnation: Option<String>, req: AppendRequest, payload: Bytes) -> Result<Appended, StoreError> {
-        self.call(|reply| Command::Append { path, incarnation, req, payload, reply }).await
+    pub async fn append(
+        &self,
+        path: String,
+        incarnation: Option<String>,
+        req: AppendRequest,
+        payload: Bytes,
+    ) -> Result<Appended, StoreError> {
+        self.call(|reply| Command::Append {
+            path,
+            incarnation,
+            req,
+            payload,
+            reply,
+        })
+        .await
     }
 
-    pub async fn delete(&self, path: String, incarnation: Option<String>) -> Result<(), StoreError> {
-        self.call(|reply| Command::Delete { path, incarnation, reply }).await
+    pub async fn delete(
+        &self,
+        path: String,
+        incarnation: Option<String>,
+    ) -> Result<(), StoreError> {
+        self.call(|reply| Command::Delete {
+            path,
+            incarnation,
+            reply,
+        })
+        .await
     }
 
     /// Asks the writer to expire idle streams now.

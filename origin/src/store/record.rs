@@ -43,8 +43,15 @@ pub struct CreateRecord {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {
     Create(CreateRecord, Bytes),
-    Append { id: u64, effect: AppendEffect, payload: Bytes },
-    Delete { id: u64, at: Millis },
+    Append {
+        id: u64,
+        effect: AppendEffect,
+        payload: Bytes,
+    },
+    Delete {
+        id: u64,
+        at: Millis,
+    },
 }
 
 /// Why a frame could not be read.
@@ -89,7 +96,11 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             put_effect(out, &c.initial);
             out.extend_from_slice(payload);
         }
-        Record::Append { id, effect, payload } => {
+        Record::Append {
+            id,
+            effect,
+            payload,
+        } => {
             out.push(KIND_APPEND);
             put_u64(out, *id);
             put_effect(out, effect);
@@ -157,16 +168,37 @@ fn decode_body(body: &[u8]) -> Result<Record, FrameError> {
             let public = r.u8()? != 0;
             let initial = r.effect()?;
             let payload = r.payload(initial.len)?;
-            let config = StreamConfig { content_type, expiry, public };
-            Record::Create(CreateRecord { id, created_at, path, incarnation, config, initial }, payload)
+            let config = StreamConfig {
+                content_type,
+                expiry,
+                public,
+            };
+            Record::Create(
+                CreateRecord {
+                    id,
+                    created_at,
+                    path,
+                    incarnation,
+                    config,
+                    initial,
+                },
+                payload,
+            )
         }
         KIND_APPEND => {
             let id = r.u64()?;
             let effect = r.effect()?;
             let payload = r.payload(effect.len)?;
-            Record::Append { id, effect, payload }
+            Record::Append {
+                id,
+                effect,
+                payload,
+            }
         }
-        KIND_DELETE => Record::Delete { id: r.u64()?, at: r.u64()? },
+        KIND_DELETE => Record::Delete {
+            id: r.u64()?,
+            at: r.u64()?,
+        },
         _ => return Err(FrameError::Malformed("unknown kind")),
     };
     Ok(record)
@@ -185,7 +217,8 @@ fn put_effect(out: &mut Vec<u8>, e: &AppendEffect) {
     put_u64(out, e.start);
     put_u64(out, e.len);
     put_u64(out, e.at);
-    let flags = e.close as u8 | (e.producer.is_some() as u8) << 1 | (e.stream_seq.is_some() as u8) << 2;
+    let flags =
+        e.close as u8 | (e.producer.is_some() as u8) << 1 | (e.stream_seq.is_some() as u8) << 2;
     out.push(flags);
     if let Some(p) = &e.producer {
         put_str(out, &p.id);
@@ -214,11 +247,14 @@ impl<'a> Reader<'a> {
         Ok(self.take(1)?[0])
     }
     fn u64(&mut self) -> Result<u64, FrameError> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
     fn str(&mut self) -> Result<String, FrameError> {
         let len = u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")) as usize;
-        String::from_utf8(self.take(len)?.to_vec()).map_err(|_| FrameError::Malformed("string is not UTF-8"))
+        String::from_utf8(self.take(len)?.to_vec())
+            .map_err(|_| FrameError::Malformed("string is not UTF-8"))
     }
     fn effect(&mut self) -> Result<AppendEffect, FrameError> {
         let start = self.u64()?;
@@ -226,16 +262,33 @@ impl<'a> Reader<'a> {
         let at = self.u64()?;
         let flags = self.u8()?;
         let producer = if flags & 2 != 0 {
-            Some(ProducerClaim { id: self.str()?, epoch: self.u64()?, seq: self.u64()? })
+            Some(ProducerClaim {
+                id: self.str()?,
+                epoch: self.u64()?,
+                seq: self.u64()?,
+            })
         } else {
             None
         };
-        let stream_seq = if flags & 4 != 0 { Some(self.str()?) } else { None };
-        Ok(AppendEffect { start, len, close: flags & 1 != 0, producer, stream_seq, at })
+        let stream_seq = if flags & 4 != 0 {
+            Some(self.str()?)
+        } else {
+            None
+        };
+        Ok(AppendEffect {
+            start,
+            len,
+            close: flags & 1 != 0,
+            producer,
+            stream_seq,
+            at,
+        })
     }
     fn payload(&mut self, len: u64) -> Result<Bytes, FrameError> {
         if self.buf.len() as u64 != len {
-            return Err(FrameError::Malformed("payload length differs from the effect"));
+            return Err(FrameError::Malformed(
+                "payload length differs from the effect",
+            ));
         }
         Ok(Bytes::copy_from_slice(self.take(self.buf.len())?))
     }
@@ -270,18 +323,47 @@ mod tests {
 
     fn record_strategy() -> impl Strategy<Value = Record> {
         prop_oneof![
-            (any::<u64>(), effect_strategy()).prop_map(|(id, (effect, p))| Record::Append { id, effect, payload: p.into() }),
+            (any::<u64>(), effect_strategy()).prop_map(|(id, (effect, p))| Record::Append {
+                id,
+                effect,
+                payload: p.into()
+            }),
             (any::<u64>(), any::<u64>()).prop_map(|(id, at)| Record::Delete { id, at }),
-            (any::<u64>(), "/[a-z/]{0,20}", "[a-z0-9]{0,16}", "[a-z/]{1,20}", 0u8..3, any::<u64>(), any::<bool>(), effect_strategy())
-                .prop_map(|(id, path, incarnation, ct, tag, v, public, (initial, p))| {
-                    let expiry = match tag {
-                        0 => Expiry::Never,
-                        1 => Expiry::IdleSecs(v),
-                        _ => Expiry::At(v),
-                    };
-                    let config = StreamConfig { content_type: ct, expiry: if tag == 0 { Expiry::Never } else { expiry }, public };
-                    Record::Create(CreateRecord { id, created_at: v, path, incarnation, config, initial }, p.into())
-                }),
+            (
+                any::<u64>(),
+                "/[a-z/]{0,20}",
+                "[a-z0-9]{0,16}",
+                "[a-z/]{1,20}",
+                0u8..3,
+                any::<u64>(),
+                any::<bool>(),
+                effect_strategy()
+            )
+                .prop_map(
+                    |(id, path, incarnation, ct, tag, v, public, (initial, p))| {
+                        let expiry = match tag {
+                            0 => Expiry::Never,
+                            1 => Expiry::IdleSecs(v),
+                            _ => Expiry::At(v),
+                        };
+                        let config = StreamConfig {
+                            content_type: ct,
+                            expiry: if tag == 0 { Expiry::Never } else { expiry },
+                            public,
+                        };
+                        Record::Create(
+                            CreateRecord {
+                                id,
+                                created_at: v,
+                                path,
+                                incarnation,
+                                config,
+                                initial,
+                            },
+                            p.into(),
+                        )
+                    }
+                ),
         ]
     }
 

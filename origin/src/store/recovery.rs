@@ -45,7 +45,10 @@ pub fn recover(data: &Path, now: Millis) -> io::Result<(Engine, Wal, RecoveryRep
         }
         None => (Engine::new(data.to_owned(), 1), 0),
     };
-    let segments: Vec<u64> = wal::list_segments(data)?.into_iter().filter(|&n| n >= replay_from).collect();
+    let segments: Vec<u64> = wal::list_segments(data)?
+        .into_iter()
+        .filter(|&n| n >= replay_from)
+        .collect();
     let last = segments.last().copied();
     for &seg in &segments {
         let path = layout::segment_path(data, seg);
@@ -68,30 +71,47 @@ pub fn recover(data: &Path, now: Millis) -> io::Result<(Engine, Wal, RecoveryRep
                     break;
                 }
                 Err(e) => {
-                    return Err(io::Error::new(io::ErrorKind::InvalidData, format!("WAL segment {seg} is corrupt at byte {at}: {e}")));
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("WAL segment {seg} is corrupt at byte {at}: {e}"),
+                    ));
                 }
             }
         }
         report.bytes_replayed += at as u64;
         report.segments_replayed += 1;
     }
-    // Cut each stream file to its length; remove files of deleted streams.
+    // Cut each stream file to what it held at the checkpoint (dropping bytes
+    // written ahead of a sync that never completed), then write the replayed
+    // tail after it; remove files of deleted streams.
     let live: HashSet<u64> = engine.entries.values().map(|e| e.core.id).collect();
     for entry in engine.entries.values() {
-        if entry.file.metadata()?.len() != entry.core.len {
-            entry.file.set_len(entry.core.len)?;
+        let flushed = entry.view.flushed();
+        if entry.file.metadata()?.len() != flushed {
+            entry.file.set_len(flushed)?;
         }
+        entry.view.flush()?;
+        debug_assert_eq!(entry.view.flushed(), entry.core.len);
+        // Readers see the replayed end, not the end the view was built with.
+        entry.view.publish(entry.tail());
     }
     for dirent in std::fs::read_dir(layout::streams_dir(data))? {
         let dirent = dirent?;
-        if let Some(id) = dirent.file_name().to_str().and_then(layout::parse_stream_file) {
+        if let Some(id) = dirent
+            .file_name()
+            .to_str()
+            .and_then(layout::parse_stream_file)
+        {
             if !live.contains(&id) {
                 std::fs::remove_file(dirent.path())?;
             }
         }
     }
     report.streams = engine.entries.len();
-    let next_segment = segments.last().map_or(replay_from, |n| n + 1).max(replay_from);
+    let next_segment = segments
+        .last()
+        .map_or(replay_from, |n| n + 1)
+        .max(replay_from);
     let wal = Wal::create(data, next_segment)?;
     Ok((engine, wal, report))
 }

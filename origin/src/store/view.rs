@@ -9,7 +9,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use parking_lot::Mutex;
 use tokio::sync::watch;
+
+use super::tail_buffer::TailBuffer;
 
 use crate::core::config::StreamConfig;
 use crate::core::Millis;
@@ -31,11 +34,22 @@ pub struct StreamView {
     pub created_at: Millis,
     tail: watch::Sender<Tail>,
     file: Arc<File>,
+    /// The hot tail not yet in the file (written by the writer thread only).
+    pub(crate) buffer: Mutex<TailBuffer>,
     last_access: AtomicU64,
 }
 
 impl StreamView {
-    pub fn new(id: u64, path: String, incarnation: String, config: StreamConfig, created_at: Millis, tail: Tail, file: Arc<File>, last_access: Millis) -> Self {
+    pub fn new(
+        id: u64,
+        path: String,
+        incarnation: String,
+        config: StreamConfig,
+        created_at: Millis,
+        tail: Tail,
+        file: Arc<File>,
+        last_access: Millis,
+    ) -> Self {
         StreamView {
             id,
             path,
@@ -43,6 +57,7 @@ impl StreamView {
             config,
             created_at,
             tail: watch::Sender::new(tail),
+            buffer: Mutex::new(TailBuffer::new(tail.next)),
             file,
             last_access: AtomicU64::new(last_access),
         }
@@ -78,21 +93,53 @@ impl StreamView {
         self.config.is_json()
     }
 
-    /// Reads durable bytes `[start, end)`. `end` must not pass the tail.
-    pub fn read_blocking(&self, start: u64, end: u64) -> io::Result<Bytes> {
+    fn read_file(&self, start: u64, end: u64) -> io::Result<Vec<u8>> {
         let mut buf = vec![0; (end - start) as usize];
         self.file.read_exact_at(&mut buf, start)?;
-        Ok(buf.into())
+        Ok(buf)
     }
 
-    /// Reads durable bytes `[start, end)`: small reads inline (the hot tail is
-    /// in the page cache), large ones on the blocking pool.
+    /// Reads durable bytes `[start, end)` (`end` must not pass the tail): the
+    /// hot tail from memory, older bytes
+    /// from the file, inline when small (they are in the page cache) and on
+    /// the blocking pool when large.
     pub async fn read(self: &Arc<Self>, start: u64, end: u64) -> io::Result<Bytes> {
         const INLINE: u64 = 64 * 1024;
-        if end - start <= INLINE {
-            return self.read_blocking(start, end);
+        let located = self.buffer.lock().locate(start, end);
+        let file_part = match located.file {
+            None => return Ok(located.memory.unwrap_or_default()),
+            Some((s, e)) if e - s <= INLINE => self.read_file(s, e)?,
+            Some((s, e)) => {
+                let me = Arc::clone(self);
+                tokio::task::spawn_blocking(move || me.read_file(s, e))
+                    .await
+                    .map_err(io::Error::other)??
+            }
+        };
+        let mut out = file_part;
+        if let Some(memory) = located.memory {
+            out.extend_from_slice(&memory);
         }
-        let me = Arc::clone(self);
-        tokio::task::spawn_blocking(move || me.read_blocking(start, end)).await.map_err(io::Error::other)?
+        Ok(out.into())
+    }
+
+    /// Writes the buffered tail to the file (writer thread). Returns the
+    /// number of bytes written.
+    pub(crate) fn flush(&self) -> io::Result<u64> {
+        let (at, bytes) = self.buffer.lock().unflushed();
+        if bytes.is_empty() {
+            return Ok(0);
+        }
+        self.file.write_all_at(&bytes, at)?;
+        self.buffer.lock().mark_flushed(bytes.len() as u64);
+        Ok(bytes.len() as u64)
+    }
+
+    pub(crate) fn pending(&self) -> u64 {
+        self.buffer.lock().pending()
+    }
+
+    pub(crate) fn flushed(&self) -> u64 {
+        self.buffer.lock().flushed()
     }
 }

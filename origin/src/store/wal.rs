@@ -18,9 +18,17 @@ pub struct Wal {
 impl Wal {
     /// Starts a new, empty segment.
     pub fn create(data: &Path, segment: u64) -> io::Result<Wal> {
-        let file = OpenOptions::new().create_new(true).append(true).open(layout::segment_path(data, segment))?;
+        let file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(layout::segment_path(data, segment))?;
         layout::sync_dir(&layout::wal_dir(data))?;
-        Ok(Wal { data: data.to_owned(), segment, file, written: 0 })
+        Ok(Wal {
+            data: data.to_owned(),
+            segment,
+            file,
+            written: 0,
+        })
     }
 
     pub fn segment(&self) -> u64 {

@@ -23,6 +23,7 @@ use super::checkpoint::{self, Checkpoint};
 use super::engine::Engine;
 use super::error::StoreError;
 use super::record::{self, CreateRecord, Record};
+use super::tail_buffer::FLUSH_BYTES;
 use super::view::{StreamView, Tail};
 use super::wal::{self, Wal};
 use super::StoreConfig;
@@ -44,8 +45,15 @@ pub struct Created {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AppendOutcome {
-    Applied { start: u64, end: u64 },
-    Duplicate { epoch: u64, highest_seq: u64, receipt: Option<Receipt> },
+    Applied {
+        start: u64,
+        end: u64,
+    },
+    Duplicate {
+        epoch: u64,
+        highest_seq: u64,
+        receipt: Option<Receipt>,
+    },
     AlreadyClosed,
 }
 
@@ -56,9 +64,25 @@ pub struct Appended {
 }
 
 pub enum Command {
-    Create { path: String, config: StreamConfig, closed: bool, payload: Bytes, reply: oneshot::Sender<Result<Created, StoreError>> },
-    Append { path: String, incarnation: Option<String>, req: AppendRequest, payload: Bytes, reply: oneshot::Sender<Result<Appended, StoreError>> },
-    Delete { path: String, incarnation: Option<String>, reply: oneshot::Sender<Result<(), StoreError>> },
+    Create {
+        path: String,
+        config: StreamConfig,
+        closed: bool,
+        payload: Bytes,
+        reply: oneshot::Sender<Result<Created, StoreError>>,
+    },
+    Append {
+        path: String,
+        incarnation: Option<String>,
+        req: AppendRequest,
+        payload: Bytes,
+        reply: oneshot::Sender<Result<Appended, StoreError>>,
+    },
+    Delete {
+        path: String,
+        incarnation: Option<String>,
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    },
     /// Expire idle streams and checkpoint if due.
     Tick,
     /// Finish the current batch, checkpoint, and stop.
@@ -82,11 +106,30 @@ pub struct Writer {
     pub metrics: Arc<Metrics>,
     checkpoint_running: Arc<AtomicBool>,
     last_checkpoint: Instant,
+    /// Streams with buffered bytes not yet in their files, by id.
+    dirty: HashMap<u64, Arc<StreamView>>,
 }
 
 impl Writer {
-    pub fn new(engine: Engine, wal: Wal, registry: Registry, clock: Arc<dyn Clock>, config: StoreConfig, metrics: Arc<Metrics>) -> Self {
-        Writer { engine, wal, registry, clock, config, metrics, checkpoint_running: Arc::new(AtomicBool::new(false)), last_checkpoint: Instant::now() }
+    pub fn new(
+        engine: Engine,
+        wal: Wal,
+        registry: Registry,
+        clock: Arc<dyn Clock>,
+        config: StoreConfig,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Writer {
+            engine,
+            wal,
+            registry,
+            clock,
+            config,
+            metrics,
+            checkpoint_running: Arc::new(AtomicBool::new(false)),
+            last_checkpoint: Instant::now(),
+            dirty: HashMap::new(),
+        }
     }
 
     /// Runs until every sender is gone, then checkpoints and returns.
@@ -105,11 +148,14 @@ impl Writer {
                 }
                 self.handle(cmd, now, &mut frames, &mut after);
                 count += 1;
-                if count < self.config.max_batch_commands && frames.len() < self.config.max_batch_bytes {
+                if count < self.config.max_batch_commands
+                    && frames.len() < self.config.max_batch_bytes
+                {
                     next = rx.try_recv().ok();
                 }
             }
             self.commit(&mut frames, &mut after, count);
+            self.flush_buffers(false);
             if stopping {
                 break;
             }
@@ -126,6 +172,28 @@ impl Writer {
         }
     }
 
+    /// Writes buffered tails to their files: a stream's once it holds
+    /// `FLUSH_BYTES`, every stream's when all together pass
+    /// `buffered_bytes_limit` (or when `all`).
+    fn flush_buffers(&mut self, all: bool) {
+        let mut total = 0;
+        let mut flushed = Vec::new();
+        for (id, view) in &self.dirty {
+            let pending = view.pending();
+            total += pending;
+            if all || pending >= FLUSH_BYTES {
+                flush(view);
+                flushed.push(*id);
+            }
+        }
+        for id in flushed {
+            self.dirty.remove(&id);
+        }
+        if !all && total > self.config.buffered_bytes_limit {
+            self.flush_buffers(true);
+        }
+    }
+
     fn commit(&mut self, frames: &mut Vec<u8>, after: &mut Vec<AfterCommit>, commands: usize) {
         if !frames.is_empty() {
             let started = Instant::now();
@@ -133,7 +201,8 @@ impl Writer {
                 tracing::error!(error = %e, "the write-ahead log could not be written or synced; stopping to recover from the log");
                 std::process::abort();
             }
-            self.metrics.wal_sync(frames.len() as u64, commands as u64, started.elapsed());
+            self.metrics
+                .wal_sync(frames.len() as u64, commands as u64, started.elapsed());
             frames.clear();
         }
         for action in after.drain(..) {
@@ -147,7 +216,10 @@ impl Writer {
                         reg.remove(&view.path);
                     }
                     drop(reg);
-                    view.publish(Tail { gone: true, ..view.tail() });
+                    view.publish(Tail {
+                        gone: true,
+                        ..view.tail()
+                    });
                     Engine::remove_file(&self.engine.data, view.id);
                 }
                 AfterCommit::Publish(view, tail) => view.publish(tail),
@@ -156,28 +228,56 @@ impl Writer {
         }
     }
 
-    fn handle(&mut self, cmd: Command, now: u64, frames: &mut Vec<u8>, after: &mut Vec<AfterCommit>) {
+    fn handle(
+        &mut self,
+        cmd: Command,
+        now: u64,
+        frames: &mut Vec<u8>,
+        after: &mut Vec<AfterCommit>,
+    ) {
         match cmd {
-            Command::Create { path, config, closed, payload, reply } => {
+            Command::Create {
+                path,
+                config,
+                closed,
+                payload,
+                reply,
+            } => {
                 self.expire_if_due(&path, now, frames, after);
                 let result = self.create(path, config, closed, payload, now, frames, after);
                 after.push(AfterCommit::Reply(Box::new(move || {
                     let _ = reply.send(result);
                 })));
             }
-            Command::Append { path, incarnation, req, payload, reply } => {
+            Command::Append {
+                path,
+                incarnation,
+                req,
+                payload,
+                reply,
+            } => {
                 self.expire_if_due(&path, now, frames, after);
                 let result = self.append(&path, incarnation, req, payload, now, frames, after);
                 after.push(AfterCommit::Reply(Box::new(move || {
                     let _ = reply.send(result);
                 })));
             }
-            Command::Delete { path, incarnation, reply } => {
+            Command::Delete {
+                path,
+                incarnation,
+                reply,
+            } => {
                 self.expire_if_due(&path, now, frames, after);
                 let result = match self.engine.entries.get(&path) {
                     None => Err(StoreError::NotFound),
-                    Some(e) if incarnation.as_ref().is_some_and(|i| *i != e.core.incarnation) => {
-                        Err(StoreError::IncarnationMismatch { current: e.core.incarnation.clone() })
+                    Some(e)
+                        if incarnation
+                            .as_ref()
+                            .is_some_and(|i| *i != e.core.incarnation) =>
+                    {
+                        Err(StoreError::IncarnationMismatch {
+                            current: e.core.incarnation.clone(),
+                        })
                     }
                     Some(_) => {
                         self.delete(&path, now, frames, after);
@@ -204,8 +304,18 @@ impl Writer {
         }
     }
 
-    fn expire_if_due(&mut self, path: &str, now: u64, frames: &mut Vec<u8>, after: &mut Vec<AfterCommit>) {
-        let due = self.engine.entries.get(path).is_some_and(|e| e.core.config.is_expired(e.view.last_access(), now));
+    fn expire_if_due(
+        &mut self,
+        path: &str,
+        now: u64,
+        frames: &mut Vec<u8>,
+        after: &mut Vec<AfterCommit>,
+    ) {
+        let due = self
+            .engine
+            .entries
+            .get(path)
+            .is_some_and(|e| e.core.config.is_expired(e.view.last_access(), now));
         if due {
             self.delete(path, now, frames, after);
         }
@@ -213,7 +323,14 @@ impl Writer {
 
     fn delete(&mut self, path: &str, now: u64, frames: &mut Vec<u8>, after: &mut Vec<AfterCommit>) {
         if let Some(entry) = self.engine.delete(path) {
-            record::encode(&Record::Delete { id: entry.core.id, at: now }, frames);
+            self.dirty.remove(&entry.core.id);
+            record::encode(
+                &Record::Delete {
+                    id: entry.core.id,
+                    at: now,
+                },
+                frames,
+            );
             after.push(AfterCommit::Unregister(entry.view));
         }
     }
@@ -231,7 +348,11 @@ impl Writer {
     ) -> Result<Created, StoreError> {
         if let Some(existing) = self.engine.entries.get(&path) {
             if existing.core.config.same_as(&config) && existing.core.closed == closed {
-                return Ok(Created { view: Arc::clone(&existing.view), created: false, tail: existing.tail() });
+                return Ok(Created {
+                    view: Arc::clone(&existing.view),
+                    created: false,
+                    tail: existing.tail(),
+                });
             }
             return Err(StoreError::ConfigMismatch);
         }
@@ -242,7 +363,14 @@ impl Writer {
             path: path.clone(),
             incarnation: new_incarnation(id),
             config,
-            initial: AppendEffect { start: 0, len: payload.len() as u64, close: closed, producer: None, stream_seq: None, at: now },
+            initial: AppendEffect {
+                start: 0,
+                len: payload.len() as u64,
+                close: closed,
+                producer: None,
+                stream_seq: None,
+                at: now,
+            },
         };
         if let Err(e) = self.engine.create(&rec, &payload, now) {
             tracing::error!(error = %e, "could not create a stream file; stopping");
@@ -252,8 +380,13 @@ impl Writer {
         record::encode(&record, frames);
         let entry = &self.engine.entries[&path];
         let view = Arc::clone(&entry.view);
+        self.dirty.insert(entry.core.id, Arc::clone(&view));
         after.push(AfterCommit::Register(Arc::clone(&view)));
-        Ok(Created { view, created: true, tail: entry.tail() })
+        Ok(Created {
+            view,
+            created: true,
+            tail: entry.tail(),
+        })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -272,39 +405,69 @@ impl Writer {
         };
         if let Some(inc) = incarnation {
             if inc != entry.core.incarnation {
-                return Err(StoreError::IncarnationMismatch { current: entry.core.incarnation.clone() });
+                return Err(StoreError::IncarnationMismatch {
+                    current: entry.core.incarnation.clone(),
+                });
             }
         }
         entry.view.touch(now);
         let view = Arc::clone(&entry.view);
         let decision = entry.core.decide_append(&req, now);
         let outcome = match decision {
-            Err(refusal) => return Err(StoreError::Refused { refusal, tail: entry.tail() }),
-            Ok(AppendDecision::Duplicate { epoch, highest_seq, receipt }) => AppendOutcome::Duplicate { epoch, highest_seq, receipt },
+            Err(refusal) => {
+                return Err(StoreError::Refused {
+                    refusal,
+                    tail: entry.tail(),
+                })
+            }
+            Ok(AppendDecision::Duplicate {
+                epoch,
+                highest_seq,
+                receipt,
+            }) => AppendOutcome::Duplicate {
+                epoch,
+                highest_seq,
+                receipt,
+            },
             Ok(AppendDecision::AlreadyClosed) => AppendOutcome::AlreadyClosed,
             Ok(AppendDecision::Apply(effect)) => {
                 let id = entry.core.id;
-                if let Err(e) = self.engine.append(path, &effect, &payload) {
-                    tracing::error!(error = %e, "could not write a stream file; stopping");
-                    std::process::abort();
-                }
+                self.engine.append(path, &effect, &payload);
+                self.dirty.insert(id, Arc::clone(&view));
                 let start = effect.start;
-                record::encode(&Record::Append { id, effect, payload }, frames);
+                record::encode(
+                    &Record::Append {
+                        id,
+                        effect,
+                        payload,
+                    },
+                    frames,
+                );
                 let entry = &self.engine.entries[path];
                 after.push(AfterCommit::Publish(Arc::clone(&view), entry.tail()));
-                AppendOutcome::Applied { start, end: entry.core.len }
+                AppendOutcome::Applied {
+                    start,
+                    end: entry.core.len,
+                }
             }
         };
         let tail = self.engine.entries[path].tail();
-        Ok(Appended { outcome, tail, view })
+        Ok(Appended {
+            outcome,
+            tail,
+            view,
+        })
     }
 
     /// Rotates the WAL and writes a checkpoint in the background when the
     /// open segment is large or old enough (or at once when `now`).
     fn maybe_checkpoint(&mut self, now: bool) {
         let due = self.wal.written >= self.config.checkpoint_bytes
-            || (self.wal.written > 0 && self.last_checkpoint.elapsed() >= self.config.checkpoint_interval);
-        if !(due || now && self.wal.written > 0) || self.checkpoint_running.swap(true, Ordering::AcqRel) {
+            || (self.wal.written > 0
+                && self.last_checkpoint.elapsed() >= self.config.checkpoint_interval);
+        if !(due || now && self.wal.written > 0)
+            || self.checkpoint_running.swap(true, Ordering::AcqRel)
+        {
             return;
         }
         let replay_from = match self.wal.rotate() {
@@ -315,15 +478,27 @@ impl Writer {
             }
         };
         self.last_checkpoint = Instant::now();
+        // The checkpoint's lengths must be in the files it syncs.
+        self.flush_buffers(true);
         for entry in self.engine.entries.values_mut() {
             entry.core.forget_idle_producers(self.clock.now_ms());
         }
         let snapshot = Checkpoint {
             replay_from_segment: replay_from,
             next_stream_id: self.engine.next_id,
-            streams: self.engine.entries.values().map(|e| e.core.clone()).collect(),
+            streams: self
+                .engine
+                .entries
+                .values()
+                .map(|e| e.core.clone())
+                .collect(),
         };
-        let files: Vec<Arc<File>> = self.engine.entries.values().map(|e| Arc::clone(&e.file)).collect();
+        let files: Vec<Arc<File>> = self
+            .engine
+            .entries
+            .values()
+            .map(|e| Arc::clone(&e.file))
+            .collect();
         let data = self.engine.data.clone();
         let running = Arc::clone(&self.checkpoint_running);
         let metrics = Arc::clone(&self.metrics);
@@ -347,8 +522,18 @@ impl Writer {
         if now {
             job();
         } else {
-            std::thread::Builder::new().name("checkpoint".into()).spawn(job).expect("spawn the checkpoint thread");
+            std::thread::Builder::new()
+                .name("checkpoint".into())
+                .spawn(job)
+                .expect("spawn the checkpoint thread");
         }
+    }
+}
+
+fn flush(view: &StreamView) {
+    if let Err(e) = view.flush() {
+        tracing::error!(error = %e, stream = view.id, "could not write a stream file; stopping");
+        std::process::abort();
     }
 }
 

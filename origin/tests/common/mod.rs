@@ -8,13 +8,15 @@ use std::time::Duration;
 
 use origin::http::{HttpConfig, JsonReads};
 use origin::server::Origin;
-use origin::store::StoreConfig;
+use origin::store::{Store, StoreConfig};
 use tokio::sync::oneshot;
 
 /// An origin serving on loopback until dropped or stopped.
 pub struct TestOrigin {
     pub addr: SocketAddr,
     pub data: PathBuf,
+    /// The store, to stop its writer before the data directory goes away.
+    store: Option<Store>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
     _dir: Option<tempfile::TempDir>,
@@ -26,7 +28,11 @@ impl TestOrigin {
     }
 
     pub async fn start_array() -> Self {
-        Self::start_with(HttpConfig { json_reads: JsonReads::Array, ..HttpConfig::default() }).await
+        Self::start_with(HttpConfig {
+            json_reads: JsonReads::Array,
+            ..HttpConfig::default()
+        })
+        .await
     }
 
     pub async fn start_with(http: HttpConfig) -> Self {
@@ -38,15 +44,29 @@ impl TestOrigin {
     }
 
     /// Starts on an existing data directory (restarts), keeping it afterwards.
-    pub async fn start_in(data: PathBuf, http: HttpConfig, store: impl FnOnce(PathBuf) -> StoreConfig) -> Self {
+    pub async fn start_in(
+        data: PathBuf,
+        http: HttpConfig,
+        store: impl FnOnce(PathBuf) -> StoreConfig,
+    ) -> Self {
         let origin = Origin::open(store(data.clone()), http).expect("open origin");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let store = Some(origin.state.store.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(origin.serve(listener, async move {
             let _ = stopped.await;
         }));
-        TestOrigin { addr, data, stop: Some(stop), task: Some(task), _dir: None }
+        TestOrigin {
+            addr,
+            data,
+            store,
+            stop: Some(stop),
+            task: Some(task),
+            _dir: None,
+        }
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -60,22 +80,57 @@ impl TestOrigin {
             let _ = s.send(());
         }
         if let Some(t) = self.task.take() {
-            tokio::time::timeout(Duration::from_secs(30), t).await.expect("origin stops").expect("join").expect("serve");
+            tokio::time::timeout(Duration::from_secs(30), t)
+                .await
+                .expect("origin stops")
+                .expect("join")
+                .expect("serve");
         }
+        // Serving ended with the store's shutdown.
+        self.store = None;
         (self.data.clone(), self._dir.take())
     }
 }
 
 impl Drop for TestOrigin {
     fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
+        // The writer thread outlives the test's runtime; were its data
+        // directory removed under it, it would abort the whole test process
+        // (as it must in production). Stop it first, on a thread of its own
+        // since this may run inside the test's runtime, and only then let
+        // serving stop (its own call to the store's shutdown would race this
+        // one for the writer's handle).
+        let stop = self.stop.take();
+        match self.store.take() {
+            Some(store) => {
+                let dir = self._dir.take();
+                let stopper = std::thread::spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("runtime");
+                    rt.block_on(store.shutdown());
+                    drop(dir);
+                    if let Some(s) = stop {
+                        let _ = s.send(());
+                    }
+                });
+                let _ = stopper.join();
+            }
+            None => {
+                if let Some(s) = stop {
+                    let _ = s.send(());
+                }
+            }
         }
     }
 }
 
 pub fn client() -> reqwest::Client {
-    reqwest::Client::builder().pool_max_idle_per_host(64).build().expect("client")
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .build()
+        .expect("client")
 }
 
 /// A unique stream path for a test.
@@ -93,16 +148,368 @@ fn rand_u64() -> u64 {
 
 /// The value of a header as text, if present.
 pub fn header(resp: &reqwest::Response, name: &str) -> Option<String> {
-    resp.headers().get(name).map(|v| v.to_str().expect("text header").to_owned())
+    resp.headers()
+        .get(name)
+        .map(|v| v.to_str().expect("text header").to_owned())
 }
 
-/// Asserts an error answer's status and JSON error code.
-pub async fn expect_error(resp: reqwest::Response, status: u16, code: &str) -> reqwest::header::HeaderMap {
-    assert_eq!(resp.status().as_u16(), status, "status");
+/// Asserts an error answer's status and JSON error code, and the shape every
+/// error answer shares: `{"error":{"code","message"}}`, `nosniff`, `no-store`.
+pub async fn expect_error(
+    resp: reqwest::Response,
+    status: u16,
+    code: &str,
+) -> reqwest::header::HeaderMap {
+    let url = resp.url().clone();
+    assert_eq!(resp.status().as_u16(), status, "status of {url}");
     let headers = resp.headers().clone();
-    assert_eq!(header(&resp, "content-type").as_deref(), Some("application/json"));
+    assert_eq!(
+        header(&resp, "content-type").as_deref(),
+        Some("application/json"),
+        "{url}"
+    );
+    assert_eq!(
+        header(&resp, "x-content-type-options").as_deref(),
+        Some("nosniff"),
+        "{url}"
+    );
+    assert_eq!(
+        header(&resp, "cache-control").as_deref(),
+        Some("no-store"),
+        "{url}"
+    );
     let body: serde_json::Value = resp.json().await.expect("JSON error body");
-    assert_eq!(body["error"]["code"], code, "error code in {body}");
-    assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "message in {body}");
+    assert_eq!(
+        body.as_object().map(|o| o.len()),
+        Some(1),
+        "only `error` in {body}"
+    );
+    assert_eq!(
+        body["error"].as_object().map(|o| o.len()),
+        Some(2),
+        "only code and message in {body}"
+    );
+    assert_eq!(
+        body["error"]["code"], code,
+        "error code in {body} from {url}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "message in {body}"
+    );
     headers
+}
+
+/// Asserts the status of an error answer to `HEAD`, which has no body.
+pub fn expect_head_error(resp: &reqwest::Response, status: u16) {
+    assert_eq!(resp.status().as_u16(), status, "HEAD status");
+    assert_eq!(
+        header(resp, "content-type").as_deref(),
+        Some("application/json")
+    );
+    assert_eq!(
+        header(resp, "x-content-type-options").as_deref(),
+        Some("nosniff")
+    );
+}
+
+/// An origin and a client for it: the shape most protocol tests start from.
+pub struct Api {
+    pub origin: TestOrigin,
+    pub http: reqwest::Client,
+}
+
+impl Api {
+    pub async fn start() -> Self {
+        Self::on(TestOrigin::start().await)
+    }
+
+    /// JSON streams read as JSON arrays (the upstream protocol's clients).
+    pub async fn start_array() -> Self {
+        Self::on(TestOrigin::start_array().await)
+    }
+
+    pub async fn start_with(http: HttpConfig) -> Self {
+        Self::on(TestOrigin::start_with(http).await)
+    }
+
+    pub fn on(origin: TestOrigin) -> Self {
+        Api {
+            origin,
+            http: client(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        self.origin.url(path)
+    }
+
+    pub fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        self.http.request(method, self.url(path))
+    }
+
+    pub fn put(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.put(self.url(path))
+    }
+
+    pub fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.post(self.url(path))
+    }
+
+    /// `GET` of a path with its query, e.g. `/s?offset=-1`.
+    pub fn get(&self, path_and_query: &str) -> reqwest::RequestBuilder {
+        self.http.get(self.url(path_and_query))
+    }
+
+    pub fn head(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.head(self.url(path))
+    }
+
+    pub fn delete(&self, path: &str) -> reqwest::RequestBuilder {
+        self.http.delete(self.url(path))
+    }
+
+    /// Creates a stream of `content_type` with no body, asserting 201.
+    pub async fn create(&self, path: &str, content_type: &str) -> reqwest::Response {
+        self.create_with(path, content_type, Vec::new()).await
+    }
+
+    /// Creates a stream with an initial body, asserting 201.
+    pub async fn create_with(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: impl Into<Vec<u8>>,
+    ) -> reqwest::Response {
+        let resp = send(
+            self.put(path)
+                .header("content-type", content_type)
+                .body(body.into()),
+        )
+        .await;
+        assert_eq!(resp.status().as_u16(), 201, "create {path}");
+        resp
+    }
+
+    /// A plain append, asserting 204; returns the answer.
+    pub async fn append(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: impl Into<Vec<u8>>,
+    ) -> reqwest::Response {
+        let resp = send(
+            self.post(path)
+                .header("content-type", content_type)
+                .body(body.into()),
+        )
+        .await;
+        assert_eq!(resp.status().as_u16(), 204, "append to {path}");
+        resp
+    }
+
+    /// Closes a stream with an empty append, asserting 204.
+    pub async fn close(&self, path: &str) -> reqwest::Response {
+        let resp = send(self.post(path).header("stream-closed", "true")).await;
+        assert_eq!(resp.status().as_u16(), 204, "close {path}");
+        resp
+    }
+
+    /// The whole stream from the start, asserting one 200 that reaches the end.
+    pub async fn read_all(&self, path: &str) -> Vec<u8> {
+        let resp = send(self.get(&format!("{path}?offset=-1"))).await;
+        assert_eq!(resp.status().as_u16(), 200, "read {path}");
+        assert_eq!(
+            header(&resp, "stream-up-to-date").as_deref(),
+            Some("true"),
+            "read of {path} reaches the end"
+        );
+        resp.bytes().await.expect("body").to_vec()
+    }
+
+    /// The stream's end, from `HEAD`.
+    pub async fn tail(&self, path: &str) -> String {
+        let resp = send(self.head(path)).await;
+        assert_eq!(resp.status().as_u16(), 200, "HEAD {path}");
+        header(&resp, "stream-next-offset").expect("Stream-Next-Offset on HEAD")
+    }
+
+    /// The value of a gauge or counter without labels on `/metrics`.
+    pub async fn metric(&self, name: &str) -> i64 {
+        let text = send(self.get("/metrics"))
+            .await
+            .text()
+            .await
+            .expect("metrics");
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
+            .unwrap_or_else(|| panic!("metric {name} in {text}"))
+            .trim()
+            .parse()
+            .expect("metric value")
+    }
+
+    /// Polls `/metrics` until `name` equals `value`.
+    pub async fn wait_for_metric(&self, name: &str, value: i64) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            if self.metric(name).await == value {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{name} did not reach {value} within {WAIT:?}"
+            );
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Opens an SSE tail (`GET {path}?{query}&live=sse`), asserting 200.
+    pub async fn sse(&self, path: &str, query: &str) -> Sse {
+        let resp = send(self.get(&format!("{path}?{query}&live=sse"))).await;
+        assert_eq!(resp.status().as_u16(), 200, "SSE on {path}?{query}");
+        Sse::new(resp)
+    }
+}
+
+/// How long a test waits for something that should happen soon.
+pub const WAIT: Duration = Duration::from_secs(10);
+/// How often it looks.
+pub const POLL: Duration = Duration::from_millis(20);
+
+/// Sends a request, panicking on transport errors.
+pub async fn send(req: reqwest::RequestBuilder) -> reqwest::Response {
+    req.send().await.expect("request")
+}
+
+/// An offset as the server writes it.
+pub fn offset(pos: u64) -> String {
+    format!("{pos:016x}")
+}
+
+/// One Server-Sent Event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SseEvent {
+    pub event: String,
+    /// The `data:` lines joined with `\n`, as an SSE parser gives them.
+    pub data: String,
+}
+
+impl SseEvent {
+    /// The JSON data of a `control` (or `error`) event.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.data)
+            .unwrap_or_else(|e| panic!("{} event is not JSON ({e}): {:?}", self.event, self.data))
+    }
+
+    /// The bytes of a base64 data event.
+    pub fn base64(&self) -> Vec<u8> {
+        use base64::Engine;
+        let text: String = self
+            .data
+            .chars()
+            .filter(|c| *c != '\n' && *c != '\r')
+            .collect();
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .expect("base64 data event")
+    }
+}
+
+/// An SSE answer read event by event, parsed as the HTML standard says
+/// (one space after the colon is dropped; `data` lines join with `\n`).
+pub struct Sse {
+    pub resp: reqwest::Response,
+    buf: Vec<u8>,
+    ended: bool,
+}
+
+impl Sse {
+    pub fn new(resp: reqwest::Response) -> Self {
+        Sse {
+            resp,
+            buf: Vec::new(),
+            ended: false,
+        }
+    }
+
+    /// The next event, or `None` once the server ended the answer. Panics
+    /// when nothing arrives within [`WAIT`].
+    pub async fn next(&mut self) -> Option<SseEvent> {
+        tokio::time::timeout(WAIT, self.next_event())
+            .await
+            .expect("an SSE event or the end within the wait")
+    }
+
+    /// The next event, which must exist.
+    pub async fn expect(&mut self, event: &str) -> SseEvent {
+        let e = self
+            .next()
+            .await
+            .unwrap_or_else(|| panic!("expected a {event} event, the answer ended"));
+        assert_eq!(e.event, event, "event kind of {e:?}");
+        e
+    }
+
+    /// Asserts that the server ends the answer with no further event.
+    pub async fn expect_end(&mut self) {
+        let e = self.next().await;
+        assert_eq!(e, None, "the answer should end here");
+    }
+
+    async fn next_event(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(at) = self.buf.windows(2).position(|w| w == b"\n\n") {
+                let block: Vec<u8> = self.buf.drain(..at + 2).collect();
+                if let Some(e) = parse_event(&block[..at]) {
+                    return Some(e);
+                }
+                continue;
+            }
+            if self.ended {
+                assert!(
+                    self.buf.is_empty(),
+                    "the answer ended inside an event: {:?}",
+                    String::from_utf8_lossy(&self.buf)
+                );
+                return None;
+            }
+            match self.resp.chunk().await {
+                Ok(Some(c)) => self.buf.extend_from_slice(&c),
+                Ok(None) => self.ended = true,
+                Err(e) => panic!("SSE body: {e}"),
+            }
+        }
+    }
+}
+
+fn parse_event(block: &[u8]) -> Option<SseEvent> {
+    let text = std::str::from_utf8(block).expect("SSE is UTF-8");
+    let mut event = None;
+    let mut data: Option<String> = None;
+    for line in text.split('\n') {
+        if line.is_empty() || line.starts_with(':') {
+            continue;
+        }
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match field {
+            "event" => event = Some(value.to_owned()),
+            "data" => match &mut data {
+                Some(d) => {
+                    d.push('\n');
+                    d.push_str(value);
+                }
+                None => data = Some(value.to_owned()),
+            },
+            _ => {}
+        }
+    }
+    data.map(|data| SseEvent {
+        event: event.unwrap_or_else(|| "message".into()),
+        data,
+    })
 }

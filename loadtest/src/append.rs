@@ -1,0 +1,134 @@
+//! Closed-loop appenders: each writer has its own connection and stream, and
+//! sends its next append as soon as the last one is answered.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1;
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+
+use crate::stats::Summary;
+
+#[derive(clap::Args, Clone)]
+pub struct Args {
+    /// Server address (host:port).
+    #[arg(long)]
+    pub addr: SocketAddr,
+    /// Stream paths are `{prefix}{i}`.
+    #[arg(long, default_value = "/v1/stream/bench-")]
+    pub prefix: String,
+    #[arg(long, default_value_t = 500)]
+    pub streams: usize,
+    #[arg(long, default_value_t = 256)]
+    pub body: usize,
+    /// Seconds measured, after the warm-up.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    #[arg(long, default_value_t = 2)]
+    pub warmup: u64,
+    /// Send producer headers (exactly-once appends).
+    #[arg(long)]
+    pub producer: bool,
+    /// Create the streams first (PUT).
+    #[arg(long, default_value_t = true)]
+    pub create: bool,
+    #[arg(long, default_value = "append")]
+    pub label: String,
+}
+
+type Sender = http1::SendRequest<Full<Bytes>>;
+
+async fn connect(addr: SocketAddr) -> anyhow::Result<Sender> {
+    let stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (sender, conn) = http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
+async fn send(sender: &mut Sender, req: Request<Full<Bytes>>) -> anyhow::Result<u16> {
+    sender.ready().await?;
+    let resp = sender.send_request(req).await?;
+    let status = resp.status().as_u16();
+    resp.into_body().collect().await?;
+    Ok(status)
+}
+
+pub async fn run(args: &Args) -> anyhow::Result<Summary> {
+    let body = Bytes::from(vec![b'a'; args.body]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let measuring = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::with_capacity(args.streams);
+    for i in 0..args.streams {
+        let mut sender = connect(args.addr).await?;
+        let path = format!("{}{i}", args.prefix);
+        if args.create {
+            let req = Request::put(&path)
+                .header("content-type", "application/octet-stream")
+                .body(Full::new(Bytes::new()))?;
+            let status = send(&mut sender, req).await?;
+            anyhow::ensure!(status < 300, "creating {path}: {status}");
+        }
+        let (body, stop, measuring, producer, addr) = (
+            body.clone(),
+            stop.clone(),
+            measuring.clone(),
+            args.producer,
+            args.addr,
+        );
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(64 * 1024);
+            let mut errors = 0u64;
+            let mut seq = 0u64;
+            let producer_id = format!("bench-{i}");
+            while !stop.load(Ordering::Relaxed) {
+                let mut req =
+                    Request::post(&path).header("content-type", "application/octet-stream");
+                if producer {
+                    req = req
+                        .header("producer-id", &producer_id)
+                        .header("producer-epoch", "0")
+                        .header("producer-seq", seq.to_string());
+                }
+                let req = req.body(Full::new(body.clone())).expect("request");
+                let t = Instant::now();
+                match send(&mut sender, req).await {
+                    Ok(s) if s < 300 => {
+                        seq += 1;
+                        if measuring.load(Ordering::Relaxed) {
+                            lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                        }
+                    }
+                    _ => {
+                        errors += 1;
+                        if let Ok(s) = connect(addr).await {
+                            sender = s;
+                        }
+                    }
+                }
+            }
+            (lat, errors)
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(args.warmup)).await;
+    measuring.store(true, Ordering::Relaxed);
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(args.seconds)).await;
+    measuring.store(false, Ordering::Relaxed);
+    let elapsed = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let mut all = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        let (lat, e) = t.await?;
+        all.extend(lat);
+        errors += e;
+    }
+    Ok(Summary::from_latencies(all, errors, elapsed))
+}

@@ -1,0 +1,117 @@
+//! One run, two servers: the bare-hyper ceiling and the origin, loaded by the
+//! same client with the same workload, one after the other, on this machine.
+//! Prints each result and the origin's share of the ceiling.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::append;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The origin binary to start.
+    #[arg(long, default_value = "target/release/origin")]
+    pub origin: PathBuf,
+    #[arg(long, default_value_t = 500)]
+    pub streams: usize,
+    #[arg(long, default_value_t = 256)]
+    pub body: usize,
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    #[arg(long, default_value_t = 2)]
+    pub warmup: u64,
+    /// Also run with producer headers.
+    #[arg(long)]
+    pub producer: bool,
+}
+
+/// Starts a server process and reads its address from its first line.
+async fn start(cmd: &mut Command) -> anyhow::Result<(Child, SocketAddr)> {
+    let mut child = cmd
+        .env("NO_COLOR", "1")
+        .env("RUST_LOG", "warn,origin=info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()?;
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = lines
+        .next_line()
+        .await?
+        .ok_or_else(|| anyhow::anyhow!("origin printed nothing"))?;
+    let addr = first
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("addr=").unwrap_or(w).parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no address in {first:?}"))?;
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok((child, addr))
+}
+
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    // Both servers are processes of their own, so neither shares a runtime
+    // with the load client.
+    let (mut ceiling, ceiling_addr) =
+        start(Command::new(std::env::current_exe()?).arg("ceiling")).await?;
+    let data = std::env::temp_dir().join(format!("ds-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let (mut origin, origin_addr) = start(
+        Command::new(&args.origin)
+            .args(["--listen", "127.0.0.1:0", "--data"])
+            .arg(&data),
+    )
+    .await?;
+
+    let base = append::Args {
+        addr: ceiling_addr,
+        prefix: "/v1/stream/bench-".into(),
+        streams: args.streams,
+        body: args.body,
+        seconds: args.seconds,
+        warmup: args.warmup,
+        producer: false,
+        create: true,
+        label: String::new(),
+    };
+    println!(
+        "workload: {} streams x 1 closed-loop writer, {} B bodies, {} s measured after {} s warm-up; origin durable (fdatasync before every ack)",
+        args.streams, args.body, args.seconds, args.warmup
+    );
+    let ceiling_result = append::run(&base).await?;
+    println!("{}", ceiling_result.line("ceiling (bare hyper, 204)"));
+    let plain = append::run(&append::Args {
+        addr: origin_addr,
+        ..base.clone()
+    })
+    .await?;
+    println!("{}", plain.line("origin (durable)"));
+    println!(
+        "origin / ceiling: {:.0} %",
+        100.0 * plain.rps() / ceiling_result.rps()
+    );
+    if args.producer {
+        let with = append::Args {
+            addr: origin_addr,
+            producer: true,
+            prefix: "/v1/stream/bench-p-".into(),
+            ..base.clone()
+        };
+        let p = append::run(&with).await?;
+        println!("{}", p.line("origin (durable, producer headers)"));
+        println!(
+            "origin+producer / ceiling: {:.0} %",
+            100.0 * p.rps() / ceiling_result.rps()
+        );
+    }
+    let _ = ceiling.start_kill();
+    let _ = ceiling.wait().await;
+    let _ = origin.start_kill();
+    let _ = origin.wait().await;
+    let _ = std::fs::remove_dir_all(&data);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    Ok(())
+}

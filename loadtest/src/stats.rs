@@ -1,0 +1,51 @@
+//! Latency summaries.
+
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct Summary {
+    pub requests: u64,
+    pub errors: u64,
+    pub elapsed: Duration,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub max_us: u64,
+}
+
+impl Summary {
+    pub fn from_latencies(mut lat_us: Vec<u32>, errors: u64, elapsed: Duration) -> Self {
+        lat_us.sort_unstable();
+        let pick = |q: f64| -> u64 {
+            if lat_us.is_empty() {
+                return 0;
+            }
+            let i = ((lat_us.len() as f64 - 1.0) * q).round() as usize;
+            lat_us[i] as u64
+        };
+        Summary {
+            requests: lat_us.len() as u64,
+            errors,
+            elapsed,
+            p50_us: pick(0.50),
+            p99_us: pick(0.99),
+            max_us: lat_us.last().copied().unwrap_or(0) as u64,
+        }
+    }
+
+    pub fn rps(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64()
+    }
+
+    pub fn line(&self, label: &str) -> String {
+        format!(
+            "{label}: {:.0} req/s  p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  ({} requests, {} errors, {:.1} s)",
+            self.rps(),
+            self.p50_us as f64 / 1000.0,
+            self.p99_us as f64 / 1000.0,
+            self.max_us as f64 / 1000.0,
+            self.requests,
+            self.errors,
+            self.elapsed.as_secs_f64()
+        )
+    }
+}
