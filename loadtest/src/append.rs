@@ -42,9 +42,9 @@ pub struct Args {
     pub label: String,
 }
 
-type Sender = http1::SendRequest<Full<Bytes>>;
+pub type Sender = http1::SendRequest<Full<Bytes>>;
 
-async fn connect(addr: SocketAddr) -> anyhow::Result<Sender> {
+pub async fn connect(addr: SocketAddr) -> anyhow::Result<Sender> {
     let stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let (sender, conn) = http1::handshake(TokioIo::new(stream)).await?;
@@ -52,7 +52,7 @@ async fn connect(addr: SocketAddr) -> anyhow::Result<Sender> {
     Ok(sender)
 }
 
-async fn send(sender: &mut Sender, req: Request<Full<Bytes>>) -> anyhow::Result<u16> {
+pub async fn send(sender: &mut Sender, req: Request<Full<Bytes>>) -> anyhow::Result<u16> {
     sender.ready().await?;
     let resp = sender.send_request(req).await?;
     let status = resp.status().as_u16();

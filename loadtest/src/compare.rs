@@ -31,7 +31,7 @@ pub struct Args {
 }
 
 /// Starts a server process and reads its address from its first line.
-async fn start(cmd: &mut Command) -> anyhow::Result<(Child, SocketAddr)> {
+pub async fn start(cmd: &mut Command) -> anyhow::Result<(Child, SocketAddr)> {
     let mut child = cmd
         .env("NO_COLOR", "1")
         .env("RUST_LOG", "warn,origin=info")
@@ -50,6 +50,40 @@ async fn start(cmd: &mut Command) -> anyhow::Result<(Child, SocketAddr)> {
         .ok_or_else(|| anyhow::anyhow!("no address in {first:?}"))?;
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Ok((child, addr))
+}
+
+/// CPU seconds a process has used (user + system), from /proc.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which is in parentheses).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of stat, 12 and 13 after the name.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Runs the workload and reports the server's CPU time per request as well.
+async fn measure(
+    label: &str,
+    args: &append::Args,
+    pid: u32,
+) -> anyhow::Result<crate::stats::Summary> {
+    let before = cpu_seconds(pid);
+    let r = append::run(args).await?;
+    let cpu = cpu_seconds(pid) - before;
+    let total = (args.warmup + args.seconds) as f64 * r.rps();
+    println!(
+        "{}  server CPU {:.0} us/request",
+        r.line(label),
+        cpu * 1e6 / total.max(1.0)
+    );
+    Ok(r)
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -81,14 +115,18 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "workload: {} streams x 1 closed-loop writer, {} B bodies, {} s measured after {} s warm-up; origin durable (fdatasync before every ack)",
         args.streams, args.body, args.seconds, args.warmup
     );
-    let ceiling_result = append::run(&base).await?;
-    println!("{}", ceiling_result.line("ceiling (bare hyper, 204)"));
-    let plain = append::run(&append::Args {
-        addr: origin_addr,
-        ..base.clone()
-    })
+    let ceiling_pid = ceiling.id().unwrap_or(0);
+    let origin_pid = origin.id().unwrap_or(0);
+    let ceiling_result = measure("ceiling (bare hyper, 204)", &base, ceiling_pid).await?;
+    let plain = measure(
+        "origin (durable)",
+        &append::Args {
+            addr: origin_addr,
+            ..base.clone()
+        },
+        origin_pid,
+    )
     .await?;
-    println!("{}", plain.line("origin (durable)"));
     println!(
         "origin / ceiling: {:.0} %",
         100.0 * plain.rps() / ceiling_result.rps()
@@ -100,8 +138,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             prefix: "/v1/stream/bench-p-".into(),
             ..base.clone()
         };
-        let p = append::run(&with).await?;
-        println!("{}", p.line("origin (durable, producer headers)"));
+        let p = measure("origin (durable, producer headers)", &with, origin_pid).await?;
         println!(
             "origin+producer / ceiling: {:.0} %",
             100.0 * p.rps() / ceiling_result.rps()

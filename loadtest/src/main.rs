@@ -8,10 +8,12 @@
 //! - `append`: N streams, one closed-loop writer each, fixed-size bodies.
 //! - `compare-append`: starts the ceiling and the origin side by side, runs
 //!   `append` against each in the same run, and prints the table and ratio.
+//! - `restart-time`: fills an origin, kills it, and times the restart.
 
 mod append;
 mod ceiling;
 mod compare;
+mod restart;
 mod stats;
 
 use clap::{Parser, Subcommand};
@@ -35,6 +37,7 @@ enum Cmd {
     Ceiling(ceiling::Args),
     Append(append::Args),
     CompareAppend(compare::Args),
+    RestartTime(restart::Args),
 }
 
 #[tokio::main]
@@ -47,5 +50,6 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Cmd::CompareAppend(a) => compare::run(a).await,
+        Cmd::RestartTime(a) => restart::run(a).await,
     }
 }

@@ -36,11 +36,13 @@ impl Origin {
                 .unwrap_or(usize::MAX)
                 .min(Semaphore::MAX_PERMITS),
         );
+        let closing = tokio::sync::watch::Sender::new(false);
         let state = Arc::new(AppState {
             store,
             config: http,
             metrics,
             ingress,
+            closing,
         });
         Ok(Origin { state, report })
     }
@@ -62,6 +64,11 @@ impl Origin {
                 }
             }
         });
+        let closing = self.state.closing.clone();
+        let shutdown = async move {
+            shutdown.await;
+            closing.send_replace(true);
+        };
         let app = http::router(self.state);
         // Answers are small and latency-bound: send them without Nagle's delay.
         let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {

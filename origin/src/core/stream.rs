@@ -106,10 +106,10 @@ impl StreamCore {
         req: &AppendRequest,
         now: Millis,
     ) -> Result<AppendDecision, AppendRefusal> {
-        let producer_check = match &req.producer {
-            Some(claim) => Some(producer::check(self.producers.get(&claim.id), claim, now)),
-            None => None,
-        };
+        let producer_check = req
+            .producer
+            .as_ref()
+            .map(|claim| producer::check(self.producers.get(&claim.id), claim, now));
         match producer_check {
             Some(Ok(ProducerCheck::Duplicate {
                 epoch,

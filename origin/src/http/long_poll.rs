@@ -50,14 +50,17 @@ async fn run(
         first
     } else {
         let _waiting = state.metrics.long_poll_guard();
-        let waited =
-            tokio::time::timeout(wait, rx.wait_for(|t| t.next > start || t.closed || t.gone))
-                .await
-                .map(|r| r.map(|t| *t));
+        // Ends early (as a timeout would) when the server shuts down.
+        let waited = tokio::select! {
+            w = tokio::time::timeout(wait, rx.wait_for(|t| t.next > start || t.closed || t.gone)) => {
+                Ok(w.map(|r| r.map(|t| *t)))
+            }
+            _ = state.closed() => Err(()),
+        };
         match waited {
-            Ok(Ok(t)) => t,
-            Ok(Err(_)) => return Err(ApiError::NotFound),
-            Err(_) => *rx.borrow(),
+            Ok(Ok(Ok(t))) => t,
+            Ok(Ok(Err(_))) => return Err(ApiError::NotFound),
+            Ok(Err(_)) | Err(()) => *rx.borrow(),
         }
     };
     if tail.gone {

@@ -78,6 +78,17 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// Permits are bytes of request bodies in memory.
     pub ingress: Semaphore,
+    /// Turns true when the server starts to shut down: live reads end, so
+    /// the graceful shutdown does not wait for them.
+    pub closing: tokio::sync::watch::Sender<bool>,
+}
+
+impl AppState {
+    /// Resolves once the server is shutting down.
+    pub async fn closed(&self) {
+        let mut rx = self.closing.subscribe();
+        let _ = rx.wait_for(|c| *c).await;
+    }
 }
 
 pub type Shared = Arc<AppState>;

@@ -127,6 +127,7 @@ async fn run(
             tokio::select! {
                 changed = rx.changed() => if changed.is_err() { return },
                 _ = tokio::time::sleep_until(deadline) => return,
+                _ = task_state.closed() => return,
                 _ = tx.closed() => return,
             }
         }

@@ -97,11 +97,7 @@ mod tests {
             public: false,
         };
         let mut s = StreamCore::new(id, format!("/s/{id}"), format!("inc{id}"), cfg, 5);
-        let producer = producer.map(|(id, epoch, seq)| ProducerClaim {
-            id,
-            epoch,
-            seq: seq.min(0),
-        });
+        let producer = producer.map(|(id, epoch, _seq)| ProducerClaim { id, epoch, seq: 0 });
         s.apply(&AppendEffect {
             start: 0,
             len,

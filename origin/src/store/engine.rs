@@ -66,21 +66,7 @@ impl Engine {
     }
 
     fn insert(&mut self, core: StreamCore, file: Arc<File>, now: Millis) {
-        let tail = Tail {
-            next: core.len,
-            closed: core.closed,
-            gone: false,
-        };
-        let view = Arc::new(StreamView::new(
-            core.id,
-            core.path.clone(),
-            core.incarnation.clone(),
-            core.config.clone(),
-            core.created_at,
-            tail,
-            Arc::clone(&file),
-            now,
-        ));
+        let view = Arc::new(StreamView::new(&core, Arc::clone(&file), now));
         self.next_id = self.next_id.max(core.id + 1);
         self.paths_by_id.insert(core.id, core.path.clone());
         self.entries
@@ -101,6 +87,9 @@ impl Engine {
         );
         self.insert(core, file, now);
         self.append(&rec.path, &rec.initial, payload);
+        // Not yet visible to readers (the writer registers it after commit).
+        let entry = &self.entries[&rec.path];
+        entry.view.publish(entry.tail());
         Ok(())
     }
 

@@ -398,9 +398,8 @@ mod tests {
             encode(&record, &mut buf);
             let i = at.index(buf.len());
             buf[i] ^= 1 << bit;
-            match decode(&buf) {
-                Ok(Some((got, _))) => prop_assert!(false, "corrupt frame decoded as {:?}", got),
-                _ => {}
+            if let Ok(Some((got, _))) = decode(&buf) {
+                prop_assert!(false, "corrupt frame decoded as {:?}", got);
             }
         }
     }

@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use super::tail_buffer::TailBuffer;
 
 use crate::core::config::StreamConfig;
+use crate::core::stream::StreamCore;
 use crate::core::Millis;
 
 /// The durable end of a stream.
@@ -40,22 +41,19 @@ pub struct StreamView {
 }
 
 impl StreamView {
-    pub fn new(
-        id: u64,
-        path: String,
-        incarnation: String,
-        config: StreamConfig,
-        created_at: Millis,
-        tail: Tail,
-        file: Arc<File>,
-        last_access: Millis,
-    ) -> Self {
+    /// The view of a stream as `core` describes it, with its bytes in `file`.
+    pub fn new(core: &StreamCore, file: Arc<File>, last_access: Millis) -> Self {
+        let tail = Tail {
+            next: core.len,
+            closed: core.closed,
+            gone: false,
+        };
         StreamView {
-            id,
-            path,
-            incarnation,
-            config,
-            created_at,
+            id: core.id,
+            path: core.path.clone(),
+            incarnation: core.incarnation.clone(),
+            config: core.config.clone(),
+            created_at: core.created_at,
             tail: watch::Sender::new(tail),
             buffer: Mutex::new(TailBuffer::new(tail.next)),
             file,

@@ -285,11 +285,20 @@ async fn a_closed_stream_ends_the_connection_after_stream_closed() {
         sse.expect_end().await;
     }
     // A partial event does not say closed.
-    let mut sse = api.sse(&path, "offset=-1&max_bytes=2").await;
-    assert_eq!(sse.expect("data").await.data, "al");
-    assert_control(&sse.expect("control").await, 2, false, false);
-    assert_eq!(sse.expect("data").await.data, "l");
-    assert_control(&sse.expect("control").await, 3, true, true);
+    let longer = stream_path("sse-closed-partial");
+    let resp = send(
+        api.put(&longer)
+            .header("content-type", "text/plain")
+            .header("stream-closed", "true")
+            .body("abcdefgh"),
+    )
+    .await;
+    assert_eq!(resp.status().as_u16(), 201);
+    let mut sse = api.sse(&longer, "offset=-1&max_bytes=5").await;
+    assert_eq!(sse.expect("data").await.data, "abcde");
+    assert_control(&sse.expect("control").await, 5, false, false);
+    assert_eq!(sse.expect("data").await.data, "fgh");
+    assert_control(&sse.expect("control").await, 8, true, true);
     sse.expect_end().await;
 }
 

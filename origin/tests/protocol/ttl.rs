@@ -97,9 +97,9 @@ async fn reads_and_appends_renew_a_sliding_ttl() {
     .await;
     assert_eq!(created.status().as_u16(), 201);
     // Touch it well within every 2 s for twice its TTL: it stays.
-    let mut i = 0u32;
+    let mut read = true;
     while began.elapsed() < Duration::from_secs(5) {
-        let resp = if i % 2 == 0 {
+        let resp = if read {
             send(api.get(&format!("{path}?offset=-1"))).await
         } else {
             send(
@@ -115,7 +115,7 @@ async fn reads_and_appends_renew_a_sliding_ttl() {
             began.elapsed(),
             resp.status()
         );
-        i += 1;
+        read = !read;
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let head = send(api.head(&path)).await;
