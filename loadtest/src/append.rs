@@ -64,17 +64,29 @@ pub async fn run(args: &Args) -> anyhow::Result<Summary> {
     let body = Bytes::from(vec![b'a'; args.body]);
     let stop = Arc::new(AtomicBool::new(false));
     let measuring = Arc::new(AtomicBool::new(false));
-    let mut tasks = Vec::with_capacity(args.streams);
+    // Connect and create every stream first, all at once, so that every
+    // writer runs for the whole measured window.
+    let mut setup = Vec::with_capacity(args.streams);
     for i in 0..args.streams {
-        let mut sender = connect(args.addr).await?;
-        let path = format!("{}{i}", args.prefix);
-        if args.create {
-            let req = Request::put(&path)
-                .header("content-type", "application/octet-stream")
-                .body(Full::new(Bytes::new()))?;
-            let status = send(&mut sender, req).await?;
-            anyhow::ensure!(status < 300, "creating {path}: {status}");
-        }
+        let (addr, path, create) = (args.addr, format!("{}{i}", args.prefix), args.create);
+        setup.push(tokio::spawn(async move {
+            let mut sender = connect(addr).await?;
+            if create {
+                let req = Request::put(&path)
+                    .header("content-type", "application/octet-stream")
+                    .body(Full::new(Bytes::new()))?;
+                let status = send(&mut sender, req).await?;
+                anyhow::ensure!(status < 300, "creating {path}: {status}");
+            }
+            anyhow::Ok((sender, path))
+        }));
+    }
+    let mut ready = Vec::with_capacity(args.streams);
+    for s in setup {
+        ready.push(s.await??);
+    }
+    let mut tasks = Vec::with_capacity(args.streams);
+    for (i, (mut sender, path)) in ready.into_iter().enumerate() {
         let (body, stop, measuring, producer, addr) = (
             body.clone(),
             stop.clone(),

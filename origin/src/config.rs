@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 
 use crate::http::{HttpConfig, JsonReads};
-use crate::store::StoreConfig;
+use crate::store::{Durability, StoreConfig};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum JsonReadsArg {
@@ -17,6 +17,14 @@ pub enum JsonReadsArg {
     Ndjson,
     /// JSON arrays, for clients of the upstream protocol.
     Array,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum DurabilityArg {
+    /// Acknowledge after fdatasync: survives power loss.
+    Sync,
+    /// Acknowledge after write: survives a process crash, not a power loss.
+    Async,
 }
 
 #[derive(Debug, Parser)]
@@ -46,6 +54,14 @@ pub struct Cli {
     /// How long an SSE tail stays open before the server ends it, e.g. 60s.
     #[arg(long, env = "ORIGIN_SSE_SESSION", default_value = "60s", value_parser = parse_duration)]
     pub sse_session: Duration,
+    /// When appends are acknowledged: after fdatasync (sync) or after the
+    /// write to the OS (async).
+    #[arg(long, env = "ORIGIN_DURABILITY", value_enum, default_value = "sync")]
+    pub durability: DurabilityArg,
+    /// Under concurrent appends, how long the writer waits to gather more of
+    /// them into one sync (0s: never). A lone writer never waits.
+    #[arg(long, env = "ORIGIN_COMMIT_DELAY", default_value = "1ms", value_parser = parse_duration)]
+    pub commit_delay: Duration,
     /// Checkpoint when the open WAL segment reaches this size.
     #[arg(long, env = "ORIGIN_CHECKPOINT_BYTES", default_value = "64MiB", value_parser = parse_size)]
     pub checkpoint_bytes: u64,
@@ -55,6 +71,11 @@ impl Cli {
     pub fn store_config(&self) -> StoreConfig {
         let mut c = StoreConfig::new(self.data.clone());
         c.checkpoint_bytes = self.checkpoint_bytes;
+        c.commit_delay = self.commit_delay;
+        c.durability = match self.durability {
+            DurabilityArg::Sync => Durability::Sync,
+            DurabilityArg::Async => Durability::Async,
+        };
         c
     }
 

@@ -1,17 +1,40 @@
 //! Every metric the origin exports, named in one place and rendered as
 //! Prometheus text at `GET /metrics`.
 
-use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::Mutex;
+/// Routes counted in `ds_requests_total`.
+pub const ROUTES: [&str; 10] = [
+    "create",
+    "append",
+    "delete",
+    "head",
+    "read",
+    "long_poll",
+    "sse",
+    "preflight",
+    "reserved",
+    "other",
+];
+
+/// Request counters by route and status, lock-free on the request path:
+/// statuses 100..=599 each have a slot.
+struct RequestCounts([[AtomicU64; 500]; ROUTES.len()]);
+
+impl Default for RequestCounts {
+    fn default() -> Self {
+        RequestCounts(std::array::from_fn(|_| {
+            std::array::from_fn(|_| AtomicU64::new(0))
+        }))
+    }
+}
 
 #[derive(Default)]
 pub struct Metrics {
-    requests: Mutex<BTreeMap<(&'static str, u16), u64>>,
+    requests: RequestCounts,
     wal_syncs: AtomicU64,
     wal_bytes: AtomicU64,
     wal_commands: AtomicU64,
@@ -26,7 +49,12 @@ pub struct Metrics {
 
 impl Metrics {
     pub fn request(&self, route: &'static str, status: u16) {
-        *self.requests.lock().entry((route, status)).or_default() += 1;
+        let r = ROUTES
+            .iter()
+            .position(|x| *x == route)
+            .unwrap_or(ROUTES.len() - 1);
+        let s = usize::from(status.clamp(100, 599) - 100);
+        self.requests.0[r][s].fetch_add(1, Relaxed);
     }
 
     pub fn wal_sync(&self, bytes: u64, commands: u64, took: Duration) {
@@ -64,11 +92,17 @@ impl Metrics {
     pub fn render(&self, streams: usize) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "# TYPE ds_requests_total counter");
-        for ((route, status), n) in self.requests.lock().iter() {
-            let _ = writeln!(
-                out,
-                "ds_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
-            );
+        for (route, counts) in ROUTES.iter().zip(&self.requests.0) {
+            for (i, n) in counts.iter().enumerate() {
+                let n = n.load(Relaxed);
+                if n > 0 {
+                    let status = i + 100;
+                    let _ = writeln!(
+                        out,
+                        "ds_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
+                    );
+                }
+            }
         }
         let counters = [
             ("ds_wal_syncs_total", &self.wal_syncs),

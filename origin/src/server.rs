@@ -5,6 +5,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
@@ -69,16 +72,52 @@ impl Origin {
             shutdown.await;
             closing.send_replace(true);
         };
-        let app = http::router(self.state);
-        // Answers are small and latency-bound: send them without Nagle's delay.
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        let result = axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await;
+        let result = accept_loop(self.state, listener, shutdown).await;
         sweeper.abort();
         store.shutdown().await;
         result
     }
+}
+
+/// Serves HTTP/1.1 and HTTP/2 connections until `shutdown`, then lets the
+/// open requests finish (live reads end at once, see `AppState::closing`).
+async fn accept_loop(
+    state: http::Shared,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let builder = Builder::new(TokioExecutor::new());
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                // Out of file descriptors and the like: wait, then go on.
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => break,
+        };
+        // Answers are small and latency-bound: send them without Nagle's delay.
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        let service = hyper::service::service_fn(move |req| {
+            let state = state.clone();
+            async move { Ok::<_, std::convert::Infallible>(http::handle(state, req).await) }
+        });
+        let conn = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    Ok(())
 }

@@ -52,13 +52,17 @@ pub async fn read_body(state: &AppState, req: Request) -> Result<BoundedBody<'_>
     // Without a length, reserve room for the largest body.
     let reserve = declared.unwrap_or(limit).max(1);
     let permits = u32::try_from(reserve.min(state.config.ingress_budget)).unwrap_or(u32::MAX);
-    let permit = tokio::time::timeout(
-        state.config.ingress_wait,
-        state.ingress.acquire_many(permits),
-    )
-    .await
-    .map_err(|_| ApiError::Busy("too many request bodies in flight; retry shortly"))?
-    .map_err(|_| ApiError::Busy("shutting down"))?;
+    // The fast path takes room at once; only a full budget arms a timer.
+    let permit = match state.ingress.try_acquire_many(permits) {
+        Ok(p) => p,
+        Err(_) => tokio::time::timeout(
+            state.config.ingress_wait,
+            state.ingress.acquire_many(permits),
+        )
+        .await
+        .map_err(|_| ApiError::Busy("too many request bodies in flight; retry shortly"))?
+        .map_err(|_| ApiError::Busy("shutting down"))?,
+    };
     let mut body: Body = req.into_body();
     let bytes = match Limited::new(&mut body, limit as usize).collect().await {
         Ok(c) => c.to_bytes(),

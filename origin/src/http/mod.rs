@@ -21,10 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderValue, Method, Response, StatusCode};
 use axum::response::IntoResponse;
-use axum::Router;
 use shared::error::ErrorCode;
 use shared::params::{Consistency, Live};
 use shared::paths::{classify, Target};
@@ -93,23 +92,31 @@ impl AppState {
 
 pub type Shared = Arc<AppState>;
 
-pub fn router(state: Shared) -> Router {
-    Router::new()
-        .route(routes::METRICS, axum::routing::get(metrics))
-        .route(routes::HEALTH, axum::routing::get(|| async { "ok" }))
-        .fallback(dispatch)
-        .with_state(state)
-}
-
-async fn metrics(State(state): State<Shared>) -> impl IntoResponse {
-    (
-        [("content-type", "text/plain; version=0.0.4")],
-        state.metrics.render(state.store.stream_count()),
-    )
+/// Answers one request. Streams live at any path, so there is no route
+/// table: the server's own two endpoints, then [`dispatch`] by method and
+/// path shape.
+pub async fn handle<B>(state: Shared, req: http::Request<B>) -> Response<Body>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let req = req.map(Body::new);
+    match (req.method(), req.uri().path()) {
+        (&Method::GET, routes::METRICS) => {
+            let mut r = Response::new(Body::from(state.metrics.render(state.store.stream_count())));
+            r.headers_mut().insert(
+                "content-type",
+                HeaderValue::from_static("text/plain; version=0.0.4"),
+            );
+            r
+        }
+        (&Method::GET, routes::HEALTH) => Response::new(Body::from("ok")),
+        _ => dispatch(state, req).await,
+    }
 }
 
 /// Routes a request on a stream path to its operation.
-async fn dispatch(State(state): State<Shared>, req: Request) -> Response<Body> {
+async fn dispatch(state: Shared, req: Request) -> Response<Body> {
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
     let cors =

@@ -39,7 +39,10 @@ pub use error::StoreError;
 pub use recovery::RecoveryReport;
 pub use view::{StreamView, Tail};
 pub use writer::{AppendOutcome, Appended, Created};
-use writer::{Command, Registry, Writer};
+use writer::{Command, Publisher, Registry, Writer};
+
+/// Durable batches waiting to be published; the writer waits when full.
+const PUBLISH_QUEUE_BATCHES: usize = 256;
 
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
@@ -57,6 +60,22 @@ pub struct StoreConfig {
     /// Hot-tail bytes buffered in memory for all streams together before
     /// they are all written to their files.
     pub buffered_bytes_limit: u64,
+    pub durability: Durability,
+    /// How long the writer waits to gather a batch when the last batch had
+    /// at least `commit_siblings` commands (0: never wait).
+    pub commit_delay: Duration,
+    pub commit_siblings: usize,
+}
+
+/// When an append is acknowledged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// After its batch is synced to disk (`fdatasync`): survives power loss.
+    Sync,
+    /// After its batch is written to the OS: survives a crash of the process
+    /// (the kernel keeps the page cache), not a crash of the machine. For
+    /// comparisons with in-memory servers and for tests.
+    Async,
 }
 
 impl StoreConfig {
@@ -69,6 +88,9 @@ impl StoreConfig {
             checkpoint_bytes: 64 * 1024 * 1024,
             checkpoint_interval: Duration::from_secs(60),
             buffered_bytes_limit: 64 * 1024 * 1024,
+            durability: Durability::Sync,
+            commit_delay: Duration::from_millis(1),
+            commit_siblings: 8,
         }
     }
 }
@@ -83,13 +105,15 @@ pub struct Store {
 }
 
 impl Store {
-    /// Recovers the data directory and starts the writer thread.
+    /// Recovers the data directory and starts the writer thread. Must be
+    /// called inside a Tokio runtime (the publisher runs as a task).
     pub fn open(
         config: StoreConfig,
         clock: Arc<dyn Clock>,
         metrics: Arc<Metrics>,
     ) -> std::io::Result<(Store, RecoveryReport)> {
-        let (engine, wal, report) = recovery::recover(&config.data, clock.now_ms())?;
+        let (engine, mut wal, report) = recovery::recover(&config.data, clock.now_ms())?;
+        wal.sync = config.durability == Durability::Sync;
         let registry: Registry = Arc::new(RwLock::new(
             engine
                 .entries
@@ -98,13 +122,20 @@ impl Store {
                 .collect(),
         ));
         let (tx, rx) = mpsc::channel(config.queue_commands);
+        let publisher = Arc::new(Publisher {
+            registry: Arc::clone(&registry),
+            data: config.data.clone(),
+        });
+        let (published, to_publish) = mpsc::channel(PUBLISH_QUEUE_BATCHES);
+        tokio::spawn(Arc::clone(&publisher).run(to_publish));
         let writer = Writer::new(
             engine,
             wal,
-            Arc::clone(&registry),
             Arc::clone(&clock),
             config,
             metrics,
+            published,
+            publisher,
         );
         let handle = std::thread::Builder::new()
             .name("wal-writer".into())

@@ -90,45 +90,97 @@ pub enum Command {
 }
 
 /// What becomes visible once the batch is durable.
-enum AfterCommit {
+pub enum AfterCommit {
     Register(Arc<StreamView>),
     Unregister(Arc<StreamView>),
     Publish(Arc<StreamView>, Tail),
     Reply(Box<dyn FnOnce() + Send>),
 }
 
+/// Carries out what a durable batch makes visible: registry changes, new
+/// tails, answers. It runs as a task inside the runtime, one wake-up per
+/// batch from the writer thread; waking each waiting request from the writer
+/// thread instead cost a cross-thread wake-up per append.
+pub struct Publisher {
+    pub registry: Registry,
+    pub data: std::path::PathBuf,
+}
+
+impl Publisher {
+    pub fn apply(&self, actions: Vec<AfterCommit>) {
+        for action in actions {
+            match action {
+                AfterCommit::Register(view) => {
+                    self.registry.write().insert(view.path.clone(), view);
+                }
+                AfterCommit::Unregister(view) => {
+                    let mut reg = self.registry.write();
+                    if reg.get(&view.path).is_some_and(|v| Arc::ptr_eq(v, &view)) {
+                        reg.remove(&view.path);
+                    }
+                    drop(reg);
+                    view.publish(Tail {
+                        gone: true,
+                        ..view.tail()
+                    });
+                    Engine::remove_file(&self.data, view.id);
+                }
+                AfterCommit::Publish(view, tail) => view.publish(tail),
+                AfterCommit::Reply(reply) => reply(),
+            }
+        }
+    }
+
+    /// Publishes batches until the writer stops.
+    pub async fn run(self: Arc<Self>, mut rx: mpsc::Receiver<Vec<AfterCommit>>) {
+        while let Some(actions) = rx.recv().await {
+            self.apply(actions);
+        }
+    }
+}
+
 pub struct Writer {
     pub engine: Engine,
     pub wal: Wal,
-    pub registry: Registry,
     pub clock: Arc<dyn Clock>,
     pub config: StoreConfig,
     pub metrics: Arc<Metrics>,
     checkpoint_running: Arc<AtomicBool>,
     last_checkpoint: Instant,
     /// Streams with buffered bytes not yet in their files, by id.
-    dirty: HashMap<u64, Arc<StreamView>>,
+    /// (Whether it reached `FLUSH_BYTES`.)
+    dirty: HashMap<u64, (Arc<StreamView>, bool)>,
+    /// Ids of dirty streams that reached `FLUSH_BYTES`.
+    full: Vec<u64>,
+    /// Bytes buffered in all dirty streams.
+    buffered_total: u64,
+    published: mpsc::Sender<Vec<AfterCommit>>,
+    publisher: Arc<Publisher>,
 }
 
 impl Writer {
     pub fn new(
         engine: Engine,
         wal: Wal,
-        registry: Registry,
         clock: Arc<dyn Clock>,
         config: StoreConfig,
         metrics: Arc<Metrics>,
+        published: mpsc::Sender<Vec<AfterCommit>>,
+        publisher: Arc<Publisher>,
     ) -> Self {
         Writer {
             engine,
             wal,
-            registry,
             clock,
             config,
             metrics,
             checkpoint_running: Arc::new(AtomicBool::new(false)),
             last_checkpoint: Instant::now(),
             dirty: HashMap::new(),
+            full: Vec::new(),
+            buffered_total: 0,
+            published,
+            publisher,
         }
     }
 
@@ -137,7 +189,15 @@ impl Writer {
         let mut frames = Vec::with_capacity(1 << 20);
         let mut after = Vec::new();
         let mut stopping = false;
+        let mut last_batch = 0;
         while let Some(first) = rx.blocking_recv() {
+            // Under concurrent load, wait a moment for more commands so that
+            // more appends share one sync: every sync costs the machine real
+            // CPU (block layer, virtio), which the requests need. A lone
+            // writer (small batches) never waits.
+            if last_batch >= self.config.commit_siblings && !self.config.commit_delay.is_zero() {
+                std::thread::sleep(self.config.commit_delay);
+            }
             let now = self.clock.now_ms();
             let mut count = 0;
             let mut next = Some(first);
@@ -154,6 +214,7 @@ impl Writer {
                     next = rx.try_recv().ok();
                 }
             }
+            last_batch = count;
             self.commit(&mut frames, &mut after, count);
             self.flush_buffers(false);
             if stopping {
@@ -172,25 +233,37 @@ impl Writer {
         }
     }
 
-    /// Writes buffered tails to their files: a stream's once it holds
-    /// `FLUSH_BYTES`, every stream's when all together pass
+    /// Notes that `view` gained `bytes` of buffered tail.
+    fn buffered(&mut self, view: &Arc<StreamView>, bytes: u64) {
+        self.buffered_total += bytes;
+        let full = view.pending() >= FLUSH_BYTES;
+        let entry = self
+            .dirty
+            .entry(view.id)
+            .or_insert_with(|| (Arc::clone(view), false));
+        entry.1 |= full;
+        if full {
+            self.full.push(view.id);
+        }
+    }
+
+    /// Writes buffered tails to their files: those of streams that reached
+    /// `FLUSH_BYTES`, or every one when all together pass
     /// `buffered_bytes_limit` (or when `all`).
     fn flush_buffers(&mut self, all: bool) {
-        let mut total = 0;
-        let mut flushed = Vec::new();
-        for (id, view) in &self.dirty {
-            let pending = view.pending();
-            total += pending;
-            if all || pending >= FLUSH_BYTES {
+        if all || self.buffered_total > self.config.buffered_bytes_limit {
+            for (view, _) in self.dirty.values() {
                 flush(view);
-                flushed.push(*id);
             }
+            self.dirty.clear();
+            self.full.clear();
+            self.buffered_total = 0;
+            return;
         }
-        for id in flushed {
-            self.dirty.remove(&id);
-        }
-        if !all && total > self.config.buffered_bytes_limit {
-            self.flush_buffers(true);
+        for id in std::mem::take(&mut self.full) {
+            if let Some((view, true)) = self.dirty.remove(&id) {
+                self.buffered_total -= flush(&view);
+            }
         }
     }
 
@@ -205,26 +278,10 @@ impl Writer {
                 .wal_sync(frames.len() as u64, commands as u64, started.elapsed());
             frames.clear();
         }
-        for action in after.drain(..) {
-            match action {
-                AfterCommit::Register(view) => {
-                    self.registry.write().insert(view.path.clone(), view);
-                }
-                AfterCommit::Unregister(view) => {
-                    let mut reg = self.registry.write();
-                    if reg.get(&view.path).is_some_and(|v| Arc::ptr_eq(v, &view)) {
-                        reg.remove(&view.path);
-                    }
-                    drop(reg);
-                    view.publish(Tail {
-                        gone: true,
-                        ..view.tail()
-                    });
-                    Engine::remove_file(&self.engine.data, view.id);
-                }
-                AfterCommit::Publish(view, tail) => view.publish(tail),
-                AfterCommit::Reply(reply) => reply(),
-            }
+        let actions = std::mem::take(after);
+        if let Err(unsent) = self.published.blocking_send(actions) {
+            // The runtime is gone (shutdown): publish from here.
+            self.publisher.apply(unsent.0);
         }
     }
 
@@ -323,7 +380,9 @@ impl Writer {
 
     fn delete(&mut self, path: &str, now: u64, frames: &mut Vec<u8>, after: &mut Vec<AfterCommit>) {
         if let Some(entry) = self.engine.delete(path) {
-            self.dirty.remove(&entry.core.id);
+            if let Some((view, _)) = self.dirty.remove(&entry.core.id) {
+                self.buffered_total -= view.pending();
+            }
             record::encode(
                 &Record::Delete {
                     id: entry.core.id,
@@ -379,13 +438,13 @@ impl Writer {
         let record = Record::Create(rec, payload);
         record::encode(&record, frames);
         let entry = &self.engine.entries[&path];
-        let view = Arc::clone(&entry.view);
-        self.dirty.insert(entry.core.id, Arc::clone(&view));
+        let (view, tail) = (Arc::clone(&entry.view), entry.tail());
+        self.buffered(&view, tail.next);
         after.push(AfterCommit::Register(Arc::clone(&view)));
         Ok(Created {
             view,
             created: true,
-            tail: entry.tail(),
+            tail,
         })
     }
 
@@ -433,7 +492,7 @@ impl Writer {
             Ok(AppendDecision::Apply(effect)) => {
                 let id = entry.core.id;
                 self.engine.append(path, &effect, &payload);
-                self.dirty.insert(id, Arc::clone(&view));
+                self.buffered(&view, effect.len);
                 let start = effect.start;
                 record::encode(
                     &Record::Append {
@@ -530,10 +589,14 @@ impl Writer {
     }
 }
 
-fn flush(view: &StreamView) {
-    if let Err(e) = view.flush() {
-        tracing::error!(error = %e, stream = view.id, "could not write a stream file; stopping");
-        std::process::abort();
+/// Writes a stream's buffered tail to its file; returns the bytes written.
+fn flush(view: &StreamView) -> u64 {
+    match view.flush() {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::error!(error = %e, stream = view.id, "could not write a stream file; stopping");
+            std::process::abort();
+        }
     }
 }
 
