@@ -1,29 +1,34 @@
-//! Header names of the protocol. Lowercase, as HTTP/2 sends them; `http`
-//! compares header names case-insensitively anyway.
+//! Header names of the protocol, as ready-made `HeaderName`s (parsing a name
+//! from a string on every answer showed up in profiles). Lowercase, as
+//! HTTP/2 sends them; `http` compares names case-insensitively anyway.
 
-pub const STREAM_NEXT_OFFSET: &str = "stream-next-offset";
-pub const STREAM_OFFSET: &str = "stream-offset";
-pub const STREAM_UP_TO_DATE: &str = "stream-up-to-date";
-pub const STREAM_CLOSED: &str = "stream-closed";
-pub const STREAM_CURSOR: &str = "stream-cursor";
-pub const STREAM_TTL: &str = "stream-ttl";
-pub const STREAM_EXPIRES_AT: &str = "stream-expires-at";
-pub const STREAM_SEQ: &str = "stream-seq";
-pub const STREAM_INCARNATION: &str = "stream-incarnation";
-pub const STREAM_RETAINED_OFFSET: &str = "stream-retained-offset";
-pub const STREAM_SNAPSHOT_OFFSET: &str = "stream-snapshot-offset";
-pub const STREAM_SNAPSHOT_DIGEST: &str = "stream-snapshot-digest";
-pub const STREAM_IMMUTABLE: &str = "stream-immutable";
-pub const STREAM_DATA_CONTENT_TYPE: &str = "stream-data-content-type";
-pub const STREAM_SSE_DATA_ENCODING: &str = "stream-sse-data-encoding";
-pub const PRODUCER_ID: &str = "producer-id";
-pub const PRODUCER_EPOCH: &str = "producer-epoch";
-pub const PRODUCER_SEQ: &str = "producer-seq";
-pub const PRODUCER_EXPECTED_SEQ: &str = "producer-expected-seq";
-pub const PRODUCER_RECEIVED_SEQ: &str = "producer-received-seq";
-pub const PRODUCER_OUTCOME: &str = "producer-outcome";
-pub const MAX_REQUEST_BYTES: &str = "ursula-max-request-bytes";
-pub const MAX_SNAPSHOT_BYTES: &str = "ursula-max-snapshot-bytes";
+use http::HeaderName;
+
+pub const STREAM_NEXT_OFFSET: HeaderName = HeaderName::from_static("stream-next-offset");
+pub const STREAM_OFFSET: HeaderName = HeaderName::from_static("stream-offset");
+pub const STREAM_UP_TO_DATE: HeaderName = HeaderName::from_static("stream-up-to-date");
+pub const STREAM_CLOSED: HeaderName = HeaderName::from_static("stream-closed");
+pub const STREAM_CURSOR: HeaderName = HeaderName::from_static("stream-cursor");
+pub const STREAM_TTL: HeaderName = HeaderName::from_static("stream-ttl");
+pub const STREAM_EXPIRES_AT: HeaderName = HeaderName::from_static("stream-expires-at");
+pub const STREAM_SEQ: HeaderName = HeaderName::from_static("stream-seq");
+pub const STREAM_INCARNATION: HeaderName = HeaderName::from_static("stream-incarnation");
+pub const STREAM_RETAINED_OFFSET: HeaderName = HeaderName::from_static("stream-retained-offset");
+pub const STREAM_SNAPSHOT_OFFSET: HeaderName = HeaderName::from_static("stream-snapshot-offset");
+pub const STREAM_SNAPSHOT_DIGEST: HeaderName = HeaderName::from_static("stream-snapshot-digest");
+pub const STREAM_IMMUTABLE: HeaderName = HeaderName::from_static("stream-immutable");
+pub const STREAM_DATA_CONTENT_TYPE: HeaderName =
+    HeaderName::from_static("stream-data-content-type");
+pub const STREAM_SSE_DATA_ENCODING: HeaderName =
+    HeaderName::from_static("stream-sse-data-encoding");
+pub const PRODUCER_ID: HeaderName = HeaderName::from_static("producer-id");
+pub const PRODUCER_EPOCH: HeaderName = HeaderName::from_static("producer-epoch");
+pub const PRODUCER_SEQ: HeaderName = HeaderName::from_static("producer-seq");
+pub const PRODUCER_EXPECTED_SEQ: HeaderName = HeaderName::from_static("producer-expected-seq");
+pub const PRODUCER_RECEIVED_SEQ: HeaderName = HeaderName::from_static("producer-received-seq");
+pub const PRODUCER_OUTCOME: HeaderName = HeaderName::from_static("producer-outcome");
+pub const MAX_REQUEST_BYTES: HeaderName = HeaderName::from_static("ursula-max-request-bytes");
+pub const MAX_SNAPSHOT_BYTES: HeaderName = HeaderName::from_static("ursula-max-snapshot-bytes");
 
 /// Headers a browser may read from a cross-origin answer.
 pub const EXPOSED: &str = "stream-next-offset, stream-offset, stream-up-to-date, stream-closed, \

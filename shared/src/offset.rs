@@ -38,6 +38,16 @@ impl Offset {
         u64::from_str_radix(s, 16).ok().map(Offset)
     }
 
+    /// The offset as a header value, formatted without allocating a string.
+    pub fn header_value(self) -> http::HeaderValue {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut buf = [0u8; OFFSET_WIDTH];
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = HEX[((self.0 >> (4 * (OFFSET_WIDTH - 1 - i))) & 0xf) as usize];
+        }
+        http::HeaderValue::from_bytes(&buf).expect("hex digits are a valid header value")
+    }
+
     /// Index of the chunk of the grid that holds this byte.
     pub fn chunk_index(self) -> u64 {
         self.0 / CHUNK_BYTES
@@ -105,6 +115,16 @@ mod tests {
         assert_eq!(ReadFrom::parse("-1"), Some(ReadFrom::Start));
         assert_eq!(ReadFrom::parse("now"), Some(ReadFrom::Now));
         assert_eq!(ReadFrom::parse("NOW"), None);
+    }
+
+    #[test]
+    fn header_value_is_the_display_form() {
+        for n in [0, 1, 0xabc, CHUNK_BYTES, u64::MAX] {
+            assert_eq!(
+                Offset(n).header_value().to_str().unwrap(),
+                Offset(n).to_string()
+            );
+        }
     }
 
     #[test]

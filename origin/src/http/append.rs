@@ -31,7 +31,7 @@ async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body
     let producer = request::producer(headers)?;
     let stream_seq = request::stream_seq(headers)?;
     let incarnation = request::incarnation(headers)?;
-    let content_type = request::text(headers, "content-type")?
+    let content_type = request::text(headers, &http::header::CONTENT_TYPE)?
         .filter(|c| !c.trim().is_empty())
         .map(str::to_owned);
     let Some(view) = state.store.get(&path) else {

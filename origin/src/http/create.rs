@@ -28,7 +28,7 @@ pub async fn create(state: Shared, path: String, req: Request) -> Response<Body>
 async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body>, ApiError> {
     validate_stream_path(&path).map_err(|why| ApiError::bad(why.to_owned()))?;
     let headers = req.headers();
-    let content_type = match request::text(headers, "content-type")? {
+    let content_type = match request::text(headers, &http::header::CONTENT_TYPE)? {
         Some(ct) if !ct.trim().is_empty() => {
             if !content_type::is_valid(ct) {
                 return Err(ApiError::bad(format!("{ct:?} is not a media type")));

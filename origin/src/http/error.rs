@@ -50,11 +50,7 @@ impl From<std::io::Error> for ApiError {
     }
 }
 
-fn set(resp: &mut Response<Body>, name: &'static str, value: impl ToString) {
-    if let Ok(v) = HeaderValue::from_str(&value.to_string()) {
-        resp.headers_mut().insert(name, v);
-    }
-}
+use super::reading::set;
 
 fn tail_headers(resp: &mut Response<Body>, tail: &Tail) {
     set(resp, h::STREAM_NEXT_OFFSET, Offset(tail.next));

@@ -15,15 +15,62 @@ use super::JsonReads;
 use crate::core::json::ndjson_to_array;
 use crate::store::{StreamView, Tail};
 
-pub fn set(resp: &mut Response<Body>, name: &'static str, value: impl ToString) {
-    if let Ok(v) = HeaderValue::from_str(&value.to_string()) {
+/// A value that can become a header value; offsets and numbers without a
+/// detour through `String`.
+pub trait HeaderText {
+    fn to_header(self) -> Option<HeaderValue>;
+}
+
+impl HeaderText for Offset {
+    fn to_header(self) -> Option<HeaderValue> {
+        Some(self.header_value())
+    }
+}
+
+impl HeaderText for u64 {
+    fn to_header(self) -> Option<HeaderValue> {
+        Some(HeaderValue::from(self))
+    }
+}
+
+impl HeaderText for &str {
+    fn to_header(self) -> Option<HeaderValue> {
+        HeaderValue::from_str(self).ok()
+    }
+}
+
+impl HeaderText for &String {
+    fn to_header(self) -> Option<HeaderValue> {
+        HeaderValue::from_str(self).ok()
+    }
+}
+
+impl HeaderText for String {
+    fn to_header(self) -> Option<HeaderValue> {
+        HeaderValue::try_from(self).ok()
+    }
+}
+
+impl HeaderText for HeaderValue {
+    fn to_header(self) -> Option<HeaderValue> {
+        Some(self)
+    }
+}
+
+/// Sets a header of an answer (a value that is not a valid header is left out).
+pub fn set<K: http::header::IntoHeaderName>(
+    resp: &mut Response<Body>,
+    name: K,
+    value: impl HeaderText,
+) {
+    if let Some(v) = value.to_header() {
         resp.headers_mut().insert(name, v);
     }
 }
 
 /// Headers every answer about a stream carries.
 pub fn stream_headers(resp: &mut Response<Body>, view: &StreamView) {
-    set(resp, h::STREAM_INCARNATION, &view.incarnation);
+    set(resp, h::STREAM_INCARNATION, view.incarnation_header.clone());
 }
 
 /// 412 when the request names an incarnation the stream no longer has.

@@ -1,6 +1,6 @@
 //! Parsing of the request headers the protocol defines.
 
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, HeaderName};
 use shared::error::ErrorCode;
 use shared::headers as h;
 
@@ -9,7 +9,7 @@ use crate::core::config::Expiry;
 use crate::core::producer::{ProducerClaim, MAX_PRODUCER_NUMBER};
 
 /// A header's value as text; a header that is not visible ASCII is refused.
-pub fn text<'a>(headers: &'a HeaderMap, name: &'static str) -> Result<Option<&'a str>, ApiError> {
+pub fn text<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<Option<&'a str>, ApiError> {
     match headers.get(name) {
         None => Ok(None),
         Some(v) => v
@@ -29,7 +29,7 @@ pub fn stream_closed(headers: &HeaderMap) -> bool {
 
 /// `Stream-Incarnation`, when the request names the incarnation it expects.
 pub fn incarnation(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    Ok(text(headers, h::STREAM_INCARNATION)?.map(str::to_owned))
+    Ok(text(headers, &h::STREAM_INCARNATION)?.map(str::to_owned))
 }
 
 /// A non-negative decimal integer without sign, leading zeros or exponent.
@@ -43,9 +43,9 @@ fn strict_uint(s: &str) -> Option<u64> {
 
 /// The three producer headers, all or none.
 pub fn producer(headers: &HeaderMap) -> Result<Option<ProducerClaim>, ApiError> {
-    let id = text(headers, h::PRODUCER_ID)?;
-    let epoch = text(headers, h::PRODUCER_EPOCH)?;
-    let seq = text(headers, h::PRODUCER_SEQ)?;
+    let id = text(headers, &h::PRODUCER_ID)?;
+    let epoch = text(headers, &h::PRODUCER_EPOCH)?;
+    let seq = text(headers, &h::PRODUCER_SEQ)?;
     match (id, epoch, seq) {
         (None, None, None) => Ok(None),
         (Some(id), Some(epoch), Some(seq)) => {
@@ -75,8 +75,8 @@ pub fn producer(headers: &HeaderMap) -> Result<Option<ProducerClaim>, ApiError> 
 
 /// `Stream-TTL` / `Stream-Expires-At` of a create (at most one of them).
 pub fn expiry(headers: &HeaderMap) -> Result<Expiry, ApiError> {
-    let ttl = text(headers, h::STREAM_TTL)?;
-    let at = text(headers, h::STREAM_EXPIRES_AT)?;
+    let ttl = text(headers, &h::STREAM_TTL)?;
+    let at = text(headers, &h::STREAM_EXPIRES_AT)?;
     match (ttl, at) {
         (Some(_), Some(_)) => Err(ApiError::bad(
             "send Stream-TTL or Stream-Expires-At, not both",
@@ -119,7 +119,7 @@ pub fn rfc3339(ms: u64) -> String {
 
 /// Reads a `Stream-Seq` (an empty value is as if absent).
 pub fn stream_seq(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
-    Ok(text(headers, h::STREAM_SEQ)?
+    Ok(text(headers, &h::STREAM_SEQ)?
         .filter(|s| !s.is_empty())
         .map(str::to_owned))
 }

@@ -31,6 +31,8 @@ pub struct StreamView {
     pub id: u64,
     pub path: String,
     pub incarnation: String,
+    /// `incarnation` as a ready header value (it goes on every answer).
+    pub incarnation_header: http::HeaderValue,
     pub config: StreamConfig,
     pub created_at: Millis,
     tail: watch::Sender<Tail>,
@@ -52,6 +54,8 @@ impl StreamView {
             id: core.id,
             path: core.path.clone(),
             incarnation: core.incarnation.clone(),
+            incarnation_header: http::HeaderValue::from_str(&core.incarnation)
+                .expect("incarnation tokens are header-safe"),
             config: core.config.clone(),
             created_at: core.created_at,
             tail: watch::Sender::new(tail),
