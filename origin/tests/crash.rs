@@ -358,16 +358,7 @@ async fn state_survives_sigkill_and_a_torn_tail_is_dropped() {
     assert_eq!(retry.status(), 204);
     assert_eq!(common::header(&retry, "stream-offset"), Some(off));
     assert_eq!(common::header(&retry, "stream-next-offset"), Some(next));
-    let stale = client
-        .post(&json)
-        .header("content-type", "application/json")
-        .header("producer-id", "p")
-        .header("producer-epoch", "2")
-        .header("producer-seq", "1")
-        .body("1")
-        .send()
-        .await
-        .unwrap();
+    let stale = post_json(&client, &json, 2, 1, "1").await;
     assert_eq!(stale.status(), 403);
 
     let r = client
@@ -415,4 +406,24 @@ async fn state_survives_sigkill_and_a_torn_tail_is_dropped() {
         .await
         .unwrap();
     assert_eq!(body, "{\"a\":1}\n{\"b\":[2,3]}\n");
+}
+
+/// A JSON append by producer `p` with the given epoch and sequence number.
+async fn post_json(
+    client: &reqwest::Client,
+    url: &str,
+    epoch: u64,
+    seq: u64,
+    body: &'static str,
+) -> reqwest::Response {
+    client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("producer-id", "p")
+        .header("producer-epoch", epoch.to_string())
+        .header("producer-seq", seq.to_string())
+        .body(body)
+        .send()
+        .await
+        .unwrap()
 }

@@ -17,7 +17,7 @@ use shared::params::{ReadParams, DEFAULT_LONG_POLL_MS};
 use super::error::ApiError;
 use super::read::CACHEABLE;
 use super::reading::{
-    check_incarnation, cursor, read_cut, read_slice, resolve_start, set, shape_body, slice_headers,
+    cursor, open_for_read, read_cut, read_slice, resolve_start, set, shape_body, slice_headers,
     stream_headers,
 };
 use super::Shared;
@@ -39,9 +39,7 @@ async fn run(
     req: Request,
     params: ReadParams,
 ) -> Result<Response<Body>, ApiError> {
-    let view = state.store.get(&path).ok_or(ApiError::NotFound)?;
-    check_incarnation(&view, req.headers())?;
-    view.touch(state.store.clock().now_ms());
+    let view = open_for_read(state, &path, req.headers())?;
     let mut rx = view.watch_tail();
     let first = *rx.borrow_and_update();
     let start = resolve_start(params.offset, &first)?;

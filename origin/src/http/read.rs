@@ -16,7 +16,7 @@ use shared::params::ReadParams;
 
 use super::error::ApiError;
 use super::reading::{
-    check_incarnation, read_cut, read_slice, resolve_start, set, shape_body, slice_headers,
+    open_for_read, read_cut, read_slice, resolve_start, set, shape_body, slice_headers,
     stream_headers,
 };
 use super::Shared;
@@ -35,9 +35,7 @@ async fn run(
     req: Request,
     params: ReadParams,
 ) -> Result<Response<Body>, ApiError> {
-    let view = state.store.get(&path).ok_or(ApiError::NotFound)?;
-    check_incarnation(&view, req.headers())?;
-    view.touch(state.store.clock().now_ms());
+    let view = open_for_read(state, &path, req.headers())?;
     let tail = view.tail();
     let start = resolve_start(params.offset, &tail)?;
     let mode = state.config.json_reads;

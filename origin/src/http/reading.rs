@@ -85,6 +85,20 @@ pub fn check_incarnation(view: &StreamView, headers: &HeaderMap) -> Result<(), A
     }
 }
 
+/// The stream a read names, after the checks every read makes: it exists
+/// (and has not expired), the request's `Stream-Incarnation` matches, and
+/// the read resets the sliding TTL.
+pub fn open_for_read(
+    state: &super::AppState,
+    path: &str,
+    headers: &HeaderMap,
+) -> Result<Arc<StreamView>, ApiError> {
+    let view = state.store.get(path).ok_or(ApiError::NotFound)?;
+    check_incarnation(&view, headers)?;
+    view.touch(state.store.clock().now_ms());
+    Ok(view)
+}
+
 /// The byte position a read starts at.
 pub fn resolve_start(from: ReadFrom, tail: &Tail) -> Result<u64, ApiError> {
     match from {

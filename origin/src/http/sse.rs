@@ -21,9 +21,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::error::ApiError;
-use super::reading::{
-    check_incarnation, cursor, read_slice, resolve_start, set, stream_headers, Cut,
-};
+use super::reading::{cursor, open_for_read, read_slice, resolve_start, set, stream_headers, Cut};
 use super::{JsonReads, Shared};
 use crate::core::json::ndjson_to_array;
 
@@ -42,9 +40,7 @@ async fn run(
     req: Request,
     params: ReadParams,
 ) -> Result<Response<Body>, ApiError> {
-    let view = state.store.get(&path).ok_or(ApiError::NotFound)?;
-    check_incarnation(&view, req.headers())?;
-    view.touch(state.store.clock().now_ms());
+    let view = open_for_read(&state, &path, req.headers())?;
     let mut rx = view.watch_tail();
     let first = *rx.borrow_and_update();
     let mut pos = resolve_start(params.offset, &first)?;

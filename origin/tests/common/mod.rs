@@ -283,14 +283,11 @@ impl Api {
         content_type: &str,
         body: impl Into<Vec<u8>>,
     ) -> reqwest::Response {
-        let resp = send(
-            self.put(path)
-                .header("content-type", content_type)
-                .body(body.into()),
-        )
-        .await;
-        assert_eq!(resp.status().as_u16(), 201, "create {path}");
-        resp
+        let req = self
+            .put(path)
+            .header("content-type", content_type)
+            .body(body.into());
+        send_expecting(req, 201, &format!("create {path}")).await
     }
 
     /// A plain append, asserting 204; returns the answer.
@@ -300,14 +297,11 @@ impl Api {
         content_type: &str,
         body: impl Into<Vec<u8>>,
     ) -> reqwest::Response {
-        let resp = send(
-            self.post(path)
-                .header("content-type", content_type)
-                .body(body.into()),
-        )
-        .await;
-        assert_eq!(resp.status().as_u16(), 204, "append to {path}");
-        resp
+        let req = self
+            .post(path)
+            .header("content-type", content_type)
+            .body(body.into());
+        send_expecting(req, 204, &format!("append to {path}")).await
     }
 
     /// Closes a stream with an empty append, asserting 204.
@@ -512,4 +506,15 @@ fn parse_event(block: &[u8]) -> Option<SseEvent> {
         event: event.unwrap_or_else(|| "message".into()),
         data,
     })
+}
+
+/// Sends a request and asserts its status.
+async fn send_expecting(
+    req: reqwest::RequestBuilder,
+    status: u16,
+    what: &str,
+) -> reqwest::Response {
+    let resp = send(req).await;
+    assert_eq!(resp.status().as_u16(), status, "{what}");
+    resp
 }
