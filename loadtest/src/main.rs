@@ -18,10 +18,6 @@ mod stats;
 
 use clap::{Parser, Subcommand};
 
-// The same allocator as the origin, so the ceiling is not handicapped.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(
     name = "ds-load",

@@ -5,11 +5,6 @@ use clap::Parser;
 use origin::config::Cli;
 use origin::server::Origin;
 
-// mimalloc: the append path allocates per request (headers, bodies, futures);
-// glibc malloc took ~16 % of the origin's CPU under load, mimalloc far less.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()

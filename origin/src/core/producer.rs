@@ -69,6 +69,16 @@ pub enum ProducerRefusal {
 }
 
 impl ProducerState {
+    /// A placeholder with no history (it allocates nothing).
+    pub fn empty() -> Self {
+        ProducerState {
+            epoch: 0,
+            last_seq: 0,
+            last_active: 0,
+            receipts: VecDeque::new(),
+        }
+    }
+
     /// Whether this state still counts at `now`.
     pub fn is_live(&self, now: Millis) -> bool {
         now.saturating_sub(self.last_active) < PRODUCER_FORGET_AFTER_MS

@@ -179,11 +179,18 @@ impl StreamCore {
                 start: effect.start,
                 end: self.len,
             };
-            let old = self.producers.remove(&claim.id);
-            self.producers.insert(
-                claim.id.clone(),
-                producer::record(old, claim, receipt, effect.at),
-            );
+            // The common case (a known producer) updates in place, without
+            // allocating its id again.
+            match self.producers.get_mut(&claim.id) {
+                Some(state) => {
+                    let old = std::mem::replace(state, producer::ProducerState::empty());
+                    *state = producer::record(Some(old), claim, receipt, effect.at);
+                }
+                None => {
+                    let state = producer::record(None, claim, receipt, effect.at);
+                    self.producers.insert(claim.id.clone(), state);
+                }
+            }
         }
     }
 
