@@ -20,6 +20,8 @@ mod errors;
 mod head;
 #[path = "protocol/lifecycle.rs"]
 mod lifecycle;
+#[path = "protocol/limits.rs"]
+mod limits;
 #[path = "protocol/long_poll.rs"]
 mod long_poll;
 #[path = "protocol/producers.rs"]
