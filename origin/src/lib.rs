@@ -7,6 +7,7 @@
 //!   commit, per-stream files, checkpoints, recovery.
 //! - [`http`]: the protocol over HTTP, one file per operation.
 //! - [`server`]: wiring and graceful shutdown; [`config`]: the command line.
+//! - [`objects`]: object storage for sealed chunks and snapshots (in progress).
 //! - [`metrics`], [`clock`]: what is measured, and injected time.
 
 pub mod clock;
@@ -14,5 +15,6 @@ pub mod config;
 pub mod core;
 pub mod http;
 pub mod metrics;
+pub mod objects;
 pub mod server;
 pub mod store;
