@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Routes counted in `ds_requests_total`.
-pub const ROUTES: [&str; 10] = [
+pub const ROUTES: [&str; 11] = [
     "create",
     "append",
     "delete",
@@ -15,6 +15,7 @@ pub const ROUTES: [&str; 10] = [
     "read",
     "long_poll",
     "sse",
+    "chunk",
     "preflight",
     "reserved",
     "other",

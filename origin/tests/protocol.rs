@@ -12,6 +12,8 @@ mod common;
 
 #[path = "protocol/append.rs"]
 mod append;
+#[path = "protocol/chunks.rs"]
+mod chunks;
 #[path = "protocol/create.rs"]
 mod create;
 #[path = "protocol/errors.rs"]

@@ -6,6 +6,7 @@
 
 pub mod append;
 pub mod body;
+pub mod chunk;
 pub mod create;
 pub mod delete;
 pub mod error;
@@ -151,11 +152,29 @@ async fn dispatch(state: Shared, req: Request) -> Response<Body> {
         {
             ("preflight", preflight())
         }
-        Target::Chunk { .. } | Target::IncarnationSnapshot { .. } | Target::Snapshot { .. } => (
+        Target::Chunk {
+            stream,
+            token,
+            offset,
+        } if method == Method::GET || method == Method::HEAD => {
+            let (stream, token, offset) = (stream.to_owned(), token.to_owned(), offset.to_owned());
+            (
+                "chunk",
+                chunk::chunk(state.clone(), stream, token, offset, req).await,
+            )
+        }
+        Target::Chunk { .. } => (
+            "chunk",
+            error::error_response(
+                ErrorCode::MethodNotAllowed,
+                "a chunk URL only answers GET and HEAD",
+            ),
+        ),
+        Target::IncarnationSnapshot { .. } | Target::Snapshot { .. } => (
             "reserved",
             error::error_response(
                 ErrorCode::NotFound,
-                "chunk and snapshot URLs are not served by this server yet",
+                "snapshots are not served by this server yet",
             ),
         ),
         Target::Reserved => (
