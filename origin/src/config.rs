@@ -72,6 +72,7 @@ impl Cli {
         let mut c = StoreConfig::new(self.data.clone());
         c.checkpoint_bytes = self.checkpoint_bytes;
         c.commit_delay = self.commit_delay;
+        c.object_store = self.object_store.clone();
         c.durability = match self.durability {
             DurabilityArg::Sync => Durability::Sync,
             DurabilityArg::Async => Durability::Async,

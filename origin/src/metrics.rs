@@ -44,6 +44,9 @@ pub struct Metrics {
     checkpoint_micros: AtomicU64,
     bytes_served: AtomicU64,
     bytes_appended: AtomicU64,
+    chunks_sealed: AtomicU64,
+    sealed_bytes: AtomicU64,
+    seal_errors: AtomicU64,
     long_polls_waiting: AtomicI64,
     sse_open: AtomicI64,
 }
@@ -70,6 +73,15 @@ impl Metrics {
         self.checkpoints.fetch_add(1, Relaxed);
         self.checkpoint_micros
             .fetch_add(took.as_micros() as u64, Relaxed);
+    }
+
+    pub fn sealed(&self, bytes: usize) {
+        self.chunks_sealed.fetch_add(1, Relaxed);
+        self.sealed_bytes.fetch_add(bytes as u64, Relaxed);
+    }
+
+    pub fn seal_error(&self) {
+        self.seal_errors.fetch_add(1, Relaxed);
     }
 
     pub fn served(&self, bytes: usize) {
@@ -114,6 +126,9 @@ impl Metrics {
             ("ds_checkpoint_micros_total", &self.checkpoint_micros),
             ("ds_bytes_served_total", &self.bytes_served),
             ("ds_bytes_appended_total", &self.bytes_appended),
+            ("ds_chunks_sealed_total", &self.chunks_sealed),
+            ("ds_sealed_bytes_total", &self.sealed_bytes),
+            ("ds_seal_errors_total", &self.seal_errors),
         ];
         for (name, v) in counters {
             let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Relaxed));

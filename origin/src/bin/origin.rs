@@ -23,8 +23,8 @@ async fn main() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", cli.listen))?;
     tracing::info!(addr = %listener.local_addr()?, "origin listening on {}", listener.local_addr()?);
-    if cli.object_store.is_some() {
-        tracing::warn!("--object-store is accepted but chunk sealing is not built yet; the log stays on local disk");
+    if let Some(url) = &cli.object_store {
+        tracing::info!(%url, "sealing complete chunks into object storage");
     }
     let origin = Origin::open(cli.store_config(), cli.http_config())
         .context("opening the data directory")?;

@@ -9,6 +9,7 @@
 pub mod config;
 pub mod json;
 pub mod producer;
+pub mod seal;
 pub mod stream;
 
 /// Milliseconds since the Unix epoch. Time is always passed in.

@@ -31,6 +31,9 @@ pub struct StreamCore {
     /// The last `Stream-Seq` applied.
     pub stream_seq: Option<String>,
     pub producers: BTreeMap<String, ProducerState>,
+    /// Bytes `[0, sealed)` are in immutable chunks in object storage.
+    #[serde(default)]
+    pub sealed: u64,
 }
 
 /// An append as the writer loop sees it: headers already parsed, the body
@@ -97,6 +100,7 @@ impl StreamCore {
             closed: false,
             stream_seq: None,
             producers: BTreeMap::new(),
+            sealed: 0,
         }
     }
 

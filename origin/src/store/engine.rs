@@ -154,6 +154,17 @@ impl Engine {
                 self.append(&path, &effect, &payload);
                 Ok(())
             }
+            Record::Sealed { id, through } => {
+                if let Some(path) = self.paths_by_id.get(&id) {
+                    let core = &mut self
+                        .entries
+                        .get_mut(path)
+                        .expect("indexed streams exist")
+                        .core;
+                    core.sealed = core.sealed.max(through);
+                }
+                Ok(())
+            }
             Record::Delete { id, .. } => {
                 if let Some(path) = self.paths_by_id.get(&id).cloned() {
                     self.delete(&path);

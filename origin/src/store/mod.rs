@@ -17,6 +17,7 @@ pub mod error;
 pub mod layout;
 pub mod record;
 pub mod recovery;
+pub mod sealer;
 pub mod tail_buffer;
 pub mod view;
 pub mod wal;
@@ -65,6 +66,11 @@ pub struct StoreConfig {
     /// at least `commit_siblings` commands (0: never wait).
     pub commit_delay: Duration,
     pub commit_siblings: usize,
+    /// Object storage for sealed chunks (`file:///…`, `s3://…`); none: no
+    /// sealing.
+    pub object_store: Option<String>,
+    /// S3 settings that win over the environment (see `objects::open_with`).
+    pub object_store_settings: Vec<(String, String)>,
 }
 
 /// When an append is acknowledged.
@@ -91,6 +97,8 @@ impl StoreConfig {
             durability: Durability::Sync,
             commit_delay: Duration::from_millis(1),
             commit_siblings: 8,
+            object_store: None,
+            object_store_settings: Vec::new(),
         }
     }
 }
@@ -128,7 +136,21 @@ impl Store {
         });
         let (published, to_publish) = mpsc::channel(PUBLISH_QUEUE_BATCHES);
         tokio::spawn(Arc::clone(&publisher).run(to_publish));
-        let writer = Writer::new(
+        let objects = match &config.object_store {
+            None => None,
+            Some(url) => {
+                let settings: Vec<(&str, &str)> = config
+                    .object_store_settings
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                let store =
+                    crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
+                Some(crate::objects::instrumented::Objects::new(store))
+            }
+        };
+        let sealer_metrics = Arc::clone(&metrics);
+        let mut writer = Writer::new(
             engine,
             wal,
             Arc::clone(&clock),
@@ -137,6 +159,22 @@ impl Store {
             published,
             publisher,
         );
+        if let Some(objects) = objects {
+            let (jobs, queue) = mpsc::unbounded_channel();
+            let sealer = sealer::Sealer {
+                objects,
+                writer: tx.clone(),
+                metrics: sealer_metrics,
+            };
+            tokio::spawn(sealer.run(queue));
+            writer.seal_jobs = Some(jobs);
+            // Chunks that were ready but not sealed before the last stop.
+            let paths: Vec<String> = writer.engine.entries.keys().cloned().collect();
+            for path in paths {
+                writer.queue_seals(&path);
+            }
+            writer.hand_over_seals();
+        }
         let handle = std::thread::Builder::new()
             .name("wal-writer".into())
             .spawn(move || writer.run(rx))?;

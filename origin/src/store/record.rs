@@ -6,6 +6,7 @@
 //! Create = id created_at path incarnation content_type expiry public effect payload
 //! Append = id effect payload
 //! Delete = id at
+//! Sealed = id through            bytes [0, through) are in object storage
 //! effect = start len at flags:u8 [producer_id epoch seq] [stream_seq]
 //! ```
 //! Integers are u64 little-endian, strings u32le-length-prefixed UTF-8, and
@@ -28,6 +29,7 @@ pub const MAX_BODY: usize = 64 * 1024 * 1024;
 const KIND_CREATE: u8 = 1;
 const KIND_APPEND: u8 = 2;
 const KIND_DELETE: u8 = 3;
+const KIND_SEALED: u8 = 4;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CreateRecord {
@@ -51,6 +53,11 @@ pub enum Record {
     Delete {
         id: u64,
         at: Millis,
+    },
+    /// Bytes `[0, through)` of the stream are sealed in object storage.
+    Sealed {
+        id: u64,
+        through: u64,
     },
 }
 
@@ -105,6 +112,11 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             put_u64(out, *id);
             put_effect(out, effect);
             out.extend_from_slice(payload);
+        }
+        Record::Sealed { id, through } => {
+            out.push(KIND_SEALED);
+            put_u64(out, *id);
+            put_u64(out, *through);
         }
         Record::Delete { id, at } => {
             out.push(KIND_DELETE);
@@ -195,6 +207,10 @@ fn decode_body(body: &[u8]) -> Result<Record, FrameError> {
                 payload,
             }
         }
+        KIND_SEALED => Record::Sealed {
+            id: r.u64()?,
+            through: r.u64()?,
+        },
         KIND_DELETE => Record::Delete {
             id: r.u64()?,
             at: r.u64()?,
@@ -329,6 +345,7 @@ mod tests {
                 payload: p.into()
             }),
             (any::<u64>(), any::<u64>()).prop_map(|(id, at)| Record::Delete { id, at }),
+            (any::<u64>(), any::<u64>()).prop_map(|(id, through)| Record::Sealed { id, through }),
             (
                 any::<u64>(),
                 "/[a-z/]{0,20}",

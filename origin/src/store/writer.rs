@@ -23,6 +23,7 @@ use super::checkpoint::{self, Checkpoint};
 use super::engine::Engine;
 use super::error::StoreError;
 use super::record::{self, CreateRecord, Record};
+use super::sealer::SealJob;
 use super::tail_buffer::FLUSH_BYTES;
 use super::view::{StreamView, Tail};
 use super::wal::{self, Wal};
@@ -87,6 +88,8 @@ pub enum Command {
     Tick,
     /// Finish the current batch, checkpoint, and stop.
     Shutdown,
+    /// Bytes `[0, through)` of stream `id` are sealed in object storage.
+    Sealed { id: u64, through: u64 },
 }
 
 /// What becomes visible once the batch is durable.
@@ -156,6 +159,12 @@ pub struct Writer {
     buffered_total: u64,
     published: mpsc::Sender<Vec<AfterCommit>>,
     publisher: Arc<Publisher>,
+    /// Where complete chunks go to be sealed (none without object storage).
+    pub seal_jobs: Option<mpsc::UnboundedSender<SealJob>>,
+    /// Chunks found ready in this batch, handed over once it is durable.
+    pending_seals: Vec<SealJob>,
+    /// Per stream id: the end of the last chunk handed to the sealer.
+    seal_requested: HashMap<u64, u64>,
 }
 
 impl Writer {
@@ -181,6 +190,9 @@ impl Writer {
             buffered_total: 0,
             published,
             publisher,
+            seal_jobs: None,
+            pending_seals: Vec::new(),
+            seal_requested: HashMap::new(),
         }
     }
 
@@ -233,6 +245,38 @@ impl Writer {
         }
     }
 
+    /// Gives the sealer the chunks queued so far (their bytes are durable).
+    pub fn hand_over_seals(&mut self) {
+        if let Some(jobs) = &self.seal_jobs {
+            for job in self.pending_seals.drain(..) {
+                let _ = jobs.send(job);
+            }
+        }
+    }
+
+    /// Queues the chunks of the stream at `path` that became ready to seal.
+    pub fn queue_seals(&mut self, path: &str) {
+        if self.seal_jobs.is_none() {
+            return;
+        }
+        let entry = &self.engine.entries[path];
+        let core = &entry.core;
+        let requested = self
+            .seal_requested
+            .get(&core.id)
+            .copied()
+            .unwrap_or(0)
+            .max(core.sealed);
+        for (start, end) in crate::core::seal::all_sealable(core.len, core.closed, requested) {
+            self.pending_seals.push(SealJob {
+                view: Arc::clone(&entry.view),
+                start,
+                end,
+            });
+            self.seal_requested.insert(core.id, end);
+        }
+    }
+
     /// Notes that `view` gained `bytes` of buffered tail.
     fn buffered(&mut self, view: &Arc<StreamView>, bytes: u64) {
         self.buffered_total += bytes;
@@ -278,6 +322,7 @@ impl Writer {
                 .wal_sync(frames.len() as u64, commands as u64, started.elapsed());
             frames.clear();
         }
+        self.hand_over_seals();
         let actions = std::mem::take(after);
         if let Err(unsent) = self.published.blocking_send(actions) {
             // The runtime is gone (shutdown): publish from here.
@@ -346,6 +391,20 @@ impl Writer {
                 })));
             }
             Command::Shutdown => {}
+            Command::Sealed { id, through } => {
+                if let Some(path) = self.engine.paths_by_id.get(&id) {
+                    let core = &mut self
+                        .engine
+                        .entries
+                        .get_mut(path)
+                        .expect("indexed streams exist")
+                        .core;
+                    if through > core.sealed {
+                        core.sealed = through;
+                        record::encode(&Record::Sealed { id, through }, frames);
+                    }
+                }
+            }
             Command::Tick => {
                 let expired: Vec<String> = self
                     .engine
@@ -380,6 +439,7 @@ impl Writer {
 
     fn delete(&mut self, path: &str, now: u64, frames: &mut Vec<u8>, after: &mut Vec<AfterCommit>) {
         if let Some(entry) = self.engine.delete(path) {
+            self.seal_requested.remove(&entry.core.id);
             if let Some((view, _)) = self.dirty.remove(&entry.core.id) {
                 self.buffered_total -= view.pending();
             }
@@ -440,6 +500,7 @@ impl Writer {
         let entry = &self.engine.entries[&path];
         let (view, tail) = (Arc::clone(&entry.view), entry.tail());
         self.buffered(&view, tail.next);
+        self.queue_seals(&path);
         after.push(AfterCommit::Register(Arc::clone(&view)));
         Ok(Created {
             view,
@@ -493,6 +554,7 @@ impl Writer {
                 let id = entry.core.id;
                 self.engine.append(path, &effect, &payload);
                 self.buffered(&view, effect.len);
+                self.queue_seals(path);
                 let start = effect.start;
                 record::encode(
                     &Record::Append {

@@ -2,6 +2,8 @@
 //! loopback port with its own data directory, and small HTTP helpers.
 #![allow(dead_code)]
 
+pub mod s3;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;

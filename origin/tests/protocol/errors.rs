@@ -57,9 +57,10 @@ async fn every_refusal_has_the_json_error_shape() {
             "STREAM_NOT_FOUND",
         ),
         (
+            // A token in a form this server never gives.
             api.get(&format!("{path}/incarnation/tok/chunk/0000000000000000")),
-            404,
-            "STREAM_NOT_FOUND",
+            400,
+            "BAD_REQUEST",
         ),
         (
             api.get(&format!("{path}/snapshot")),

@@ -1,0 +1,100 @@
+//! Sealing: copy each complete 4 MiB chunk of a stream (and the last, short
+//! chunk of a closed stream) into object storage, once and for good.
+//!
+//! The writer hands over a job once the bytes are durable in the log; the
+//! sealer writes the chunk with a create-only put, checks that what is stored
+//! is exactly those bytes, and only then tells the writer, which logs
+//! `Sealed` and advances the stream's sealed prefix. One sealer per origin
+//! and one writer per key, so correctness never rests on two writers racing
+//! for a key (s3s-fs's conditional put is not atomic). A failed upload is
+//! retried with backoff until it succeeds or the stream is deleted; appends
+//! go on meanwhile (the local log holds the bytes).
+//!
+//! Not built yet (issue 3 continues): dropping sealed chunks from local disk,
+//! reads from object storage, the bound on unsealed bytes, retention and GC.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use shared::offset::Offset;
+use tokio::sync::mpsc;
+
+use super::view::StreamView;
+use super::writer::Command;
+use crate::metrics::Metrics;
+use crate::objects::instrumented::{Objects, PutOutcome};
+use crate::objects::keys;
+
+/// One chunk to seal: bytes `[start, end)` of a stream.
+pub struct SealJob {
+    pub view: Arc<StreamView>,
+    pub start: u64,
+    pub end: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum SealError {
+    #[error("reading the chunk from the log: {0}")]
+    Read(#[from] std::io::Error),
+    #[error("object storage: {0}")]
+    Store(#[from] object_store::Error),
+    #[error("the stored chunk differs from the log ({stored} bytes stored, {expected} expected)")]
+    Mismatch { stored: usize, expected: usize },
+}
+
+pub struct Sealer {
+    pub objects: Objects,
+    pub writer: mpsc::Sender<Command>,
+    pub metrics: Arc<Metrics>,
+}
+
+const FIRST_RETRY: Duration = Duration::from_millis(100);
+const LAST_RETRY: Duration = Duration::from_secs(30);
+
+impl Sealer {
+    pub async fn run(self, mut jobs: mpsc::UnboundedReceiver<SealJob>) {
+        while let Some(job) = jobs.recv().await {
+            let mut wait = FIRST_RETRY;
+            loop {
+                if job.view.tail().gone {
+                    break;
+                }
+                match self.seal(&job).await {
+                    Ok(()) => break,
+                    Err(e) => {
+                        self.metrics.seal_error();
+                        tracing::warn!(stream = %job.view.path, start = job.start, error = %e, "sealing a chunk failed; retrying");
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(LAST_RETRY);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn seal(&self, job: &SealJob) -> Result<(), SealError> {
+        let bytes = job.view.read(job.start, job.end).await?;
+        let key = keys::chunk(&job.view.path, &job.view.incarnation, Offset(job.start));
+        let outcome = self.objects.put_new(&key, bytes.clone()).await?;
+        // Verify what is stored: after a fresh put as after finding an object
+        // an earlier attempt (before a crash) left.
+        let stored = self.objects.get(&key).await?;
+        if stored != bytes {
+            return Err(SealError::Mismatch {
+                stored: stored.len(),
+                expected: bytes.len(),
+            });
+        }
+        if outcome == PutOutcome::Created {
+            self.metrics.sealed(bytes.len());
+        }
+        let _ = self
+            .writer
+            .send(Command::Sealed {
+                id: job.view.id,
+                through: job.end,
+            })
+            .await;
+        Ok(())
+    }
+}

@@ -1,0 +1,77 @@
+//! An S3-compatible server (s3s-fs, installed by `.ci/run`) on loopback.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use origin::objects::instrumented::Objects;
+use origin::objects::open_with;
+
+/// An s3s-fs server on a free loopback port with one bucket, `chunks`.
+pub struct S3sFs {
+    child: Child,
+    endpoint: String,
+    _root: tempfile::TempDir,
+}
+
+impl S3sFs {
+    pub fn start() -> S3sFs {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("chunks")).unwrap();
+        let mut child = Command::new("s3s-fs")
+            .args(["--host", "127.0.0.1", "--port", "0", "--access-key", "test-key", "--secret-key", "test-secret"])
+            .arg(root.path())
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("s3s-fs is installed (cargo install s3s-fs --version 0.14.1 --locked --features binary)");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let endpoint = loop {
+            let line = lines.next().expect("s3s-fs prints its address").unwrap();
+            if let Some(at) = line.find("http://") {
+                break line[at..].trim().to_owned();
+            }
+        };
+        std::thread::spawn(move || for _ in lines {});
+        S3sFs {
+            child,
+            endpoint,
+            _root: root,
+        }
+    }
+
+    pub fn objects(&self) -> Objects {
+        let settings = self.settings();
+        let settings: Vec<(&str, &str)> = settings
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        Objects::new(open_with(Self::URL, &settings).unwrap())
+    }
+
+    /// The store's URL for the origin.
+    pub const URL: &'static str = "s3://chunks/origin-test";
+
+    /// S3 settings that reach this server.
+    pub fn settings(&self) -> Vec<(String, String)> {
+        [
+            ("aws_endpoint", self.endpoint.as_str()),
+            ("aws_access_key_id", "test-key"),
+            ("aws_secret_access_key", "test-secret"),
+            ("aws_region", "us-east-1"),
+            ("aws_allow_http", "true"),
+            ("aws_virtual_hosted_style_request", "false"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+}
+
+impl Drop for S3sFs {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
