@@ -134,10 +134,7 @@ async fn dispatch(state: Shared, req: Request) -> Response<Body> {
                 Method::OPTIONS => ("preflight", preflight()),
                 _ => (
                     "other",
-                    error::error_response(
-                        ErrorCode::MethodNotAllowed,
-                        "use PUT, POST, GET, HEAD or DELETE",
-                    ),
+                    method_not_allowed("GET, HEAD, PUT, POST, DELETE, OPTIONS"),
                 ),
             }
         }
@@ -163,13 +160,7 @@ async fn dispatch(state: Shared, req: Request) -> Response<Body> {
                 chunk::chunk(state.clone(), stream, token, offset, req).await,
             )
         }
-        Target::Chunk { .. } => (
-            "chunk",
-            error::error_response(
-                ErrorCode::MethodNotAllowed,
-                "a chunk URL only answers GET and HEAD",
-            ),
-        ),
+        Target::Chunk { .. } => ("chunk", method_not_allowed("GET, HEAD, OPTIONS")),
         Target::IncarnationSnapshot { .. } | Target::Snapshot { .. } => (
             "reserved",
             error::error_response(
@@ -212,6 +203,17 @@ async fn read_route(state: Shared, stream: String, req: Request) -> (&'static st
         ),
         Live::Sse => ("sse", sse::sse(state, stream, req, params).await),
     }
+}
+
+/// 405 with the methods the resource answers, as `Allow` and in the message.
+fn method_not_allowed(allow: &'static str) -> Response<Body> {
+    let mut r = error::error_response(
+        ErrorCode::MethodNotAllowed,
+        format!("this resource answers {allow}"),
+    );
+    r.headers_mut()
+        .insert(http::header::ALLOW, HeaderValue::from_static(allow));
+    r
 }
 
 fn preflight() -> Response<Body> {
