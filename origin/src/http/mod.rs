@@ -109,9 +109,20 @@ where
                 "content-type",
                 HeaderValue::from_static("text/plain; version=0.0.4"),
             );
+            r.headers_mut().insert(
+                "x-content-type-options",
+                HeaderValue::from_static("nosniff"),
+            );
             r
         }
-        (&Method::GET, routes::HEALTH) => Response::new(Body::from("ok")),
+        (&Method::GET, routes::HEALTH) => {
+            let mut r = Response::new(Body::from("ok"));
+            r.headers_mut().insert(
+                "x-content-type-options",
+                HeaderValue::from_static("nosniff"),
+            );
+            r
+        }
         _ => dispatch(state, req).await,
     }
 }
