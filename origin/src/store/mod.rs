@@ -9,7 +9,8 @@
 //!   the pure core).
 //! - [`record`], [`checkpoint`]: the two persisted formats.
 //! - [`recovery`]: startup from checkpoint and log.
-//! - [`view`]: what readers see.
+//! - [`view`]: what readers see; [`tail_buffer`]: the hot tail in memory.
+//! - [`sealer`]: copies complete chunks into object storage.
 
 pub mod checkpoint;
 pub mod engine;
