@@ -160,6 +160,7 @@ impl Store {
             published,
             publisher,
         );
+        writer.replayed_bytes = report.bytes_replayed;
         if let Some(objects) = objects {
             let (jobs, queue) = mpsc::unbounded_channel();
             let sealer = sealer::Sealer {

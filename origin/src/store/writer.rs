@@ -165,6 +165,10 @@ pub struct Writer {
     pending_seals: Vec<SealJob>,
     /// Per stream id: the end of the last chunk handed to the sealer.
     seal_requested: HashMap<u64, u64>,
+    /// Log bytes recovery replayed from segments that are still on disk; a
+    /// checkpoint retires them (so a restart right after a crash does not
+    /// replay them again).
+    pub replayed_bytes: u64,
 }
 
 impl Writer {
@@ -193,6 +197,7 @@ impl Writer {
             seal_jobs: None,
             pending_seals: Vec::new(),
             seal_requested: HashMap::new(),
+            replayed_bytes: 0,
         }
     }
 
@@ -583,12 +588,12 @@ impl Writer {
     /// Rotates the WAL and writes a checkpoint in the background when the
     /// open segment is large or old enough (or at once when `now`).
     fn maybe_checkpoint(&mut self, now: bool) {
-        let due = self.wal.written >= self.config.checkpoint_bytes
-            || (self.wal.written > 0
-                && self.last_checkpoint.elapsed() >= self.config.checkpoint_interval);
-        if !(due || now && self.wal.written > 0)
-            || self.checkpoint_running.swap(true, Ordering::AcqRel)
-        {
+        // Log written since the last checkpoint: this segment, plus older
+        // segments that recovery replayed and no checkpoint has retired yet.
+        let unretired = self.wal.written + self.replayed_bytes;
+        let due = unretired >= self.config.checkpoint_bytes
+            || (unretired > 0 && self.last_checkpoint.elapsed() >= self.config.checkpoint_interval);
+        if !(due || now && unretired > 0) || self.checkpoint_running.swap(true, Ordering::AcqRel) {
             return;
         }
         let replay_from = match self.wal.rotate() {
@@ -599,6 +604,7 @@ impl Writer {
             }
         };
         self.last_checkpoint = Instant::now();
+        self.replayed_bytes = 0;
         // The checkpoint's lengths must be in the files it syncs.
         self.flush_buffers(true);
         for entry in self.engine.entries.values_mut() {
