@@ -23,15 +23,8 @@ pub struct Args {
     /// Stream paths are `{prefix}{i}`.
     #[arg(long, default_value = "/v1/stream/bench-")]
     pub prefix: String,
-    #[arg(long, default_value_t = 500)]
-    pub streams: usize,
-    #[arg(long, default_value_t = 256)]
-    pub body: usize,
-    /// Seconds measured, after the warm-up.
-    #[arg(long, default_value_t = 10)]
-    pub seconds: u64,
-    #[arg(long, default_value_t = 2)]
-    pub warmup: u64,
+    #[command(flatten)]
+    pub workload: Workload,
     /// Send producer headers (exactly-once appends).
     #[arg(long)]
     pub producer: bool,
@@ -40,6 +33,22 @@ pub struct Args {
     pub create: bool,
     #[arg(long, default_value = "append")]
     pub label: String,
+}
+
+/// The shape of an append workload, shared by `append` and `compare-append`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Workload {
+    /// Streams, one closed-loop writer each.
+    #[arg(long, default_value_t = 500)]
+    pub streams: usize,
+    /// Bytes per append.
+    #[arg(long, default_value_t = 256)]
+    pub body: usize,
+    /// Seconds measured, after the warm-up.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    #[arg(long, default_value_t = 2)]
+    pub warmup: u64,
 }
 
 pub type Sender = http1::SendRequest<Full<Bytes>>;
@@ -61,13 +70,13 @@ pub async fn send(sender: &mut Sender, req: Request<Full<Bytes>>) -> anyhow::Res
 }
 
 pub async fn run(args: &Args) -> anyhow::Result<Summary> {
-    let body = Bytes::from(vec![b'a'; args.body]);
+    let body = Bytes::from(vec![b'a'; args.workload.body]);
     let stop = Arc::new(AtomicBool::new(false));
     let measuring = Arc::new(AtomicBool::new(false));
     // Connect and create every stream first, all at once, so that every
     // writer runs for the whole measured window.
-    let mut setup = Vec::with_capacity(args.streams);
-    for i in 0..args.streams {
+    let mut setup = Vec::with_capacity(args.workload.streams);
+    for i in 0..args.workload.streams {
         let (addr, path, create) = (args.addr, format!("{}{i}", args.prefix), args.create);
         setup.push(tokio::spawn(async move {
             let mut sender = connect(addr).await?;
@@ -81,11 +90,11 @@ pub async fn run(args: &Args) -> anyhow::Result<Summary> {
             anyhow::Ok((sender, path))
         }));
     }
-    let mut ready = Vec::with_capacity(args.streams);
+    let mut ready = Vec::with_capacity(args.workload.streams);
     for s in setup {
         ready.push(s.await??);
     }
-    let mut tasks = Vec::with_capacity(args.streams);
+    let mut tasks = Vec::with_capacity(args.workload.streams);
     for (i, (mut sender, path)) in ready.into_iter().enumerate() {
         let (body, stop, measuring, producer, addr) = (
             body.clone(),
@@ -128,10 +137,10 @@ pub async fn run(args: &Args) -> anyhow::Result<Summary> {
             (lat, errors)
         }));
     }
-    tokio::time::sleep(Duration::from_secs(args.warmup)).await;
+    tokio::time::sleep(Duration::from_secs(args.workload.warmup)).await;
     measuring.store(true, Ordering::Relaxed);
     let started = Instant::now();
-    tokio::time::sleep(Duration::from_secs(args.seconds)).await;
+    tokio::time::sleep(Duration::from_secs(args.workload.seconds)).await;
     measuring.store(false, Ordering::Relaxed);
     let elapsed = started.elapsed();
     stop.store(true, Ordering::Relaxed);

@@ -17,14 +17,8 @@ pub struct Args {
     /// The origin binary to start.
     #[arg(long, default_value = "target/release/origin")]
     pub origin: PathBuf,
-    #[arg(long, default_value_t = 500)]
-    pub streams: usize,
-    #[arg(long, default_value_t = 256)]
-    pub body: usize,
-    #[arg(long, default_value_t = 10)]
-    pub seconds: u64,
-    #[arg(long, default_value_t = 2)]
-    pub warmup: u64,
+    #[command(flatten)]
+    pub workload: append::Workload,
     /// Also run with producer headers.
     #[arg(long)]
     pub producer: bool,
@@ -77,7 +71,7 @@ async fn measure(
     let before = cpu_seconds(pid);
     let r = append::run(args).await?;
     let cpu = cpu_seconds(pid) - before;
-    let total = (args.warmup + args.seconds) as f64 * r.rps();
+    let total = (args.workload.warmup + args.workload.seconds) as f64 * r.rps();
     println!(
         "{}  server CPU {:.0} us/request",
         r.line(label),
@@ -103,17 +97,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let base = append::Args {
         addr: ceiling_addr,
         prefix: "/v1/stream/bench-".into(),
-        streams: args.streams,
-        body: args.body,
-        seconds: args.seconds,
-        warmup: args.warmup,
+        workload: args.workload.clone(),
         producer: false,
         create: true,
         label: String::new(),
     };
     println!(
         "workload: {} streams x 1 closed-loop writer, {} B bodies, {} s measured after {} s warm-up; origin durable (fdatasync before every ack)",
-        args.streams, args.body, args.seconds, args.warmup
+        args.workload.streams, args.workload.body, args.workload.seconds, args.workload.warmup
     );
     let ceiling_pid = ceiling.id().unwrap_or(0);
     let origin_pid = origin.id().unwrap_or(0);
