@@ -265,16 +265,7 @@ async fn state_survives_sigkill_and_a_torn_tail_is_dropped() {
         .unwrap();
     assert_eq!(r.status(), 201);
     let incarnation = common::header(&r, "stream-incarnation").unwrap();
-    let r = client
-        .post(&json)
-        .header("content-type", "application/json")
-        .header("producer-id", "p")
-        .header("producer-epoch", "3")
-        .header("producer-seq", "0")
-        .body(r#"[{"a": 1}, {"b": [2, 3]}]"#)
-        .send()
-        .await
-        .unwrap();
+    let r = post_json(&client, &json, 3, 0, r#"[{"a": 1}, {"b": [2, 3]}]"#).await;
     assert_eq!(r.status(), 200);
     let (off, next) = (
         common::header(&r, "stream-offset").unwrap(),
@@ -345,16 +336,7 @@ async fn state_survives_sigkill_and_a_torn_tail_is_dropped() {
     );
     // The producer's state survived: the same request is a duplicate with
     // the original offsets, and the next seq applies.
-    let retry = client
-        .post(&json)
-        .header("content-type", "application/json")
-        .header("producer-id", "p")
-        .header("producer-epoch", "3")
-        .header("producer-seq", "0")
-        .body(r#"[{"a": 1}, {"b": [2, 3]}]"#)
-        .send()
-        .await
-        .unwrap();
+    let retry = post_json(&client, &json, 3, 0, r#"[{"a": 1}, {"b": [2, 3]}]"#).await;
     assert_eq!(retry.status(), 204);
     assert_eq!(common::header(&retry, "stream-offset"), Some(off));
     assert_eq!(common::header(&retry, "stream-next-offset"), Some(next));

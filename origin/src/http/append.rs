@@ -83,10 +83,9 @@ async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body
         set(&mut resp, h::STREAM_CLOSED, "true");
     }
     match appended.outcome {
-        AppendOutcome::Applied { start, end } => {
+        AppendOutcome::Applied { start } => {
             state.metrics.appended(len);
             set(&mut resp, h::STREAM_OFFSET, Offset(start));
-            set(&mut resp, h::STREAM_NEXT_OFFSET, Offset(end));
             if let Some(claim) = claim {
                 set(&mut resp, h::PRODUCER_EPOCH, claim.epoch);
                 set(&mut resp, h::PRODUCER_SEQ, claim.seq);
@@ -106,6 +105,8 @@ async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body
             set(&mut resp, h::PRODUCER_EPOCH, epoch);
             set(&mut resp, h::PRODUCER_SEQ, highest_seq);
             set(&mut resp, h::PRODUCER_OUTCOME, "duplicate");
+            // The original append's own offsets, when its receipt is kept
+            // (they replace the current end set above).
             if let Some(r) = receipt {
                 set(&mut resp, h::STREAM_OFFSET, Offset(r.start));
                 set(&mut resp, h::STREAM_NEXT_OFFSET, Offset(r.end));

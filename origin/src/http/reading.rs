@@ -212,11 +212,6 @@ pub fn shape_body(view: &StreamView, mode: JsonReads, bytes: Bytes) -> (Bytes, S
     }
 }
 
-/// Offset header value for a position.
-pub fn offset(pos: u64) -> Offset {
-    Offset(pos)
-}
-
 /// The cursor for a live answer (see `shared::cursor`).
 pub fn cursor(now_ms: u64, client: Option<&str>) -> String {
     let jitter = 1 + rand::random::<u64>() % shared::cursor::CURSOR_MAX_JITTER_SECS;

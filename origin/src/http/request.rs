@@ -1,7 +1,6 @@
 //! Parsing of the request headers the protocol defines.
 
 use axum::http::{HeaderMap, HeaderName};
-use shared::error::ErrorCode;
 use shared::headers as h;
 
 use super::error::ApiError;
@@ -122,11 +121,6 @@ pub fn stream_seq(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
     Ok(text(headers, &h::STREAM_SEQ)?
         .filter(|s| !s.is_empty())
         .map(str::to_owned))
-}
-
-/// Maps a producer refusal code for requests that failed parsing.
-pub fn invalid(code: ErrorCode, msg: impl Into<String>) -> ApiError {
-    ApiError::Invalid(code, msg.into())
 }
 
 #[cfg(test)]

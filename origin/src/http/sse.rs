@@ -133,15 +133,11 @@ async fn run(
     stream_headers(&mut resp, &view);
     set(&mut resp, "content-type", "text/event-stream");
     set(&mut resp, "cache-control", "no-cache");
-    let data_type = if json {
-        NDJSON.to_owned()
+    // JSON events are NDJSON, unless JSON reads are arrays.
+    let data_type = if json && !array {
+        NDJSON
     } else {
-        view.config.content_type.clone()
-    };
-    let data_type = if array {
-        view.config.content_type.clone()
-    } else {
-        data_type
+        view.config.content_type.as_str()
     };
     set(&mut resp, h::STREAM_DATA_CONTENT_TYPE, data_type);
     if base64 {

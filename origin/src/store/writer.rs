@@ -46,9 +46,9 @@ pub struct Created {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AppendOutcome {
+    /// Applied at `start`; it ends at the new tail.
     Applied {
         start: u64,
-        end: u64,
     },
     Duplicate {
         epoch: u64,
@@ -569,12 +569,9 @@ impl Writer {
                     },
                     frames,
                 );
-                let entry = &self.engine.entries[path];
-                after.push(AfterCommit::Publish(Arc::clone(&view), entry.tail()));
-                AppendOutcome::Applied {
-                    start,
-                    end: entry.core.len,
-                }
+                let tail = self.engine.entries[path].tail();
+                after.push(AfterCommit::Publish(Arc::clone(&view), tail));
+                AppendOutcome::Applied { start }
             }
         };
         let tail = self.engine.entries[path].tail();
