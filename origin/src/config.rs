@@ -39,9 +39,18 @@ pub struct Cli {
     /// Directory of the log, checkpoints and stream files.
     #[arg(long, env = "ORIGIN_DATA", default_value = "./data/origin")]
     pub data: PathBuf,
-    /// Object storage for sealed chunks (file:///path or s3://bucket/prefix).
+    /// Object storage for sealed chunks and snapshots (file:///path or
+    /// s3://bucket/prefix); default: the folder `objects` in the data
+    /// directory.
     #[arg(long, env = "ORIGIN_OBJECT_STORE")]
     pub object_store: Option<String>,
+    /// Memory for sealed chunks read back from object storage, e.g. 256MiB.
+    #[arg(long, env = "ORIGIN_CHUNK_CACHE", default_value = "256MiB", value_parser = parse_size)]
+    pub chunk_cache: u64,
+    /// Complete chunks waiting to be sealed (object storage down or slow)
+    /// past which appends answer 503, e.g. 1GiB.
+    #[arg(long, env = "ORIGIN_MAX_UNSEALED", default_value = "1GiB", value_parser = parse_size)]
+    pub max_unsealed: u64,
     /// How JSON streams read: NDJSON (default) or JSON arrays.
     #[arg(long, env = "ORIGIN_JSON_READS", value_enum, default_value = "ndjson")]
     pub json_reads: JsonReadsArg,
@@ -72,7 +81,11 @@ impl Cli {
         let mut c = StoreConfig::new(self.data.clone());
         c.checkpoint_bytes = self.checkpoint_bytes;
         c.commit_delay = self.commit_delay;
-        c.object_store = self.object_store.clone();
+        if let Some(url) = &self.object_store {
+            c.object_store = Some(url.clone());
+        }
+        c.chunk_cache_bytes = self.chunk_cache;
+        c.max_unsealed_bytes = self.max_unsealed;
         c.durability = match self.durability {
             DurabilityArg::Sync => Durability::Sync,
             DurabilityArg::Async => Durability::Async,

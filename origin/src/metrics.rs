@@ -47,6 +47,10 @@ pub struct Metrics {
     chunks_sealed: AtomicU64,
     sealed_bytes: AtomicU64,
     seal_errors: AtomicU64,
+    chunk_cache_hits: AtomicU64,
+    chunk_cache_misses: AtomicU64,
+    dropped_bytes: AtomicU64,
+    unsealed_bytes: AtomicI64,
     long_polls_waiting: AtomicI64,
     sse_open: AtomicI64,
 }
@@ -82,6 +86,24 @@ impl Metrics {
 
     pub fn seal_error(&self) {
         self.seal_errors.fetch_add(1, Relaxed);
+    }
+
+    pub fn chunk_cache(&self, hit: bool) {
+        if hit {
+            self.chunk_cache_hits.fetch_add(1, Relaxed);
+        } else {
+            self.chunk_cache_misses.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Sealed bytes removed from local stream files.
+    pub fn dropped(&self, bytes: u64) {
+        self.dropped_bytes.fetch_add(bytes, Relaxed);
+    }
+
+    /// Complete chunks waiting to be sealed, in bytes (the writer sets it).
+    pub fn set_unsealed(&self, bytes: u64) {
+        self.unsealed_bytes.store(bytes as i64, Relaxed);
     }
 
     pub fn served(&self, bytes: usize) {
@@ -129,6 +151,9 @@ impl Metrics {
             ("ds_chunks_sealed_total", &self.chunks_sealed),
             ("ds_sealed_bytes_total", &self.sealed_bytes),
             ("ds_seal_errors_total", &self.seal_errors),
+            ("ds_chunk_cache_hits_total", &self.chunk_cache_hits),
+            ("ds_chunk_cache_misses_total", &self.chunk_cache_misses),
+            ("ds_local_dropped_bytes_total", &self.dropped_bytes),
         ];
         for (name, v) in counters {
             let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Relaxed));
@@ -136,6 +161,7 @@ impl Metrics {
         let gauges = [
             ("ds_long_polls_waiting", &self.long_polls_waiting),
             ("ds_sse_open", &self.sse_open),
+            ("ds_unsealed_bytes", &self.unsealed_bytes),
         ];
         for (name, v) in gauges {
             let _ = writeln!(out, "# TYPE {name} gauge\n{name} {}", v.load(Relaxed));

@@ -44,6 +44,18 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<crate::store::ReadError> for ApiError {
+    fn from(e: crate::store::ReadError) -> Self {
+        match e {
+            crate::store::ReadError::Io(e) => ApiError::Internal(e.to_string()),
+            crate::store::ReadError::Cold(e) => {
+                tracing::warn!(error = %e, "a read needs a chunk object storage cannot give now");
+                ApiError::Busy("a sealed chunk cannot be read from object storage right now")
+            }
+        }
+    }
+}
+
 impl From<std::io::Error> for ApiError {
     fn from(e: std::io::Error) -> Self {
         ApiError::Internal(e.to_string())
@@ -119,6 +131,14 @@ fn store_error(e: StoreError) -> Response<Body> {
         StoreError::ShuttingDown => {
             let mut r = error_response(ErrorCode::Unavailable, "the server is shutting down");
             set(&mut r, "retry-after", 1);
+            r
+        }
+        StoreError::SealingBehind => {
+            let mut r = error_response(
+                ErrorCode::Unavailable,
+                "object storage is behind; appends resume once sealing catches up",
+            );
+            set(&mut r, "retry-after", 5);
             r
         }
         StoreError::Refused { refusal, tail } => refusal_response(refusal, &tail),

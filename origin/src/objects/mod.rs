@@ -1,4 +1,4 @@
-//! Object storage for sealed chunks and snapshots (issue 3, in progress).
+//! Object storage for sealed chunks and snapshots.
 //!
 //! Everything goes through the `object_store` crate so that the default (a
 //! folder on the local filesystem) and S3 or an S3-compatible server behave
@@ -51,7 +51,21 @@ pub fn open_with(
         if bucket.is_empty() {
             return Err(OpenError::Scheme(url.to_owned()));
         }
-        let mut builder = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
+        // Fail within seconds rather than minutes: a read that needs an
+        // unreachable chunk answers 503 + Retry-After, and the sealer retries
+        // on its own schedule.
+        let retry = object_store::RetryConfig {
+            max_retries: 3,
+            retry_timeout: std::time::Duration::from_secs(10),
+            ..Default::default()
+        };
+        use object_store::aws::AmazonS3ConfigKey as Key;
+        use object_store::ClientConfigKey as Client;
+        let mut builder = object_store::aws::AmazonS3Builder::from_env()
+            .with_bucket_name(bucket)
+            .with_retry(retry)
+            .with_config(Key::Client(Client::ConnectTimeout), "3s")
+            .with_config(Key::Client(Client::Timeout), "30s");
         for (key, value) in s3_settings {
             let key = key.parse().map_err(OpenError::Store)?;
             builder = builder.with_config(key, *value);

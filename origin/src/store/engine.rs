@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::cold::Cold;
 use super::layout;
 use super::record::{CreateRecord, Record};
 use super::view::{StreamView, Tail};
@@ -37,15 +38,18 @@ pub struct Engine {
     pub entries: HashMap<String, Entry>,
     pub paths_by_id: HashMap<u64, String>,
     pub next_id: u64,
+    /// Where sealed bytes are read from (none without object storage).
+    pub cold: Option<Arc<Cold>>,
 }
 
 impl Engine {
-    pub fn new(data: PathBuf, next_id: u64) -> Self {
+    pub fn new(data: PathBuf, next_id: u64, cold: Option<Arc<Cold>>) -> Self {
         Engine {
             data,
             entries: HashMap::new(),
             paths_by_id: HashMap::new(),
             next_id,
+            cold,
         }
     }
 
@@ -66,7 +70,12 @@ impl Engine {
     }
 
     fn insert(&mut self, core: StreamCore, file: Arc<File>, now: Millis) {
-        let view = Arc::new(StreamView::new(&core, Arc::clone(&file), now));
+        let view = Arc::new(StreamView::new(
+            &core,
+            Arc::clone(&file),
+            now,
+            self.cold.clone(),
+        ));
         self.next_id = self.next_id.max(core.id + 1);
         self.paths_by_id.insert(core.id, core.path.clone());
         self.entries

@@ -15,4 +15,7 @@ pub enum StoreError {
     Refused { refusal: AppendRefusal, tail: Tail },
     #[error("the store is shutting down")]
     ShuttingDown,
+    /// Too many bytes wait to be sealed (object storage down or slow).
+    #[error("object storage is behind; appends resume once sealing catches up")]
+    SealingBehind,
 }

@@ -10,9 +10,11 @@
 //! - [`record`], [`checkpoint`]: the two persisted formats.
 //! - [`recovery`]: startup from checkpoint and log.
 //! - [`view`]: what readers see; [`tail_buffer`]: the hot tail in memory.
-//! - [`sealer`]: copies complete chunks into object storage.
+//! - [`sealer`]: copies complete chunks into object storage; [`cold`]: reads
+//!   them back through a bounded cache once their local copy is dropped.
 
 pub mod checkpoint;
+pub mod cold;
 pub mod engine;
 pub mod error;
 pub mod layout;
@@ -39,7 +41,7 @@ use crate::core::stream::AppendRequest;
 use crate::metrics::Metrics;
 pub use error::StoreError;
 pub use recovery::RecoveryReport;
-pub use view::{StreamView, Tail};
+pub use view::{ReadError, StreamView, Tail};
 pub use writer::{AppendOutcome, Appended, Created};
 use writer::{Command, Publisher, Registry, Writer};
 
@@ -67,11 +69,19 @@ pub struct StoreConfig {
     /// at least `commit_siblings` commands (0: never wait).
     pub commit_delay: Duration,
     pub commit_siblings: usize,
-    /// Object storage for sealed chunks (`file:///…`, `s3://…`); none: no
-    /// sealing.
+    /// Object storage for sealed chunks and snapshots (`file:///…`,
+    /// `s3://…`); [`StoreConfig::new`] picks the folder `objects` in the
+    /// data directory. None: nothing is sealed (the log keeps everything).
     pub object_store: Option<String>,
     /// S3 settings that win over the environment (see `objects::open_with`).
     pub object_store_settings: Vec<(String, String)>,
+    /// Bytes of sealed chunks cached in memory for reads.
+    pub chunk_cache_bytes: u64,
+    /// Complete chunks not yet sealed (object storage down or slow), in
+    /// bytes, past which appends answer 503 until sealing catches up.
+    pub max_unsealed_bytes: u64,
+    /// Longest wait between two tries of a failed upload.
+    pub seal_retry_max: Duration,
 }
 
 /// When an append is acknowledged.
@@ -87,6 +97,8 @@ pub enum Durability {
 
 impl StoreConfig {
     pub fn new(data: PathBuf) -> Self {
+        let absolute = std::path::absolute(&data).unwrap_or_else(|_| data.clone());
+        let objects = format!("file://{}", absolute.join("objects").display());
         StoreConfig {
             data,
             queue_commands: 16 * 1024,
@@ -98,8 +110,11 @@ impl StoreConfig {
             durability: Durability::Sync,
             commit_delay: Duration::from_millis(1),
             commit_siblings: 8,
-            object_store: None,
+            object_store: Some(objects),
             object_store_settings: Vec::new(),
+            chunk_cache_bytes: 256 * 1024 * 1024,
+            max_unsealed_bytes: 1024 * 1024 * 1024,
+            seal_retry_max: Duration::from_secs(5),
         }
     }
 }
@@ -121,7 +136,28 @@ impl Store {
         clock: Arc<dyn Clock>,
         metrics: Arc<Metrics>,
     ) -> std::io::Result<(Store, RecoveryReport)> {
-        let (engine, mut wal, report) = recovery::recover(&config.data, clock.now_ms())?;
+        let objects = match &config.object_store {
+            None => None,
+            Some(url) => {
+                let settings: Vec<(&str, &str)> = config
+                    .object_store_settings
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
+                let store =
+                    crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
+                Some(crate::objects::instrumented::Objects::new(store))
+            }
+        };
+        let cold = objects.as_ref().map(|o| {
+            Arc::new(cold::Cold::new(
+                o.clone(),
+                config.chunk_cache_bytes,
+                Arc::clone(&metrics),
+            ))
+        });
+        let (engine, mut wal, report) =
+            recovery::recover(&config.data, clock.now_ms(), cold.clone())?;
         wal.sync = config.durability == Durability::Sync;
         let registry: Registry = Arc::new(RwLock::new(
             engine
@@ -137,20 +173,8 @@ impl Store {
         });
         let (published, to_publish) = mpsc::channel(PUBLISH_QUEUE_BATCHES);
         tokio::spawn(Arc::clone(&publisher).run(to_publish));
-        let objects = match &config.object_store {
-            None => None,
-            Some(url) => {
-                let settings: Vec<(&str, &str)> = config
-                    .object_store_settings
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.as_str()))
-                    .collect();
-                let store =
-                    crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
-                Some(crate::objects::instrumented::Objects::new(store))
-            }
-        };
         let sealer_metrics = Arc::clone(&metrics);
+        let seal_retry_max = config.seal_retry_max;
         let mut writer = Writer::new(
             engine,
             wal,
@@ -167,6 +191,7 @@ impl Store {
                 objects,
                 writer: tx.clone(),
                 metrics: sealer_metrics,
+                retry_max: seal_retry_max,
             };
             tokio::spawn(sealer.run(queue));
             writer.seal_jobs = Some(jobs);

@@ -11,8 +11,10 @@
 use std::collections::HashSet;
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 use super::checkpoint;
+use super::cold::Cold;
 use super::engine::Engine;
 use super::layout;
 use super::record;
@@ -30,20 +32,24 @@ pub struct RecoveryReport {
     pub torn_bytes_dropped: u64,
 }
 
-pub fn recover(data: &Path, now: Millis) -> io::Result<(Engine, Wal, RecoveryReport)> {
+pub fn recover(
+    data: &Path,
+    now: Millis,
+    cold: Option<Arc<Cold>>,
+) -> io::Result<(Engine, Wal, RecoveryReport)> {
     std::fs::create_dir_all(layout::wal_dir(data))?;
     std::fs::create_dir_all(layout::streams_dir(data))?;
     let mut report = RecoveryReport::default();
     let ckpt = checkpoint::read(data).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     let (mut engine, replay_from) = match ckpt {
         Some(c) => {
-            let mut engine = Engine::new(data.to_owned(), c.next_stream_id);
+            let mut engine = Engine::new(data.to_owned(), c.next_stream_id, cold.clone());
             for core in c.streams {
                 engine.restore(core, now)?;
             }
             (engine, c.replay_from_segment)
         }
-        None => (Engine::new(data.to_owned(), 1), 0),
+        None => (Engine::new(data.to_owned(), 1, cold), 0),
     };
     let segments: Vec<u64> = wal::list_segments(data)?
         .into_iter()
@@ -94,6 +100,9 @@ pub fn recover(data: &Path, now: Millis) -> io::Result<(Engine, Wal, RecoveryRep
         debug_assert_eq!(entry.view.flushed(), entry.core.len);
         // Readers see the replayed end, not the end the view was built with.
         entry.view.publish(entry.tail());
+        // Sealed chunks are read from object storage (replay may have
+        // written some of their bytes again).
+        entry.view.drop_sealed(entry.core.sealed);
     }
     for dirent in std::fs::read_dir(layout::streams_dir(data))? {
         let dirent = dirent?;

@@ -10,8 +10,8 @@
 //! retried with backoff until it succeeds or the stream is deleted; appends
 //! go on meanwhile (the local log holds the bytes).
 //!
-//! Not built yet (issue 3 continues): dropping sealed chunks from local disk,
-//! reads from object storage, the bound on unsealed bytes, retention and GC.
+//! Once the writer has logged the seal durably, it drops the chunk's local
+//! copy (`StreamView::drop_sealed`); reads of it go to object storage.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,7 +35,7 @@ pub struct SealJob {
 #[derive(Debug, thiserror::Error)]
 enum SealError {
     #[error("reading the chunk from the log: {0}")]
-    Read(#[from] std::io::Error),
+    Read(#[from] super::view::ReadError),
     #[error("object storage: {0}")]
     Store(#[from] object_store::Error),
     #[error("the stored chunk differs from the log ({stored} bytes stored, {expected} expected)")]
@@ -46,10 +46,11 @@ pub struct Sealer {
     pub objects: Objects,
     pub writer: mpsc::Sender<Command>,
     pub metrics: Arc<Metrics>,
+    /// Longest wait between two tries of a failed upload.
+    pub retry_max: Duration,
 }
 
 const FIRST_RETRY: Duration = Duration::from_millis(100);
-const LAST_RETRY: Duration = Duration::from_secs(30);
 
 impl Sealer {
     pub async fn run(self, mut jobs: mpsc::UnboundedReceiver<SealJob>) {
@@ -65,7 +66,7 @@ impl Sealer {
                         self.metrics.seal_error();
                         tracing::warn!(stream = %job.view.path, start = job.start, error = %e, "sealing a chunk failed; retrying");
                         tokio::time::sleep(wait).await;
-                        wait = (wait * 2).min(LAST_RETRY);
+                        wait = (wait * 2).min(self.retry_max);
                     }
                 }
             }

@@ -1,6 +1,14 @@
 //! The read side of a stream: what request handlers see. The writer thread
 //! publishes a new [`Tail`] only after the bytes under it are durable, so a
 //! reader never sees an append that a crash could take back.
+//!
+//! Bytes live in three places, and a read may span all of them: sealed
+//! chunks whose local copy is gone come from object storage ([`Cold`]), older
+//! unsealed bytes from the stream's file, the newest from memory
+//! ([`TailBuffer`]). The file's sealed prefix is dropped (a hole punched) only
+//! after `dropped` moved past it, and a read of the file checks `dropped`
+//! again afterwards: a read that raced with a drop starts over from object
+//! storage instead of returning the hole's zeros.
 
 use std::fs::File;
 use std::io;
@@ -12,6 +20,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
+use super::cold::{Cold, ColdUnavailable};
 use super::tail_buffer::TailBuffer;
 
 use crate::core::config::StreamConfig;
@@ -40,11 +49,28 @@ pub struct StreamView {
     /// The hot tail not yet in the file (written by the writer thread only).
     pub(crate) buffer: Mutex<TailBuffer>,
     last_access: AtomicU64,
+    /// Bytes `[0, dropped)` are sealed and no longer read from the file.
+    dropped: AtomicU64,
+    cold: Option<Arc<Cold>>,
+}
+
+/// Why a read failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("reading the stream file: {0}")]
+    Io(#[from] io::Error),
+    #[error(transparent)]
+    Cold(#[from] ColdUnavailable),
 }
 
 impl StreamView {
     /// The view of a stream as `core` describes it, with its bytes in `file`.
-    pub fn new(core: &StreamCore, file: Arc<File>, last_access: Millis) -> Self {
+    pub fn new(
+        core: &StreamCore,
+        file: Arc<File>,
+        last_access: Millis,
+        cold: Option<Arc<Cold>>,
+    ) -> Self {
         let tail = Tail {
             next: core.len,
             closed: core.closed,
@@ -62,6 +88,8 @@ impl StreamView {
             buffer: Mutex::new(TailBuffer::new(tail.next)),
             file,
             last_access: AtomicU64::new(last_access),
+            dropped: AtomicU64::new(0),
+            cold,
         }
     }
 
@@ -101,11 +129,41 @@ impl StreamView {
         Ok(buf)
     }
 
-    /// Reads durable bytes `[start, end)` (`end` must not pass the tail): the
-    /// hot tail from memory, older bytes
-    /// from the file, inline when small (they are in the page cache) and on
-    /// the blocking pool when large.
-    pub async fn read(self: &Arc<Self>, start: u64, end: u64) -> io::Result<Bytes> {
+    /// Reads durable bytes `[start, end)` (`end` must not pass the tail).
+    pub async fn read(self: &Arc<Self>, start: u64, end: u64) -> Result<Bytes, ReadError> {
+        loop {
+            let dropped = self.dropped.load(Ordering::Acquire);
+            let warm_from = start.max(dropped).min(end);
+            let cold = if start < warm_from {
+                let cold = self.cold.as_ref().ok_or_else(|| {
+                    io::Error::other("sealed bytes were dropped without object storage")
+                })?;
+                cold.read(self.id, &self.path, &self.incarnation, start, warm_from)
+                    .await?
+            } else {
+                Bytes::new()
+            };
+            if warm_from == end {
+                return Ok(cold);
+            }
+            let warm = self.read_warm(warm_from, end).await?;
+            if self.dropped.load(Ordering::Acquire) > warm_from {
+                continue; // raced with a drop: the file part may be a hole
+            }
+            if cold.is_empty() {
+                return Ok(warm);
+            }
+            let mut out = Vec::with_capacity((end - start) as usize);
+            out.extend_from_slice(&cold);
+            out.extend_from_slice(&warm);
+            return Ok(out.into());
+        }
+    }
+
+    /// Unsealed bytes: the hot tail from memory, older bytes from the file,
+    /// inline when small (they are in the page cache) and on the blocking
+    /// pool when large.
+    async fn read_warm(self: &Arc<Self>, start: u64, end: u64) -> io::Result<Bytes> {
         const INLINE: u64 = 64 * 1024;
         let located = self.buffer.lock().locate(start, end);
         let file_part = match located.file {
@@ -123,6 +181,35 @@ impl StreamView {
             out.extend_from_slice(&memory);
         }
         Ok(out.into())
+    }
+
+    /// Sealed bytes `[0, through)` are durable in object storage: reads of
+    /// them go there from now on, and their local copy is released (a hole
+    /// punched into the file; its size stays). Returns the bytes released.
+    pub(crate) fn drop_sealed(&self, through: u64) -> u64 {
+        if self.cold.is_none() {
+            return 0;
+        }
+        let before = self.dropped.fetch_max(through, Ordering::AcqRel);
+        if before >= through {
+            return 0;
+        }
+        use rustix::fs::{fallocate, FallocateFlags};
+        let flags = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+        // Punch from 0: bytes of the range that the tail buffer wrote after
+        // an earlier punch are released too.
+        match fallocate(&*self.file, flags, 0, through) {
+            Ok(()) => through - before,
+            Err(e) => {
+                tracing::warn!(stream = %self.path, error = %e, "could not release sealed bytes from the stream file");
+                0
+            }
+        }
+    }
+
+    /// Where the locally held bytes start.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Acquire)
     }
 
     /// Writes the buffered tail to the file (writer thread). Returns the

@@ -165,6 +165,10 @@ pub struct Writer {
     pending_seals: Vec<SealJob>,
     /// Per stream id: the end of the last chunk handed to the sealer.
     seal_requested: HashMap<u64, u64>,
+    /// Bytes handed to the sealer and not yet sealed, all streams together.
+    unsealed: u64,
+    /// Seals logged in this batch: their local copies go once it is durable.
+    pending_drops: Vec<(Arc<StreamView>, u64)>,
     /// Log bytes recovery replayed from segments that are still on disk; a
     /// checkpoint retires them (so a restart right after a crash does not
     /// replay them again).
@@ -197,6 +201,8 @@ impl Writer {
             seal_jobs: None,
             pending_seals: Vec::new(),
             seal_requested: HashMap::new(),
+            unsealed: 0,
+            pending_drops: Vec::new(),
             replayed_bytes: 0,
         }
     }
@@ -279,7 +285,16 @@ impl Writer {
                 end,
             });
             self.seal_requested.insert(core.id, end);
+            self.unsealed += end - start;
         }
+        self.metrics.set_unsealed(self.unsealed);
+    }
+
+    /// Whether the bytes waiting to be sealed reached their bound: then
+    /// writes answer 503 until sealing catches up (local disk stays bounded
+    /// while object storage is down).
+    fn sealing_behind(&self) -> bool {
+        self.seal_jobs.is_some() && self.unsealed >= self.config.max_unsealed_bytes
     }
 
     /// Notes that `view` gained `bytes` of buffered tail.
@@ -328,6 +343,9 @@ impl Writer {
             frames.clear();
         }
         self.hand_over_seals();
+        for (view, through) in self.pending_drops.drain(..) {
+            self.metrics.dropped(view.drop_sealed(through));
+        }
         let actions = std::mem::take(after);
         if let Err(unsent) = self.published.blocking_send(actions) {
             // The runtime is gone (shutdown): publish from here.
@@ -398,15 +416,18 @@ impl Writer {
             Command::Shutdown => {}
             Command::Sealed { id, through } => {
                 if let Some(path) = self.engine.paths_by_id.get(&id) {
-                    let core = &mut self
+                    let entry = self
                         .engine
                         .entries
                         .get_mut(path)
-                        .expect("indexed streams exist")
-                        .core;
+                        .expect("indexed streams exist");
+                    let core = &mut entry.core;
                     if through > core.sealed {
+                        self.unsealed -= (through - core.sealed).min(self.unsealed);
+                        self.metrics.set_unsealed(self.unsealed);
                         core.sealed = through;
                         record::encode(&Record::Sealed { id, through }, frames);
+                        self.pending_drops.push((Arc::clone(&entry.view), through));
                     }
                 }
             }
@@ -444,7 +465,11 @@ impl Writer {
 
     fn delete(&mut self, path: &str, now: u64, frames: &mut Vec<u8>, after: &mut Vec<AfterCommit>) {
         if let Some(entry) = self.engine.delete(path) {
-            self.seal_requested.remove(&entry.core.id);
+            if let Some(requested) = self.seal_requested.remove(&entry.core.id) {
+                let waiting = requested.saturating_sub(entry.core.sealed);
+                self.unsealed -= waiting.min(self.unsealed);
+                self.metrics.set_unsealed(self.unsealed);
+            }
             if let Some((view, _)) = self.dirty.remove(&entry.core.id) {
                 self.buffered_total -= view.pending();
             }
@@ -479,6 +504,9 @@ impl Writer {
                 });
             }
             return Err(StoreError::ConfigMismatch);
+        }
+        if self.sealing_behind() {
+            return Err(StoreError::SealingBehind);
         }
         let id = self.engine.next_id;
         let rec = CreateRecord {
@@ -534,6 +562,9 @@ impl Writer {
                     current: entry.core.incarnation.clone(),
                 });
             }
+        }
+        if self.sealing_behind() {
+            return Err(StoreError::SealingBehind);
         }
         entry.view.touch(now);
         let view = Arc::clone(&entry.view);

@@ -7,19 +7,57 @@ use origin::objects::instrumented::Objects;
 use origin::objects::open_with;
 
 /// An s3s-fs server on a free loopback port with one bucket, `chunks`.
+/// It can be stopped and started again on the same port and folder (outage
+/// tests).
 pub struct S3sFs {
-    child: Child,
+    child: Option<Child>,
     endpoint: String,
-    _root: tempfile::TempDir,
+    root: tempfile::TempDir,
 }
 
 impl S3sFs {
     pub fn start() -> S3sFs {
         let root = tempfile::tempdir().unwrap();
         std::fs::create_dir(root.path().join("chunks")).unwrap();
+        let (child, endpoint) = Self::spawn(root.path(), 0);
+        S3sFs {
+            child: Some(child),
+            endpoint,
+            root,
+        }
+    }
+
+    /// Kills the server (an outage); [`S3sFs::restart`] ends it.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port, with the same objects.
+    pub fn restart(&mut self) {
+        self.stop();
+        let port: u16 = self
+            .endpoint
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .trim_end_matches('/')
+            .parse()
+            .unwrap();
+        let (child, endpoint) = Self::spawn(self.root.path(), port);
+        assert_eq!(
+            endpoint, self.endpoint,
+            "s3s-fs came back on the same address"
+        );
+        self.child = Some(child);
+    }
+
+    fn spawn(root: &std::path::Path, port: u16) -> (Child, String) {
         let mut child = Command::new("s3s-fs")
-            .args(["--host", "127.0.0.1", "--port", "0", "--access-key", "test-key", "--secret-key", "test-secret"])
-            .arg(root.path())
+            .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--access-key", "test-key", "--secret-key", "test-secret"])
+            .arg(root)
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
@@ -34,11 +72,7 @@ impl S3sFs {
             }
         };
         std::thread::spawn(move || for _ in lines {});
-        S3sFs {
-            child,
-            endpoint,
-            _root: root,
-        }
+        (child, endpoint)
     }
 
     pub fn objects(&self) -> Objects {
@@ -71,7 +105,6 @@ impl S3sFs {
 
 impl Drop for S3sFs {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
     }
 }
