@@ -57,7 +57,11 @@ pub struct Cli {
     /// Largest request body, e.g. 8MiB.
     #[arg(long, env = "ORIGIN_MAX_BODY", default_value = "8MiB", value_parser = parse_size)]
     pub max_body: u64,
-    /// Request bodies held in memory at once, e.g. 256MiB.
+    /// Largest snapshot (published in parts), e.g. 128MiB.
+    #[arg(long, env = "ORIGIN_MAX_SNAPSHOT", default_value = "128MiB", value_parser = parse_size)]
+    pub max_snapshot: u64,
+    /// Request bodies (and snapshots being assembled) held in memory at once,
+    /// e.g. 256MiB; never less than the largest body or snapshot.
     #[arg(long, env = "ORIGIN_INGRESS_BUDGET", default_value = "256MiB", value_parser = parse_size)]
     pub ingress_budget: u64,
     /// How long an SSE tail stays open before the server ends it, e.g. 60s.
@@ -100,7 +104,11 @@ impl Cli {
                 JsonReadsArg::Array => JsonReads::Array,
             },
             max_body: self.max_body,
-            ingress_budget: self.ingress_budget.max(self.max_body),
+            max_snapshot: self.max_snapshot,
+            ingress_budget: self
+                .ingress_budget
+                .max(self.max_body)
+                .max(self.max_snapshot),
             sse_session: self.sse_session,
             ..HttpConfig::default()
         }

@@ -51,6 +51,7 @@ pub struct Metrics {
     chunk_cache_misses: AtomicU64,
     dropped_bytes: AtomicU64,
     unsealed_bytes: AtomicI64,
+    snapshots_published: AtomicU64,
     long_polls_waiting: AtomicI64,
     sse_open: AtomicI64,
 }
@@ -106,6 +107,10 @@ impl Metrics {
         self.unsealed_bytes.store(bytes as i64, Relaxed);
     }
 
+    pub fn snapshot_published(&self) {
+        self.snapshots_published.fetch_add(1, Relaxed);
+    }
+
     pub fn served(&self, bytes: usize) {
         self.bytes_served.fetch_add(bytes as u64, Relaxed);
     }
@@ -154,6 +159,7 @@ impl Metrics {
             ("ds_chunk_cache_hits_total", &self.chunk_cache_hits),
             ("ds_chunk_cache_misses_total", &self.chunk_cache_misses),
             ("ds_local_dropped_bytes_total", &self.dropped_bytes),
+            ("ds_snapshots_published_total", &self.snapshots_published),
         ];
         for (name, v) in counters {
             let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Relaxed));

@@ -30,6 +30,8 @@ mod long_poll;
 mod producers;
 #[path = "protocol/reads.rs"]
 mod reads;
+#[path = "protocol/snapshots.rs"]
+mod snapshots;
 #[path = "protocol/sse.rs"]
 mod sse;
 #[path = "protocol/ttl.rs"]

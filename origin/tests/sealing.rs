@@ -381,3 +381,119 @@ async fn an_object_storage_outage_bounds_local_growth_and_loses_nothing() {
     acked.extend(last);
     assert_eq!(read_paginated(&api, &path).await, acked);
 }
+
+/// Polls until `key` is gone from object storage.
+async fn wait_gone(
+    objects: &origin::objects::instrumented::Objects,
+    key: &object_store::path::Path,
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while objects.get(key).await.is_ok() {
+        assert!(Instant::now() < deadline, "{key} was not collected");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A snapshot in parts (a multipart upload into s3s-fs), retention to it,
+/// and garbage collection: chunks wholly before retention, the replaced
+/// snapshot, and everything of a deleted stream leave object storage; the
+/// chunk that retention cuts through stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retention_and_deletes_collect_garbage_in_object_storage() {
+    let server = S3sFs::start();
+    let dir = tempfile::tempdir().unwrap();
+    let origin = TestOrigin::start_in(
+        dir.path().to_owned(),
+        HttpConfig::default(),
+        store_config_with(&server, |c| c.gc_grace = Duration::ZERO),
+    )
+    .await;
+    let api = Api::on(origin);
+    let objects = server.objects();
+    let path = stream_path("gc");
+    let token = header(
+        &api.create(&path, "application/octet-stream").await,
+        "stream-incarnation",
+    )
+    .unwrap();
+    let mut all = Vec::new();
+    for i in 0..9 {
+        let part = pattern(i, MIB);
+        api.append(&path, "application/octet-stream", part.clone())
+            .await;
+        all.extend(part);
+    }
+    wait_sealed(&api, 2).await;
+
+    // A 12 MiB snapshot in two staged parts.
+    let at = 8 * MIB as u64 + 100;
+    let parts = [pattern(50, 6 * MIB), pattern(51, 6 * MIB)];
+    for (n, p) in parts.iter().enumerate() {
+        let r = api
+            .put(&format!("{path}/snapshot/{}/part/{n}", Offset(at)))
+            .body(p.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 204);
+    }
+    let r = api
+        .put(&format!("{path}/snapshot/{}", Offset(at)))
+        .header("stream-snapshot-parts", "2")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let digest = header(&r, "stream-snapshot-digest").unwrap();
+    let snapshot_key = keys::snapshot(&path, &token, Offset(at), &digest);
+    assert_eq!(objects.get(&snapshot_key).await.unwrap(), parts.concat());
+    let got = api.get(&format!("{path}/snapshot")).send().await.unwrap();
+    assert_eq!(got.bytes().await.unwrap(), parts.concat());
+
+    let r = api
+        .put(&format!("{path}/snapshot/{}/retain", Offset(at)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    for k in 0..2 {
+        wait_gone(
+            &objects,
+            &keys::chunk(&path, &token, Offset(k * CHUNK_BYTES)),
+        )
+        .await;
+    }
+    api.close(&path).await;
+    wait_sealed(&api, 3).await;
+    let cut = keys::chunk(&path, &token, Offset(2 * CHUNK_BYTES));
+    assert_eq!(
+        objects.get(&cut).await.unwrap(),
+        all[2 * CHUNK_BYTES as usize..],
+        "the chunk retention cuts through stays"
+    );
+    assert_eq!(read_paginated(&api, &path).await, all[at as usize..]);
+
+    // Replacing the snapshot collects the old one.
+    let r = api
+        .put(&format!("{path}/snapshot/{}", Offset(all.len() as u64)))
+        .header("stream-snapshot-match", &digest)
+        .body("final")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let final_key = keys::snapshot(
+        &path,
+        &token,
+        Offset(all.len() as u64),
+        &header(&r, "stream-snapshot-digest").unwrap(),
+    );
+    wait_gone(&objects, &snapshot_key).await;
+    assert_eq!(objects.get(&final_key).await.unwrap(), &b"final"[..]);
+
+    // Deleting the stream collects everything of its incarnation.
+    let r = api.delete(&path).send().await.unwrap();
+    assert_eq!(r.status(), 204);
+    wait_gone(&objects, &cut).await;
+    wait_gone(&objects, &final_key).await;
+}

@@ -12,6 +12,8 @@ pub enum ErrorCode {
     InvalidJson,
     EmptyBody,
     NotFound,
+    /// No snapshot, or not the latest one.
+    SnapshotNotFound,
     MethodNotAllowed,
     StreamExists,
     ContentTypeMismatch,
@@ -19,6 +21,9 @@ pub enum ErrorCode {
     StreamSeqConflict,
     ProducerSeqConflict,
     ProducerEpochStale,
+    /// Another snapshot at the offset, a later one, or a failed
+    /// `Stream-Snapshot-Match`.
+    SnapshotConflict,
     PreconditionFailed,
     Gone,
     PayloadTooLarge,
@@ -36,6 +41,8 @@ impl ErrorCode {
             ErrorCode::InvalidJson => "INVALID_JSON",
             ErrorCode::EmptyBody => "EMPTY_BODY",
             ErrorCode::NotFound => "STREAM_NOT_FOUND",
+            ErrorCode::SnapshotNotFound => "SNAPSHOT_NOT_FOUND",
+            ErrorCode::SnapshotConflict => "SNAPSHOT_CONFLICT",
             ErrorCode::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ErrorCode::StreamExists => "STREAM_EXISTS",
             ErrorCode::ContentTypeMismatch => "CONTENT_TYPE_MISMATCH",
@@ -61,13 +68,14 @@ impl ErrorCode {
             | ErrorCode::InvalidJson
             | ErrorCode::EmptyBody => 400,
             ErrorCode::ProducerEpochStale => 403,
-            ErrorCode::NotFound => 404,
+            ErrorCode::NotFound | ErrorCode::SnapshotNotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::StreamExists
             | ErrorCode::ContentTypeMismatch
             | ErrorCode::StreamClosed
             | ErrorCode::StreamSeqConflict
-            | ErrorCode::ProducerSeqConflict => 409,
+            | ErrorCode::ProducerSeqConflict
+            | ErrorCode::SnapshotConflict => 409,
             ErrorCode::Gone => 410,
             ErrorCode::PreconditionFailed => 412,
             ErrorCode::PayloadTooLarge => 413,

@@ -17,6 +17,10 @@ pub const STREAM_RETAINED_OFFSET: HeaderName = HeaderName::from_static("stream-r
 pub const STREAM_SNAPSHOT_OFFSET: HeaderName = HeaderName::from_static("stream-snapshot-offset");
 pub const STREAM_SNAPSHOT_DIGEST: HeaderName = HeaderName::from_static("stream-snapshot-digest");
 pub const STREAM_IMMUTABLE: HeaderName = HeaderName::from_static("stream-immutable");
+/// Publish only if the latest snapshot has this digest.
+pub const STREAM_SNAPSHOT_MATCH: HeaderName = HeaderName::from_static("stream-snapshot-match");
+/// Publish the staged parts `0..N` of a snapshot.
+pub const STREAM_SNAPSHOT_PARTS: HeaderName = HeaderName::from_static("stream-snapshot-parts");
 pub const STREAM_DATA_CONTENT_TYPE: HeaderName =
     HeaderName::from_static("stream-data-content-type");
 pub const STREAM_SSE_DATA_ENCODING: HeaderName =

@@ -10,6 +10,7 @@ pub mod config;
 pub mod json;
 pub mod producer;
 pub mod seal;
+pub mod snapshot;
 pub mod stream;
 
 /// Milliseconds since the Unix epoch. Time is always passed in.

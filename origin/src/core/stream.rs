@@ -34,6 +34,12 @@ pub struct StreamCore {
     /// Bytes `[0, sealed)` are in immutable chunks in object storage.
     #[serde(default)]
     pub sealed: u64,
+    /// Reads before this offset answer 410 (a snapshot replaced them).
+    #[serde(default)]
+    pub retained: u64,
+    /// The latest published snapshot.
+    #[serde(default)]
+    pub snapshot: Option<super::snapshot::SnapshotMeta>,
 }
 
 /// An append as the writer loop sees it: headers already parsed, the body
@@ -101,6 +107,8 @@ impl StreamCore {
             stream_seq: None,
             producers: BTreeMap::new(),
             sealed: 0,
+            retained: 0,
+            snapshot: None,
         }
     }
 

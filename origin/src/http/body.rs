@@ -50,19 +50,7 @@ pub async fn read_body(state: &AppState, req: Request) -> Result<BoundedBody<'_>
         });
     }
     // Without a length, reserve room for the largest body.
-    let reserve = declared.unwrap_or(limit).max(1);
-    let permits = u32::try_from(reserve.min(state.config.ingress_budget)).unwrap_or(u32::MAX);
-    // The fast path takes room at once; only a full budget arms a timer.
-    let permit = match state.ingress.try_acquire_many(permits) {
-        Ok(p) => p,
-        Err(_) => tokio::time::timeout(
-            state.config.ingress_wait,
-            state.ingress.acquire_many(permits),
-        )
-        .await
-        .map_err(|_| ApiError::Busy("too many request bodies in flight; retry shortly"))?
-        .map_err(|_| ApiError::Busy("shutting down"))?,
-    };
+    let permit = reserve(state, declared.unwrap_or(limit)).await?;
     let mut body: Body = req.into_body();
     let bytes = match Limited::new(&mut body, limit as usize).collect().await {
         Ok(c) => c.to_bytes(),
@@ -84,6 +72,23 @@ pub async fn read_body(state: &AppState, req: Request) -> Result<BoundedBody<'_>
         bytes,
         _permit: Some(permit),
     })
+}
+
+/// Takes room for `bytes` in memory from the ingress budget (at most the
+/// whole budget), waiting `ingress_wait` at most: 503 + Retry-After past it.
+pub async fn reserve(state: &AppState, bytes: u64) -> Result<SemaphorePermit<'_>, ApiError> {
+    let permits = u32::try_from(bytes.max(1).min(state.config.ingress_budget)).unwrap_or(u32::MAX);
+    // The fast path takes room at once; only a full budget arms a timer.
+    match state.ingress.try_acquire_many(permits) {
+        Ok(p) => Ok(p),
+        Err(_) => tokio::time::timeout(
+            state.config.ingress_wait,
+            state.ingress.acquire_many(permits),
+        )
+        .await
+        .map_err(|_| ApiError::Busy("too many request bodies in flight; retry shortly"))?
+        .map_err(|_| ApiError::Busy("shutting down")),
+    }
 }
 
 /// How long a refused body may take to arrive before the connection is

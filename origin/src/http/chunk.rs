@@ -52,7 +52,7 @@ pub async fn chunk(
 }
 
 /// Whether a token has the form this server gives (`{id hex}-{16 hex}`).
-fn token_form_ok(token: &str) -> bool {
+pub fn token_form_ok(token: &str) -> bool {
     let hex = |s: &str| {
         !s.is_empty()
             && s.bytes()
@@ -93,6 +93,11 @@ async fn run(
     let tail = view.tail();
     if start.bytes() > tail.next {
         return Err(ApiError::OffsetBeyondTail { tail: tail.next });
+    }
+    if start.bytes() < tail.retained {
+        return Err(ApiError::Gone {
+            retained: tail.retained,
+        });
     }
     let boundary = start.next_chunk_boundary().bytes();
     let end = boundary.min(tail.next);

@@ -3,11 +3,13 @@
 
 use axum::body::Body;
 use axum::http::{HeaderValue, Response, StatusCode};
+use axum::response::IntoResponse;
 use shared::error::{ErrorBody, ErrorCode};
 use shared::headers as h;
 use shared::offset::Offset;
 
 use crate::core::producer::ProducerRefusal;
+use crate::core::snapshot::{RetainRefusal, SnapshotRefusal};
 use crate::core::stream::AppendRefusal;
 use crate::store::{StoreError, Tail};
 
@@ -24,8 +26,14 @@ pub enum ApiError {
     OffsetBeyondTail {
         tail: u64,
     },
+    /// The read offset is before the stream's retention.
+    Gone {
+        retained: u64,
+    },
     /// The server cannot take the request for a moment.
     Busy(&'static str),
+    /// A refusal already rendered (with headers of its own).
+    Ready(Box<Response<Body>>),
     Internal(String),
 }
 
@@ -99,6 +107,18 @@ impl axum::response::IntoResponse for ApiError {
                 set(&mut r, h::STREAM_NEXT_OFFSET, Offset(tail));
                 r
             }
+            ApiError::Gone { retained } => {
+                let mut r = error_response(
+                    ErrorCode::Gone,
+                    format!(
+                        "the offset is before the stream's retention; read from {}",
+                        Offset(retained)
+                    ),
+                );
+                set(&mut r, h::STREAM_RETAINED_OFFSET, Offset(retained));
+                set(&mut r, h::STREAM_NEXT_OFFSET, Offset(retained));
+                r
+            }
             ApiError::Busy(why) => {
                 let mut r = error_response(ErrorCode::Unavailable, why);
                 set(&mut r, "retry-after", 1);
@@ -109,6 +129,7 @@ impl axum::response::IntoResponse for ApiError {
                 error_response(ErrorCode::Internal, "internal error")
             }
             ApiError::Store(e) => store_error(e),
+            ApiError::Ready(r) => *r,
         }
     }
 }
@@ -142,6 +163,41 @@ fn store_error(e: StoreError) -> Response<Body> {
             r
         }
         StoreError::Refused { refusal, tail } => refusal_response(refusal, &tail),
+        StoreError::SnapshotRefused(refusal) => snapshot_refusal(refusal),
+        StoreError::RetainRefused(RetainRefusal::NotLatestSnapshot) => error_response(
+            ErrorCode::SnapshotNotFound,
+            "retention advances only to the latest snapshot's offset",
+        ),
+        StoreError::RetainRefused(RetainRefusal::Backwards { retained }) => {
+            let mut r = error_response(
+                ErrorCode::SnapshotConflict,
+                "retention never moves backwards",
+            );
+            set(&mut r, h::STREAM_RETAINED_OFFSET, Offset(retained));
+            r
+        }
+    }
+}
+
+fn snapshot_refusal(refusal: SnapshotRefusal) -> Response<Body> {
+    match refusal {
+        SnapshotRefusal::BeyondTail { tail } => {
+            let mut r = error_response(
+                ErrorCode::SnapshotConflict,
+                "the snapshot offset is past the end of the stream",
+            );
+            set(&mut r, h::STREAM_NEXT_OFFSET, Offset(tail));
+            r
+        }
+        SnapshotRefusal::BeforeRetained { retained } => ApiError::Gone { retained }.into_response(),
+        SnapshotRefusal::MatchFailed => error_response(
+            ErrorCode::SnapshotConflict,
+            "Stream-Snapshot-Match does not name the latest snapshot",
+        ),
+        SnapshotRefusal::Conflict => error_response(
+            ErrorCode::SnapshotConflict,
+            "another snapshot is published at this offset or a later one",
+        ),
     }
 }
 

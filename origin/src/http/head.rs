@@ -29,7 +29,15 @@ pub async fn head(state: Shared, path: String, req: Request) -> Response<Body> {
     if tail.closed {
         set(&mut resp, h::STREAM_CLOSED, "true");
     }
-    set(&mut resp, h::STREAM_RETAINED_OFFSET, Offset::ZERO);
+    set(&mut resp, h::STREAM_RETAINED_OFFSET, Offset(tail.retained));
+    if let Some(snapshot) = view.snapshot() {
+        set(
+            &mut resp,
+            h::STREAM_SNAPSHOT_OFFSET,
+            Offset(snapshot.offset),
+        );
+        set(&mut resp, h::STREAM_SNAPSHOT_DIGEST, snapshot.digest);
+    }
     match view.config.expiry {
         Expiry::Never => {}
         Expiry::IdleSecs(s) => set(&mut resp, h::STREAM_TTL, s),

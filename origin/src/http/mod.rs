@@ -16,6 +16,7 @@ pub mod read;
 pub mod reading;
 pub mod request;
 pub mod routes;
+pub mod snapshot;
 pub mod sse;
 
 use std::sync::Arc;
@@ -149,6 +150,12 @@ async fn dispatch(state: Shared, req: Request) -> Response<Body> {
                 ),
             }
         }
+        Target::Snapshot { stream, rest }
+            if method != Method::OPTIONS && snapshot::is_resource(rest) =>
+        {
+            let (stream, rest) = (stream.to_owned(), rest.to_owned());
+            snapshot::route(state.clone(), stream, rest, req).await
+        }
         // No stream can be created at a reserved path: `create` refuses it
         // with 400 and the reason, rather than a 404 as if nothing were there.
         _ if method == Method::PUT => (
@@ -172,13 +179,20 @@ async fn dispatch(state: Shared, req: Request) -> Response<Body> {
             )
         }
         Target::Chunk { .. } => ("chunk", method_not_allowed("GET, HEAD, OPTIONS")),
-        Target::IncarnationSnapshot { .. } | Target::Snapshot { .. } => (
-            "reserved",
-            error::error_response(
-                ErrorCode::NotFound,
-                "snapshots are not served by this server yet",
-            ),
-        ),
+        Target::IncarnationSnapshot {
+            stream,
+            token,
+            offset,
+        } if method == Method::GET || method == Method::HEAD => {
+            let (stream, token, offset) = (stream.to_owned(), token.to_owned(), offset.to_owned());
+            (
+                "snapshot",
+                snapshot::read_cacheable(state.clone(), stream, token, offset, req).await,
+            )
+        }
+        Target::IncarnationSnapshot { .. } | Target::Snapshot { .. } => {
+            ("snapshot", method_not_allowed("GET, HEAD, OPTIONS"))
+        }
         Target::Reserved => (
             "reserved",
             error::error_response(ErrorCode::NotFound, "no such resource"),
@@ -218,7 +232,7 @@ async fn read_route(state: Shared, stream: String, req: Request) -> (&'static st
 }
 
 /// 405 with the methods the resource answers, as `Allow` and in the message.
-fn method_not_allowed(allow: &'static str) -> Response<Body> {
+pub(crate) fn method_not_allowed(allow: &'static str) -> Response<Body> {
     let mut r = error::error_response(
         ErrorCode::MethodNotAllowed,
         format!("this resource answers {allow}"),

@@ -100,9 +100,13 @@ pub fn open_for_read(
 }
 
 /// The byte position a read starts at.
+/// `-1` is the earliest byte still readable: the retained offset.
 pub fn resolve_start(from: ReadFrom, tail: &Tail) -> Result<u64, ApiError> {
     match from {
-        ReadFrom::Start => Ok(0),
+        ReadFrom::Start => Ok(tail.retained),
+        ReadFrom::At(o) if o.bytes() < tail.retained => Err(ApiError::Gone {
+            retained: tail.retained,
+        }),
         ReadFrom::Now => Ok(tail.next),
         ReadFrom::At(o) if o.bytes() > tail.next => {
             Err(ApiError::OffsetBeyondTail { tail: tail.next })

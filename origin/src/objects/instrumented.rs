@@ -93,11 +93,66 @@ impl Objects {
         self.count_err(r)
     }
 
+    /// Deletes an object; one that is not there counts as deleted.
     pub async fn delete(&self, key: &Path) -> object_store::Result<()> {
-        let r = self.store.delete(key).await;
+        let r = match self.store.delete(key).await {
+            Err(object_store::Error::NotFound { .. }) => Ok(()),
+            other => other,
+        };
         if r.is_ok() {
             self.stats.deletes.fetch_add(1, Relaxed);
         }
         self.count_err(r)
+    }
+
+    /// Deletes every object under `prefix`.
+    pub async fn delete_prefix(&self, prefix: &Path) -> object_store::Result<()> {
+        use futures::TryStreamExt;
+        let keys: Vec<Path> = self
+            .store
+            .list(Some(prefix))
+            .map_ok(|m| m.location)
+            .try_collect()
+            .await?;
+        for key in keys {
+            self.delete(&key).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes an object whose key names its content (a snapshot's key holds
+    /// its digest), so writing it again writes the same bytes.
+    pub async fn put(&self, key: &Path, bytes: Bytes) -> object_store::Result<()> {
+        let len = bytes.len() as u64;
+        let r = self.store.put(key, PutPayload::from_bytes(bytes)).await;
+        if r.is_ok() {
+            self.stats.puts.fetch_add(1, Relaxed);
+            self.stats.put_bytes.fetch_add(len, Relaxed);
+        }
+        self.count_err(r.map(|_| ()))
+    }
+
+    /// An object's bytes as a stream (all, or `range`), with its size.
+    pub async fn get_stream(
+        &self,
+        key: &Path,
+        range: Option<Range<u64>>,
+    ) -> object_store::Result<futures::stream::BoxStream<'static, object_store::Result<Bytes>>>
+    {
+        let opts = object_store::GetOptions {
+            range: range.map(object_store::GetRange::Bounded),
+            ..Default::default()
+        };
+        let r = self.store.get_opts(key, opts).await;
+        match r {
+            Ok(got) => {
+                self.stats.gets.fetch_add(1, Relaxed);
+                self.stats
+                    .get_bytes
+                    .fetch_add(got.range.end - got.range.start, Relaxed);
+                Ok(got.into_stream())
+            }
+            Err(e) => self.count_err(Err(e)),
+        }
     }
 }

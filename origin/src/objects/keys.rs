@@ -33,10 +33,15 @@ pub fn chunk(stream_path: &str, incarnation: &str, start: Offset) -> Path {
 }
 
 /// The key of the snapshot at `offset`.
-pub fn snapshot(stream_path: &str, incarnation: &str, offset: Offset) -> Path {
+/// A snapshot's key names its offset and (the first 64 bits of) its digest:
+/// two blobs published at the same offset never share a key, so no two
+/// writers race for one. Keys stay short: s3s-fs refuses keys much longer
+/// than 130 bytes.
+pub fn snapshot(stream_path: &str, incarnation: &str, offset: Offset, digest: &str) -> Path {
+    let short = &digest[..digest.len().min(16)];
     incarnation_prefix(stream_path, incarnation)
         .join("snapshots")
-        .join(offset.to_string().as_str())
+        .join(format!("{offset}-{short}").as_str())
 }
 
 #[cfg(test)]
@@ -54,7 +59,10 @@ mod tests {
         assert!(a.as_ref().ends_with("/1-ab/chunks/0000000000400000"));
         assert_ne!(a, chunk("/v1/stream/b", "1-ab", Offset(CHUNK_BYTES)));
         assert_ne!(a, chunk("/v1/stream/a", "2-ab", Offset(CHUNK_BYTES)));
-        assert_ne!(a, snapshot("/v1/stream/a", "1-ab", Offset(CHUNK_BYTES)));
+        assert_ne!(
+            a,
+            snapshot("/v1/stream/a", "1-ab", Offset(CHUNK_BYTES), "00")
+        );
         // Long paths still give short keys.
         let long = "/".to_owned() + &"x".repeat(1000);
         assert!(chunk(&long, "1-ab", Offset(0)).as_ref().len() < 100);

@@ -29,6 +29,7 @@ impl Entry {
             next: self.core.len,
             closed: self.core.closed,
             gone: false,
+            retained: self.core.retained,
         }
     }
 }
@@ -129,6 +130,11 @@ impl Engine {
         }
     }
 
+    pub fn entry_by_id(&mut self, id: u64) -> Option<&mut Entry> {
+        let path = self.paths_by_id.get(&id)?;
+        self.entries.get_mut(path)
+    }
+
     /// Replays one logged record (recovery).
     pub fn replay(&mut self, record: Record, now: Millis) -> io::Result<()> {
         match record {
@@ -171,6 +177,18 @@ impl Engine {
                         .expect("indexed streams exist")
                         .core;
                     core.sealed = core.sealed.max(through);
+                }
+                Ok(())
+            }
+            Record::Snapshot { id, meta } => {
+                if let Some(entry) = self.entry_by_id(id) {
+                    entry.core.snapshot = Some(meta);
+                }
+                Ok(())
+            }
+            Record::Retain { id, offset } => {
+                if let Some(entry) = self.entry_by_id(id) {
+                    entry.core.retained = entry.core.retained.max(offset);
                 }
                 Ok(())
             }

@@ -1,6 +1,7 @@
 //! What a store operation can answer besides success.
 
 use super::view::Tail;
+use crate::core::snapshot::{RetainRefusal, SnapshotRefusal};
 use crate::core::stream::AppendRefusal;
 
 #[derive(Debug, thiserror::Error)]
@@ -18,4 +19,8 @@ pub enum StoreError {
     /// Too many bytes wait to be sealed (object storage down or slow).
     #[error("object storage is behind; appends resume once sealing catches up")]
     SealingBehind,
+    #[error("snapshot refused: {0:?}")]
+    SnapshotRefused(SnapshotRefusal),
+    #[error("retention refused: {0:?}")]
+    RetainRefused(RetainRefusal),
 }

@@ -17,6 +17,7 @@ pub mod checkpoint;
 pub mod cold;
 pub mod engine;
 pub mod error;
+pub mod janitor;
 pub mod layout;
 pub mod record;
 pub mod recovery;
@@ -37,6 +38,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::Clock;
 use crate::core::config::StreamConfig;
+use crate::core::snapshot::SnapshotMeta;
 use crate::core::stream::AppendRequest;
 use crate::metrics::Metrics;
 pub use error::StoreError;
@@ -82,6 +84,9 @@ pub struct StoreConfig {
     pub max_unsealed_bytes: u64,
     /// Longest wait between two tries of a failed upload.
     pub seal_retry_max: Duration,
+    /// How long garbage in object storage waits before it is deleted, so
+    /// that reads which started before it became garbage finish.
+    pub gc_grace: Duration,
 }
 
 /// When an append is acknowledged.
@@ -115,6 +120,7 @@ impl StoreConfig {
             chunk_cache_bytes: 256 * 1024 * 1024,
             max_unsealed_bytes: 1024 * 1024 * 1024,
             seal_retry_max: Duration::from_secs(5),
+            gc_grace: Duration::from_secs(60),
         }
     }
 }
@@ -126,6 +132,8 @@ pub struct Store {
     registry: Registry,
     clock: Arc<dyn Clock>,
     writer: Arc<Mutex<Option<JoinHandle<()>>>>,
+    objects: Option<crate::objects::instrumented::Objects>,
+    data: PathBuf,
 }
 
 impl Store {
@@ -149,6 +157,7 @@ impl Store {
                 Some(crate::objects::instrumented::Objects::new(store))
             }
         };
+        let _ = std::fs::remove_dir_all(config.data.join("staging"));
         let cold = objects.as_ref().map(|o| {
             Arc::new(cold::Cold::new(
                 o.clone(),
@@ -175,6 +184,8 @@ impl Store {
         tokio::spawn(Arc::clone(&publisher).run(to_publish));
         let sealer_metrics = Arc::clone(&metrics);
         let seal_retry_max = config.seal_retry_max;
+        let gc_grace = config.gc_grace;
+        let data = config.data.clone();
         let mut writer = Writer::new(
             engine,
             wal,
@@ -185,10 +196,19 @@ impl Store {
             publisher,
         );
         writer.replayed_bytes = report.bytes_replayed;
-        if let Some(objects) = objects {
+        if let Some(objects) = &objects {
+            let (gc, garbage) = mpsc::unbounded_channel();
+            tokio::spawn(
+                janitor::Janitor {
+                    objects: objects.clone(),
+                    grace: gc_grace,
+                }
+                .run(garbage),
+            );
+            writer.gc = Some(gc);
             let (jobs, queue) = mpsc::unbounded_channel();
             let sealer = sealer::Sealer {
-                objects,
+                objects: objects.clone(),
                 writer: tx.clone(),
                 metrics: sealer_metrics,
                 retry_max: seal_retry_max,
@@ -211,6 +231,8 @@ impl Store {
                 registry,
                 clock,
                 writer: Arc::new(Mutex::new(Some(handle))),
+                objects,
+                data,
             },
             report,
         ))
@@ -218,6 +240,51 @@ impl Store {
 
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
+    }
+
+    /// Object storage (none when sealing is off).
+    pub fn objects(&self) -> Option<&crate::objects::instrumented::Objects> {
+        self.objects.as_ref()
+    }
+
+    /// Where snapshot parts wait for their publish (cleared at startup).
+    pub fn staging_dir(&self) -> PathBuf {
+        self.data.join("staging")
+    }
+
+    /// Makes `meta`, already in object storage, the stream's latest
+    /// snapshot once the change is durable.
+    pub async fn snapshot(
+        &self,
+        path: String,
+        incarnation: Option<String>,
+        meta: SnapshotMeta,
+        expect_digest: Option<String>,
+    ) -> Result<(), StoreError> {
+        self.call(|reply| Command::Snapshot {
+            path,
+            incarnation,
+            meta,
+            expect_digest,
+            reply,
+        })
+        .await
+    }
+
+    /// Advances the stream's retention to its latest snapshot at `offset`.
+    pub async fn retain(
+        &self,
+        path: String,
+        incarnation: Option<String>,
+        offset: u64,
+    ) -> Result<(), StoreError> {
+        self.call(|reply| Command::Retain {
+            path,
+            incarnation,
+            offset,
+            reply,
+        })
+        .await
     }
 
     /// The stream at `path`, unless it does not exist or has expired.

@@ -7,6 +7,8 @@
 //! Append = id effect payload
 //! Delete = id at
 //! Sealed = id through            bytes [0, through) are in object storage
+//! Snapshot = id offset len digest content_type   the latest snapshot
+//! Retain = id offset               reads before offset answer 410
 //! effect = start len at flags:u8 [producer_id epoch seq] [stream_seq]
 //! ```
 //! Integers are u64 little-endian, strings u32le-length-prefixed UTF-8, and
@@ -18,6 +20,7 @@ use bytes::Bytes;
 
 use crate::core::config::{Expiry, StreamConfig};
 use crate::core::producer::ProducerClaim;
+use crate::core::snapshot::SnapshotMeta;
 use crate::core::stream::AppendEffect;
 use crate::core::Millis;
 
@@ -30,6 +33,8 @@ const KIND_CREATE: u8 = 1;
 const KIND_APPEND: u8 = 2;
 const KIND_DELETE: u8 = 3;
 const KIND_SEALED: u8 = 4;
+const KIND_SNAPSHOT: u8 = 5;
+const KIND_RETAIN: u8 = 6;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CreateRecord {
@@ -58,6 +63,16 @@ pub enum Record {
     Sealed {
         id: u64,
         through: u64,
+    },
+    /// `meta` is the stream's latest snapshot.
+    Snapshot {
+        id: u64,
+        meta: SnapshotMeta,
+    },
+    /// Reads before `offset` answer 410.
+    Retain {
+        id: u64,
+        offset: u64,
     },
 }
 
@@ -117,6 +132,19 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             out.push(KIND_SEALED);
             put_u64(out, *id);
             put_u64(out, *through);
+        }
+        Record::Snapshot { id, meta } => {
+            out.push(KIND_SNAPSHOT);
+            put_u64(out, *id);
+            put_u64(out, meta.offset);
+            put_u64(out, meta.len);
+            put_str(out, &meta.digest);
+            put_str(out, &meta.content_type);
+        }
+        Record::Retain { id, offset } => {
+            out.push(KIND_RETAIN);
+            put_u64(out, *id);
+            put_u64(out, *offset);
         }
         Record::Delete { id, at } => {
             out.push(KIND_DELETE);
@@ -210,6 +238,19 @@ fn decode_body(body: &[u8]) -> Result<Record, FrameError> {
         KIND_SEALED => Record::Sealed {
             id: r.u64()?,
             through: r.u64()?,
+        },
+        KIND_SNAPSHOT => Record::Snapshot {
+            id: r.u64()?,
+            meta: SnapshotMeta {
+                offset: r.u64()?,
+                len: r.u64()?,
+                digest: r.str()?,
+                content_type: r.str()?,
+            },
+        },
+        KIND_RETAIN => Record::Retain {
+            id: r.u64()?,
+            offset: r.u64()?,
         },
         KIND_DELETE => Record::Delete {
             id: r.u64()?,
@@ -346,6 +387,23 @@ mod tests {
             }),
             (any::<u64>(), any::<u64>()).prop_map(|(id, at)| Record::Delete { id, at }),
             (any::<u64>(), any::<u64>()).prop_map(|(id, through)| Record::Sealed { id, through }),
+            (any::<u64>(), any::<u64>()).prop_map(|(id, offset)| Record::Retain { id, offset }),
+            (
+                any::<u64>(),
+                any::<u64>(),
+                any::<u64>(),
+                "[0-9a-f]{64}",
+                "[a-z/]{1,20}"
+            )
+                .prop_map(|(id, offset, len, digest, content_type)| Record::Snapshot {
+                    id,
+                    meta: SnapshotMeta {
+                        offset,
+                        len,
+                        digest,
+                        content_type
+                    }
+                }),
             (
                 any::<u64>(),
                 "/[a-z/]{0,20}",

@@ -98,8 +98,9 @@ pub fn recover(
         }
         entry.view.flush()?;
         debug_assert_eq!(entry.view.flushed(), entry.core.len);
-        // Readers see the replayed end, not the end the view was built with.
+        // Readers see the replayed state, not the one the view was built with.
         entry.view.publish(entry.tail());
+        entry.view.set_snapshot(entry.core.snapshot.clone());
         // Sealed chunks are read from object storage (replay may have
         // written some of their bytes again).
         entry.view.drop_sealed(entry.core.sealed);

@@ -24,6 +24,7 @@ use super::cold::{Cold, ColdUnavailable};
 use super::tail_buffer::TailBuffer;
 
 use crate::core::config::StreamConfig;
+use crate::core::snapshot::SnapshotMeta;
 use crate::core::stream::StreamCore;
 use crate::core::Millis;
 
@@ -34,6 +35,8 @@ pub struct Tail {
     pub closed: bool,
     /// Deleted or expired: waiters stop and answer 404.
     pub gone: bool,
+    /// Reads before this offset answer 410.
+    pub retained: u64,
 }
 
 pub struct StreamView {
@@ -52,6 +55,7 @@ pub struct StreamView {
     /// Bytes `[0, dropped)` are sealed and no longer read from the file.
     dropped: AtomicU64,
     cold: Option<Arc<Cold>>,
+    snapshot: parking_lot::RwLock<Option<SnapshotMeta>>,
 }
 
 /// Why a read failed.
@@ -75,6 +79,7 @@ impl StreamView {
             next: core.len,
             closed: core.closed,
             gone: false,
+            retained: core.retained,
         };
         StreamView {
             id: core.id,
@@ -90,7 +95,17 @@ impl StreamView {
             last_access: AtomicU64::new(last_access),
             dropped: AtomicU64::new(0),
             cold,
+            snapshot: parking_lot::RwLock::new(core.snapshot.clone()),
         }
+    }
+
+    /// The latest published snapshot.
+    pub fn snapshot(&self) -> Option<SnapshotMeta> {
+        self.snapshot.read().clone()
+    }
+
+    pub(crate) fn set_snapshot(&self, meta: Option<SnapshotMeta>) {
+        *self.snapshot.write() = meta;
     }
 
     pub fn tail(&self) -> Tail {

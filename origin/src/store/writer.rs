@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::checkpoint::{self, Checkpoint};
 use super::engine::Engine;
 use super::error::StoreError;
+use super::janitor::Garbage;
 use super::record::{self, CreateRecord, Record};
 use super::sealer::SealJob;
 use super::tail_buffer::FLUSH_BYTES;
@@ -31,8 +32,11 @@ use super::StoreConfig;
 use crate::clock::Clock;
 use crate::core::config::StreamConfig;
 use crate::core::producer::Receipt;
+use crate::core::snapshot::{SnapshotDecision, SnapshotMeta};
 use crate::core::stream::{AppendDecision, AppendEffect, AppendRequest};
 use crate::metrics::Metrics;
+use crate::objects::keys;
+use shared::offset::{Offset, CHUNK_BYTES};
 
 /// Streams by path, as readers see them: only durable state.
 pub type Registry = Arc<RwLock<HashMap<String, Arc<StreamView>>>>;
@@ -90,6 +94,21 @@ pub enum Command {
     Shutdown,
     /// Bytes `[0, through)` of stream `id` are sealed in object storage.
     Sealed { id: u64, through: u64 },
+    /// Make `meta` (already in object storage) the latest snapshot.
+    Snapshot {
+        path: String,
+        incarnation: Option<String>,
+        meta: SnapshotMeta,
+        expect_digest: Option<String>,
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    },
+    /// Advance retention to the latest snapshot at `offset`.
+    Retain {
+        path: String,
+        incarnation: Option<String>,
+        offset: u64,
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    },
 }
 
 /// What becomes visible once the batch is durable.
@@ -169,6 +188,10 @@ pub struct Writer {
     unsealed: u64,
     /// Seals logged in this batch: their local copies go once it is durable.
     pending_drops: Vec<(Arc<StreamView>, u64)>,
+    /// Where objects that became garbage go (none without object storage).
+    pub gc: Option<mpsc::UnboundedSender<(tokio::time::Instant, Garbage)>>,
+    /// Garbage made in this batch, handed over once it is durable.
+    pending_gc: Vec<Garbage>,
     /// Log bytes recovery replayed from segments that are still on disk; a
     /// checkpoint retires them (so a restart right after a crash does not
     /// replay them again).
@@ -203,6 +226,8 @@ impl Writer {
             seal_requested: HashMap::new(),
             unsealed: 0,
             pending_drops: Vec::new(),
+            gc: None,
+            pending_gc: Vec::new(),
             replayed_bytes: 0,
         }
     }
@@ -346,6 +371,13 @@ impl Writer {
         for (view, through) in self.pending_drops.drain(..) {
             self.metrics.dropped(view.drop_sealed(through));
         }
+        if let Some(gc) = &self.gc {
+            let now = tokio::time::Instant::now();
+            for garbage in self.pending_gc.drain(..) {
+                let _ = gc.send((now, garbage));
+            }
+        }
+        self.pending_gc.clear();
         let actions = std::mem::take(after);
         if let Err(unsent) = self.published.blocking_send(actions) {
             // The runtime is gone (shutdown): publish from here.
@@ -428,8 +460,51 @@ impl Writer {
                         core.sealed = through;
                         record::encode(&Record::Sealed { id, through }, frames);
                         self.pending_drops.push((Arc::clone(&entry.view), through));
+                        // Sealed after retention passed it: garbage already.
+                        if through <= core.retained {
+                            let start = (through - 1) - (through - 1) % CHUNK_BYTES;
+                            self.pending_gc.push(Garbage::Key(keys::chunk(
+                                &core.path,
+                                &core.incarnation,
+                                Offset(start),
+                            )));
+                        }
                     }
                 }
+            }
+            Command::Snapshot {
+                path,
+                incarnation,
+                meta,
+                expect_digest,
+                reply,
+            } => {
+                self.expire_if_due(&path, now, frames, after);
+                let result = self.snapshot(&path, incarnation, meta, expect_digest, frames);
+                let view = self.engine.entries.get(&path).map(|e| Arc::clone(&e.view));
+                let latest = self
+                    .engine
+                    .entries
+                    .get(&path)
+                    .and_then(|e| e.core.snapshot.clone());
+                after.push(AfterCommit::Reply(Box::new(move || {
+                    if let (Ok(()), Some(view)) = (&result, view) {
+                        view.set_snapshot(latest);
+                    }
+                    let _ = reply.send(result);
+                })));
+            }
+            Command::Retain {
+                path,
+                incarnation,
+                offset,
+                reply,
+            } => {
+                self.expire_if_due(&path, now, frames, after);
+                let result = self.retain(&path, incarnation, offset, frames, after);
+                after.push(AfterCommit::Reply(Box::new(move || {
+                    let _ = reply.send(result);
+                })));
             }
             Command::Tick => {
                 let expired: Vec<String> = self
@@ -444,6 +519,94 @@ impl Writer {
                 }
             }
         }
+    }
+
+    fn entry_checked(
+        &self,
+        path: &str,
+        incarnation: Option<String>,
+    ) -> Result<&super::engine::Entry, StoreError> {
+        let entry = self.engine.entries.get(path).ok_or(StoreError::NotFound)?;
+        match incarnation {
+            Some(i) if i != entry.core.incarnation => Err(StoreError::IncarnationMismatch {
+                current: entry.core.incarnation.clone(),
+            }),
+            _ => Ok(entry),
+        }
+    }
+
+    fn snapshot(
+        &mut self,
+        path: &str,
+        incarnation: Option<String>,
+        meta: SnapshotMeta,
+        expect_digest: Option<String>,
+        frames: &mut Vec<u8>,
+    ) -> Result<(), StoreError> {
+        let entry = self.entry_checked(path, incarnation)?;
+        let decision = entry
+            .core
+            .decide_snapshot(&meta, expect_digest.as_deref())
+            .map_err(StoreError::SnapshotRefused)?;
+        let SnapshotDecision::Publish { replaced } = decision else {
+            return Ok(());
+        };
+        let id = entry.core.id;
+        if let Some(old) = replaced {
+            self.pending_gc.push(Garbage::Key(keys::snapshot(
+                &entry.core.path,
+                &entry.core.incarnation,
+                Offset(old.offset),
+                &old.digest,
+            )));
+        }
+        record::encode(
+            &Record::Snapshot {
+                id,
+                meta: meta.clone(),
+            },
+            frames,
+        );
+        let entry = self.engine.entries.get_mut(path).expect("checked above");
+        entry.core.snapshot = Some(meta);
+        Ok(())
+    }
+
+    fn retain(
+        &mut self,
+        path: &str,
+        incarnation: Option<String>,
+        offset: u64,
+        frames: &mut Vec<u8>,
+        after: &mut Vec<AfterCommit>,
+    ) -> Result<(), StoreError> {
+        let entry = self.entry_checked(path, incarnation)?;
+        let advance = entry
+            .core
+            .decide_retain(offset)
+            .map_err(StoreError::RetainRefused)?;
+        if !advance {
+            return Ok(());
+        }
+        let id = entry.core.id;
+        record::encode(&Record::Retain { id, offset }, frames);
+        let entry = self.engine.entries.get_mut(path).expect("checked above");
+        let before = entry.core.retained;
+        entry.core.retained = offset;
+        // Sealed chunks that now lie wholly before retention are garbage;
+        // the rest become garbage when they are sealed.
+        let first = before - before % CHUNK_BYTES;
+        let mut start = first;
+        while start + CHUNK_BYTES <= offset && start + CHUNK_BYTES <= entry.core.sealed {
+            self.pending_gc.push(Garbage::Key(keys::chunk(
+                &entry.core.path,
+                &entry.core.incarnation,
+                Offset(start),
+            )));
+            start += CHUNK_BYTES;
+        }
+        after.push(AfterCommit::Publish(Arc::clone(&entry.view), entry.tail()));
+        Ok(())
     }
 
     fn expire_if_due(
@@ -480,6 +643,11 @@ impl Writer {
                 },
                 frames,
             );
+            self.pending_gc
+                .push(Garbage::Prefix(keys::incarnation_prefix(
+                    &entry.core.path,
+                    &entry.core.incarnation,
+                )));
             after.push(AfterCommit::Unregister(entry.view));
         }
     }

@@ -249,7 +249,6 @@ async fn create_refuses_reserved_paths() {
         "/acct/incarnation",
         "/acct/incarnation/s",
         "/acct/s/incarnation/tok/chunk/0000000000000000",
-        "/acct/s/snapshot",
         "/acct/s/snapshots",
         "/acct/snapshot-1/s",
         "/_admin",
@@ -259,6 +258,14 @@ async fn create_refuses_reserved_paths() {
         let resp = send(api.put(path).header("content-type", "text/plain")).await;
         expect_error(resp, 400, "BAD_REQUEST").await;
     }
+    // `{stream}/snapshot` is a resource of its own, which PUT does not create.
+    let resp = send(
+        api.put("/acct/s/snapshot")
+            .header("content-type", "text/plain"),
+    )
+    .await;
+    let headers = expect_error(resp, 405, "METHOD_NOT_ALLOWED").await;
+    assert_eq!(headers["allow"], "GET, HEAD, OPTIONS");
     // Paths that only look alike are streams.
     for path in [
         "/acct/incarnations/s",

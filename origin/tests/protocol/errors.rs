@@ -65,7 +65,7 @@ async fn every_refusal_has_the_json_error_shape() {
         (
             api.get(&format!("{path}/snapshot")),
             404,
-            "STREAM_NOT_FOUND",
+            "SNAPSHOT_NOT_FOUND",
         ),
         (
             api.get(&format!("{path}/incarnation/x")),
