@@ -7,15 +7,18 @@ locals {
   origin_verify_header = "X-DS-Origin-Verify"
   alb_origin_id        = "edges"
 
-  # Request headers of the protocol that the edges need on writes and tails.
+  # The request headers the protocol reads (origin/src/http/request.rs).
   # Authorization is not here: CloudFront forwards it on GET/HEAD only when it
-  # is part of the cache key, so it lives in the cache policies instead.
+  # is part of the cache key, so it lives in the cache policies instead. None
+  # of these changes a cacheable read: on reads only Stream-Incarnation
+  # matters, and a mismatch answers 412, which CloudFront never caches. CORS
+  # needs nothing forwarded: the edge answers `*` and static preflights.
+  # (An origin request policy holds at most 10 headers by default.)
   protocol_headers = [
     "Content-Type",
     "Producer-Id", "Producer-Epoch", "Producer-Seq",
     "Stream-Seq", "Stream-TTL", "Stream-Expires-At", "Stream-Closed",
-    "Last-Event-ID", "Origin",
-    "Access-Control-Request-Method", "Access-Control-Request-Headers",
+    "Stream-Incarnation",
   ]
 
   # Error answers CloudFront would otherwise cache for 10 s. Cached under a
