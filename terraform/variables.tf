@@ -1,4 +1,4 @@
-# Inputs. Only the four without a default must be set (see
+# Inputs. Only the three without a default must be set (see
 # terraform.tfvars.example); everything else has a production-shaped default.
 
 # ---- naming and placement ---------------------------------------------------
