@@ -27,7 +27,7 @@ variable "tags" {
 }
 
 variable "availability_zone_letters" {
-  description = "The two availability zones of `region` to use, as letters (zone names are region + letter). Named, not picked, so the set never changes when AWS adds a zone."
+  description = "The two availability zones of `region` to use, as letters (zone names are region + letter). Named, not picked, so the set never changes when AWS adds a zone. Some regions lack a letter (ap-northeast-1 has a, c, d): the plan then fails with a message saying so."
   type        = list(string)
   default     = ["a", "b"]
 
