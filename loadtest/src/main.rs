@@ -9,11 +9,14 @@
 //! - `compare-append`: starts the ceiling and the origin side by side, runs
 //!   `append` against each in the same run, and prints the table and ratio.
 //! - `restart-time`: fills an origin, kills it, and times the restart.
+//! - `seal-bench`: append p99 with and without sealing into s3s-fs, seal
+//!   throughput, and cold vs warm catch-up from object storage.
 
 mod append;
 mod ceiling;
 mod compare;
 mod restart;
+mod seal;
 mod stats;
 
 use clap::{Parser, Subcommand};
@@ -34,6 +37,7 @@ enum Cmd {
     Append(append::Args),
     CompareAppend(compare::Args),
     RestartTime(restart::Args),
+    SealBench(seal::Args),
 }
 
 #[tokio::main]
@@ -47,5 +51,6 @@ async fn main() -> anyhow::Result<()> {
         }
         Cmd::CompareAppend(a) => compare::run(a).await,
         Cmd::RestartTime(a) => restart::run(a).await,
+        Cmd::SealBench(a) => seal::run(a).await,
     }
 }

@@ -41,7 +41,7 @@ pub struct Cli {
     pub data: PathBuf,
     /// Object storage for sealed chunks and snapshots (file:///path or
     /// s3://bucket/prefix); default: the folder `objects` in the data
-    /// directory.
+    /// directory; `none`: nothing is sealed, the local log keeps everything.
     #[arg(long, env = "ORIGIN_OBJECT_STORE")]
     pub object_store: Option<String>,
     /// Memory for sealed chunks read back from object storage, e.g. 256MiB.
@@ -85,8 +85,10 @@ impl Cli {
         let mut c = StoreConfig::new(self.data.clone());
         c.checkpoint_bytes = self.checkpoint_bytes;
         c.commit_delay = self.commit_delay;
-        if let Some(url) = &self.object_store {
-            c.object_store = Some(url.clone());
+        match self.object_store.as_deref() {
+            None => {}
+            Some("none") => c.object_store = None,
+            Some(url) => c.object_store = Some(url.to_owned()),
         }
         c.chunk_cache_bytes = self.chunk_cache;
         c.max_unsealed_bytes = self.max_unsealed;

@@ -66,11 +66,14 @@ impl Rng {
 }
 
 fn message(writer: usize, seq: u64) -> String {
-    // Varied sizes so records straddle pages and frames.
-    format!(
-        "w{writer:02}-s{seq:06}-{}\n",
-        "x".repeat((writer * 37 + seq as usize * 11) % 300)
-    )
+    // Varied sizes so records straddle pages and frames; every third message
+    // is large, so streams pass 4 MiB chunk boundaries and kills also land
+    // while chunks are sealed and dropped from local disk.
+    let mut pad = (writer * 37 + seq as usize * 11) % 300;
+    if seq.is_multiple_of(3) {
+        pad += 40_000;
+    }
+    format!("w{writer:02}-s{seq:06}-{}\n", "x".repeat(pad))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -220,7 +223,11 @@ async fn acknowledged_appends_survive_sigkill_exactly_once() {
         total > WRITERS * CYCLES,
         "the load made too little progress to mean anything: {total} appends"
     );
-    eprintln!("crash test: {kills} kills, {total} appends verified");
+    // The load passed chunk boundaries: chunks were sealed (and dropped from
+    // the stream files) between the kills, and the reads above crossed them.
+    let chunks = count_files(&dir.path().join("objects"));
+    assert!(chunks > 0, "no chunk was sealed; the test missed sealing");
+    eprintln!("crash test: {kills} kills, {total} appends verified, {chunks} sealed chunks");
     drop(proc);
 }
 
@@ -412,4 +419,19 @@ async fn post_json(
         .send()
         .await
         .unwrap()
+}
+
+fn count_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .map(|e| {
+                let e = e.unwrap();
+                if e.file_type().unwrap().is_dir() {
+                    count_files(&e.path())
+                } else {
+                    1
+                }
+            })
+            .sum()
+    })
 }

@@ -74,12 +74,18 @@ impl Cold {
         start: u64,
         end: u64,
     ) -> Result<Bytes, ColdUnavailable> {
-        let mut parts = Vec::new();
-        let mut at = start;
-        while at < end {
-            let chunk_start = at - at % CHUNK_BYTES;
-            let chunk = self.chunk(id, path, incarnation, chunk_start).await?;
-            let from = (at - chunk_start) as usize;
+        // The chunks a read spans are fetched at once (a read of up to
+        // 8 MiB spans at most three).
+        let starts: Vec<u64> = (start - start % CHUNK_BYTES..end)
+            .step_by(CHUNK_BYTES as usize)
+            .collect();
+        let chunks = futures::future::try_join_all(
+            starts.iter().map(|&s| self.chunk(id, path, incarnation, s)),
+        )
+        .await?;
+        let mut parts = Vec::with_capacity(chunks.len());
+        for (chunk_start, chunk) in starts.into_iter().zip(chunks) {
+            let from = start.saturating_sub(chunk_start) as usize;
             let to = ((end - chunk_start) as usize).min(chunk.len());
             if from >= to {
                 return Err(ColdUnavailable(format!(
@@ -88,7 +94,6 @@ impl Cold {
                 )));
             }
             parts.push(chunk.slice(from..to));
-            at = chunk_start + to as u64;
         }
         Ok(match parts.len() {
             1 => parts.pop().expect("one part"),

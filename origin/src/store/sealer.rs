@@ -10,14 +10,20 @@
 //! retried with backoff until it succeeds or the stream is deleted; appends
 //! go on meanwhile (the local log holds the bytes).
 //!
+//! Each stream's chunks are sealed in order by a worker of its own (its
+//! sealed bytes are a prefix), and up to [`CONCURRENT_UPLOADS`] streams upload
+//! at once: object storage is latency-bound, so one upload at a time would
+//! cap the seal rate at one chunk per round trip.
+//!
 //! Once the writer has logged the seal durably, it drops the chunk's local
 //! copy (`StreamView::drop_sealed`); reads of it go to object storage.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use shared::offset::Offset;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 
 use super::view::StreamView;
 use super::writer::Command;
@@ -52,15 +58,48 @@ pub struct Sealer {
 
 const FIRST_RETRY: Duration = Duration::from_millis(100);
 
+/// Chunks uploaded at once (each holds one chunk, 4 MiB, in memory).
+pub const CONCURRENT_UPLOADS: usize = 4;
+
 impl Sealer {
+    /// Hands each job to its stream's worker, starting workers as needed.
     pub async fn run(self, mut jobs: mpsc::UnboundedReceiver<SealJob>) {
+        let me = Arc::new(self);
+        let uploads = Arc::new(Semaphore::new(CONCURRENT_UPLOADS));
+        // One worker per stream, for as long as the stream lives: a worker
+        // never ends while another could start for the same stream, so a
+        // stream's chunks are never sealed out of order.
+        let mut workers: HashMap<u64, (mpsc::UnboundedSender<SealJob>, Arc<StreamView>)> =
+            HashMap::new();
+        while let Some(job) = jobs.recv().await {
+            // Dropping a deleted stream's sender ends its worker.
+            workers.retain(|_, (_, view)| !view.tail().gone);
+            let id = job.view.id;
+            let (tx, _) = workers.entry(id).or_insert_with(|| {
+                let (tx, rx) = mpsc::unbounded_channel();
+                tokio::spawn(Arc::clone(&me).stream_worker(rx, Arc::clone(&uploads)));
+                (tx, Arc::clone(&job.view))
+            });
+            let _ = tx.send(job);
+        }
+    }
+
+    /// Seals one stream's chunks in order.
+    async fn stream_worker(
+        self: Arc<Self>,
+        mut jobs: mpsc::UnboundedReceiver<SealJob>,
+        uploads: Arc<Semaphore>,
+    ) {
         while let Some(job) = jobs.recv().await {
             let mut wait = FIRST_RETRY;
             loop {
                 if job.view.tail().gone {
                     break;
                 }
-                match self.seal(&job).await {
+                let permit = uploads.acquire().await.expect("never closed");
+                let result = self.seal(&job).await;
+                drop(permit);
+                match result {
                     Ok(()) => break,
                     Err(e) => {
                         self.metrics.seal_error();
