@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::http::{HttpConfig, JsonReads};
 use crate::store::{Durability, StoreConfig};
@@ -37,7 +37,12 @@ pub struct Cli {
     #[arg(long, env = "ORIGIN_LISTEN", default_value = "127.0.0.1:4437")]
     pub listen: SocketAddr,
     /// Directory of the log, checkpoints and stream files.
-    #[arg(long, env = "ORIGIN_DATA", default_value = "./data/origin")]
+    #[arg(
+        long,
+        env = "ORIGIN_DATA",
+        default_value = "./data/origin",
+        global = true
+    )]
     pub data: PathBuf,
     /// Object storage for sealed chunks and snapshots (file:///path or
     /// s3://bucket/prefix); default: the folder `objects` in the data
@@ -78,6 +83,64 @@ pub struct Cli {
     /// Checkpoint when the open WAL segment reaches this size.
     #[arg(long, env = "ORIGIN_CHECKPOINT_BYTES", default_value = "64MiB", value_parser = parse_size)]
     pub checkpoint_bytes: u64,
+    /// Streams under this path prefix belong to the account `default`.
+    #[arg(long, env = "ORIGIN_DEFAULT_PREFIX", default_value = "/v1/stream/")]
+    pub default_prefix: String,
+    /// Accounts anyone may use without a credential and without limits
+    /// (comma-separated; "" for none).
+    #[arg(long, env = "ORIGIN_OPEN_ACCOUNTS", default_value = "default")]
+    pub open_accounts: String,
+    /// Requests per second per account (0: no limit).
+    #[arg(long, env = "ORIGIN_ACCOUNT_RPS", default_value_t = 1000)]
+    pub account_rps: u32,
+    /// Tails (long-polls and SSE) open at once per account (0: no limit).
+    #[arg(long, env = "ORIGIN_ACCOUNT_TAILS", default_value_t = 16)]
+    pub account_tails: u32,
+    /// Longest lifetime of an exchanged token, e.g. 1h.
+    #[arg(long, env = "ORIGIN_MAX_TOKEN_TTL", default_value = "1h", value_parser = parse_duration)]
+    pub max_token_ttl: Duration,
+    /// Bearer token of the admin API (/_admin/keys); unset: the API is off.
+    /// Prefer the environment variable: command lines are visible to others.
+    #[arg(long, env = "ORIGIN_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Admin commands that work on the data directory; a running origin picks
+/// up their changes within a second.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Manage API keys.
+    Keys {
+        #[command(subcommand)]
+        action: KeysAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysAction {
+    /// Make a key; prints it once (only its hash is kept).
+    Create {
+        #[arg(long)]
+        account: String,
+        /// Reads only.
+        #[arg(long)]
+        read_only: bool,
+        /// Only streams whose name (the path after the account) starts with this.
+        #[arg(long)]
+        prefix: Option<String>,
+        /// An agent's key: must be exchanged for a token before use.
+        #[arg(long)]
+        agent: bool,
+    },
+    /// List keys (never their secrets).
+    List {
+        #[arg(long)]
+        account: Option<String>,
+    },
+    /// Revoke a key by id.
+    Revoke { id: String },
 }
 
 impl Cli {
@@ -112,6 +175,22 @@ impl Cli {
                 .max(self.max_body)
                 .max(self.max_snapshot),
             sse_session: self.sse_session,
+            auth: crate::auth::AuthConfig {
+                default_prefix: self.default_prefix.clone(),
+                open_accounts: self
+                    .open_accounts
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|a| !a.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+                limits: crate::auth::limits::LimitConfig {
+                    rps: self.account_rps,
+                    tails: self.account_tails,
+                },
+                max_token_secs: self.max_token_ttl.as_secs().max(1),
+                admin_token: self.admin_token.clone().filter(|t| !t.is_empty()),
+            },
             ..HttpConfig::default()
         }
     }

@@ -10,6 +10,7 @@
 //! - [`objects`]: object storage for sealed chunks and snapshots (in progress).
 //! - [`metrics`], [`clock`]: what is measured, and injected time.
 
+pub mod auth;
 pub mod clock;
 pub mod config;
 pub mod core;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Routes counted in `ds_requests_total`.
-pub const ROUTES: [&str; 11] = [
+pub const ROUTES: [&str; 15] = [
     "create",
     "append",
     "delete",
@@ -19,6 +19,10 @@ pub const ROUTES: [&str; 11] = [
     "preflight",
     "reserved",
     "other",
+    "snapshot",
+    "refused",
+    "token",
+    "admin",
 ];
 
 /// Request counters by route and status, lock-free on the request path:

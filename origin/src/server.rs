@@ -33,6 +33,7 @@ impl Origin {
         clock: Arc<dyn Clock>,
     ) -> std::io::Result<Origin> {
         let metrics = Arc::new(Metrics::default());
+        let store_data = store.data.clone();
         let (store, report) = Store::open(store, clock, Arc::clone(&metrics))?;
         let ingress = Semaphore::new(
             usize::try_from(http.ingress_budget)
@@ -40,7 +41,9 @@ impl Origin {
                 .min(Semaphore::MAX_PERMITS),
         );
         let closing = tokio::sync::watch::Sender::new(false);
+        let auth = crate::auth::Auth::open(&store_data, http.auth.clone())?;
         let state = Arc::new(AppState {
+            auth,
             store,
             config: http,
             metrics,
@@ -57,13 +60,20 @@ impl Origin {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let store = self.state.store.clone();
+        // Once a second: expire idle streams, pick up key changes made by
+        // the admin CLI (a revoked key stops working within a second), and
+        // forget accounts idle for a while.
         let sweeper = tokio::spawn({
-            let store = store.clone();
+            let state = self.state.clone();
             async move {
                 let mut tick = tokio::time::interval(Duration::from_secs(1));
                 loop {
                     tick.tick().await;
-                    store.tick().await;
+                    state.store.tick().await;
+                    if let Err(e) = state.auth.keys.reload_if_changed() {
+                        tracing::error!(error = %e, "could not reload the key store");
+                    }
+                    state.auth.limits.sweep(std::time::Instant::now());
                 }
             }
         });

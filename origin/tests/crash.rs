@@ -103,7 +103,7 @@ async fn acknowledged_appends_survive_sigkill_exactly_once() {
         if cycle == 0 {
             for s in 0..STREAMS {
                 let r = client
-                    .put(format!("{base}/crash/s{s}"))
+                    .put(format!("{base}/v1/stream/crash/s{s}"))
                     .header("content-type", "text/plain")
                     .send()
                     .await
@@ -125,7 +125,7 @@ async fn acknowledged_appends_survive_sigkill_exactly_once() {
                 while !stop.load(Ordering::Relaxed) {
                     let seq = next_seq.lock()[w];
                     let resp = client
-                        .post(format!("{base}/crash/s{}", w % STREAMS))
+                        .post(format!("{base}/v1/stream/crash/s{}", w % STREAMS))
                         .header("content-type", "text/plain")
                         .header("producer-id", format!("w{w}"))
                         .header("producer-epoch", "0")
@@ -168,7 +168,7 @@ async fn acknowledged_appends_survive_sigkill_exactly_once() {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let r = client
-                .get(format!("{base}/crash/s{s}?offset={offset}"))
+                .get(format!("{base}/v1/stream/crash/s{s}?offset={offset}"))
                 .send()
                 .await
                 .unwrap();
@@ -262,7 +262,7 @@ async fn state_survives_sigkill_and_a_torn_tail_is_dropped() {
     let proc = spawn_origin(dir.path());
     let base = format!("http://{}", proc.addr);
 
-    let json = format!("{base}/k/json");
+    let json = format!("{base}/v1/stream/k/json");
     let r = client
         .put(&json)
         .header("content-type", "application/json")
@@ -279,7 +279,7 @@ async fn state_survives_sigkill_and_a_torn_tail_is_dropped() {
         common::header(&r, "stream-next-offset").unwrap(),
     );
 
-    let closed = format!("{base}/k/closed");
+    let closed = format!("{base}/v1/stream/k/closed");
     let r = client
         .put(&closed)
         .header("content-type", "text/plain")
@@ -289,7 +289,7 @@ async fn state_survives_sigkill_and_a_torn_tail_is_dropped() {
         .await
         .unwrap();
     assert_eq!(r.status(), 201);
-    let seq = format!("{base}/k/seq");
+    let seq = format!("{base}/v1/stream/k/seq");
     client
         .put(&seq)
         .header("content-type", "text/plain")
@@ -305,7 +305,7 @@ async fn state_survives_sigkill_and_a_torn_tail_is_dropped() {
         .await
         .unwrap();
     assert_eq!(r.status(), 204);
-    let deleted = format!("{base}/k/deleted");
+    let deleted = format!("{base}/v1/stream/k/deleted");
     client.put(&deleted).body("gone").send().await.unwrap();
     assert_eq!(client.delete(&deleted).send().await.unwrap().status(), 204);
 

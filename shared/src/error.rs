@@ -28,6 +28,12 @@ pub enum ErrorCode {
     Gone,
     PayloadTooLarge,
     RangeNotSatisfiable,
+    /// 401: missing, unknown, expired or revoked credential.
+    Unauthorized,
+    /// 401: an agent key must be exchanged for a token first.
+    ExchangeRequired,
+    /// 403: the credential does not reach the stream, or reads only.
+    Forbidden,
     RateLimited,
     Unavailable,
     Internal,
@@ -54,6 +60,9 @@ impl ErrorCode {
             ErrorCode::Gone => "OFFSET_TRIMMED",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             ErrorCode::RangeNotSatisfiable => "RANGE_NOT_SATISFIABLE",
+            ErrorCode::Unauthorized => "UNAUTHORIZED",
+            ErrorCode::ExchangeRequired => "exchange_required",
+            ErrorCode::Forbidden => "FORBIDDEN",
             ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::Unavailable => "UNAVAILABLE",
             ErrorCode::Internal => "INTERNAL",
@@ -67,7 +76,8 @@ impl ErrorCode {
             | ErrorCode::InvalidOffset
             | ErrorCode::InvalidJson
             | ErrorCode::EmptyBody => 400,
-            ErrorCode::ProducerEpochStale => 403,
+            ErrorCode::ProducerEpochStale | ErrorCode::Forbidden => 403,
+            ErrorCode::Unauthorized | ErrorCode::ExchangeRequired => 401,
             ErrorCode::NotFound | ErrorCode::SnapshotNotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::StreamExists

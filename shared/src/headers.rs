@@ -17,6 +17,8 @@ pub const STREAM_RETAINED_OFFSET: HeaderName = HeaderName::from_static("stream-r
 pub const STREAM_SNAPSHOT_OFFSET: HeaderName = HeaderName::from_static("stream-snapshot-offset");
 pub const STREAM_SNAPSHOT_DIGEST: HeaderName = HeaderName::from_static("stream-snapshot-digest");
 pub const STREAM_IMMUTABLE: HeaderName = HeaderName::from_static("stream-immutable");
+/// `true`: anyone may read the stream without a credential.
+pub const STREAM_PUBLIC: HeaderName = HeaderName::from_static("stream-public");
 /// Publish only if the latest snapshot has this digest.
 pub const STREAM_SNAPSHOT_MATCH: HeaderName = HeaderName::from_static("stream-snapshot-match");
 /// Publish the staged parts `0..N` of a snapshot.
@@ -37,6 +39,6 @@ pub const MAX_SNAPSHOT_BYTES: HeaderName = HeaderName::from_static("ursula-max-s
 /// Headers a browser may read from a cross-origin answer.
 pub const EXPOSED: &str = "stream-next-offset, stream-offset, stream-up-to-date, stream-closed, \
 stream-cursor, stream-ttl, stream-expires-at, stream-seq, stream-incarnation, stream-retained-offset, \
-stream-snapshot-offset, stream-snapshot-digest, stream-immutable, stream-data-content-type, \
+stream-snapshot-offset, stream-snapshot-digest, stream-immutable, stream-public, stream-data-content-type, \
 stream-sse-data-encoding, producer-epoch, producer-seq, producer-expected-seq, producer-received-seq, \
 producer-outcome, ursula-max-request-bytes, ursula-max-snapshot-bytes, etag, location, retry-after, content-type";

@@ -1,6 +1,7 @@
 //! What origin and edge both speak, with no I/O and no async runtime.
 //!
 //! Module map:
+//! - [`auth`]: accounts, grants, API key and token formats, the access rule.
 //! - [`offset`]: the fixed-width offset tokens readers pass back, and the chunk grid on them.
 //! - [`headers`]: every protocol header name, in one place.
 //! - [`error`]: the error codes and the JSON error body every refusal carries.
@@ -11,6 +12,7 @@
 //! - [`paths`]: how a request path splits into a stream and a reserved sub-resource.
 //! - [`params`]: parsing of the read query (`offset`, `live`, `max_bytes`, ...).
 
+pub mod auth;
 pub mod content_type;
 pub mod cursor;
 pub mod error;

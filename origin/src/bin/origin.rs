@@ -2,7 +2,8 @@
 
 use anyhow::Context;
 use clap::Parser;
-use origin::config::Cli;
+use origin::auth::keys::{KeyStore, NewKey};
+use origin::config::{Cli, Command, KeysAction};
 use origin::server::Origin;
 
 #[tokio::main]
@@ -19,6 +20,9 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     std::fs::create_dir_all(&cli.data)
         .with_context(|| format!("creating {}", cli.data.display()))?;
+    if let Some(Command::Keys { action }) = &cli.command {
+        return keys(&cli, action);
+    }
     let listener = tokio::net::TcpListener::bind(cli.listen)
         .await
         .with_context(|| format!("binding {}", cli.listen))?;
@@ -36,6 +40,51 @@ async fn main() -> anyhow::Result<()> {
     );
     origin.serve(listener, shutdown_signal()).await?;
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// `origin keys …`: works on the data directory's key store directly.
+fn keys(cli: &Cli, action: &KeysAction) -> anyhow::Result<()> {
+    let store = KeyStore::open(&cli.data).context("opening the key store")?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)?
+        .as_secs();
+    match action {
+        KeysAction::Create {
+            account,
+            read_only,
+            prefix,
+            agent,
+        } => {
+            anyhow::ensure!(
+                !account.is_empty() && !account.contains('/'),
+                "the account is one path segment"
+            );
+            let (record, key) = store.create(
+                NewKey {
+                    account: account.clone(),
+                    read_only: *read_only,
+                    prefix: prefix.clone(),
+                    agent: *agent,
+                },
+                now,
+            )?;
+            println!("{key}");
+            eprintln!(
+                "key {} for account {} made; the line above is the only copy of it",
+                record.id, record.account
+            );
+        }
+        KeysAction::List { account } => {
+            for k in store.list(account.as_deref()) {
+                println!("{}", serde_json::to_string(&k)?);
+            }
+        }
+        KeysAction::Revoke { id } => {
+            anyhow::ensure!(store.revoke(id, now)?, "no key {id}");
+            eprintln!("key {id} revoked; a running origin stops taking it within a second");
+        }
+    }
     Ok(())
 }
 

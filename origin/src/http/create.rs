@@ -39,6 +39,16 @@ async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body
     };
     let expiry = request::expiry(headers)?;
     let closed = request::stream_closed(headers);
+    let public = match request::text(headers, &h::STREAM_PUBLIC)? {
+        None => None,
+        Some(v) if v.eq_ignore_ascii_case("true") => Some(true),
+        Some(v) if v.eq_ignore_ascii_case("false") => Some(false),
+        Some(v) => {
+            return Err(ApiError::bad(format!(
+                "Stream-Public is true or false, not {v:?}"
+            )))
+        }
+    };
     let host = headers
         .get("host")
         .and_then(|v| v.to_str().ok())
@@ -48,7 +58,7 @@ async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body
     let config = StreamConfig {
         content_type,
         expiry,
-        public: false,
+        public: public.unwrap_or(false),
     };
     let payload = if config.is_json() && !body.bytes.is_empty() {
         Bytes::from(
@@ -65,6 +75,13 @@ async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body
         .await?;
     if created.created {
         state.metrics.appended(len);
+    } else if let Some(p) = public.filter(|p| *p != created.view.is_public()) {
+        // The stream exists with this configuration: a full key may change
+        // who reads it.
+        state
+            .store
+            .set_public(path.clone(), created.view.incarnation.clone(), p)
+            .await?;
     }
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = if created.created {
@@ -77,6 +94,9 @@ async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body
     set(&mut resp, h::STREAM_NEXT_OFFSET, Offset(created.tail.next));
     if created.tail.closed {
         set(&mut resp, h::STREAM_CLOSED, "true");
+    }
+    if created.view.is_public() {
+        set(&mut resp, h::STREAM_PUBLIC, "true");
     }
     if created.created {
         set(&mut resp, "location", format!("http://{host}{path}"));

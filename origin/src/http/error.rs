@@ -32,6 +32,10 @@ pub enum ApiError {
     },
     /// The server cannot take the request for a moment.
     Busy(&'static str),
+    /// Access control refused the request.
+    Denied(shared::auth::Denied),
+    /// The account is over a limit: retry after this many seconds.
+    RateLimited(u64),
     /// A refusal already rendered (with headers of its own).
     Ready(Box<Response<Body>>),
     Internal(String),
@@ -130,7 +134,51 @@ impl axum::response::IntoResponse for ApiError {
             }
             ApiError::Store(e) => store_error(e),
             ApiError::Ready(r) => *r,
+            ApiError::Denied(d) => denied(d),
+            ApiError::RateLimited(secs) => {
+                let mut r = error_response(
+                    ErrorCode::RateLimited,
+                    "the account is over its request rate or its open tails",
+                );
+                set(&mut r, "retry-after", secs);
+                r
+            }
         }
+    }
+}
+
+impl From<crate::auth::Refusal> for ApiError {
+    fn from(r: crate::auth::Refusal) -> Self {
+        match r {
+            crate::auth::Refusal::Denied(d) => ApiError::Denied(d),
+            crate::auth::Refusal::RateLimited(after) => ApiError::RateLimited(after.0),
+        }
+    }
+}
+
+fn denied(d: shared::auth::Denied) -> Response<Body> {
+    use shared::auth::Denied;
+    match d {
+        Denied::Unauthorized => {
+            let mut r = error_response(
+                ErrorCode::Unauthorized,
+                "a valid key or token is needed (Authorization: Bearer …)",
+            );
+            set(&mut r, "www-authenticate", "Bearer");
+            r
+        }
+        Denied::ExchangeRequired => {
+            let mut r = error_response(
+                ErrorCode::ExchangeRequired,
+                "this key acts for an agent: exchange it for a token at POST /_auth/token",
+            );
+            set(&mut r, "www-authenticate", "Bearer");
+            r
+        }
+        Denied::Forbidden => error_response(
+            ErrorCode::Forbidden,
+            "the credential does not reach this stream, or it only reads",
+        ),
     }
 }
 

@@ -30,6 +30,9 @@ pub async fn head(state: Shared, path: String, req: Request) -> Response<Body> {
         set(&mut resp, h::STREAM_CLOSED, "true");
     }
     set(&mut resp, h::STREAM_RETAINED_OFFSET, Offset(tail.retained));
+    if view.is_public() {
+        set(&mut resp, h::STREAM_PUBLIC, "true");
+    }
     if let Some(snapshot) = view.snapshot() {
         set(
             &mut resp,

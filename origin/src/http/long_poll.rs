@@ -40,6 +40,7 @@ async fn run(
     params: ReadParams,
 ) -> Result<Response<Body>, ApiError> {
     let view = open_for_read(state, &path, req.headers())?;
+    let caller = req.extensions().get::<crate::auth::Caller>().cloned();
     let mut rx = view.watch_tail();
     let first = *rx.borrow_and_update();
     let start = resolve_start(params.offset, &first)?;
@@ -47,6 +48,13 @@ async fn run(
     let tail = if start < first.next || first.closed {
         first
     } else {
+        let _tail = match &caller {
+            Some(c) => state
+                .auth
+                .open_tail(c)
+                .map_err(|after| ApiError::RateLimited(after.0))?,
+            None => None,
+        };
         let _waiting = state.metrics.long_poll_guard();
         // Ends early (as a timeout would) when the server shuts down.
         let waited = tokio::select! {

@@ -4,6 +4,7 @@
 //! Streams live at any path, so requests are routed by method and by the
 //! shape of the path (see `shared::paths`) rather than by a path pattern.
 
+pub mod admin;
 pub mod append;
 pub mod body;
 pub mod chunk;
@@ -58,6 +59,8 @@ pub struct HttpConfig {
     pub sse_session: Duration,
     /// The largest snapshot accepted in parts (advertised on HEAD).
     pub max_snapshot: u64,
+    /// Accounts, keys, tokens and per-account limits.
+    pub auth: crate::auth::AuthConfig,
 }
 
 impl Default for HttpConfig {
@@ -69,6 +72,7 @@ impl Default for HttpConfig {
             ingress_wait: Duration::from_secs(5),
             sse_session: Duration::from_secs(60),
             max_snapshot: 128 * 1024 * 1024,
+            auth: crate::auth::AuthConfig::default(),
         }
     }
 }
@@ -82,6 +86,7 @@ pub struct AppState {
     /// Turns true when the server starts to shut down: live reads end, so
     /// the graceful shutdown does not wait for them.
     pub closing: tokio::sync::watch::Sender<bool>,
+    pub auth: crate::auth::Auth,
 }
 
 impl AppState {
@@ -124,17 +129,70 @@ where
             );
             r
         }
+        (_, p) if p.starts_with("/_auth/") || p.starts_with("/_admin/") || p == "/_admin" => {
+            admin::handle(state, req).await
+        }
         _ => dispatch(state, req).await,
     }
 }
 
+/// The stream a request concerns, and whether it reads or writes it.
+fn access_of(target: &Target<'_>, method: &Method) -> Option<(String, shared::auth::Access)> {
+    use shared::auth::Access;
+    let stream = match target {
+        Target::Stream(s) => *s,
+        Target::Chunk { stream, .. }
+        | Target::IncarnationSnapshot { stream, .. }
+        | Target::Snapshot { stream, .. } => *stream,
+        Target::Reserved => return None,
+    };
+    let access = match *method {
+        Method::OPTIONS => return None,
+        Method::GET | Method::HEAD => Access::Read,
+        _ => Access::Write,
+    };
+    Some((stream.to_owned(), access))
+}
+
+/// Admits a request or answers its refusal.
+fn admit(
+    state: &AppState,
+    req: &mut Request,
+    stream: &str,
+    access: shared::auth::Access,
+) -> Result<(), Box<Response<Body>>> {
+    let authorization = req
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or("\u{0}"));
+    let now = state.store.clock().now_ms() / 1000;
+    let public = || state.store.get(stream).is_some_and(|v| v.is_public());
+    match state.auth.admit(stream, access, authorization, public, now) {
+        Ok(caller) => {
+            req.extensions_mut().insert(caller);
+            Ok(())
+        }
+        Err(refusal) => Err(Box::new(ApiError::from(refusal).into_response())),
+    }
+}
+
 /// Routes a request on a stream path to its operation.
-async fn dispatch(state: Shared, req: Request) -> Response<Body> {
+async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
     let cors =
         method == Method::GET || method == Method::HEAD || req.headers().contains_key("origin");
-    let (route, resp) = match classify(&path) {
+    let credentialed = req.headers().contains_key(http::header::AUTHORIZATION);
+    let target = classify(&path);
+    if let Some((stream, access)) = access_of(&target, &method) {
+        if let Err(refused) = admit(&state, &mut req, &stream, access) {
+            let mut refused = *refused;
+            state.metrics.request("refused", refused.status().as_u16());
+            common_headers(&mut refused, cors);
+            return refused;
+        }
+    }
+    let (route, resp) = match target {
         Target::Stream(stream) => {
             let stream = stream.to_owned();
             match method {
@@ -201,7 +259,23 @@ async fn dispatch(state: Shared, req: Request) -> Response<Body> {
     state.metrics.request(route, resp.status().as_u16());
     let mut resp = resp;
     common_headers(&mut resp, cors);
+    if credentialed {
+        privatize(&mut resp);
+    }
     resp
+}
+
+/// An answer to a request with a credential is never for shared caches.
+fn privatize(resp: &mut Response<Body>) {
+    let cc = resp.headers().get(http::header::CACHE_CONTROL);
+    if let Some(rest) = cc
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("public"))
+    {
+        if let Ok(v) = HeaderValue::from_str(&format!("private{rest}")) {
+            resp.headers_mut().insert(http::header::CACHE_CONTROL, v);
+        }
+    }
 }
 
 async fn read_route(state: Shared, stream: String, req: Request) -> (&'static str, Response<Body>) {
@@ -262,7 +336,7 @@ fn preflight() -> Response<Body> {
 /// Reads always carry CORS headers, because a cache may hand the same answer
 /// to a browser later; writes carry them when a browser sent `Origin` (no
 /// cache keeps a write's answer), which keeps the hot append answer small.
-fn common_headers(resp: &mut Response<Body>, cors: bool) {
+pub(crate) fn common_headers(resp: &mut Response<Body>, cors: bool) {
     let h = resp.headers_mut();
     h.insert(
         "x-content-type-options",

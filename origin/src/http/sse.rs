@@ -41,6 +41,24 @@ async fn run(
     params: ReadParams,
 ) -> Result<Response<Body>, ApiError> {
     let view = open_for_read(&state, &path, req.headers())?;
+    let caller = req.extensions().get::<crate::auth::Caller>().cloned();
+    let tail_guard = match &caller {
+        Some(c) => state
+            .auth
+            .open_tail(c)
+            .map_err(|after| ApiError::RateLimited(after.0))?,
+        None => None,
+    };
+    // A token's tail ends at its expiry, with a `credential-expired` event.
+    let now_secs = state.store.clock().now_ms() / 1000;
+    let credential_end = caller
+        .as_ref()
+        .and_then(|c| c.grant.as_ref())
+        .and_then(|g| g.expires_at)
+        .map(|exp| {
+            tokio::time::Instant::now()
+                + std::time::Duration::from_secs(exp.saturating_sub(now_secs))
+        });
     let mut rx = view.watch_tail();
     let first = *rx.borrow_and_update();
     let mut pos = resolve_start(params.offset, &first)?;
@@ -67,10 +85,20 @@ async fn run(
     let client_cursor = params.cursor.clone();
     tokio::spawn(async move {
         let _open = task_state.metrics.sse_guard();
-        let deadline = tokio::time::Instant::now() + task_state.config.sse_session;
+        let _tail = tail_guard;
+        let session_end = tokio::time::Instant::now() + task_state.config.sse_session;
+        let deadline = credential_end.map_or(session_end, |c| c.min(session_end));
         let mut announced = false;
         loop {
             if tokio::time::Instant::now() >= deadline {
+                if credential_end.is_some_and(|c| c <= session_end) {
+                    let _ = tx
+                        .send(Ok(Bytes::from(named_json_event(
+                            "credential-expired",
+                            r#"{"reason":"credential_expired"}"#,
+                        ))))
+                        .await;
+                }
                 return;
             }
             let tail = *rx.borrow_and_update();
@@ -122,7 +150,7 @@ async fn run(
             }
             tokio::select! {
                 changed = rx.changed() => if changed.is_err() { return },
-                _ = tokio::time::sleep_until(deadline) => return,
+                _ = tokio::time::sleep_until(deadline) => continue,
                 _ = task_state.closed() => return,
                 _ = tx.closed() => return,
             }

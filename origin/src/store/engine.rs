@@ -186,6 +186,13 @@ impl Engine {
                 }
                 Ok(())
             }
+            Record::Visibility { id, public } => {
+                if let Some(entry) = self.entry_by_id(id) {
+                    entry.core.config.public = public;
+                    entry.view.set_public(public);
+                }
+                Ok(())
+            }
             Record::Retain { id, offset } => {
                 if let Some(entry) = self.entry_by_id(id) {
                     entry.core.retained = entry.core.retained.max(offset);

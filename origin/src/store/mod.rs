@@ -271,6 +271,22 @@ impl Store {
         .await
     }
 
+    /// Makes the stream public (or private) once the change is durable.
+    pub async fn set_public(
+        &self,
+        path: String,
+        incarnation: String,
+        public: bool,
+    ) -> Result<(), StoreError> {
+        self.call(|reply| Command::SetPublic {
+            path,
+            incarnation,
+            public,
+            reply,
+        })
+        .await
+    }
+
     /// Advances the stream's retention to its latest snapshot at `offset`.
     pub async fn retain(
         &self,

@@ -9,6 +9,7 @@
 //! Sealed = id through            bytes [0, through) are in object storage
 //! Snapshot = id offset len digest content_type   the latest snapshot
 //! Retain = id offset               reads before offset answer 410
+//! Visibility = id public:u8        reads need no credential when public
 //! effect = start len at flags:u8 [producer_id epoch seq] [stream_seq]
 //! ```
 //! Integers are u64 little-endian, strings u32le-length-prefixed UTF-8, and
@@ -35,6 +36,7 @@ const KIND_DELETE: u8 = 3;
 const KIND_SEALED: u8 = 4;
 const KIND_SNAPSHOT: u8 = 5;
 const KIND_RETAIN: u8 = 6;
+const KIND_VISIBILITY: u8 = 7;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CreateRecord {
@@ -73,6 +75,11 @@ pub enum Record {
     Retain {
         id: u64,
         offset: u64,
+    },
+    /// The stream became public (or private).
+    Visibility {
+        id: u64,
+        public: bool,
     },
 }
 
@@ -145,6 +152,11 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
             out.push(KIND_RETAIN);
             put_u64(out, *id);
             put_u64(out, *offset);
+        }
+        Record::Visibility { id, public } => {
+            out.push(KIND_VISIBILITY);
+            put_u64(out, *id);
+            out.push(*public as u8);
         }
         Record::Delete { id, at } => {
             out.push(KIND_DELETE);
@@ -251,6 +263,10 @@ fn decode_body(body: &[u8]) -> Result<Record, FrameError> {
         KIND_RETAIN => Record::Retain {
             id: r.u64()?,
             offset: r.u64()?,
+        },
+        KIND_VISIBILITY => Record::Visibility {
+            id: r.u64()?,
+            public: r.u8()? != 0,
         },
         KIND_DELETE => Record::Delete {
             id: r.u64()?,
@@ -388,6 +404,8 @@ mod tests {
             (any::<u64>(), any::<u64>()).prop_map(|(id, at)| Record::Delete { id, at }),
             (any::<u64>(), any::<u64>()).prop_map(|(id, through)| Record::Sealed { id, through }),
             (any::<u64>(), any::<u64>()).prop_map(|(id, offset)| Record::Retain { id, offset }),
+            (any::<u64>(), any::<bool>())
+                .prop_map(|(id, public)| Record::Visibility { id, public }),
             (
                 any::<u64>(),
                 any::<u64>(),

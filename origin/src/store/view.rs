@@ -56,6 +56,7 @@ pub struct StreamView {
     dropped: AtomicU64,
     cold: Option<Arc<Cold>>,
     snapshot: parking_lot::RwLock<Option<SnapshotMeta>>,
+    public: std::sync::atomic::AtomicBool,
 }
 
 /// Why a read failed.
@@ -96,7 +97,17 @@ impl StreamView {
             dropped: AtomicU64::new(0),
             cold,
             snapshot: parking_lot::RwLock::new(core.snapshot.clone()),
+            public: std::sync::atomic::AtomicBool::new(core.config.public),
         }
+    }
+
+    /// Whether anyone may read the stream without a credential.
+    pub fn is_public(&self) -> bool {
+        self.public.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_public(&self, public: bool) {
+        self.public.store(public, Ordering::Release);
     }
 
     /// The latest published snapshot.

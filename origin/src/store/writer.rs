@@ -102,6 +102,13 @@ pub enum Command {
         expect_digest: Option<String>,
         reply: oneshot::Sender<Result<(), StoreError>>,
     },
+    /// Make the stream public (or private).
+    SetPublic {
+        path: String,
+        incarnation: String,
+        public: bool,
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    },
     /// Advance retention to the latest snapshot at `offset`.
     Retain {
         path: String,
@@ -491,6 +498,31 @@ impl Writer {
                     if let (Ok(()), Some(view)) = (&result, view) {
                         view.set_snapshot(latest);
                     }
+                    let _ = reply.send(result);
+                })));
+            }
+            Command::SetPublic {
+                path,
+                incarnation,
+                public,
+                reply,
+            } => {
+                let result = self
+                    .entry_checked(&path, Some(incarnation))
+                    .map(|e| (e.core.id, e.core.config.public, Arc::clone(&e.view)));
+                let result = match result {
+                    Ok((id, before, view)) => {
+                        if before != public {
+                            record::encode(&Record::Visibility { id, public }, frames);
+                            let entry = self.engine.entries.get_mut(&path).expect("checked");
+                            entry.core.config.public = public;
+                        }
+                        Ok(view)
+                    }
+                    Err(e) => Err(e),
+                };
+                after.push(AfterCommit::Reply(Box::new(move || {
+                    let result = result.map(|view| view.set_public(public));
                     let _ = reply.send(result);
                 })));
             }
