@@ -184,7 +184,7 @@ impl Cli {
                     .filter(|a| !a.is_empty())
                     .map(str::to_owned)
                     .collect(),
-                limits: crate::auth::limits::LimitConfig {
+                limits: shared::limits::LimitConfig {
                     rps: self.account_rps,
                     tails: self.account_tails,
                 },

@@ -8,7 +8,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{expect_error, header, Api, TestOrigin, POLL, WAIT};
-use origin::auth::limits::LimitConfig;
+use shared::limits::LimitConfig;
 use origin::auth::AuthConfig;
 use origin::http::HttpConfig;
 use reqwest::{Method, StatusCode};

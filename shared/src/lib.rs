@@ -2,6 +2,7 @@
 //!
 //! Module map:
 //! - [`auth`]: accounts, grants, API key and token formats, the access rule.
+//! - [`limits`]: per-account request rate and open tails.
 //! - [`offset`]: the fixed-width offset tokens readers pass back, and the chunk grid on them.
 //! - [`headers`]: every protocol header name, in one place.
 //! - [`error`]: the error codes and the JSON error body every refusal carries.
@@ -18,6 +19,7 @@ pub mod cursor;
 pub mod error;
 pub mod etag;
 pub mod headers;
+pub mod limits;
 pub mod offset;
 pub mod params;
 pub mod paths;

@@ -2,7 +2,7 @@
 //!
 //! The rules are `shared::auth` (pure, shared with the edge); this module is
 //! the origin's shell around them: the durable key store ([`keys`]), the
-//! token signing key, and the per-account limits ([`limits`]).
+//! token signing key, and the per-account limits (`shared::limits`).
 //!
 //! Accounts listed as open (`--open-accounts`, by default the default
 //! account that `/v1/stream/…` maps to, so the public conformance suite and a
@@ -11,7 +11,6 @@
 //! and for reads of streams that are not public.
 
 pub mod keys;
-pub mod limits;
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -21,7 +20,7 @@ use std::sync::Arc;
 use shared::auth::{credential, owner, Access, Credential, Denied, Grant, Signer, Verifier};
 
 use keys::KeyStore;
-use limits::{LimitConfig, Limits, RetryAfter};
+use shared::limits::{self as limits, LimitConfig, Limits, RetryAfter};
 
 #[derive(Clone, Debug)]
 pub struct AuthConfig {

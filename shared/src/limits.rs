@@ -1,6 +1,7 @@
-//! Per-account limits: requests per second (a token bucket; a burst of one
-//! second's worth) and tails open at once (long-polls and SSE). Over either,
-//! a request answers 429 with `Retry-After`.
+//! Per-account limits, counted the same way by origin and edge: requests per
+//! second (a token bucket; a burst of one second's worth) and tails open at
+//! once (long-polls and SSE). Over either, a request answers 429 with
+//! `Retry-After`.
 //!
 //! Limits are per process: an edge counts its own requests and tails, so an
 //! account behind N edges can reach N times the edge limit there, and the
@@ -12,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use std::sync::Mutex;
 
 #[derive(Clone, Copy, Debug)]
 pub struct LimitConfig {
@@ -74,7 +75,7 @@ impl Limits {
             return Ok(());
         }
         let rate = f64::from(self.config.rps);
-        let mut map = self.accounts.lock();
+        let mut map = self.accounts.lock().unwrap_or_else(|e| e.into_inner());
         let b = self.bucket(&mut map, account, now);
         b.tokens = (b.tokens + now.duration_since(b.at).as_secs_f64() * rate).min(rate);
         b.at = now;
@@ -88,7 +89,7 @@ impl Limits {
 
     /// Opens a tail for the account; the guard closes it.
     pub fn open_tail(self: &Arc<Self>, account: &str) -> Result<TailGuard, RetryAfter> {
-        let mut map = self.accounts.lock();
+        let mut map = self.accounts.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         let limit = self.config.tails;
         let b = self.bucket(&mut map, account, now);
@@ -107,6 +108,7 @@ impl Limits {
     pub fn sweep(&self, now: Instant) {
         self.accounts
             .lock()
+            .unwrap_or_else(|e| e.into_inner())
             .retain(|_, b| b.tails > 0 || now.duration_since(b.at) < Duration::from_secs(600));
     }
 }
@@ -118,7 +120,8 @@ pub struct TailGuard {
 
 impl Drop for TailGuard {
     fn drop(&mut self) {
-        if let Some(b) = self.limits.accounts.lock().get_mut(&self.account) {
+        let mut map = self.limits.accounts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(b) = map.get_mut(&self.account) {
             b.tails = b.tails.saturating_sub(1);
         }
     }
