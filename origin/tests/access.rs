@@ -8,10 +8,10 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{expect_error, header, Api, TestOrigin, POLL, WAIT};
-use shared::limits::LimitConfig;
 use origin::auth::AuthConfig;
 use origin::http::HttpConfig;
 use reqwest::{Method, StatusCode};
+use shared::limits::LimitConfig;
 
 const ADMIN: &str = "admin-test-token";
 

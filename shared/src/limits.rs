@@ -120,7 +120,11 @@ pub struct TailGuard {
 
 impl Drop for TailGuard {
     fn drop(&mut self) {
-        let mut map = self.limits.accounts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self
+            .limits
+            .accounts
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if let Some(b) = map.get_mut(&self.account) {
             b.tails = b.tails.saturating_sub(1);
         }

@@ -247,9 +247,7 @@ async fn create_refuses_reserved_paths() {
     // Paths of several accounts, all open here (access is not the point).
     let api = Api::start_with(origin::http::HttpConfig {
         auth: origin::auth::AuthConfig {
-            open_accounts: ["default", "acct", "a", "a_"]
-                .map(str::to_owned)
-                .into(),
+            open_accounts: ["default", "acct", "a", "a_"].map(str::to_owned).into(),
             ..origin::auth::AuthConfig::default()
         },
         ..origin::http::HttpConfig::default()
