@@ -51,26 +51,18 @@ pub async fn chunk(
     .unwrap_or_else(IntoResponse::into_response)
 }
 
-/// Whether a token has the form this server gives (`{id hex}-{16 hex}`).
-pub fn token_form_ok(token: &str) -> bool {
-    let hex = |s: &str| {
-        !s.is_empty()
-            && s.bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    };
-    matches!(token.split_once('-'), Some((id, rand)) if hex(id) && id.len() <= 16 && rand.len() == 16 && hex(rand))
-}
-
-async fn run(
+/// The checks every cacheable URL (`{stream}/incarnation/{token}/…/{offset}`)
+/// makes, in this order: no query (400), an offset (400) and a token (400)
+/// of the forms this server gives, the stream (404), its incarnation (412).
+pub fn open_cacheable(
     state: &Shared,
     stream: &str,
     token: &str,
     offset: &str,
     has_query: bool,
-    if_none_match: Option<&str>,
-) -> Result<Response<Body>, ApiError> {
+) -> Result<(std::sync::Arc<crate::store::StreamView>, Offset), ApiError> {
     if has_query {
-        return Err(ApiError::bad("a chunk URL takes no query"));
+        return Err(ApiError::bad("a cacheable URL takes no query"));
     }
     let start = Offset::parse(offset).ok_or_else(|| {
         ApiError::Invalid(
@@ -90,6 +82,28 @@ async fn run(
         }));
     }
     view.touch(state.store.clock().now_ms());
+    Ok((view, start))
+}
+
+/// Whether a token has the form this server gives (`{id hex}-{16 hex}`).
+pub fn token_form_ok(token: &str) -> bool {
+    let hex = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    matches!(token.split_once('-'), Some((id, rand)) if hex(id) && id.len() <= 16 && rand.len() == 16 && hex(rand))
+}
+
+async fn run(
+    state: &Shared,
+    stream: &str,
+    token: &str,
+    offset: &str,
+    has_query: bool,
+    if_none_match: Option<&str>,
+) -> Result<Response<Body>, ApiError> {
+    let (view, start) = open_cacheable(state, stream, token, offset, has_query)?;
     let tail = view.tail();
     if start.bytes() > tail.next {
         return Err(ApiError::OffsetBeyondTail { tail: tail.next });

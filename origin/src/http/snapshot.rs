@@ -41,7 +41,7 @@ use shared::headers as h;
 use shared::offset::Offset;
 
 use super::body::read_body;
-use super::chunk::{token_form_ok, IMMUTABLE};
+use super::chunk::{open_cacheable, IMMUTABLE};
 use super::error::{error_response, ApiError};
 use super::reading::{check_incarnation, set, stream_headers};
 use super::Shared;
@@ -338,22 +338,8 @@ pub async fn read_cacheable(
     let ask = Ask::of(&req);
     drop(req);
     let run = async {
-        if has_query {
-            return Err(ApiError::bad("a snapshot URL takes no query"));
-        }
-        let wanted = parse_offset(&offset)?;
-        if !token_form_ok(&token) {
-            return Err(ApiError::bad(format!(
-                "{token:?} is not an incarnation token this server gives"
-            )));
-        }
-        let view = state.store.get(&stream).ok_or(ApiError::NotFound)?;
-        if view.incarnation != token {
-            return Err(ApiError::Store(StoreError::IncarnationMismatch {
-                current: view.incarnation.clone(),
-            }));
-        }
-        view.touch(state.store.clock().now_ms());
+        let (view, wanted) = open_cacheable(&state, &stream, &token, &offset, has_query)?;
+        let wanted = wanted.bytes();
         let meta = latest(&view, Some(wanted))?;
         serve(&state, &view, meta, true, ask).await
     };
