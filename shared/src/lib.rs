@@ -10,6 +10,7 @@
 //! - [`sse`]: Server-Sent Events framing for data and control events.
 //! - [`paths`]: how a request path splits into a stream and a reserved sub-resource.
 //! - [`params`]: parsing of the read query (`offset`, `live`, `max_bytes`, ...).
+//! - [`units`]: human sizes and durations on command lines.
 
 pub mod content_type;
 pub mod cursor;
@@ -20,3 +21,4 @@ pub mod offset;
 pub mod params;
 pub mod paths;
 pub mod sse;
+pub mod units;

@@ -1,0 +1,159 @@
+//! The HTTP shell: what the edge answers itself (`/metrics`, `/healthz`,
+//! long-polls, SSE, immutable chunks) and what goes to the origin as it is
+//! (`forward`). One file per operation, the edge's own refusals in
+//! [`error`].
+//!
+//! Streams live at any path, so requests are routed by method, by the shape
+//! of the path (`shared::paths`) and by the read query, as on the origin.
+
+pub mod chunk;
+pub mod error;
+pub mod forward;
+pub mod long_poll;
+pub mod routes;
+pub mod sse;
+
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+use axum::body::Body;
+use http::{HeaderValue, Method, Request, Response};
+use shared::params::{parse_read_query, Live};
+use shared::paths::{classify, Target};
+use tracing::Instrument;
+
+use crate::chunk_cache::ChunkCache;
+use crate::collapse::CollapseTable;
+use crate::config::EdgeConfig;
+use crate::fanout::Fanout;
+use crate::metrics::{Metrics, Sampled};
+use crate::upstream::Upstream;
+
+pub struct EdgeState {
+    pub config: EdgeConfig,
+    pub upstream: Upstream,
+    pub metrics: Arc<Metrics>,
+    pub collapse: Arc<CollapseTable>,
+    pub chunks: ChunkCache,
+    pub fanout: Arc<Fanout>,
+    /// SSE readers served through the fan-out right now.
+    pub sse_readers: AtomicUsize,
+    /// Turns true when the edge starts to shut down: live reads end, so the
+    /// graceful shutdown does not wait for them.
+    pub closing: tokio::sync::watch::Sender<bool>,
+}
+
+impl EdgeState {
+    pub fn new(config: EdgeConfig) -> Shared {
+        let metrics = Arc::new(Metrics::default());
+        let upstream = Upstream::new(
+            &config.origin,
+            Arc::clone(&metrics),
+            config.limits.max_answer_bytes,
+        );
+        let closing = tokio::sync::watch::Sender::new(false);
+        Arc::new(EdgeState {
+            collapse: CollapseTable::new(config.limits.max_waiters, Arc::clone(&metrics)),
+            chunks: ChunkCache::new(config.cache_bytes, upstream.clone(), Arc::clone(&metrics)),
+            fanout: Fanout::new(
+                upstream.clone(),
+                Arc::clone(&metrics),
+                config.limits.clone(),
+                closing.subscribe(),
+            ),
+            sse_readers: AtomicUsize::new(0),
+            upstream,
+            metrics,
+            config,
+            closing,
+        })
+    }
+
+    /// Resolves once the edge is shutting down.
+    pub async fn closed(&self) {
+        let mut rx = self.closing.subscribe();
+        let _ = rx.wait_for(|c| *c).await;
+    }
+}
+
+pub type Shared = Arc<EdgeState>;
+
+/// Answers one request.
+pub async fn handle<B>(state: Shared, req: Request<B>) -> Response<Body>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let req = req.map(Body::new);
+    if req.method() == Method::GET {
+        match req.uri().path() {
+            routes::METRICS => return metrics(&state),
+            routes::HEALTH => {
+                let mut r = Response::new(Body::from("ok"));
+                r.headers_mut().insert(
+                    "x-content-type-options",
+                    HeaderValue::from_static("nosniff"),
+                );
+                return r;
+            }
+            _ => {}
+        }
+    }
+    let span = tracing::debug_span!("request", method = %req.method(), path = %req.uri().path());
+    async move {
+        let (route, resp) = dispatch(&state, req).await;
+        state.metrics.request(route, resp.status().as_u16());
+        resp
+    }
+    .instrument(span)
+    .await
+}
+
+fn metrics(state: &Shared) -> Response<Body> {
+    let (bytes, entries) = state.chunks.usage();
+    let text = state.metrics.render(Sampled {
+        cache_weighted_bytes: bytes,
+        cache_entries: entries,
+    });
+    let mut r = Response::new(Body::from(text));
+    r.headers_mut().insert(
+        "content-type",
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r.headers_mut()
+        .insert("cache-control", HeaderValue::from_static("no-store"));
+    r
+}
+
+/// Routes a request to the edge's own answer, or to the origin.
+async fn dispatch(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
+    let method = req.method().clone();
+    match classify(req.uri().path()) {
+        Target::Stream(_) => match method {
+            Method::GET => read_route(state, req).await,
+            Method::PUT => ("create", forward::forward(state, req).await),
+            Method::POST => ("append", forward::forward(state, req).await),
+            Method::DELETE => ("delete", forward::forward(state, req).await),
+            Method::HEAD => ("head", forward::forward(state, req).await),
+            Method::OPTIONS => ("preflight", forward::forward(state, req).await),
+            _ => ("other", forward::forward(state, req).await),
+        },
+        Target::Chunk { .. } if method == Method::GET => ("chunk", chunk::chunk(state, req).await),
+        Target::IncarnationSnapshot { .. } if method == Method::GET => {
+            ("snapshot", chunk::chunk(state, req).await)
+        }
+        _ => ("other", forward::forward(state, req).await),
+    }
+}
+
+async fn read_route(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
+    // A query the origin refuses is refused by the origin, in its words.
+    let Ok(params) = parse_read_query(req.uri().query()) else {
+        return ("read", forward::forward(state, req).await);
+    };
+    match params.live {
+        Live::No => ("read", forward::forward(state, req).await),
+        Live::LongPoll => ("long_poll", long_poll::long_poll(state, req, &params).await),
+        Live::Sse => ("sse", sse::sse(state, req, &params).await),
+    }
+}
