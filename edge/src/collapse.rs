@@ -245,6 +245,10 @@ mod tests {
         }
     }
 
+    fn never() -> std::future::Pending<Result<Answer, UpstreamError>> {
+        std::future::pending()
+    }
+
     fn table(max: usize) -> Arc<CollapseTable> {
         CollapseTable::new(max, Arc::new(Metrics::default()))
     }
@@ -312,12 +316,7 @@ mod tests {
                 std::future::pending::<Result<Answer, UpstreamError>>()
             })
             .unwrap();
-        assert!(matches!(
-            t.join("c".into(), || std::future::pending::<
-                Result<Answer, UpstreamError>,
-            >()),
-            Err(WaitError::Full)
-        ));
+        assert!(matches!(t.join("c".into(), never), Err(WaitError::Full)));
     }
 
     #[tokio::test(start_paused = true)]

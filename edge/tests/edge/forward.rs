@@ -20,6 +20,9 @@ fn comparable(resp: &reqwest::Response) -> Vec<(String, String)> {
     v
 }
 
+/// A request: method, path and query, extra headers.
+type Case = (Method, String, Vec<(&'static str, String)>);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_through_the_edge_are_the_origins_own() {
     let s = Stack::start().await;
@@ -68,7 +71,7 @@ async fn answers_through_the_edge_are_the_origins_own() {
 
     // The same request to the edge and to the origin: the same answer.
     let missing = stream_path("missing");
-    let cases: Vec<(Method, String, Vec<(&str, String)>)> = vec![
+    let cases: Vec<Case> = vec![
         (Method::GET, format!("{p}?offset=-1"), vec![]),
         (Method::GET, format!("{p}?offset=0000000000000008"), vec![]),
         (Method::GET, format!("{p}?offset=-1&max_bytes=3"), vec![]),
