@@ -5,6 +5,7 @@
 //! them.
 
 pub mod cacheable;
+pub mod catch_up;
 pub mod collapse_key;
 pub mod splice;
 pub mod text_cut;

@@ -10,6 +10,7 @@ pub mod chunk;
 pub mod error;
 pub mod forward;
 pub mod long_poll;
+pub mod read;
 pub mod routes;
 pub mod sse;
 
@@ -36,6 +37,8 @@ pub struct EdgeState {
     pub collapse: Arc<CollapseTable>,
     pub chunks: ChunkCache,
     pub fanout: Arc<Fanout>,
+    /// What the edge knows of each stream's tail.
+    pub tails: read::TailHints,
     /// SSE readers served through the fan-out right now.
     pub sse_readers: AtomicUsize,
     /// Turns true when the edge starts to shut down: live reads end, so the
@@ -61,6 +64,7 @@ impl EdgeState {
                 config.limits.clone(),
                 closing.subscribe(),
             ),
+            tails: read::TailHints::default(),
             sse_readers: AtomicUsize::new(0),
             upstream,
             metrics,
@@ -132,7 +136,12 @@ async fn dispatch(state: &Shared, req: Request<Body>) -> (&'static str, Response
         Target::Stream(_) => match method {
             Method::GET => read_route(state, req).await,
             Method::PUT => ("create", forward::forward(state, req).await),
-            Method::POST => ("append", forward::forward(state, req).await),
+            Method::POST => {
+                let path = req.uri().path().to_owned();
+                let resp = forward::forward(state, req).await;
+                state.tails.learn(&path, resp.headers());
+                ("append", resp)
+            }
             Method::DELETE => ("delete", forward::forward(state, req).await),
             Method::HEAD => ("head", forward::forward(state, req).await),
             Method::OPTIONS => ("preflight", forward::forward(state, req).await),
@@ -152,7 +161,7 @@ async fn read_route(state: &Shared, req: Request<Body>) -> (&'static str, Respon
         return ("read", forward::forward(state, req).await);
     };
     match params.live {
-        Live::No => ("read", forward::forward(state, req).await),
+        Live::No => ("read", read::read(state, req, &params).await),
         Live::LongPoll => ("long_poll", long_poll::long_poll(state, req, &params).await),
         Live::Sse => ("sse", sse::sse(state, req, &params).await),
     }
