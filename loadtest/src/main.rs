@@ -9,10 +9,12 @@
 //! - `compare-append`: starts the ceiling and the origin side by side, runs
 //!   `append` against each in the same run, and prints the table and ratio.
 //! - `restart-time`: fills an origin, kills it, and times the restart.
+//! - `sse-fanout`, `catchup-compare`: the edge (see `edge.rs`).
 
 mod append;
 mod ceiling;
 mod compare;
+mod edge;
 mod restart;
 mod stats;
 
@@ -34,6 +36,8 @@ enum Cmd {
     Append(append::Args),
     CompareAppend(compare::Args),
     RestartTime(restart::Args),
+    SseFanout(edge::FanoutArgs),
+    CatchupCompare(edge::CatchupArgs),
 }
 
 #[tokio::main]
@@ -47,5 +51,7 @@ async fn main() -> anyhow::Result<()> {
         }
         Cmd::CompareAppend(a) => compare::run(a).await,
         Cmd::RestartTime(a) => restart::run(a).await,
+        Cmd::SseFanout(a) => edge::fanout(a).await,
+        Cmd::CatchupCompare(a) => edge::catchup(a).await,
     }
 }
