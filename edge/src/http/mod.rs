@@ -39,6 +39,8 @@ pub struct EdgeState {
     pub fanout: Arc<Fanout>,
     /// What the edge knows of each stream's tail.
     pub tails: read::TailHints,
+    /// Streams' recent states, for catch-up reads cut from chunks.
+    pub states: read::StreamStates,
     /// SSE readers served through the fan-out right now.
     pub sse_readers: AtomicUsize,
     /// Turns true when the edge starts to shut down: live reads end, so the
@@ -65,6 +67,7 @@ impl EdgeState {
                 closing.subscribe(),
             ),
             tails: read::TailHints::default(),
+            states: read::StreamStates::default(),
             sse_readers: AtomicUsize::new(0),
             upstream,
             metrics,

@@ -4,15 +4,20 @@
 //!
 //! The edge learns a lower bound of each stream's tail from the answers it
 //! passes on ([`TailHints`]); only a read that starts in a chunk known to
-//! be complete asks the origin for the stream's state (`offset=now`, which
-//! also resets the sliding TTL, as every read does) and is then made from
-//! chunks, with the headers and `ETag` the origin would give. JSON streams
+//! be complete is made from chunks, with the headers and `ETag` the origin
+//! would give. It needs the stream's state (incarnation, end, closed: the
+//! origin's `offset=now` answer, which also resets the sliding TTL as every
+//! read does), asked at most once per [`STATE_FRESH`] per stream, and again
+//! for a read that reaches the known end. JSON streams
 //! (their reads are shaped by the origin's JSON mode), `offset=now`,
 //! `consistency=leader`, conditional requests and requests naming an
 //! incarnation always go to the origin.
 
 use axum::body::Body;
-use bytes::BytesMut;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use moka::sync::Cache;
 use shared::content_type::{is_json, media_type, NDJSON};
@@ -81,8 +86,42 @@ pub async fn read(state: &Shared, req: Request<Body>, params: &ReadParams) -> Re
     resp
 }
 
-/// The answer made from chunks, or `None` when the origin should answer.
-async fn from_chunks(state: &Shared, path: &str, start: u64, max: u64) -> Option<Response<Body>> {
+/// What the origin said of a stream a moment ago: its `offset=now` answer.
+#[derive(Clone, Debug)]
+pub struct StreamState {
+    pub incarnation: String,
+    pub tail: u64,
+    pub closed: bool,
+    /// The headers every read of the stream shares (incarnation, content
+    /// type, browser and CORS headers).
+    pub headers: HeaderMap,
+}
+
+/// How long the edge answers from a stream's state without asking again:
+/// within it a read that stops short of the known end needs no request to
+/// the origin. A read reaching the end always asks. It bounds how long a
+/// deleted or recreated stream's old bytes may still be cut from chunks
+/// (well inside the `max-age=60` the origin gives every such answer).
+pub const STATE_FRESH: Duration = Duration::from_secs(1);
+
+/// Streams' recent states, one origin request per stream per
+/// [`STATE_FRESH`] however many readers (concurrent misses share one).
+pub struct StreamStates(moka::future::Cache<String, Arc<StreamState>>);
+
+impl Default for StreamStates {
+    fn default() -> Self {
+        StreamStates(
+            moka::future::Cache::builder()
+                .max_capacity(TAIL_HINTS)
+                .time_to_live(STATE_FRESH)
+                .build(),
+        )
+    }
+}
+
+/// The stream's state now, from the origin (`None`: let the origin answer
+/// the read itself, e.g. a JSON stream or a refusal).
+async fn fetch_state(state: &Shared, path: &str) -> Option<StreamState> {
     let now = state
         .upstream
         .get(
@@ -99,51 +138,89 @@ async fn from_chunks(state: &Shared, path: &str, start: u64, max: u64) -> Option
     if is_json(content_type) || media_type(content_type) == NDJSON {
         return None;
     }
-    let incarnation = now.header(h::STREAM_INCARNATION)?.to_owned();
-    let tail = now
-        .header(h::STREAM_NEXT_OFFSET)
-        .and_then(Offset::parse)?
-        .bytes();
     state.tails.learn(path, &now.headers);
-    let closed = now.header(h::STREAM_CLOSED) == Some("true");
-    let plan = plan(start, max, tail, closed)?;
-    let mut body = BytesMut::with_capacity((plan.end - plan.start) as usize);
+    Some(StreamState {
+        incarnation: now.header(h::STREAM_INCARNATION)?.to_owned(),
+        tail: now
+            .header(h::STREAM_NEXT_OFFSET)
+            .and_then(Offset::parse)?
+            .bytes(),
+        closed: now.header(h::STREAM_CLOSED) == Some("true"),
+        headers: now.headers,
+    })
+}
+
+/// The answer made from chunks, or `None` when the origin should answer.
+async fn from_chunks(state: &Shared, path: &str, start: u64, max: u64) -> Option<Response<Body>> {
+    let recent = state
+        .states
+        .0
+        .try_get_with_by_ref(path, async {
+            fetch_state(state, path).await.map(Arc::new).ok_or(())
+        })
+        .await
+        .ok()?;
+    // A read that stops short of the known end is the same whatever was
+    // appended since; one that reaches it needs the end as it is now.
+    let fresh;
+    let stream = if start.saturating_add(max) < recent.tail {
+        recent.as_ref()
+    } else {
+        fresh = fetch_state(state, path).await?;
+        state
+            .states
+            .0
+            .insert(path.to_owned(), Arc::new(fresh.clone()))
+            .await;
+        &fresh
+    };
+    let plan = plan(start, max, stream.tail, stream.closed)?;
+    let incarnation = stream.incarnation.as_str();
+    let mut parts = Vec::with_capacity(plan.pieces.len());
     for piece in &plan.pieces {
         let url = format!(
             "{path}/incarnation/{incarnation}/chunk/{}",
             Offset(piece.chunk)
         );
-        let answer = match state.chunks.get(&url).await {
-            Ok((a, _)) => a.as_ref().clone(),
+        let body = match state.chunks.get(&url).await {
+            Ok((a, _)) if a.header(h::STREAM_INCARNATION) == Some(incarnation) => a.body.clone(),
+            Ok(_) => return None,
             Err(miss) => match &*miss {
-                Miss::NotImmutable(a) => a.clone(),
-                Miss::Upstream(_) => return None,
+                Miss::NotImmutable(a)
+                    if a.status == StatusCode::OK
+                        && a.header(h::STREAM_INCARNATION) == Some(incarnation) =>
+                {
+                    a.body.clone()
+                }
+                _ => return None,
             },
         };
         let (from, to) = (
             (piece.from - piece.chunk) as usize,
             (piece.to - piece.chunk) as usize,
         );
-        if answer.status != StatusCode::OK
-            || answer.header(h::STREAM_INCARNATION) != Some(incarnation.as_str())
-            || answer.body.len() < to
-        {
+        if body.len() < to {
             return None;
         }
-        body.extend_from_slice(&answer.body[from..to]);
+        parts.push(body.slice(from..to));
     }
+    // One piece (the common case) goes out without a copy.
+    let body = if parts.len() == 1 {
+        parts.pop().expect("one piece")
+    } else {
+        let mut all = BytesMut::with_capacity((plan.end - plan.start) as usize);
+        for p in &parts {
+            all.extend_from_slice(p);
+        }
+        all.freeze()
+    };
     state.metrics.served(body.len());
-    Some(respond(now.headers.clone(), &plan, &incarnation, body))
+    Some(respond(stream.headers.clone(), &plan, incarnation, body))
 }
 
 /// The origin's headers for this read: those of its `offset=now` answer
 /// that every read shares, and the range's own.
-fn respond(
-    mut headers: HeaderMap,
-    plan: &Plan,
-    incarnation: &str,
-    body: BytesMut,
-) -> Response<Body> {
+fn respond(mut headers: HeaderMap, plan: &Plan, incarnation: &str, body: Bytes) -> Response<Body> {
     for name in [
         h::STREAM_UP_TO_DATE,
         h::STREAM_CLOSED,
@@ -168,7 +245,7 @@ fn respond(
         http::header::CACHE_CONTROL,
         HeaderValue::from_static(CACHEABLE),
     );
-    let mut resp = Response::new(Body::from(body.freeze()));
+    let mut resp = Response::new(Body::from(body));
     *resp.status_mut() = StatusCode::OK;
     *resp.headers_mut() = headers;
     resp

@@ -150,6 +150,38 @@ async fn a_recreated_stream_gets_its_own_bytes_never_the_old_ones() {
     let r = s.http.get(&new_url).send().await.unwrap();
     assert_eq!(header(&r, "stream-incarnation"), Some(new_inc.clone()));
     assert!(r.bytes().await.unwrap()[..] == new[..]);
+    // A catch-up read cut from chunks names the incarnation its bytes are
+    // from, always; within a moment it names the new one.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let r = s
+            .http
+            .get(s.url(&format!("{p}?offset={}&max_bytes=1000", offset(10))))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let inc = header(&r, "stream-incarnation").expect("incarnation");
+        let body = r.bytes().await.unwrap();
+        if inc == old_inc {
+            assert!(
+                body[..] == old[10..1010],
+                "old bytes under the old incarnation"
+            );
+        } else {
+            assert_eq!(inc, new_inc);
+            assert!(
+                body[..] == new[10..1010],
+                "new bytes under the new incarnation"
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still the old incarnation"
+        );
+        tokio::time::sleep(POLL).await;
+    }
     // Reads, long-polls and SSE of the new stream carry the new bytes.
     let r = s
         .http
