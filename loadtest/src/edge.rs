@@ -10,7 +10,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -173,24 +173,25 @@ async fn wait_metric(addr: SocketAddr, series: &str, want: i64) -> anyhow::Resul
     Ok(())
 }
 
-pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
-    let pair = Pair::start(&args.bins).await?;
-    let edge = pair.edge_addr;
-    let path = "/v1/stream/fanout";
-    let status = request(edge, "PUT", path, "text/plain", Bytes::new()).await?;
-    anyhow::ensure!(status == 201, "create: {status}");
-    // Let the edge settle before the baseline.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let base_rss = pair.edge_rss_kib();
-
-    let origin_clock = Instant::now();
+/// One fan-out run: `readers` SSE readers at `readers_addr` on `path`, a
+/// writer appending timestamped lines at `rate` per second for `seconds`.
+/// Returns the publish-to-receive summary (its `errors` count the readers
+/// that missed an event) and the RSS of `measure_pid` once every reader was
+/// connected.
+async fn fanout_round(
+    readers_addr: SocketAddr,
+    metrics_addr: SocketAddr,
+    open_series: &str,
+    path: &'static str,
+    args: &FanoutArgs,
+    measure_pid: u32,
+) -> anyhow::Result<(Summary, u64)> {
+    let clock = Instant::now();
     let expected = args.rate * args.seconds;
-    let received = Arc::new(AtomicUsize::new(0));
     let mut readers = Vec::with_capacity(args.readers);
     for _ in 0..args.readers {
-        let received = received.clone();
         readers.push(tokio::spawn(async move {
-            let mut s = connect(edge).await?;
+            let mut s = connect(readers_addr).await?;
             s.ready().await?;
             let resp = s
                 .send_request(
@@ -209,7 +210,7 @@ pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
                 let Ok(data) = frame?.into_data() else {
                     continue;
                 };
-                let now = origin_clock.elapsed().as_micros() as u64;
+                let now = clock.elapsed().as_micros() as u64;
                 buf.extend_from_slice(&data);
                 while let Some(at) = buf.windows(2).position(|w| w == b"\n\n") {
                     let event: Vec<u8> = buf.drain(..at + 2).collect();
@@ -220,7 +221,6 @@ pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
                     for line in text.lines().filter_map(|l| l.strip_prefix("data:")) {
                         if let Ok(sent) = line.trim().parse::<u64>() {
                             lat.push(now.saturating_sub(sent).min(u32::MAX as u64) as u32);
-                            received.fetch_add(1, Ordering::Relaxed);
                         }
                     }
                 }
@@ -228,17 +228,17 @@ pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
             anyhow::Ok(lat)
         }));
     }
-    wait_metric(edge, "edge_sse_open", args.readers as i64).await?;
+    wait_metric(metrics_addr, open_series, args.readers as i64).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let sse_rss = pair.edge_rss_kib();
+    let rss = rss_kib(measure_pid);
 
     // The writer: one timestamped line per event, at a fixed rate.
     let started = Instant::now();
-    let mut writer = connect(edge).await?;
+    let mut writer = connect(metrics_addr).await?;
     let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / args.rate.max(1)));
     for _ in 0..expected {
         tick.tick().await;
-        let line = format!("{}\n", origin_clock.elapsed().as_micros());
+        let line = format!("{}\n", clock.elapsed().as_micros());
         let req = Request::post(path)
             .header("content-type", "text/plain")
             .body(Full::new(Bytes::from(line)))?;
@@ -256,19 +256,47 @@ pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
         }
         all.extend(lat);
     }
-    let s = Summary::from_latencies(all, short, started.elapsed());
-    let tails = metric(edge, "edge_upstream_requests_total{kind=\"tail\"}").await?;
-    println!(
-        "sse-fanout: {} readers, {} events at {}/s: publish-to-receive p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  ({} deliveries, {} readers short, {} upstream tail polls)",
+    Ok((Summary::from_latencies(all, short, started.elapsed()), rss))
+}
+
+fn fanout_line(label: &str, args: &FanoutArgs, s: &Summary) -> String {
+    format!(
+        "{label}: {} readers, {} events at {}/s: publish-to-receive p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  ({} deliveries, {} readers short)",
         args.readers,
-        expected,
+        args.rate * args.seconds,
         args.rate,
         s.p50_us as f64 / 1000.0,
         s.p99_us as f64 / 1000.0,
         s.max_us as f64 / 1000.0,
         s.requests,
-        short,
-        tails
+        s.errors,
+    )
+}
+
+pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
+    let pair = Pair::start(&args.bins).await?;
+    let edge = pair.edge_addr;
+    let edge_pid = pair.edge.id().unwrap_or(0);
+    for path in ["/v1/stream/fanout", "/v1/stream/fanout-direct"] {
+        let status = request(edge, "PUT", path, "text/plain", Bytes::new()).await?;
+        anyhow::ensure!(status == 201, "create: {status}");
+    }
+    // Let the edge settle before the baseline.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let base_rss = pair.edge_rss_kib();
+    let (through_edge, sse_rss) = fanout_round(
+        edge,
+        edge,
+        "edge_sse_open",
+        "/v1/stream/fanout",
+        &args,
+        edge_pid,
+    )
+    .await?;
+    let tails = metric(edge, "edge_upstream_requests_total{kind=\"tail\"}").await?;
+    println!(
+        "{}  upstream tail polls {tails}",
+        fanout_line("edge", &args, &through_edge)
     );
     println!(
         "edge memory per idle SSE reader: {:.1} KiB (RSS {} -> {} KiB for {} readers)",
@@ -277,12 +305,28 @@ pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
         sse_rss,
         args.readers
     );
+    let origin = pair.origin_addr;
+    let origin_pid = pair.origin.id().unwrap_or(0);
+    let (direct, _) = fanout_round(
+        origin,
+        origin,
+        "ds_sse_open",
+        "/v1/stream/fanout-direct",
+        &args,
+        origin_pid,
+    )
+    .await?;
+    println!("{}", fanout_line("origin (direct, peer)", &args, &direct));
+    println!(
+        "p50 edge / origin: {:.0} %   p99 edge / origin: {:.0} %",
+        100.0 * through_edge.p50_us as f64 / direct.p50_us.max(1) as f64,
+        100.0 * through_edge.p99_us as f64 / direct.p99_us.max(1) as f64
+    );
 
     if args.long_pollers > 0 {
         tokio::time::sleep(Duration::from_millis(500)).await;
+        let path = "/v1/stream/fanout";
         let base = pair.edge_rss_kib();
-        let status = request(pair.origin_addr, "HEAD", path, "text/plain", Bytes::new()).await?;
-        anyhow::ensure!(status == 200, "HEAD: {status}");
         let mut pollers = Vec::with_capacity(args.long_pollers);
         for _ in 0..args.long_pollers {
             pollers.push(tokio::spawn(async move {

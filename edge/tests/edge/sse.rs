@@ -181,3 +181,57 @@ async fn a_slow_sse_reader_is_dropped_and_the_others_are_not() {
         assert!(rest.len() < 4 * PART * PARTS / 3, "it got only part of it");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_session_ends_after_its_time_and_a_reader_resumes_at_its_offset() {
+    let limits = Limits {
+        sse_session: std::time::Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let s = Stack::start_with(JsonReads::Ndjson, limits).await;
+    let p = stream_path("session");
+    s.create(&p, "text/plain").await;
+    s.append(&p, "text/plain", "one\n").await;
+    let r = s
+        .http
+        .get(s.url(&format!("{p}?offset=-1&live=sse")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(header(&r, "cache-control").as_deref(), Some("no-cache"));
+    assert_eq!(
+        header(&r, "stream-data-content-type").as_deref(),
+        Some("text/plain")
+    );
+    let mut sse = Sse::new(r);
+    assert_eq!(sse.read_until(&offset(4)).await, b"one\n");
+    // The session ends by itself, as the origin's does.
+    assert_eq!(sse.next().await, None);
+    // Reconnecting from the last streamNextOffset continues exactly there
+    // (on an edge whose sessions outlast the test).
+    let s = Stack::start().await;
+    s.create(&p, "text/plain").await;
+    s.append(&p, "text/plain", "one\n").await;
+    s.append(&p, "text/plain", "two\n").await;
+    let r = s
+        .http
+        .get(s.url(&format!("{p}?offset={}&live=sse", offset(4))))
+        .send()
+        .await
+        .unwrap();
+    let mut sse = Sse::new(r);
+    assert_eq!(sse.read_until(&offset(8)).await, b"two\n");
+    // Closing the stream ends the reader with streamClosed.
+    let r = s
+        .http
+        .post(s.url(&p))
+        .header("stream-closed", "true")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let e = sse.next().await.expect("a control event");
+    assert_eq!(e.event, "control");
+    assert_eq!(e.json()["streamClosed"], true);
+    assert_eq!(sse.next().await, None);
+}
