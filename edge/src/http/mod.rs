@@ -150,9 +150,13 @@ async fn dispatch(state: &Shared, req: Request<Body>) -> (&'static str, Response
             Method::OPTIONS => ("preflight", forward::forward(state, req).await),
             _ => ("other", forward::forward(state, req).await),
         },
-        Target::Chunk { .. } if method == Method::GET => ("chunk", chunk::chunk(state, req).await),
+        // Cache lookups make large futures: boxed, so that every other
+        // request (10,000 waiting long-polls) does not carry their size.
+        Target::Chunk { .. } if method == Method::GET => {
+            ("chunk", Box::pin(chunk::chunk(state, req)).await)
+        }
         Target::IncarnationSnapshot { .. } if method == Method::GET => {
-            ("snapshot", chunk::chunk(state, req).await)
+            ("snapshot", Box::pin(chunk::chunk(state, req)).await)
         }
         _ => ("other", forward::forward(state, req).await),
     }
@@ -164,8 +168,28 @@ async fn read_route(state: &Shared, req: Request<Body>) -> (&'static str, Respon
         return ("read", forward::forward(state, req).await);
     };
     match params.live {
-        Live::No => ("read", read::read(state, req, &params).await),
+        Live::No => ("read", Box::pin(read::read(state, req, &params)).await),
         Live::LongPoll => ("long_poll", long_poll::long_poll(state, req, &params).await),
-        Live::Sse => ("sse", sse::sse(state, req, &params).await),
+        Live::Sse => ("sse", Box::pin(sse::sse(state, req, &params)).await),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every connection's task carries the future of its request; a waiting
+    /// long-poll must not carry the size of the cache lookups (boxed above).
+    #[test]
+    fn a_waiting_request_carries_a_small_future() {
+        let config =
+            crate::config::EdgeConfig::new("http://127.0.0.1:1".parse().unwrap(), 1).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _entered = rt.enter();
+        let state = super::EdgeState::new(config);
+        let f = super::handle(state, http::Request::new(axum::body::Body::empty()));
+        let size = std::mem::size_of_val(&f);
+        assert!(size < 4096, "the request future is {size} bytes");
     }
 }
