@@ -323,9 +323,16 @@ pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
         100.0 * through_edge.p99_us as f64 / direct.p99_us.max(1) as f64
     );
 
+    pair.stop().await;
     if args.long_pollers > 0 {
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // A fresh edge, so memory the SSE readers freed does not hide what
+        // the waiters take.
+        let pair = Pair::start(&args.bins).await?;
+        let edge = pair.edge_addr;
         let path = "/v1/stream/fanout";
+        let status = request(edge, "PUT", path, "text/plain", Bytes::new()).await?;
+        anyhow::ensure!(status == 201, "create: {status}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
         let base = pair.edge_rss_kib();
         let mut pollers = Vec::with_capacity(args.long_pollers);
         for _ in 0..args.long_pollers {
@@ -355,8 +362,8 @@ pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
         for p in pollers {
             let _ = p.await;
         }
+        pair.stop().await;
     }
-    pair.stop().await;
     Ok(())
 }
 
