@@ -4,21 +4,20 @@
 //! Keys are request paths (`{stream}/incarnation/{token}/chunk/{offset}`),
 //! which name the incarnation: a stream deleted and created again has new
 //! URLs, so nothing kept can be served as the new stream's bytes. A miss is
-//! filled from the origin; concurrent misses for one key make one upstream
-//! request (moka runs one initializer per key and hands its result to every
+//! filled from the origin's bucket or from the origin; concurrent misses for
+//! one key make one fill (moka runs one initializer per key and hands its result to every
 //! caller that arrived meanwhile). Only answers the origin marks immutable
 //! are kept (`core::cacheable`); any other answer goes to the readers that
 //! asked for it and is forgotten.
 
 use std::sync::Arc;
 
-use http::HeaderMap;
 use moka::future::Cache;
 
 use crate::answer::Answer;
 use crate::core::cacheable::is_immutable;
-use crate::metrics::{self, Metrics};
-use crate::upstream::{Upstream, UpstreamError};
+use crate::metrics::Metrics;
+use crate::upstream::UpstreamError;
 
 /// Why a lookup did not produce a kept answer.
 #[derive(Debug)]
@@ -37,38 +36,32 @@ pub enum Source {
 
 pub struct ChunkCache {
     cache: Cache<String, Arc<Answer>>,
-    upstream: Upstream,
     metrics: Arc<Metrics>,
 }
 
 impl ChunkCache {
-    pub fn new(capacity_bytes: u64, upstream: Upstream, metrics: Arc<Metrics>) -> ChunkCache {
+    pub fn new(capacity_bytes: u64, metrics: Arc<Metrics>) -> ChunkCache {
         let cache = Cache::builder()
             .max_capacity(capacity_bytes)
             .weigher(|key: &String, value: &Arc<Answer>| {
                 u32::try_from(key.len() + value.weight()).unwrap_or(u32::MAX)
             })
             .build();
-        ChunkCache {
-            cache,
-            upstream,
-            metrics,
-        }
+        ChunkCache { cache, metrics }
     }
 
-    /// The answer for `path`, from memory or filled from the origin.
-    /// The fill sends no reader's headers: it asks for the bytes, whatever
-    /// tag one reader holds (`If-None-Match` is answered here).
-    pub async fn get(&self, path: &str) -> Result<(Arc<Answer>, Source), Arc<Miss>> {
-        let upstream = self.upstream.clone();
+    /// The answer for `path`, from memory, or from `fill` (see
+    /// `http::chunk::fill`) when it is missing.
+    pub async fn get_or_fill(
+        &self,
+        path: &str,
+        fill: impl std::future::Future<Output = Result<Answer, UpstreamError>>,
+    ) -> Result<(Arc<Answer>, Source), Arc<Miss>> {
         let entry = self
             .cache
             .entry_by_ref(path)
             .or_try_insert_with(async move {
-                let answer = upstream
-                    .get(path, HeaderMap::new(), metrics::Upstream::Chunk)
-                    .await
-                    .map_err(Miss::Upstream)?;
+                let answer = fill.await.map_err(Miss::Upstream)?;
                 if is_immutable(answer.status, &answer.headers) {
                     Ok(Arc::new(answer))
                 } else {

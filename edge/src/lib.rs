@@ -9,7 +9,7 @@
 //! - [`chunk_cache`]: immutable chunks in memory, weighted by bytes, with
 //!   single-flight misses.
 //! - [`upstream`], [`answer`]: the way to the origin, and its answers held
-//!   in memory.
+//!   in memory; [`objects`]: the origin's bucket, read directly.
 //! - [`http`]: one file per operation; [`server`]: wiring and shutdown;
 //!   [`config`]: the command line and every limit; [`metrics`]: `/metrics`.
 
@@ -21,5 +21,6 @@ pub mod core;
 pub mod fanout;
 pub mod http;
 pub mod metrics;
+pub mod objects;
 pub mod server;
 pub mod upstream;

@@ -35,14 +35,17 @@ pub enum Upstream {
     Tail,
     /// A catch-up read of one SSE reader.
     SseRead,
+    /// A sealed chunk read from the bucket.
+    Object,
 }
 
-const UPSTREAM: [(Upstream, &str); 5] = [
+const UPSTREAM: [(Upstream, &str); 6] = [
     (Upstream::Forward, "forward"),
     (Upstream::LongPoll, "long_poll"),
     (Upstream::Chunk, "chunk"),
     (Upstream::Tail, "tail"),
     (Upstream::SseRead, "sse_read"),
+    (Upstream::Object, "object"),
 ];
 
 /// Request counters by route and status, lock-free: statuses 100..=599 each

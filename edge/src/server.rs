@@ -18,10 +18,11 @@ pub struct Edge {
 }
 
 impl Edge {
-    pub fn new(config: EdgeConfig) -> Edge {
-        Edge {
-            state: EdgeState::new(config),
-        }
+    /// Fails only when the object store named cannot be opened.
+    pub fn new(config: EdgeConfig) -> Result<Edge, crate::objects::OpenError> {
+        Ok(Edge {
+            state: EdgeState::new(config)?,
+        })
     }
 
     /// Serves until `shutdown` resolves; live reads end at once, the rest

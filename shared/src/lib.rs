@@ -1,6 +1,7 @@
 //! What origin and edge both speak, with no I/O and no async runtime.
 //!
 //! Module map:
+//! - [`object_keys`]: the object-storage key of a sealed chunk, from a chunk URL's parts.
 //! - [`offset`]: the fixed-width offset tokens readers pass back, and the chunk grid on them.
 //! - [`headers`]: every protocol header name, in one place.
 //! - [`error`]: the error codes and the JSON error body every refusal carries.
@@ -17,6 +18,7 @@ pub mod cursor;
 pub mod error;
 pub mod etag;
 pub mod headers;
+pub mod object_keys;
 pub mod offset;
 pub mod params;
 pub mod paths;

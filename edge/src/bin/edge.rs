@@ -24,9 +24,12 @@ async fn main() -> anyhow::Result<()> {
     tracing::info!(addr = %listener.local_addr()?, "edge listening on {}", listener.local_addr()?);
     tracing::info!(origin = %config.origin, cache_bytes = config.cache_bytes, "serving");
     if let Some(url) = &config.object_store {
-        tracing::info!(%url, "object storage named; chunk misses are filled from the origin");
+        tracing::info!(%url, "sealed chunks are read from object storage");
     }
-    Edge::new(config).serve(listener, shutdown_signal()).await?;
+    Edge::new(config)
+        .context("opening the object store")?
+        .serve(listener, shutdown_signal())
+        .await?;
     tracing::info!("stopped");
     Ok(())
 }

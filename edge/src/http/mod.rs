@@ -13,6 +13,7 @@ pub mod long_poll;
 pub mod read;
 pub mod routes;
 pub mod sse;
+pub mod stream_state;
 
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
@@ -40,7 +41,9 @@ pub struct EdgeState {
     /// What the edge knows of each stream's tail.
     pub tails: read::TailHints,
     /// Streams' recent states, for catch-up reads cut from chunks.
-    pub states: read::StreamStates,
+    pub states: stream_state::StreamStates,
+    /// The origin's bucket, when the edge reads it.
+    pub objects: Option<crate::objects::ChunkObjects>,
     /// SSE readers served through the fan-out right now.
     pub sse_readers: AtomicUsize,
     /// Turns true when the edge starts to shut down: live reads end, so the
@@ -49,17 +52,24 @@ pub struct EdgeState {
 }
 
 impl EdgeState {
-    pub fn new(config: EdgeConfig) -> Shared {
+    pub fn new(config: EdgeConfig) -> Result<Shared, crate::objects::OpenError> {
         let metrics = Arc::new(Metrics::default());
+        let objects = match &config.object_store {
+            Some(url) => Some(crate::objects::ChunkObjects::new(
+                crate::objects::open(url)?,
+                Arc::clone(&metrics),
+            )),
+            None => None,
+        };
         let upstream = Upstream::new(
             &config.origin,
             Arc::clone(&metrics),
             config.limits.max_answer_bytes,
         );
         let closing = tokio::sync::watch::Sender::new(false);
-        Arc::new(EdgeState {
+        Ok(Arc::new(EdgeState {
             collapse: CollapseTable::new(config.limits.max_waiters, Arc::clone(&metrics)),
-            chunks: ChunkCache::new(config.cache_bytes, upstream.clone(), Arc::clone(&metrics)),
+            chunks: ChunkCache::new(config.cache_bytes, Arc::clone(&metrics)),
             fanout: Fanout::new(
                 upstream.clone(),
                 Arc::clone(&metrics),
@@ -67,13 +77,14 @@ impl EdgeState {
                 closing.subscribe(),
             ),
             tails: read::TailHints::default(),
-            states: read::StreamStates::default(),
+            states: stream_state::StreamStates::default(),
+            objects,
             sse_readers: AtomicUsize::new(0),
             upstream,
             metrics,
             config,
             closing,
-        })
+        }))
     }
 
     /// Resolves once the edge is shutting down.
@@ -187,7 +198,7 @@ mod tests {
             .build()
             .unwrap();
         let _entered = rt.enter();
-        let state = super::EdgeState::new(config);
+        let state = super::EdgeState::new(config).unwrap();
         let f = super::handle(state, http::Request::new(axum::body::Body::empty()));
         let size = std::mem::size_of_val(&f);
         assert!(size < 4096, "the request future is {size} bytes");

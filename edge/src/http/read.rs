@@ -7,29 +7,25 @@
 //! be complete is made from chunks, with the headers and `ETag` the origin
 //! would give. It needs the stream's state (incarnation, end, closed: the
 //! origin's `offset=now` answer, which also resets the sliding TTL as every
-//! read does), asked at most once per [`STATE_FRESH`] per stream, and again
+//! read does), asked at most once per [`STATE_FRESH`](super::stream_state::STATE_FRESH) per stream, and again
 //! for a read that reaches the known end. JSON streams
 //! (their reads are shaped by the origin's JSON mode), `offset=now`,
 //! `consistency=leader`, conditional requests and requests naming an
 //! incarnation always go to the origin.
 
 use axum::body::Body;
-use std::sync::Arc;
-use std::time::Duration;
-
 use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use moka::sync::Cache;
-use shared::content_type::{is_json, media_type, NDJSON};
 use shared::headers as h;
 use shared::offset::{Offset, ReadFrom};
 use shared::params::{Consistency, ReadParams};
 
+use super::chunk::fill;
 use super::forward::forward;
 use super::Shared;
 use crate::chunk_cache::Miss;
 use crate::core::catch_up::{plan, worth_planning, Plan, CACHEABLE};
-use crate::metrics;
 
 /// Streams whose tail the edge has seen, at most this many.
 pub const TAIL_HINTS: u64 = 100_000;
@@ -86,93 +82,20 @@ pub async fn read(state: &Shared, req: Request<Body>, params: &ReadParams) -> Re
     resp
 }
 
-/// What the origin said of a stream a moment ago: its `offset=now` answer.
-#[derive(Clone, Debug)]
-pub struct StreamState {
-    pub incarnation: String,
-    pub tail: u64,
-    pub closed: bool,
-    /// The headers every read of the stream shares (incarnation, content
-    /// type, browser and CORS headers).
-    pub headers: HeaderMap,
-}
-
-/// How long the edge answers from a stream's state without asking again:
-/// within it a read that stops short of the known end needs no request to
-/// the origin. A read reaching the end always asks. It bounds how long a
-/// deleted or recreated stream's old bytes may still be cut from chunks
-/// (well inside the `max-age=60` the origin gives every such answer).
-pub const STATE_FRESH: Duration = Duration::from_secs(1);
-
-/// Streams' recent states, one origin request per stream per
-/// [`STATE_FRESH`] however many readers (concurrent misses share one).
-pub struct StreamStates(moka::future::Cache<String, Arc<StreamState>>);
-
-impl Default for StreamStates {
-    fn default() -> Self {
-        StreamStates(
-            moka::future::Cache::builder()
-                .max_capacity(TAIL_HINTS)
-                .time_to_live(STATE_FRESH)
-                .build(),
-        )
-    }
-}
-
-/// The stream's state now, from the origin (`None`: let the origin answer
-/// the read itself, e.g. a JSON stream or a refusal).
-async fn fetch_state(state: &Shared, path: &str) -> Option<StreamState> {
-    let now = state
-        .upstream
-        .get(
-            &format!("{path}?offset=now"),
-            HeaderMap::new(),
-            metrics::Upstream::Forward,
-        )
-        .await
-        .ok()?;
-    if now.status != StatusCode::OK {
-        return None;
-    }
-    let content_type = now.header(http::header::CONTENT_TYPE)?;
-    if is_json(content_type) || media_type(content_type) == NDJSON {
-        return None;
-    }
-    state.tails.learn(path, &now.headers);
-    Some(StreamState {
-        incarnation: now.header(h::STREAM_INCARNATION)?.to_owned(),
-        tail: now
-            .header(h::STREAM_NEXT_OFFSET)
-            .and_then(Offset::parse)?
-            .bytes(),
-        closed: now.header(h::STREAM_CLOSED) == Some("true"),
-        headers: now.headers,
-    })
-}
-
 /// The answer made from chunks, or `None` when the origin should answer.
 async fn from_chunks(state: &Shared, path: &str, start: u64, max: u64) -> Option<Response<Body>> {
-    let recent = state
-        .states
-        .0
-        .try_get_with_by_ref(path, async {
-            fetch_state(state, path).await.map(Arc::new).ok_or(())
-        })
-        .await
-        .ok()?;
+    let recent = state.states.recent(state, path).await?;
+    if recent.json {
+        return None;
+    }
     // A read that stops short of the known end is the same whatever was
     // appended since; one that reaches it needs the end as it is now.
     let fresh;
     let stream = if start.saturating_add(max) < recent.tail {
         recent.as_ref()
     } else {
-        fresh = fetch_state(state, path).await?;
-        state
-            .states
-            .0
-            .insert(path.to_owned(), Arc::new(fresh.clone()))
-            .await;
-        &fresh
+        fresh = state.states.refresh(state, path).await?;
+        fresh.as_ref()
     };
     let plan = plan(start, max, stream.tail, stream.closed)?;
     let incarnation = stream.incarnation.as_str();
@@ -182,7 +105,7 @@ async fn from_chunks(state: &Shared, path: &str, start: u64, max: u64) -> Option
             "{path}/incarnation/{incarnation}/chunk/{}",
             Offset(piece.chunk)
         );
-        let body = match state.chunks.get(&url).await {
+        let body = match state.chunks.get_or_fill(&url, fill(state, &url)).await {
             Ok((a, _)) if a.header(h::STREAM_INCARNATION) == Some(incarnation) => a.body.clone(),
             Ok(_) => return None,
             Err(miss) => match &*miss {

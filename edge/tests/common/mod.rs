@@ -28,12 +28,19 @@ pub struct TestOrigin {
 
 impl TestOrigin {
     pub async fn start(json_reads: JsonReads) -> Self {
+        Self::start_sealing(json_reads, None).await
+    }
+
+    /// An origin that seals complete chunks into the object store at `url`.
+    pub async fn start_sealing(json_reads: JsonReads, url: Option<String>) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let http = HttpConfig {
             json_reads,
             ..HttpConfig::default()
         };
-        let origin = Origin::open(StoreConfig::new(dir.path().to_owned()), http).expect("origin");
+        let mut store = StoreConfig::new(dir.path().to_owned());
+        store.object_store = url;
+        let origin = Origin::open(store, http).expect("origin");
         let store = Some(origin.state.store.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -85,6 +92,7 @@ pub struct Stack {
     pub http: reqwest::Client,
     stop: Option<oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    bucket: Option<tempfile::TempDir>,
 }
 
 impl Stack {
@@ -103,6 +111,33 @@ impl Stack {
             http: client(),
             stop: Some(stop),
             task: Some(task),
+            bucket: None,
+        }
+    }
+
+    /// Origin and edge sharing a bucket (a folder): the origin seals
+    /// complete chunks into it, the edge reads them from it.
+    pub async fn start_with_bucket() -> Self {
+        let bucket = tempfile::tempdir().expect("bucket");
+        let url = format!("file://{}", bucket.path().display());
+        let origin = TestOrigin::start_sealing(JsonReads::Ndjson, Some(url.clone())).await;
+        let mut config = EdgeConfig::new(
+            format!("http://{}", origin.addr)
+                .parse()
+                .expect("origin url"),
+            64 << 20,
+        )
+        .expect("config");
+        config.object_store = Some(url);
+        let (edge_addr, edge, stop, task) = serve_edge(config).await;
+        Stack {
+            origin,
+            edge_addr,
+            edge,
+            http: client(),
+            stop: Some(stop),
+            task: Some(task),
+            bucket: Some(bucket),
         }
     }
 
@@ -197,19 +232,24 @@ impl Drop for Stack {
 }
 
 /// Starts an edge in front of `origin` on a free loopback port.
-pub async fn start_edge(
-    origin: &str,
-    limits: Limits,
-) -> (
+pub async fn start_edge(origin: &str, limits: Limits) -> Served {
+    let mut config =
+        EdgeConfig::new(origin.parse().expect("origin url"), 64 << 20).expect("config");
+    config.limits = limits;
+    serve_edge(config).await
+}
+
+/// The handles of an edge serving in this process.
+pub type Served = (
     SocketAddr,
     Shared,
     oneshot::Sender<()>,
     tokio::task::JoinHandle<std::io::Result<()>>,
-) {
-    let mut config =
-        EdgeConfig::new(origin.parse().expect("origin url"), 64 << 20).expect("config");
-    config.limits = limits;
-    let edge = Edge::new(config);
+);
+
+/// Serves an edge with `config` on a free loopback port.
+pub async fn serve_edge(config: EdgeConfig) -> Served {
+    let edge = Edge::new(config).expect("edge");
     let state = edge.state.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -272,3 +272,66 @@ async fn catch_up_reads_cut_from_chunks_are_the_origins_own_answers() {
     assert_eq!(r.status(), 204);
     compare("closed").await;
 }
+
+/// One value of the origin's `/metrics`.
+async fn origin_metric(s: &Stack, name: &str) -> i64 {
+    let text = s
+        .http
+        .get(s.origin_url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    metric_value(&text, name).unwrap_or_else(|| panic!("{name} in {text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sealed_chunks_are_filled_from_the_bucket_with_the_origins_headers() {
+    let s = Stack::start_with_bucket().await;
+    let p = stream_path("bucket");
+    s.create(&p, "application/octet-stream").await;
+    let data = pattern(2 * CHUNK + 100, 3);
+    fill(&s, &p, &data).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while origin_metric(&s, "ds_chunks_sealed_total").await < 2 {
+        assert!(tokio::time::Instant::now() < deadline, "chunks not sealed");
+        tokio::time::sleep(POLL).await;
+    }
+    let inc = incarnation(&s, &p).await;
+    // The edge computes the key the origin wrote.
+    assert_eq!(
+        shared::object_keys::chunk_key(&p, &inc, shared::offset::Offset(CHUNK as u64)),
+        origin::objects::keys::chunk(&p, &inc, shared::offset::Offset(CHUNK as u64)).to_string()
+    );
+    for (start, want) in [
+        (0, &data[..CHUNK]),
+        (100, &data[100..CHUNK]),
+        (CHUNK, &data[CHUNK..2 * CHUNK]),
+    ] {
+        let path = format!("{p}/incarnation/{inc}/chunk/{}", offset(start as u64));
+        let via_edge = s.http.get(s.url(&path)).send().await.unwrap();
+        let direct = s.http.get(s.origin_url(&path)).send().await.unwrap();
+        assert_eq!(via_edge.status(), 200);
+        assert_eq!(comparable(&via_edge), comparable(&direct), "{path}");
+        let body = via_edge.bytes().await.unwrap();
+        assert!(body[..] == want[..], "{path}");
+    }
+    assert_eq!(
+        s.metric("edge_upstream_requests_total{kind=\"object\"}")
+            .await,
+        3
+    );
+    assert_eq!(
+        s.metric(UPSTREAM_CHUNKS).await,
+        0,
+        "no chunk from the origin"
+    );
+    // The open chunk is not in the bucket: the origin answers it.
+    let open = format!("{p}/incarnation/{inc}/chunk/{}", offset(2 * CHUNK as u64));
+    let r = s.http.get(s.url(&open)).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.bytes().await.unwrap()[..], data[2 * CHUNK..]);
+    assert_eq!(s.metric(UPSTREAM_CHUNKS).await, 1);
+}
