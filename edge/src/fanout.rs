@@ -118,8 +118,12 @@ impl Hub {
         let _ = self.feed.send(item);
     }
 
-    fn readers(&self) -> usize {
-        self.state.lock().readers
+    /// Ends the hub if no reader is left, in one step with the check, so no
+    /// reader can join a hub that is about to end.
+    fn end_if_idle(&self) -> bool {
+        let mut st = self.state.lock();
+        st.ended |= st.readers == 0;
+        st.ended
     }
 }
 
@@ -191,7 +195,7 @@ impl Fanout {
         let mut closing = self.closing.clone();
         let mut cursor: Option<String> = None;
         let (item, last_pos) = loop {
-            if hub.readers() == 0 {
+            if hub.end_if_idle() {
                 break (FeedItem::Reset, None);
             }
             let pos = hub.state.lock().pos;
