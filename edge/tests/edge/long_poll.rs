@@ -125,3 +125,58 @@ async fn stopping_the_edge_ends_waiting_long_polls_and_sse_readers() {
     assert_eq!(poll.await.unwrap().ok(), Some(503));
     assert_eq!(sse.next().await, None, "the SSE answer ends");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_waiter_and_reader_limits_the_edge_answers_503() {
+    let limits = edge::config::Limits {
+        max_waiters: 2,
+        max_sse_readers: 1,
+        ..Default::default()
+    };
+    let s = Stack::start_with(origin::http::JsonReads::Ndjson, limits).await;
+    let p = stream_path("limits");
+    s.create(&p, "text/plain").await;
+    let waiting: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|c| {
+            let req = s.http.get(s.url(&format!(
+                "{p}?offset=now&live=long-poll&timeout_ms=60000&cursor={c}"
+            )));
+            tokio::spawn(async move { req.send().await.map(|r| r.status().as_u16()) })
+        })
+        .collect();
+    s.wait_metric("edge_long_polls_waiting", |v| v == 2).await;
+    let r = s
+        .http
+        .get(s.url(&format!("{p}?offset=now&live=long-poll&cursor=c")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(header(&r, "retry-after").as_deref(), Some("1"));
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "UNAVAILABLE");
+
+    let first = s
+        .http
+        .get(s.url(&format!("{p}?offset=-1&live=sse")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(first.status(), 200);
+    let r = s
+        .http
+        .get(s.url(&format!("{p}?offset=-1&live=sse")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert_eq!(header(&r, "retry-after").as_deref(), Some("1"));
+
+    // The waiters still get their answer.
+    s.append(&p, "text/plain", "x").await;
+    for w in waiting {
+        assert_eq!(w.await.unwrap().ok(), Some(200));
+    }
+    drop(first);
+}
