@@ -28,7 +28,7 @@ pub struct Args {
 pub async fn start(cmd: &mut Command) -> anyhow::Result<(Child, SocketAddr)> {
     let mut child = cmd
         .env("NO_COLOR", "1")
-        .env("RUST_LOG", "warn,origin=info")
+        .env("RUST_LOG", "warn,origin=info,edge=info")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)

@@ -11,10 +11,12 @@
 //! - `restart-time`: fills an origin, kills it, and times the restart.
 //! - `seal-bench`: append p99 with and without sealing into s3s-fs, seal
 //!   throughput, and cold vs warm catch-up from object storage.
+//! - `sse-fanout`, `catchup-compare`: the edge (see `edge.rs`).
 
 mod append;
 mod ceiling;
 mod compare;
+mod edge;
 mod restart;
 mod seal;
 mod stats;
@@ -38,6 +40,8 @@ enum Cmd {
     CompareAppend(compare::Args),
     RestartTime(restart::Args),
     SealBench(seal::Args),
+    SseFanout(edge::FanoutArgs),
+    CatchupCompare(edge::CatchupArgs),
 }
 
 #[tokio::main]
@@ -52,5 +56,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::CompareAppend(a) => compare::run(a).await,
         Cmd::RestartTime(a) => restart::run(a).await,
         Cmd::SealBench(a) => seal::run(a).await,
+        Cmd::SseFanout(a) => edge::fanout(a).await,
+        Cmd::CatchupCompare(a) => edge::catchup(a).await,
     }
 }

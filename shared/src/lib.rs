@@ -3,6 +3,7 @@
 //! Module map:
 //! - [`auth`]: accounts, grants, API key and token formats, the access rule.
 //! - [`limits`]: per-account request rate and open tails.
+//! - [`object_keys`]: the object-storage key of a sealed chunk, from a chunk URL's parts.
 //! - [`offset`]: the fixed-width offset tokens readers pass back, and the chunk grid on them.
 //! - [`headers`]: every protocol header name, in one place.
 //! - [`error`]: the error codes and the JSON error body every refusal carries.
@@ -12,6 +13,7 @@
 //! - [`sse`]: Server-Sent Events framing for data and control events.
 //! - [`paths`]: how a request path splits into a stream and a reserved sub-resource.
 //! - [`params`]: parsing of the read query (`offset`, `live`, `max_bytes`, ...).
+//! - [`units`]: human sizes and durations on command lines.
 
 pub mod auth;
 pub mod content_type;
@@ -20,7 +22,9 @@ pub mod error;
 pub mod etag;
 pub mod headers;
 pub mod limits;
+pub mod object_keys;
 pub mod offset;
 pub mod params;
 pub mod paths;
 pub mod sse;
+pub mod units;

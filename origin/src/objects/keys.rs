@@ -1,8 +1,9 @@
-//! Every object key, from one place.
+//! Every object key, from one place (`shared::object_keys`, which the edge
+//! uses too), as object-store paths.
 //!
 //! ```text
 //! streams/{path-hash}/{incarnation}/chunks/{offset}        one sealed 4 MiB chunk
-//! streams/{path-hash}/{incarnation}/snapshots/{offset}     one snapshot
+//! streams/{path-hash}/{incarnation}/snapshots/{offset}-{digest16}  one snapshot
 //! ```
 //! `path-hash` is the first 16 bytes of SHA-256 of the stream's path, in hex:
 //! keys stay short whatever the path, and an edge that serves
@@ -13,35 +14,24 @@
 //! 16-hex-digit offset form, so keys of one incarnation list in stream order.
 
 use object_store::path::Path;
-use sha2::{Digest, Sha256};
+use shared::object_keys;
 use shared::offset::Offset;
 
-/// The key prefix of one incarnation of a stream.
 pub fn incarnation_prefix(stream_path: &str, incarnation: &str) -> Path {
-    let hash = Sha256::digest(stream_path.as_bytes());
-    Path::from(format!(
-        "streams/{}/{incarnation}",
-        hex::encode(&hash[..16])
-    ))
+    Path::from(object_keys::incarnation_prefix(stream_path, incarnation))
 }
 
-/// The key of the chunk that starts at `start` (a multiple of the chunk size).
 pub fn chunk(stream_path: &str, incarnation: &str, start: Offset) -> Path {
-    incarnation_prefix(stream_path, incarnation)
-        .join("chunks")
-        .join(start.to_string().as_str())
+    Path::from(object_keys::chunk_key(stream_path, incarnation, start))
 }
 
-/// The key of the snapshot at `offset`.
-/// A snapshot's key names its offset and (the first 64 bits of) its digest:
-/// two blobs published at the same offset never share a key, so no two
-/// writers race for one. Keys stay short: s3s-fs refuses keys much longer
-/// than 130 bytes.
 pub fn snapshot(stream_path: &str, incarnation: &str, offset: Offset, digest: &str) -> Path {
-    let short = &digest[..digest.len().min(16)];
-    incarnation_prefix(stream_path, incarnation)
-        .join("snapshots")
-        .join(format!("{offset}-{short}").as_str())
+    Path::from(object_keys::snapshot_key(
+        stream_path,
+        incarnation,
+        offset,
+        digest,
+    ))
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, Semaphore};
 use super::view::StreamView;
 use super::writer::Command;
 use crate::metrics::Metrics;
-use crate::objects::instrumented::{Objects, PutOutcome};
+use crate::objects::instrumented::Objects;
 use crate::objects::keys;
 
 /// One chunk to seal: bytes `[start, end)` of a stream.
@@ -115,7 +115,8 @@ impl Sealer {
     async fn seal(&self, job: &SealJob) -> Result<(), SealError> {
         let bytes = job.view.read(job.start, job.end).await?;
         let key = keys::chunk(&job.view.path, &job.view.incarnation, Offset(job.start));
-        let outcome = self.objects.put_new(&key, bytes.clone()).await?;
+        // Created, or found from an earlier try: verified the same way.
+        self.objects.put_new(&key, bytes.clone()).await?;
         // Verify what is stored: after a fresh put as after finding an object
         // an earlier attempt (before a crash) left.
         let stored = self.objects.get(&key).await?;
@@ -125,9 +126,10 @@ impl Sealer {
                 expected: bytes.len(),
             });
         }
-        if outcome == PutOutcome::Created {
-            self.metrics.sealed(bytes.len());
-        }
+        // Counted whether the put created the object or found the one an
+        // earlier try left (a retried put whose first answer was lost, or
+        // an attempt before a crash).
+        self.metrics.sealed(bytes.len());
         let _ = self
             .writer
             .send(Command::Sealed {

@@ -1,0 +1,86 @@
+//! Immutable chunk and snapshot answers, kept in memory and weighted by
+//! their bytes.
+//!
+//! Keys are request paths (`{stream}/incarnation/{token}/chunk/{offset}`),
+//! which name the incarnation: a stream deleted and created again has new
+//! URLs, so nothing kept can be served as the new stream's bytes. A miss is
+//! filled from the origin's bucket or from the origin; concurrent misses for
+//! one key make one fill (moka runs one initializer per key and hands its result to every
+//! caller that arrived meanwhile). Only answers the origin marks immutable
+//! are kept (`core::cacheable`); any other answer goes to the readers that
+//! asked for it and is forgotten.
+
+use std::sync::Arc;
+
+use moka::future::Cache;
+
+use crate::answer::Answer;
+use crate::core::cacheable::is_immutable;
+use crate::metrics::Metrics;
+use crate::upstream::UpstreamError;
+
+/// Why a lookup did not produce a kept answer.
+#[derive(Debug)]
+pub enum Miss {
+    /// The origin's answer may not be kept (a growing chunk, a 412, ...).
+    NotImmutable(Answer),
+    Upstream(UpstreamError),
+}
+
+/// Where a served answer came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    Cache,
+    Origin,
+}
+
+pub struct ChunkCache {
+    cache: Cache<String, Arc<Answer>>,
+    metrics: Arc<Metrics>,
+}
+
+impl ChunkCache {
+    pub fn new(capacity_bytes: u64, metrics: Arc<Metrics>) -> ChunkCache {
+        let cache = Cache::builder()
+            .max_capacity(capacity_bytes)
+            .weigher(|key: &String, value: &Arc<Answer>| {
+                u32::try_from(key.len() + value.weight()).unwrap_or(u32::MAX)
+            })
+            .build();
+        ChunkCache { cache, metrics }
+    }
+
+    /// The answer for `path`, from memory, or from `fill` (see
+    /// `http::chunk::fill`) when it is missing.
+    pub async fn get_or_fill(
+        &self,
+        path: &str,
+        fill: impl std::future::Future<Output = Result<Answer, UpstreamError>>,
+    ) -> Result<(Arc<Answer>, Source), Arc<Miss>> {
+        let entry = self
+            .cache
+            .entry_by_ref(path)
+            .or_try_insert_with(async move {
+                let answer = fill.await.map_err(Miss::Upstream)?;
+                if is_immutable(answer.status, &answer.headers) {
+                    Ok(Arc::new(answer))
+                } else {
+                    Err(Miss::NotImmutable(answer))
+                }
+            })
+            .await?;
+        let source = if entry.is_fresh() {
+            self.metrics.cache_miss(entry.value().body.len());
+            Source::Origin
+        } else {
+            self.metrics.cache_hit(entry.value().body.len());
+            Source::Cache
+        };
+        Ok((entry.into_value(), source))
+    }
+
+    /// Bytes held (an estimate until moka's pending work runs) and entries.
+    pub fn usage(&self) -> (u64, u64) {
+        (self.cache.weighted_size(), self.cache.entry_count())
+    }
+}

@@ -1,0 +1,345 @@
+//! Long-poll collapsing: every reader waiting with the same key (see
+//! `core::collapse_key`) shares one upstream long-poll.
+//!
+//! Modeled on a cache lock. The first reader of a key starts one *flight*:
+//! an upstream request run as a task of its own, so the reader that started
+//! it may leave without cancelling it for the rest. Every later reader of
+//! the key joins the flight and waits for its answer. When the answer comes
+//! the flight leaves the table (a reader arriving after that starts a new
+//! one, since the answer it would get may have changed) and every waiter
+//! gets a copy that shares the body's bytes.
+//!
+//! Bounds: at most `max_waiters` readers wait at once (one more answers
+//! 503); a waiter waits at most its own timeout plus a grace, then answers
+//! 503 by itself; when the flight fails or its task dies, every waiter gets
+//! the failure at once (it is never stranded); when the last waiter leaves
+//! before the answer, the flight is cancelled and leaves the table. A waiter
+//! costs a table slot count and one `watch` receiver, so 10,000 waiters on
+//! one stream cost one upstream request and a few hundred bytes each.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+
+use crate::answer::Answer;
+use crate::metrics::{Gauge, Metrics};
+use crate::upstream::UpstreamError;
+
+/// What a flight ends with, shared by every waiter.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    Answer(Arc<Answer>),
+    Failed(Arc<UpstreamError>),
+    /// The flight's task ended without an answer (it panicked).
+    Abandoned,
+}
+
+/// Why a waiter got no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum WaitError {
+    #[error("too many long-polls are waiting at this edge")]
+    Full,
+    #[error("the origin did not answer the shared long-poll in time")]
+    TimedOut,
+    #[error("the shared long-poll failed")]
+    Upstream(#[source] Arc<UpstreamError>),
+    #[error("the shared long-poll ended without an answer")]
+    Abandoned,
+}
+
+struct Flight {
+    key: Arc<str>,
+    outcome: watch::Sender<Option<Outcome>>,
+    /// Waiters still waiting, counted under the table's lock.
+    waiters: Mutex<usize>,
+    task: Mutex<Option<AbortHandle>>,
+}
+
+pub struct CollapseTable {
+    flights: Mutex<HashMap<Arc<str>, Arc<Flight>>>,
+    waiting: Mutex<usize>,
+    max_waiters: usize,
+    metrics: Arc<Metrics>,
+}
+
+impl CollapseTable {
+    pub fn new(max_waiters: usize, metrics: Arc<Metrics>) -> Arc<CollapseTable> {
+        Arc::new(CollapseTable {
+            flights: Mutex::new(HashMap::new()),
+            waiting: Mutex::new(0),
+            max_waiters,
+            metrics,
+        })
+    }
+
+    /// Flights in the table (for tests and metrics).
+    pub fn flights(&self) -> usize {
+        self.flights.lock().len()
+    }
+
+    /// Joins the flight of `key`, starting it with `fetch` when there is
+    /// none. `fetch` runs only for the reader that starts the flight.
+    pub fn join<F>(
+        self: &Arc<Self>,
+        key: String,
+        fetch: impl FnOnce() -> F,
+    ) -> Result<Waiter, WaitError>
+    where
+        F: Future<Output = Result<Answer, UpstreamError>> + Send + 'static,
+    {
+        {
+            let mut waiting = self.waiting.lock();
+            if *waiting >= self.max_waiters {
+                return Err(WaitError::Full);
+            }
+            *waiting += 1;
+        }
+        let gauge = self.metrics.waiter_guard();
+        let mut flights = self.flights.lock();
+        if let Some(flight) = flights.get(key.as_str()) {
+            *flight.waiters.lock() += 1;
+            self.metrics.collapsed();
+            return Ok(Waiter {
+                table: Arc::clone(self),
+                outcome: flight.outcome.subscribe(),
+                flight: Arc::clone(flight),
+                _gauge: gauge,
+            });
+        }
+        let key: Arc<str> = key.into();
+        let (tx, rx) = watch::channel(None);
+        let flight = Arc::new(Flight {
+            key: Arc::clone(&key),
+            outcome: tx,
+            waiters: Mutex::new(1),
+            task: Mutex::new(None),
+        });
+        flights.insert(key, Arc::clone(&flight));
+        let fut = fetch();
+        let landing = Landing {
+            table: Arc::clone(self),
+            flight: Arc::clone(&flight),
+            landed: false,
+            _counted: self.metrics.flight_guard(),
+        };
+        let task = tokio::spawn(async move {
+            let outcome = match fut.await {
+                Ok(a) => Outcome::Answer(Arc::new(a)),
+                Err(e) => Outcome::Failed(Arc::new(e)),
+            };
+            landing.land(outcome);
+        });
+        *flight.task.lock() = Some(task.abort_handle());
+        drop(flights);
+        Ok(Waiter {
+            table: Arc::clone(self),
+            outcome: rx,
+            flight,
+            _gauge: gauge,
+        })
+    }
+
+    /// A waiter left: the last one to leave before the answer cancels the
+    /// flight (under the table's lock, so no reader joins it meanwhile).
+    fn leave(&self, flight: &Arc<Flight>) {
+        *self.waiting.lock() -= 1;
+        let mut flights = self.flights.lock();
+        let mut waiters = flight.waiters.lock();
+        *waiters -= 1;
+        if *waiters == 0 && flight.outcome.borrow().is_none() {
+            remove(&mut flights, flight);
+            drop(waiters);
+            drop(flights);
+            if let Some(task) = flight.task.lock().take() {
+                task.abort();
+            }
+        }
+    }
+}
+
+fn remove(flights: &mut HashMap<Arc<str>, Arc<Flight>>, flight: &Arc<Flight>) {
+    if flights
+        .get(&flight.key)
+        .is_some_and(|f| Arc::ptr_eq(f, flight))
+    {
+        flights.remove(&flight.key);
+    }
+}
+
+/// Owned by a flight's task: lands the outcome, or, when the task dies
+/// without one, tells every waiter so.
+struct Landing {
+    table: Arc<CollapseTable>,
+    flight: Arc<Flight>,
+    landed: bool,
+    _counted: Gauge,
+}
+
+impl Landing {
+    /// Takes the flight out of the table (a later reader starts a new one),
+    /// then tells every waiter.
+    fn land(mut self, outcome: Outcome) {
+        self.landed = true;
+        remove(&mut self.table.flights.lock(), &self.flight);
+        self.flight.outcome.send_replace(Some(outcome));
+    }
+}
+
+impl Drop for Landing {
+    fn drop(&mut self) {
+        if !self.landed {
+            remove(&mut self.table.flights.lock(), &self.flight);
+            self.flight.outcome.send_replace(Some(Outcome::Abandoned));
+        }
+    }
+}
+
+/// One reader waiting for a flight's answer.
+pub struct Waiter {
+    table: Arc<CollapseTable>,
+    flight: Arc<Flight>,
+    outcome: watch::Receiver<Option<Outcome>>,
+    _gauge: Gauge,
+}
+
+impl Waiter {
+    /// Waits at most `bound` for the shared answer.
+    pub async fn wait(mut self, bound: Duration) -> Result<Arc<Answer>, WaitError> {
+        let got = tokio::time::timeout(bound, self.outcome.wait_for(Option::is_some)).await;
+        let outcome = match got {
+            Err(_) => return Err(WaitError::TimedOut),
+            Ok(Err(_)) => return Err(WaitError::Abandoned),
+            Ok(Ok(o)) => o.clone().expect("waited for an outcome"),
+        };
+        match outcome {
+            Outcome::Answer(a) => Ok(a),
+            Outcome::Failed(e) => Err(WaitError::Upstream(e)),
+            Outcome::Abandoned => Err(WaitError::Abandoned),
+        }
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        self.table.leave(&self.flight);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use http::{HeaderMap, StatusCode};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn answer(body: &'static str) -> Answer {
+        Answer {
+            status: StatusCode::OK,
+            headers: HeaderMap::new(),
+            body: Bytes::from_static(body.as_bytes()),
+        }
+    }
+
+    fn never() -> std::future::Pending<Result<Answer, UpstreamError>> {
+        std::future::pending()
+    }
+
+    fn table(max: usize) -> Arc<CollapseTable> {
+        CollapseTable::new(max, Arc::new(Metrics::default()))
+    }
+
+    #[tokio::test]
+    async fn one_fetch_for_many_waiters() {
+        let t = table(100);
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let mut released = Some(released);
+        let mut waiters = Vec::new();
+        for _ in 0..50 {
+            let fetches = fetches.clone();
+            let gate = released.take();
+            waiters.push(
+                t.join("k".into(), move || async move {
+                    fetches.fetch_add(1, Ordering::SeqCst);
+                    if let Some(g) = gate {
+                        let _ = g.await;
+                    }
+                    Ok(answer("x"))
+                })
+                .unwrap(),
+            );
+        }
+        assert_eq!(t.flights(), 1);
+        release.send(()).unwrap();
+        for w in waiters {
+            let a = w.wait(Duration::from_secs(5)).await.unwrap();
+            assert_eq!(&a.body[..], b"x");
+        }
+        assert_eq!(fetches.load(Ordering::SeqCst), 1);
+        assert_eq!(t.flights(), 0);
+        assert_eq!(*t.waiting.lock(), 0);
+    }
+
+    #[tokio::test]
+    async fn last_waiter_leaving_cancels_the_flight() {
+        let t = table(100);
+        let a = t
+            .join("k".into(), || {
+                std::future::pending::<Result<Answer, UpstreamError>>()
+            })
+            .unwrap();
+        let b = t
+            .join("k".into(), || async { unreachable!("joined, not started") })
+            .unwrap();
+        drop(a);
+        assert_eq!(t.flights(), 1, "one waiter is left");
+        drop(b);
+        assert_eq!(t.flights(), 0);
+        assert_eq!(*t.waiting.lock(), 0);
+    }
+
+    #[tokio::test]
+    async fn waiters_are_bounded() {
+        let t = table(2);
+        let _a = t
+            .join("a".into(), || {
+                std::future::pending::<Result<Answer, UpstreamError>>()
+            })
+            .unwrap();
+        let _b = t
+            .join("b".into(), || {
+                std::future::pending::<Result<Answer, UpstreamError>>()
+            })
+            .unwrap();
+        assert!(matches!(t.join("c".into(), never), Err(WaitError::Full)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_is_never_stranded() {
+        let t = table(10);
+        // The fetch panics: every waiter learns at once.
+        let w = t
+            .join("p".into(), || async { panic!("fetch died") })
+            .unwrap();
+        assert!(matches!(
+            w.wait(Duration::from_secs(60)).await,
+            Err(WaitError::Abandoned)
+        ));
+        // The origin never answers: the bound ends the wait.
+        let w = t
+            .join("q".into(), || {
+                std::future::pending::<Result<Answer, UpstreamError>>()
+            })
+            .unwrap();
+        assert!(matches!(
+            w.wait(Duration::from_secs(3)).await,
+            Err(WaitError::TimedOut)
+        ));
+        assert_eq!(t.flights(), 0);
+    }
+}

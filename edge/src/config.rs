@@ -1,0 +1,140 @@
+//! The command line and the one validated configuration. Every flag also
+//! reads an environment variable (`EDGE_*`); a flag on the command line wins
+//! over the variable, which wins over the default.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+use http::Uri;
+use shared::units::{parse_duration, parse_size};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "edge",
+    about = "Durable streams edge: a cache-first read proxy in front of the origin."
+)]
+pub struct Cli {
+    /// Address to listen on; port 0 picks a free port (the first log line names it).
+    #[arg(long, env = "EDGE_LISTEN", default_value = "127.0.0.1:4438")]
+    pub listen: SocketAddr,
+    /// The origin every request the edge cannot answer itself goes to.
+    #[arg(long, env = "EDGE_ORIGIN", default_value = "http://127.0.0.1:4437")]
+    pub origin: Uri,
+    /// Object storage the origin seals chunks into (file:///path or
+    /// s3://bucket/prefix). Accepted for deployment symmetry; chunk misses
+    /// are filled from the origin for now.
+    #[arg(long, env = "EDGE_OBJECT_STORE")]
+    pub object_store: Option<String>,
+    /// Bytes of immutable chunks kept in memory, e.g. 2GiB.
+    #[arg(long, env = "EDGE_CACHE", default_value = "2GiB", value_parser = parse_size)]
+    pub cache: u64,
+    /// How long an SSE reader stays connected before the edge ends it, e.g. 60s.
+    #[arg(long, env = "EDGE_SSE_SESSION", default_value = "60s", value_parser = parse_duration)]
+    pub sse_session: Duration,
+}
+
+impl Cli {
+    pub fn config(&self) -> anyhow::Result<EdgeConfig> {
+        EdgeConfig::new(self.origin.clone(), self.cache).map(|mut c| {
+            c.object_store = self.object_store.clone();
+            c.limits.sse_session = self.sse_session;
+            c
+        })
+    }
+}
+
+/// Everything the edge needs to run, validated.
+#[derive(Clone, Debug)]
+pub struct EdgeConfig {
+    /// `scheme://authority` of the origin, without a path.
+    pub origin: Uri,
+    pub object_store: Option<String>,
+    /// Capacity of the chunk cache in bytes (bodies plus headers).
+    pub cache_bytes: u64,
+    pub limits: Limits,
+}
+
+impl EdgeConfig {
+    pub fn new(origin: Uri, cache_bytes: u64) -> anyhow::Result<EdgeConfig> {
+        anyhow::ensure!(
+            origin.scheme_str() == Some("http") && origin.authority().is_some(),
+            "the origin must be an http:// URL with a host, not {origin}"
+        );
+        anyhow::ensure!(
+            origin.path() == "/" || origin.path().is_empty(),
+            "the origin URL takes no path ({origin})"
+        );
+        Ok(EdgeConfig {
+            origin,
+            object_store: None,
+            cache_bytes,
+            limits: Limits::default(),
+        })
+    }
+}
+
+/// Every bound of the edge, in one place (the README's memory table lists
+/// them). What happens at each limit is written next to it.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Long-poll readers waiting at once, over all streams; one more answers
+    /// 503 with `Retry-After`.
+    pub max_waiters: usize,
+    /// How much longer than its own `timeout_ms` a waiter waits for the
+    /// shared upstream answer before it answers 503 by itself.
+    pub waiter_grace: Duration,
+    /// SSE readers connected at once; one more answers 503.
+    pub max_sse_readers: usize,
+    /// Frames queued for one SSE reader; a reader whose queue is full is
+    /// disconnected (it reconnects from its last `streamNextOffset`).
+    pub sse_reader_queue: usize,
+    /// Frames of the live feed kept per stream for readers that are behind;
+    /// a reader that falls further behind is disconnected.
+    pub sse_ring: usize,
+    /// Largest data event of the shared feed (`max_bytes` of the upstream
+    /// tail's reads); one JSON message larger than this comes whole.
+    pub tail_frame_bytes: u64,
+    /// How long one upstream long-poll of a tail waits.
+    pub tail_poll_ms: u64,
+    /// An SSE reader is ended after this long, as the origin does.
+    pub sse_session: Duration,
+    /// Largest upstream answer the edge buffers (a read is at most 8 MiB).
+    pub max_answer_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_waiters: 100_000,
+            waiter_grace: Duration::from_secs(10),
+            max_sse_readers: 100_000,
+            sse_reader_queue: 32,
+            sse_ring: 256,
+            tail_frame_bytes: 1024 * 1024,
+            tail_poll_ms: 20_000,
+            sse_session: Duration::from_secs(60),
+            max_answer_bytes: 9 * 1024 * 1024,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origin_url_is_checked() {
+        assert!(EdgeConfig::new("http://127.0.0.1:4437".parse().unwrap(), 1).is_ok());
+        assert!(EdgeConfig::new("http://127.0.0.1:4437/x".parse().unwrap(), 1).is_err());
+        assert!(EdgeConfig::new("https://a".parse().unwrap(), 1).is_err());
+    }
+
+    #[test]
+    fn flags_and_env() {
+        let cli =
+            Cli::try_parse_from(["edge", "--cache", "64MiB", "--listen", "127.0.0.1:0"]).unwrap();
+        assert_eq!(cli.cache, 64 << 20);
+        assert_eq!(cli.config().unwrap().cache_bytes, 64 << 20);
+    }
+}

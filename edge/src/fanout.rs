@@ -1,0 +1,299 @@
+//! SSE fan-out: one upstream tail per stream, however many readers.
+//!
+//! A stream's [`Hub`] follows the origin with a chain of long-polls, each
+//! from the end of the last answer (with its cursor), and publishes every
+//! answer as one [`Frame`]: a range `[start, end)` of the stream with its
+//! `data` event framed once for all readers. Frames are contiguous, and the
+//! hub's position moves under the same lock a reader subscribes under, so a
+//! reader knows exactly where the frames it will receive begin
+//! (`core::splice` does the rest).
+//!
+//! Bounds: the feed is a ring of `sse_ring` frames (each at most
+//! `tail_frame_bytes`, one oversized JSON message excepted); a reader that
+//! falls further behind is disconnected. A hub ends when its last reader
+//! leaves, when the stream closes or is deleted, when the origin fails or
+//! answers for another incarnation; its readers then end too and reconnect
+//! from their last `streamNextOffset`, so no reader ever gets bytes of a new
+//! incarnation on an old connection.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use parking_lot::Mutex;
+use shared::headers as h;
+use shared::offset::Offset;
+use tokio::sync::{broadcast, watch, Notify};
+
+use crate::answer::Answer;
+use crate::config::Limits;
+use crate::core::text_cut::cut_text;
+use crate::metrics::{self, Metrics};
+use crate::upstream::Upstream;
+
+/// One answer of the shared tail.
+#[derive(Debug)]
+pub struct Frame {
+    pub start: u64,
+    pub end: u64,
+    /// The `data` event, framed once for every reader; empty for the
+    /// marker that a stream closed at `start == end`.
+    pub event: Bytes,
+    pub up_to_date: bool,
+    pub closed: bool,
+}
+
+/// What the feed carries.
+#[derive(Clone, Debug)]
+pub enum FeedItem {
+    Data(Arc<Frame>),
+    /// The stream was deleted: readers send an `error` event and end.
+    Gone,
+    /// The tail ended for another reason: readers end and reconnect.
+    Reset,
+}
+
+/// How a stream's bytes become event data; the same for all its readers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Framing {
+    pub base64: bool,
+    /// Events end on whole UTF-8 characters.
+    pub text: bool,
+}
+
+struct HubState {
+    pos: u64,
+    ended: bool,
+    readers: usize,
+}
+
+pub struct Hub {
+    path: String,
+    incarnation: String,
+    framing: Framing,
+    state: Mutex<HubState>,
+    feed: broadcast::Sender<FeedItem>,
+    idle: Notify,
+}
+
+/// A reader's place on a hub; leaving it lets an idle hub end.
+pub struct Subscription {
+    pub feed: broadcast::Receiver<FeedItem>,
+    /// Where the first frame this reader receives starts.
+    pub pos: u64,
+    hub: Arc<Hub>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut st = self.hub.state.lock();
+        st.readers -= 1;
+        if st.readers == 0 {
+            self.hub.idle.notify_one();
+        }
+    }
+}
+
+impl Hub {
+    fn try_subscribe(self: &Arc<Self>, incarnation: &str) -> Option<Subscription> {
+        let mut st = self.state.lock();
+        if st.ended || self.incarnation != incarnation {
+            return None;
+        }
+        st.readers += 1;
+        Some(Subscription {
+            feed: self.feed.subscribe(),
+            pos: st.pos,
+            hub: Arc::clone(self),
+        })
+    }
+
+    fn publish(&self, item: FeedItem, pos: Option<u64>, last: bool) {
+        let mut st = self.state.lock();
+        if let Some(p) = pos {
+            st.pos = p;
+        }
+        st.ended |= last;
+        let _ = self.feed.send(item);
+    }
+
+    /// Ends the hub if no reader is left, in one step with the check, so no
+    /// reader can join a hub that is about to end.
+    fn end_if_idle(&self) -> bool {
+        let mut st = self.state.lock();
+        st.ended |= st.readers == 0;
+        st.ended
+    }
+}
+
+pub struct Fanout {
+    hubs: Mutex<HashMap<String, Arc<Hub>>>,
+    upstream: Upstream,
+    metrics: Arc<Metrics>,
+    limits: Limits,
+    closing: watch::Receiver<bool>,
+}
+
+impl Fanout {
+    pub fn new(
+        upstream: Upstream,
+        metrics: Arc<Metrics>,
+        limits: Limits,
+        closing: watch::Receiver<bool>,
+    ) -> Arc<Fanout> {
+        Arc::new(Fanout {
+            hubs: Mutex::new(HashMap::new()),
+            upstream,
+            metrics,
+            limits,
+            closing,
+        })
+    }
+
+    /// Hubs running (one upstream tail each).
+    pub fn hubs(&self) -> usize {
+        self.hubs.lock().len()
+    }
+
+    /// Joins the stream's hub, starting one at `pos` when there is none (or
+    /// only one of another incarnation, or one that ended).
+    pub fn subscribe(
+        self: &Arc<Self>,
+        path: &str,
+        incarnation: &str,
+        framing: Framing,
+        pos: u64,
+    ) -> Subscription {
+        let mut hubs = self.hubs.lock();
+        if let Some(sub) = hubs.get(path).and_then(|h| h.try_subscribe(incarnation)) {
+            return sub;
+        }
+        let hub = Arc::new(Hub {
+            path: path.to_owned(),
+            incarnation: incarnation.to_owned(),
+            framing,
+            state: Mutex::new(HubState {
+                pos,
+                ended: false,
+                readers: 0,
+            }),
+            feed: broadcast::channel(self.limits.sse_ring).0,
+            idle: Notify::new(),
+        });
+        hubs.insert(path.to_owned(), Arc::clone(&hub));
+        let sub = hub
+            .try_subscribe(incarnation)
+            .expect("a new hub takes readers");
+        tokio::spawn(Arc::clone(self).follow(Arc::clone(&hub)));
+        sub
+    }
+
+    /// The hub's upstream tail: long-poll after long-poll until it ends.
+    async fn follow(self: Arc<Self>, hub: Arc<Hub>) {
+        let _tail = self.metrics.tail_guard();
+        let mut closing = self.closing.clone();
+        let mut cursor: Option<String> = None;
+        let (item, last_pos) = loop {
+            if hub.end_if_idle() {
+                break (FeedItem::Reset, None);
+            }
+            let pos = hub.state.lock().pos;
+            let mut pq = format!(
+                "{}?offset={}&live=long-poll&timeout_ms={}&max_bytes={}",
+                hub.path,
+                Offset(pos),
+                self.limits.tail_poll_ms,
+                self.limits.tail_frame_bytes
+            );
+            if let Some(c) = &cursor {
+                pq.push_str("&cursor=");
+                pq.push_str(c);
+            }
+            let answer = tokio::select! {
+                a = self.upstream.get(&pq, HeaderMap::new(), metrics::Upstream::Tail) => a,
+                _ = hub.idle.notified() => continue,
+                _ = closing.wait_for(|c| *c) => break (FeedItem::Reset, None),
+            };
+            let answer = match answer {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(stream = %hub.path, error = %e, "upstream tail failed");
+                    break (FeedItem::Reset, None);
+                }
+            };
+            match self.step(&hub, pos, &answer) {
+                Step::Frame(frame) => {
+                    let (end, closed) = (frame.end, frame.closed);
+                    if closed {
+                        break (FeedItem::Data(frame), Some(end));
+                    }
+                    hub.publish(FeedItem::Data(frame), Some(end), false);
+                }
+                Step::Wait => {}
+                Step::End(item) => break (item, None),
+            }
+            if let Some(c) = answer.header(h::STREAM_CURSOR) {
+                cursor = Some(c.to_owned());
+            }
+        };
+        hub.publish(item, last_pos, true);
+        let mut hubs = self.hubs.lock();
+        if hubs.get(&hub.path).is_some_and(|h| Arc::ptr_eq(h, &hub)) {
+            hubs.remove(&hub.path);
+        }
+    }
+
+    /// What one upstream answer means for the feed.
+    fn step(&self, hub: &Hub, pos: u64, answer: &Answer) -> Step {
+        if answer.status == StatusCode::NOT_FOUND {
+            return Step::End(FeedItem::Gone);
+        }
+        if answer.header(h::STREAM_INCARNATION) != Some(hub.incarnation.as_str()) {
+            return Step::End(FeedItem::Reset);
+        }
+        let next = answer
+            .header(h::STREAM_NEXT_OFFSET)
+            .and_then(Offset::parse)
+            .map(Offset::bytes);
+        let closed = answer.header(h::STREAM_CLOSED) == Some("true");
+        let up_to_date = answer.header(h::STREAM_UP_TO_DATE) == Some("true");
+        match (answer.status, next) {
+            (StatusCode::OK, Some(next)) if next > pos => {
+                let (body, end) = if hub.framing.text {
+                    cut_text(answer.body.clone(), next)
+                } else {
+                    (answer.body.clone(), next)
+                };
+                let whole = end == next;
+                Step::Frame(Arc::new(Frame {
+                    start: pos,
+                    end,
+                    event: Bytes::from(shared::sse::data_event(&body, hub.framing.base64)),
+                    up_to_date: up_to_date && whole,
+                    closed: closed && whole,
+                }))
+            }
+            (StatusCode::NO_CONTENT, Some(next)) if closed && next == pos => {
+                Step::Frame(Arc::new(Frame {
+                    start: pos,
+                    end: pos,
+                    event: Bytes::new(),
+                    up_to_date: true,
+                    closed: true,
+                }))
+            }
+            (StatusCode::NO_CONTENT, Some(next)) if next == pos => Step::Wait,
+            _ => {
+                tracing::warn!(stream = %hub.path, status = %answer.status, "unexpected tail answer");
+                Step::End(FeedItem::Reset)
+            }
+        }
+    }
+}
+
+enum Step {
+    Frame(Arc<Frame>),
+    Wait,
+    End(FeedItem),
+}

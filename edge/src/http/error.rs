@@ -1,0 +1,66 @@
+//! Every refusal the edge gives by itself, mapped to a status, headers and
+//! the shared JSON error body in this one place. Refusals of the origin pass
+//! through unchanged; these are only the edge's own (the origin cannot be
+//! reached, a bound is reached, the edge is stopping). Causes are logged,
+//! never shown.
+
+use axum::body::Body;
+use axum::response::IntoResponse;
+use http::{HeaderValue, Response, StatusCode};
+use shared::error::{ErrorBody, ErrorCode};
+
+use crate::collapse::WaitError;
+use crate::upstream::UpstreamError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EdgeError {
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    #[error(transparent)]
+    Wait(#[from] WaitError),
+    #[error("{0}")]
+    Busy(&'static str),
+    #[error("the edge is shutting down")]
+    ShuttingDown,
+}
+
+/// An error answer: the shared body, `no-store`, `nosniff`.
+pub fn error_response(code: ErrorCode, message: impl Into<String>) -> Response<Body> {
+    let body = ErrorBody::new(code, message).to_json();
+    let mut resp = Response::new(Body::from(body));
+    *resp.status_mut() = StatusCode::from_u16(code.status()).expect("valid status");
+    let h = resp.headers_mut();
+    h.insert("content-type", HeaderValue::from_static("application/json"));
+    h.insert("cache-control", HeaderValue::from_static("no-store"));
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    resp
+}
+
+/// A 503 the reader may send again after a second.
+fn unavailable(message: &str) -> Response<Body> {
+    let mut r = error_response(ErrorCode::Unavailable, message);
+    r.headers_mut()
+        .insert("retry-after", HeaderValue::from_static("1"));
+    r
+}
+
+impl IntoResponse for EdgeError {
+    fn into_response(self) -> Response<Body> {
+        match &self {
+            EdgeError::Upstream(e) => {
+                tracing::warn!(error = %e, source = ?std::error::Error::source(e), "origin request failed");
+                unavailable("the origin cannot be reached")
+            }
+            EdgeError::Wait(WaitError::Full) => unavailable("too many long-polls are waiting"),
+            EdgeError::Wait(e) => {
+                tracing::warn!(error = %e, "shared long-poll failed");
+                unavailable("the origin did not answer the long-poll")
+            }
+            EdgeError::Busy(why) => unavailable(why),
+            EdgeError::ShuttingDown => unavailable("the edge is shutting down"),
+        }
+    }
+}

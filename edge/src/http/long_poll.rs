@@ -1,0 +1,47 @@
+//! `GET {stream}?offset=…&live=long-poll`: every reader waiting with the
+//! same key shares one upstream long-poll (see `collapse`), and gets the
+//! origin's own answer: status, headers (`Stream-Cursor`, `Cache-Control`:
+//! `no-store` on a 204, short and shared on a 200) and body.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::IntoResponse;
+use http::{Request, Response};
+use shared::params::{ReadParams, DEFAULT_LONG_POLL_MS};
+
+use super::error::EdgeError;
+use super::Shared;
+use crate::core::collapse_key::{answer_headers, long_poll_key};
+use crate::metrics;
+
+pub async fn long_poll(state: &Shared, req: Request<Body>, params: &ReadParams) -> Response<Body> {
+    let uri = req.uri();
+    let key = long_poll_key(uri.path(), uri.query(), req.headers());
+    let path_and_query = uri
+        .path_and_query()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| uri.path().to_owned());
+    let headers = answer_headers(req.headers());
+    let upstream = state.upstream.clone();
+    let waiter = match state.collapse.join(key, move || async move {
+        upstream
+            .get(&path_and_query, headers, metrics::Upstream::LongPoll)
+            .await
+    }) {
+        Ok(w) => w,
+        Err(e) => return EdgeError::from(e).into_response(),
+    };
+    let bound = Duration::from_millis(params.long_poll_ms(DEFAULT_LONG_POLL_MS))
+        + state.config.limits.waiter_grace;
+    tokio::select! {
+        got = waiter.wait(bound) => match got {
+            Ok(answer) => {
+                state.metrics.served(answer.body.len());
+                answer.to_response()
+            }
+            Err(e) => EdgeError::from(e).into_response(),
+        },
+        _ = state.closed() => EdgeError::ShuttingDown.into_response(),
+    }
+}

@@ -1,0 +1,206 @@
+//! The HTTP shell: what the edge answers itself (`/metrics`, `/healthz`,
+//! long-polls, SSE, immutable chunks) and what goes to the origin as it is
+//! (`forward`). One file per operation, the edge's own refusals in
+//! [`error`].
+//!
+//! Streams live at any path, so requests are routed by method, by the shape
+//! of the path (`shared::paths`) and by the read query, as on the origin.
+
+pub mod chunk;
+pub mod error;
+pub mod forward;
+pub mod long_poll;
+pub mod read;
+pub mod routes;
+pub mod sse;
+pub mod stream_state;
+
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+
+use axum::body::Body;
+use http::{HeaderValue, Method, Request, Response};
+use shared::params::{parse_read_query, Live};
+use shared::paths::{classify, Target};
+use tracing::Instrument;
+
+use crate::chunk_cache::ChunkCache;
+use crate::collapse::CollapseTable;
+use crate::config::EdgeConfig;
+use crate::fanout::Fanout;
+use crate::metrics::{Metrics, Sampled};
+use crate::upstream::Upstream;
+
+pub struct EdgeState {
+    pub config: EdgeConfig,
+    pub upstream: Upstream,
+    pub metrics: Arc<Metrics>,
+    pub collapse: Arc<CollapseTable>,
+    pub chunks: ChunkCache,
+    pub fanout: Arc<Fanout>,
+    /// What the edge knows of each stream's tail.
+    pub tails: read::TailHints,
+    /// Streams' recent states, for catch-up reads cut from chunks.
+    pub states: stream_state::StreamStates,
+    /// The origin's bucket, when the edge reads it.
+    pub objects: Option<crate::objects::ChunkObjects>,
+    /// SSE readers served through the fan-out right now.
+    pub sse_readers: AtomicUsize,
+    /// Turns true when the edge starts to shut down: live reads end, so the
+    /// graceful shutdown does not wait for them.
+    pub closing: tokio::sync::watch::Sender<bool>,
+}
+
+impl EdgeState {
+    pub fn new(config: EdgeConfig) -> Result<Shared, crate::objects::OpenError> {
+        let metrics = Arc::new(Metrics::default());
+        let objects = match &config.object_store {
+            Some(url) => Some(crate::objects::ChunkObjects::new(
+                crate::objects::open(url)?,
+                Arc::clone(&metrics),
+            )),
+            None => None,
+        };
+        let upstream = Upstream::new(
+            &config.origin,
+            Arc::clone(&metrics),
+            config.limits.max_answer_bytes,
+        );
+        let closing = tokio::sync::watch::Sender::new(false);
+        Ok(Arc::new(EdgeState {
+            collapse: CollapseTable::new(config.limits.max_waiters, Arc::clone(&metrics)),
+            chunks: ChunkCache::new(config.cache_bytes, Arc::clone(&metrics)),
+            fanout: Fanout::new(
+                upstream.clone(),
+                Arc::clone(&metrics),
+                config.limits.clone(),
+                closing.subscribe(),
+            ),
+            tails: read::TailHints::default(),
+            states: stream_state::StreamStates::default(),
+            objects,
+            sse_readers: AtomicUsize::new(0),
+            upstream,
+            metrics,
+            config,
+            closing,
+        }))
+    }
+
+    /// Resolves once the edge is shutting down.
+    pub async fn closed(&self) {
+        let mut rx = self.closing.subscribe();
+        let _ = rx.wait_for(|c| *c).await;
+    }
+}
+
+pub type Shared = Arc<EdgeState>;
+
+/// Answers one request.
+pub async fn handle<B>(state: Shared, req: Request<B>) -> Response<Body>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let req = req.map(Body::new);
+    if req.method() == Method::GET {
+        match req.uri().path() {
+            routes::METRICS => return metrics(&state),
+            routes::HEALTH => {
+                let mut r = Response::new(Body::from("ok"));
+                r.headers_mut().insert(
+                    "x-content-type-options",
+                    HeaderValue::from_static("nosniff"),
+                );
+                return r;
+            }
+            _ => {}
+        }
+    }
+    let span = tracing::debug_span!("request", method = %req.method(), path = %req.uri().path());
+    async move {
+        let (route, resp) = dispatch(&state, req).await;
+        state.metrics.request(route, resp.status().as_u16());
+        resp
+    }
+    .instrument(span)
+    .await
+}
+
+fn metrics(state: &Shared) -> Response<Body> {
+    let (bytes, entries) = state.chunks.usage();
+    let text = state.metrics.render(Sampled {
+        cache_weighted_bytes: bytes,
+        cache_entries: entries,
+    });
+    let mut r = Response::new(Body::from(text));
+    r.headers_mut().insert(
+        "content-type",
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r.headers_mut()
+        .insert("cache-control", HeaderValue::from_static("no-store"));
+    r
+}
+
+/// Routes a request to the edge's own answer, or to the origin.
+async fn dispatch(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
+    let method = req.method().clone();
+    match classify(req.uri().path()) {
+        Target::Stream(_) => match method {
+            Method::GET => read_route(state, req).await,
+            Method::PUT => ("create", forward::forward(state, req).await),
+            Method::POST => {
+                let path = req.uri().path().to_owned();
+                let resp = forward::forward(state, req).await;
+                state.tails.learn(&path, resp.headers());
+                ("append", resp)
+            }
+            Method::DELETE => ("delete", forward::forward(state, req).await),
+            Method::HEAD => ("head", forward::forward(state, req).await),
+            Method::OPTIONS => ("preflight", forward::forward(state, req).await),
+            _ => ("other", forward::forward(state, req).await),
+        },
+        // Cache lookups make large futures: boxed, so that every other
+        // request (10,000 waiting long-polls) does not carry their size.
+        Target::Chunk { .. } if method == Method::GET => {
+            ("chunk", Box::pin(chunk::chunk(state, req)).await)
+        }
+        Target::IncarnationSnapshot { .. } if method == Method::GET => {
+            ("snapshot", Box::pin(chunk::chunk(state, req)).await)
+        }
+        _ => ("other", forward::forward(state, req).await),
+    }
+}
+
+async fn read_route(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
+    // A query the origin refuses is refused by the origin, in its words.
+    let Ok(params) = parse_read_query(req.uri().query()) else {
+        return ("read", forward::forward(state, req).await);
+    };
+    match params.live {
+        Live::No => ("read", Box::pin(read::read(state, req, &params)).await),
+        Live::LongPoll => ("long_poll", long_poll::long_poll(state, req, &params).await),
+        Live::Sse => ("sse", Box::pin(sse::sse(state, req, &params)).await),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every connection's task carries the future of its request; a waiting
+    /// long-poll must not carry the size of the cache lookups (boxed above).
+    #[test]
+    fn a_waiting_request_carries_a_small_future() {
+        let config =
+            crate::config::EdgeConfig::new("http://127.0.0.1:1".parse().unwrap(), 1).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _entered = rt.enter();
+        let state = super::EdgeState::new(config).unwrap();
+        let f = super::handle(state, http::Request::new(axum::body::Body::empty()));
+        let size = std::mem::size_of_val(&f);
+        assert!(size < 4096, "the request future is {size} bytes");
+    }
+}

@@ -1,0 +1,175 @@
+//! `GET {stream}?offset=…`: catch-up reads, cut from cached chunks where
+//! the range reaches complete chunks (`core::catch_up`), from the origin
+//! otherwise.
+//!
+//! The edge learns a lower bound of each stream's tail from the answers it
+//! passes on ([`TailHints`]); only a read that starts in a chunk known to
+//! be complete is made from chunks, with the headers and `ETag` the origin
+//! would give. It needs the stream's state (incarnation, end, closed: the
+//! origin's `offset=now` answer, which also resets the sliding TTL as every
+//! read does), asked at most once per [`STATE_FRESH`](super::stream_state::STATE_FRESH) per stream, and again
+//! for a read that reaches the known end. JSON streams
+//! (their reads are shaped by the origin's JSON mode), `offset=now`,
+//! `consistency=leader`, conditional requests and requests naming an
+//! incarnation always go to the origin.
+
+use axum::body::Body;
+use bytes::{Bytes, BytesMut};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use moka::sync::Cache;
+use shared::headers as h;
+use shared::offset::{Offset, ReadFrom};
+use shared::params::{Consistency, ReadParams};
+
+use super::chunk::fill;
+use super::forward::forward;
+use super::Shared;
+use crate::chunk_cache::Miss;
+use crate::core::catch_up::{plan, worth_planning, Plan, CACHEABLE};
+
+/// Streams whose tail the edge has seen, at most this many.
+pub const TAIL_HINTS: u64 = 100_000;
+
+/// A lower bound of each stream's tail, learned from answers passing by.
+pub struct TailHints(Cache<String, u64>);
+
+impl Default for TailHints {
+    fn default() -> Self {
+        TailHints(Cache::new(TAIL_HINTS))
+    }
+}
+
+impl TailHints {
+    /// Notes the `Stream-Next-Offset` of an answer about `path`.
+    pub fn learn(&self, path: &str, headers: &HeaderMap) {
+        let Some(next) = headers
+            .get(h::STREAM_NEXT_OFFSET)
+            .and_then(|v| v.to_str().ok())
+            .and_then(Offset::parse)
+        else {
+            return;
+        };
+        let known = self.0.get(path).unwrap_or(0);
+        if next.bytes() > known {
+            self.0.insert(path.to_owned(), next.bytes());
+        }
+    }
+
+    fn get(&self, path: &str) -> u64 {
+        self.0.get(path).unwrap_or(0)
+    }
+}
+
+/// Request headers that send a read to the origin.
+const ORIGIN_ONLY: [&str; 3] = ["if-none-match", "stream-incarnation", "authorization"];
+
+pub async fn read(state: &Shared, req: Request<Body>, params: &ReadParams) -> Response<Body> {
+    let start = match params.offset {
+        ReadFrom::Start => Some(0),
+        ReadFrom::At(o) => Some(o.bytes()),
+        ReadFrom::Now => None,
+    };
+    let eligible = params.consistency == Consistency::Local
+        && !ORIGIN_ONLY.iter().any(|n| req.headers().contains_key(*n));
+    let path = req.uri().path().to_owned();
+    if let Some(start) = start.filter(|s| eligible && worth_planning(*s, state.tails.get(&path))) {
+        if let Some(resp) = from_chunks(state, &path, start, params.max_bytes).await {
+            return resp;
+        }
+    }
+    let resp = forward(state, req).await;
+    state.tails.learn(&path, resp.headers());
+    resp
+}
+
+/// The answer made from chunks, or `None` when the origin should answer.
+async fn from_chunks(state: &Shared, path: &str, start: u64, max: u64) -> Option<Response<Body>> {
+    let recent = state.states.recent(state, path).await?;
+    if recent.json {
+        return None;
+    }
+    // A read that stops short of the known end is the same whatever was
+    // appended since; one that reaches it needs the end as it is now.
+    let fresh;
+    let stream = if start.saturating_add(max) < recent.tail {
+        recent.as_ref()
+    } else {
+        fresh = state.states.refresh(state, path).await?;
+        fresh.as_ref()
+    };
+    let plan = plan(start, max, stream.tail, stream.closed)?;
+    let incarnation = stream.incarnation.as_str();
+    let mut parts = Vec::with_capacity(plan.pieces.len());
+    for piece in &plan.pieces {
+        let url = format!(
+            "{path}/incarnation/{incarnation}/chunk/{}",
+            Offset(piece.chunk)
+        );
+        let body = match state.chunks.get_or_fill(&url, fill(state, &url)).await {
+            Ok((a, _)) if a.header(h::STREAM_INCARNATION) == Some(incarnation) => a.body.clone(),
+            Ok(_) => return None,
+            Err(miss) => match &*miss {
+                Miss::NotImmutable(a)
+                    if a.status == StatusCode::OK
+                        && a.header(h::STREAM_INCARNATION) == Some(incarnation) =>
+                {
+                    a.body.clone()
+                }
+                _ => return None,
+            },
+        };
+        let (from, to) = (
+            (piece.from - piece.chunk) as usize,
+            (piece.to - piece.chunk) as usize,
+        );
+        if body.len() < to {
+            return None;
+        }
+        parts.push(body.slice(from..to));
+    }
+    // One piece (the common case) goes out without a copy.
+    let body = if parts.len() == 1 {
+        parts.pop().expect("one piece")
+    } else {
+        let mut all = BytesMut::with_capacity((plan.end - plan.start) as usize);
+        for p in &parts {
+            all.extend_from_slice(p);
+        }
+        all.freeze()
+    };
+    state.metrics.served(body.len());
+    Some(respond(stream.headers.clone(), &plan, incarnation, body))
+}
+
+/// The origin's headers for this read: those of its `offset=now` answer
+/// that every read shares, and the range's own.
+fn respond(mut headers: HeaderMap, plan: &Plan, incarnation: &str, body: Bytes) -> Response<Body> {
+    for name in [
+        h::STREAM_UP_TO_DATE,
+        h::STREAM_CLOSED,
+        h::STREAM_CURSOR,
+        http::header::ETAG,
+        http::header::CACHE_CONTROL,
+        http::header::CONTENT_LENGTH,
+    ] {
+        headers.remove(name);
+    }
+    headers.insert(h::STREAM_NEXT_OFFSET, Offset(plan.end).header_value());
+    if plan.up_to_date {
+        headers.insert(h::STREAM_UP_TO_DATE, HeaderValue::from_static("true"));
+    }
+    if plan.closed {
+        headers.insert(h::STREAM_CLOSED, HeaderValue::from_static("true"));
+    }
+    if let Ok(tag) = HeaderValue::try_from(plan.etag(incarnation)) {
+        headers.insert(http::header::ETAG, tag);
+    }
+    headers.insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static(CACHEABLE),
+    );
+    let mut resp = Response::new(Body::from(body));
+    *resp.status_mut() = StatusCode::OK;
+    *resp.headers_mut() = headers;
+    resp
+}

@@ -1,0 +1,355 @@
+//! `GET {stream}?offset=…&live=sse` through the shared tail.
+//!
+//! A reader first catches up on its own with plain reads from its offset
+//! (the first read also answers every refusal exactly as the origin would:
+//! 404, 416, ...), then joins the stream's hub (`fanout`) and sends the
+//! shared frames, reading any range it would otherwise miss
+//! (`core::splice`): no gap, no duplicate. Control events are its own (its
+//! cursor). Catch-up sends wait for the reader; live sends never do: a
+//! reader whose queue of `sse_reader_queue` items is full, or that fell off
+//! the end of the feed's ring, is disconnected and reconnects from its last
+//! `streamNextOffset`. A reader is ended after `sse_session`, as the origin
+//! does. Readers that need their own event sizes (`max_bytes`) or name an
+//! incarnation are passed through to the origin.
+
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+
+use axum::body::Body;
+use axum::response::IntoResponse;
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
+use shared::content_type::{is_text, media_type, sse_uses_base64, NDJSON};
+use shared::error::{ErrorBody, ErrorCode};
+use shared::headers as h;
+use shared::offset::{Offset, ReadFrom};
+use shared::params::{ReadParams, MAX_READ_BYTES};
+use shared::sse::{control_event, named_json_event, Control};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::error::EdgeError;
+use super::forward::forward_live;
+use super::Shared;
+use crate::answer::Answer;
+use crate::core::splice::{splice, Splice};
+use crate::core::text_cut::cut_text;
+use crate::fanout::{FeedItem, Framing};
+use crate::metrics;
+
+/// Headers of the first read that an SSE answer keeps.
+const KEPT_HEADERS: [&str; 5] = [
+    "stream-incarnation",
+    "x-content-type-options",
+    "cross-origin-resource-policy",
+    "access-control-allow-origin",
+    "access-control-expose-headers",
+];
+
+pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Response<Body> {
+    if params.max_bytes < MAX_READ_BYTES
+        || req.headers().contains_key(h::STREAM_INCARNATION)
+        || req.headers().contains_key(http::header::AUTHORIZATION)
+    {
+        return forward_live(state, req).await;
+    }
+    let readers = &state.sse_readers;
+    if readers.fetch_add(1, Ordering::SeqCst) >= state.config.limits.max_sse_readers {
+        readers.fetch_sub(1, Ordering::SeqCst);
+        return EdgeError::Busy("too many SSE readers at this edge").into_response();
+    }
+    let slot = ReaderSlot(state.clone());
+    let path = req.uri().path().to_owned();
+    let from = match params.offset {
+        ReadFrom::Start => "-1".to_owned(),
+        ReadFrom::Now => "now".to_owned(),
+        ReadFrom::At(o) => o.to_string(),
+    };
+    let first = match read(state, &path, &from, None).await {
+        Ok(a) => a,
+        Err(e) => return e.into_response(),
+    };
+    if first.status != StatusCode::OK {
+        return first.to_response();
+    }
+    let content_type = first.header(http::header::CONTENT_TYPE).unwrap_or("");
+    let is_ndjson = media_type(content_type) == NDJSON;
+    let framing = Framing {
+        base64: sse_uses_base64(content_type) && !is_ndjson,
+        text: is_text(content_type) || is_ndjson,
+    };
+    let mut resp_headers = HeaderMap::new();
+    for name in KEPT_HEADERS {
+        if let Some(v) = first.headers.get(name) {
+            resp_headers.insert(name, v.clone());
+        }
+    }
+    resp_headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    resp_headers.insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
+    if let Some(ct) = first.headers.get(http::header::CONTENT_TYPE) {
+        resp_headers.insert(h::STREAM_DATA_CONTENT_TYPE, ct.clone());
+    }
+    if framing.base64 {
+        resp_headers.insert(
+            h::STREAM_SSE_DATA_ENCODING,
+            HeaderValue::from_static("base64"),
+        );
+    }
+    let pos = match params.offset {
+        ReadFrom::Start => 0,
+        ReadFrom::At(o) => o.bytes(),
+        ReadFrom::Now => next_offset(&first).unwrap_or(0),
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(state.config.limits.sse_reader_queue);
+    let reader = Reader {
+        state: state.clone(),
+        path,
+        incarnation: first.header(h::STREAM_INCARNATION).unwrap_or("").to_owned(),
+        framing,
+        cursor: params.cursor.clone(),
+        pos,
+        announced: false,
+        out: tx,
+    };
+    tokio::spawn(async move {
+        let _slot = slot;
+        let _open = reader.state.metrics.sse_guard();
+        let deadline = tokio::time::Instant::now() + reader.state.config.limits.sse_session;
+        let state = reader.state.clone();
+        let mut reader = reader;
+        let _ = tokio::select! {
+            r = reader.run(first) => r,
+            _ = tokio::time::sleep_until(deadline) => Ok(()),
+            _ = state.closed() => Ok(()),
+        };
+    });
+    let mut resp = Response::new(Body::from_stream(
+        ReceiverStream::new(rx).map(Ok::<_, Infallible>),
+    ));
+    *resp.headers_mut() = resp_headers;
+    resp
+}
+
+/// Frees a place among `max_sse_readers` when the reader ends.
+struct ReaderSlot(Shared);
+
+impl Drop for ReaderSlot {
+    fn drop(&mut self) {
+        self.0.sse_readers.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A plain read upstream, for one reader's catch-up.
+async fn read(
+    state: &Shared,
+    path: &str,
+    from: &str,
+    max: Option<u64>,
+) -> Result<Answer, EdgeError> {
+    let max = max
+        .unwrap_or(state.config.limits.tail_frame_bytes)
+        .min(state.config.limits.tail_frame_bytes);
+    let pq = format!("{path}?offset={from}&max_bytes={max}");
+    Ok(state
+        .upstream
+        .get(&pq, HeaderMap::new(), metrics::Upstream::SseRead)
+        .await?)
+}
+
+fn next_offset(a: &Answer) -> Option<u64> {
+    a.header(h::STREAM_NEXT_OFFSET)
+        .and_then(Offset::parse)
+        .map(Offset::bytes)
+}
+
+/// Why a reader's session ends early.
+enum End {
+    /// The reader is gone, slow, or the stream ended: just stop.
+    Stop,
+}
+
+struct Reader {
+    state: Shared,
+    path: String,
+    incarnation: String,
+    framing: Framing,
+    cursor: Option<String>,
+    /// Everything before this offset was sent.
+    pos: u64,
+    /// A control event went out (a reader at the end gets one at once).
+    announced: bool,
+    out: mpsc::Sender<Bytes>,
+}
+
+impl Reader {
+    async fn run(&mut self, first: Answer) -> Result<(), End> {
+        // Catch up on its own until a read reaches the end.
+        let mut answer = first;
+        loop {
+            let (up_to_date, closed) = self.send_read(&answer).await?;
+            if closed {
+                return Ok(());
+            }
+            if up_to_date {
+                break;
+            }
+            answer = self.read_at(None).await?;
+        }
+        // Join the shared feed, and read up to where its frames begin.
+        let mut sub =
+            self.state
+                .fanout
+                .subscribe(&self.path, &self.incarnation, self.framing, self.pos);
+        while self.pos < sub.pos {
+            let a = self.read_at(Some(sub.pos - self.pos)).await?;
+            if self.send_read(&a).await?.1 {
+                return Ok(());
+            }
+        }
+        loop {
+            let item = tokio::select! {
+                item = sub.feed.recv() => item,
+                _ = self.out.closed() => return Err(End::Stop),
+            };
+            match item {
+                Ok(FeedItem::Data(frame)) => match splice(self.pos, frame.start, frame.end) {
+                    Splice::Skip => {}
+                    Splice::Send => {
+                        if frame.end > frame.start {
+                            self.offer(frame.event.clone())?;
+                        }
+                        self.pos = frame.end;
+                        let control = self.control(frame.up_to_date, frame.closed);
+                        self.offer(control)?;
+                        if frame.closed {
+                            return Ok(());
+                        }
+                    }
+                    Splice::Fill { to, .. } => {
+                        while self.pos < to {
+                            let a = self.read_at(Some(to - self.pos)).await?;
+                            if self.send_read(&a).await?.1 {
+                                return Ok(());
+                            }
+                        }
+                        if frame.closed {
+                            let control = self.control(true, true);
+                            self.offer(control)?;
+                            return Ok(());
+                        }
+                    }
+                },
+                Ok(FeedItem::Gone) => {
+                    let body =
+                        ErrorBody::new(ErrorCode::NotFound, "the stream was deleted").to_json();
+                    let _ = self
+                        .out
+                        .send(Bytes::from(named_json_event("error", &body)))
+                        .await;
+                    return Ok(());
+                }
+                Ok(FeedItem::Reset) | Err(RecvError::Closed) => return Ok(()),
+                Err(RecvError::Lagged(_)) => {
+                    self.state.metrics.sse_dropped_slow();
+                    return Err(End::Stop);
+                }
+            }
+        }
+    }
+
+    /// Reads from `pos`, at most `max` bytes; a refusal ends the reader
+    /// (a deleted stream with an `error` event, as the origin does).
+    async fn read_at(&mut self, max: Option<u64>) -> Result<Answer, End> {
+        let from = Offset(self.pos).to_string();
+        let a = read(&self.state, &self.path, &from, max)
+            .await
+            .map_err(|_| End::Stop)?;
+        if a.status == StatusCode::NOT_FOUND {
+            let body = ErrorBody::new(ErrorCode::NotFound, "the stream was deleted").to_json();
+            let _ = self
+                .out
+                .send(Bytes::from(named_json_event("error", &body)))
+                .await;
+            return Err(End::Stop);
+        }
+        if a.status != StatusCode::OK || a.header(h::STREAM_INCARNATION) != Some(&self.incarnation)
+        {
+            return Err(End::Stop);
+        }
+        Ok(a)
+    }
+
+    /// Sends one read answer as a data event and its control event (or, at
+    /// the end with nothing sent yet, the control event alone). Returns
+    /// whether it reached the end, and whether the stream is closed there.
+    async fn send_read(&mut self, a: &Answer) -> Result<(bool, bool), End> {
+        let next = next_offset(a).ok_or(End::Stop)?;
+        let mut up_to_date = a.header(h::STREAM_UP_TO_DATE) == Some("true");
+        let mut closed = a.header(h::STREAM_CLOSED) == Some("true");
+        let (body, end) = if self.framing.text {
+            cut_text(a.body.clone(), next)
+        } else {
+            (a.body.clone(), next)
+        };
+        if end != next {
+            up_to_date = false;
+            closed = false;
+        }
+        if end > self.pos {
+            let event = shared::sse::data_event(&body, self.framing.base64);
+            self.state.metrics.served(body.len());
+            self.send(Bytes::from(event)).await?;
+            self.pos = end;
+        } else if self.announced && !closed {
+            return Ok((up_to_date, closed));
+        }
+        let control = self.control(up_to_date, closed);
+        self.send(control).await?;
+        Ok((up_to_date, closed))
+    }
+
+    fn control(&mut self, up_to_date: bool, closed: bool) -> Bytes {
+        self.announced = true;
+        Bytes::from(control_event(&Control {
+            stream_next_offset: Offset(self.pos).to_string(),
+            stream_cursor: (!closed).then(|| cursor(self.cursor.as_deref())),
+            up_to_date,
+            stream_closed: closed,
+        }))
+    }
+
+    /// A catch-up send: waits for the reader.
+    async fn send(&self, bytes: Bytes) -> Result<(), End> {
+        self.out.send(bytes).await.map_err(|_| End::Stop)
+    }
+
+    /// A live send: never waits; a full queue disconnects the reader.
+    fn offer(&self, bytes: Bytes) -> Result<(), End> {
+        match self.out.try_send(bytes) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.state.metrics.sse_dropped_slow();
+                Err(End::Stop)
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(End::Stop),
+        }
+    }
+}
+
+/// The cursor of a control event (see `shared::cursor`), from the wall clock.
+fn cursor(client: Option<&str>) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let jitter = 1 + rand::random::<u64>() % shared::cursor::CURSOR_MAX_JITTER_SECS;
+    shared::cursor::next_cursor(now, client, jitter).to_string()
+}

@@ -1,0 +1,401 @@
+//! Shared setup of the edge's integration tests: a real origin and a real
+//! edge, each on its own loopback port, and small HTTP helpers.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use edge::config::{EdgeConfig, Limits};
+use edge::http::Shared;
+use edge::server::Edge;
+use origin::http::{HttpConfig, JsonReads};
+use origin::server::Origin;
+use origin::store::{Store, StoreConfig};
+use tokio::sync::oneshot;
+
+/// How long a test waits for something that should happen soon.
+pub const WAIT: Duration = Duration::from_secs(30);
+/// How often it looks.
+pub const POLL: Duration = Duration::from_millis(20);
+
+/// An origin serving on loopback until dropped.
+pub struct TestOrigin {
+    pub addr: SocketAddr,
+    store: Option<Store>,
+    stop: Option<oneshot::Sender<()>>,
+    dir: Option<tempfile::TempDir>,
+}
+
+impl TestOrigin {
+    pub async fn start(json_reads: JsonReads) -> Self {
+        Self::start_sealing(json_reads, None).await
+    }
+
+    /// An origin that seals complete chunks into the object store at `url`.
+    pub async fn start_sealing(json_reads: JsonReads, url: Option<String>) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let http = HttpConfig {
+            json_reads,
+            ..HttpConfig::default()
+        };
+        let mut store = StoreConfig::new(dir.path().to_owned());
+        store.object_store = url;
+        let origin = Origin::open(store, http).expect("origin");
+        let store = Some(origin.state.store.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (stop, stopped) = oneshot::channel::<()>();
+        tokio::spawn(origin.serve(listener, async move {
+            let _ = stopped.await;
+        }));
+        TestOrigin {
+            addr,
+            store,
+            stop: Some(stop),
+            dir: Some(dir),
+        }
+    }
+}
+
+impl Drop for TestOrigin {
+    fn drop(&mut self) {
+        // Stop the store's writer thread before its directory goes away
+        // (as the origin's own tests do), on a thread of its own since this
+        // may run inside the test's runtime.
+        let stop = self.stop.take();
+        let store = self.store.take();
+        let dir = self.dir.take();
+        let _ = std::thread::spawn(move || {
+            if let Some(store) = store {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                rt.block_on(store.shutdown());
+            }
+            drop(dir);
+            if let Some(s) = stop {
+                let _ = s.send(());
+            }
+        })
+        .join();
+    }
+}
+
+/// An edge in front of an origin, both on loopback.
+pub struct Stack {
+    pub origin: TestOrigin,
+    pub edge_addr: SocketAddr,
+    pub edge: Shared,
+    pub http: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    bucket: Option<tempfile::TempDir>,
+}
+
+impl Stack {
+    pub async fn start() -> Self {
+        Self::start_with(JsonReads::Ndjson, Limits::default()).await
+    }
+
+    pub async fn start_with(json_reads: JsonReads, limits: Limits) -> Self {
+        let origin = TestOrigin::start(json_reads).await;
+        let (edge_addr, edge, stop, task) =
+            start_edge(&format!("http://{}", origin.addr), limits).await;
+        Stack {
+            origin,
+            edge_addr,
+            edge,
+            http: client(),
+            stop: Some(stop),
+            task: Some(task),
+            bucket: None,
+        }
+    }
+
+    /// Origin and edge sharing a bucket (a folder): the origin seals
+    /// complete chunks into it, the edge reads them from it.
+    pub async fn start_with_bucket() -> Self {
+        let bucket = tempfile::tempdir().expect("bucket");
+        let url = format!("file://{}", bucket.path().display());
+        let origin = TestOrigin::start_sealing(JsonReads::Ndjson, Some(url.clone())).await;
+        let mut config = EdgeConfig::new(
+            format!("http://{}", origin.addr)
+                .parse()
+                .expect("origin url"),
+            64 << 20,
+        )
+        .expect("config");
+        config.object_store = Some(url);
+        let (edge_addr, edge, stop, task) = serve_edge(config).await;
+        Stack {
+            origin,
+            edge_addr,
+            edge,
+            http: client(),
+            stop: Some(stop),
+            task: Some(task),
+            bucket: Some(bucket),
+        }
+    }
+
+    /// A URL on the edge.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.edge_addr, path)
+    }
+
+    /// A URL on the origin itself.
+    pub fn origin_url(&self, path: &str) -> String {
+        format!("http://{}{}", self.origin.addr, path)
+    }
+
+    /// Stops the edge gracefully; returns how long it took.
+    pub async fn stop_edge(&mut self) -> Duration {
+        let t = std::time::Instant::now();
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(WAIT, task)
+                .await
+                .expect("the edge stops")
+                .expect("join")
+                .expect("serve");
+        }
+        t.elapsed()
+    }
+
+    /// Creates a stream through the edge, asserting 201.
+    pub async fn create(&self, path: &str, content_type: &str) {
+        let r = self
+            .http
+            .put(self.url(path))
+            .header("content-type", content_type)
+            .send()
+            .await
+            .expect("create");
+        assert_eq!(r.status().as_u16(), 201, "create {path}");
+    }
+
+    /// Appends through the edge, asserting 204.
+    pub async fn append(&self, path: &str, content_type: &str, body: impl Into<Vec<u8>>) {
+        let r = self
+            .http
+            .post(self.url(path))
+            .header("content-type", content_type)
+            .body(body.into())
+            .send()
+            .await
+            .expect("append");
+        assert_eq!(r.status().as_u16(), 204, "append to {path}");
+    }
+
+    /// One value of the edge's `/metrics` (a full series name, labels and all).
+    pub async fn metric(&self, series: &str) -> i64 {
+        let text = self
+            .http
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics text");
+        metric_value(&text, series).unwrap_or_else(|| panic!("{series} in {text}"))
+    }
+
+    /// Polls the edge's `/metrics` until `series` satisfies `ok`.
+    pub async fn wait_metric(&self, series: &str, ok: impl Fn(i64) -> bool) -> i64 {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let v = self.metric(series).await;
+            if ok(v) {
+                return v;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{series} stayed at {v} for {WAIT:?}"
+            );
+            tokio::time::sleep(POLL).await;
+        }
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+/// Starts an edge in front of `origin` on a free loopback port.
+pub async fn start_edge(origin: &str, limits: Limits) -> Served {
+    let mut config =
+        EdgeConfig::new(origin.parse().expect("origin url"), 64 << 20).expect("config");
+    config.limits = limits;
+    serve_edge(config).await
+}
+
+/// The handles of an edge serving in this process.
+pub type Served = (
+    SocketAddr,
+    Shared,
+    oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+);
+
+/// Serves an edge with `config` on a free loopback port.
+pub async fn serve_edge(config: EdgeConfig) -> Served {
+    let edge = Edge::new(config).expect("edge");
+    let state = edge.state.clone();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(edge.serve(listener, async move {
+        let _ = stopped.await;
+    }));
+    (addr, state, stop, task)
+}
+
+pub fn metric_value(text: &str, series: &str) -> Option<i64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(series).and_then(|r| r.strip_prefix(' ')))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+pub fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .pool_max_idle_per_host(2048)
+        .build()
+        .expect("client")
+}
+
+/// A unique stream path for a test.
+pub fn stream_path(name: &str) -> String {
+    format!("/v1/stream/{name}-{:016x}", rand::random::<u64>())
+}
+
+/// The value of a header as text, if present.
+pub fn header(resp: &reqwest::Response, name: &str) -> Option<String> {
+    resp.headers()
+        .get(name)
+        .map(|v| v.to_str().expect("text header").to_owned())
+}
+
+/// An offset as the servers write it.
+pub fn offset(pos: u64) -> String {
+    format!("{pos:016x}")
+}
+
+/// One Server-Sent Event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SseEvent {
+    pub event: String,
+    /// The `data:` lines joined with `\n`, as an SSE parser gives them.
+    pub data: String,
+}
+
+impl SseEvent {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.data).expect("JSON event data")
+    }
+}
+
+/// An SSE answer read event by event, parsed as the HTML standard says.
+pub struct Sse {
+    pub resp: reqwest::Response,
+    buf: Vec<u8>,
+    ended: bool,
+}
+
+impl Sse {
+    pub fn new(resp: reqwest::Response) -> Self {
+        Sse {
+            resp,
+            buf: Vec::new(),
+            ended: false,
+        }
+    }
+
+    /// The next event, or `None` once the answer ended (or broke off).
+    pub async fn next(&mut self) -> Option<SseEvent> {
+        tokio::time::timeout(WAIT, self.next_event())
+            .await
+            .expect("an SSE event or the end within the wait")
+    }
+
+    async fn next_event(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(at) = self.buf.windows(2).position(|w| w == b"\n\n") {
+                let block: Vec<u8> = self.buf.drain(..at + 2).collect();
+                if let Some(e) = parse_event(&block[..at]) {
+                    return Some(e);
+                }
+                continue;
+            }
+            if self.ended {
+                return None;
+            }
+            match self.resp.chunk().await {
+                Ok(Some(c)) => self.buf.extend_from_slice(&c),
+                Ok(None) | Err(_) => self.ended = true,
+            }
+        }
+    }
+
+    /// Data bytes until a control event says `next`; asserts the control
+    /// events on the way move forward.
+    pub async fn read_until(&mut self, next: &str) -> Vec<u8> {
+        let mut data = Vec::new();
+        loop {
+            let e = self
+                .next()
+                .await
+                .unwrap_or_else(|| panic!("the answer ended before {next}"));
+            match e.event.as_str() {
+                "data" => data.extend_from_slice(e.data.as_bytes()),
+                "control" => {
+                    let c = e.json();
+                    if c["streamNextOffset"] == next {
+                        return data;
+                    }
+                }
+                other => panic!("unexpected {other} event: {e:?}"),
+            }
+        }
+    }
+}
+
+fn parse_event(block: &[u8]) -> Option<SseEvent> {
+    let text = std::str::from_utf8(block).expect("SSE is UTF-8");
+    let mut event = None;
+    let mut data: Option<String> = None;
+    for line in text.split('\n') {
+        if line.is_empty() || line.starts_with(':') {
+            continue;
+        }
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value);
+        match field {
+            "event" => event = Some(value.to_owned()),
+            "data" => match &mut data {
+                Some(d) => {
+                    d.push('\n');
+                    d.push_str(value);
+                }
+                None => data = Some(value.to_owned()),
+            },
+            _ => {}
+        }
+    }
+    data.map(|data| SseEvent {
+        event: event.unwrap_or_else(|| "message".into()),
+        data,
+    })
+}

@@ -1,0 +1,20 @@
+//! The edge as a client sees it: a real origin and a real edge on loopback.
+//! The public conformance suite (run by `scripts/test` against the release
+//! binaries) covers the protocol through the edge; these tests cover what
+//! the edge adds: answers identical to the origin's, long-poll collapsing,
+//! the chunk cache, SSE fan-out, the edge's own refusals and its shutdown.
+//!
+//! One test binary, one module per concern.
+
+mod common;
+
+#[path = "edge/chunks.rs"]
+mod chunks;
+#[path = "edge/forward.rs"]
+mod forward;
+#[path = "edge/long_poll.rs"]
+mod long_poll;
+#[path = "edge/process.rs"]
+mod process;
+#[path = "edge/sse.rs"]
+mod sse;

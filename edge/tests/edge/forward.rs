@@ -1,0 +1,191 @@
+//! Writes, HEAD, reads and refusals pass through with the origin's own
+//! statuses, headers and bodies.
+
+use reqwest::Method;
+
+use crate::common::*;
+
+/// Headers that differ between two answers to the same request for reasons
+/// other than the proxy: the clock, and the cursor's random jitter.
+const VOLATILE: [&str; 2] = ["date", "stream-cursor"];
+
+fn comparable(resp: &reqwest::Response) -> Vec<(String, String)> {
+    let mut v: Vec<_> = resp
+        .headers()
+        .iter()
+        .filter(|(k, _)| !VOLATILE.contains(&k.as_str()))
+        .map(|(k, v)| (k.to_string(), v.to_str().expect("text").to_owned()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A request: method, path and query, extra headers.
+type Case = (Method, String, Vec<(&'static str, String)>);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_through_the_edge_are_the_origins_own() {
+    let s = Stack::start().await;
+    let p = stream_path("fwd");
+    let r = s
+        .http
+        .put(s.url(&p))
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let incarnation = header(&r, "stream-incarnation").expect("incarnation");
+
+    // Producer semantics are the origin's: accepted, duplicate, gap.
+    let post = |seq: u64| {
+        s.http
+            .post(s.url(&p))
+            .header("content-type", "application/json")
+            .header("producer-id", "p")
+            .header("producer-epoch", "0")
+            .header("producer-seq", seq.to_string())
+            .body(r#"[{"n":1},{"n":2}]"#)
+    };
+    let first = post(0).send().await.unwrap();
+    assert_eq!(first.status(), 200);
+    assert_eq!(
+        header(&first, "producer-outcome").as_deref(),
+        Some("accepted")
+    );
+    let again = post(0).send().await.unwrap();
+    assert_eq!(again.status(), 204);
+    assert_eq!(
+        header(&again, "producer-outcome").as_deref(),
+        Some("duplicate")
+    );
+    assert_eq!(
+        header(&again, "stream-offset"),
+        header(&first, "stream-offset")
+    );
+    let gap = post(5).send().await.unwrap();
+    assert_eq!(gap.status(), 409);
+    assert_eq!(header(&gap, "producer-expected-seq").as_deref(), Some("1"));
+    let body: serde_json::Value = gap.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "PRODUCER_SEQ_CONFLICT");
+
+    // The same request to the edge and to the origin: the same answer.
+    let missing = stream_path("missing");
+    let cases: Vec<Case> = vec![
+        (Method::GET, format!("{p}?offset=-1"), vec![]),
+        (Method::GET, format!("{p}?offset=0000000000000008"), vec![]),
+        (Method::GET, format!("{p}?offset=-1&max_bytes=3"), vec![]),
+        (Method::GET, format!("{p}?offset=now"), vec![]),
+        (Method::GET, format!("{p}?offset=zzz"), vec![]),
+        (Method::GET, format!("{p}?offset=ffffffffffffffff"), vec![]),
+        (
+            Method::GET,
+            format!("{p}?offset=-1&consistency=leader"),
+            vec![],
+        ),
+        (Method::GET, format!("{missing}?offset=-1"), vec![]),
+        (Method::HEAD, p.clone(), vec![]),
+        (Method::HEAD, missing.clone(), vec![]),
+        (
+            Method::GET,
+            format!("{p}?offset=-1"),
+            vec![("stream-incarnation", "1-0000000000000000".to_owned())],
+        ),
+        (
+            Method::GET,
+            format!("{p}?offset=-1"),
+            vec![("stream-incarnation", incarnation.clone())],
+        ),
+        (Method::OPTIONS, p.clone(), vec![("origin", "x".to_owned())]),
+    ];
+    for (method, path, headers) in cases {
+        let send = |url: String| {
+            let mut req = s.http.request(method.clone(), url);
+            for (k, v) in &headers {
+                req = req.header(*k, v);
+            }
+            req.send()
+        };
+        let via_edge = send(s.url(&path)).await.unwrap();
+        let direct = send(s.origin_url(&path)).await.unwrap();
+        let what = format!("{method} {path} {headers:?}");
+        assert_eq!(via_edge.status(), direct.status(), "{what}");
+        assert_eq!(comparable(&via_edge), comparable(&direct), "{what}");
+        assert_eq!(
+            via_edge.bytes().await.unwrap(),
+            direct.bytes().await.unwrap(),
+            "{what}"
+        );
+    }
+
+    // A conditional read: 304 through the edge.
+    let r = s
+        .http
+        .get(s.url(&format!("{p}?offset=-1")))
+        .send()
+        .await
+        .unwrap();
+    let etag = header(&r, "etag").expect("etag");
+    let r = s
+        .http
+        .get(s.url(&format!("{p}?offset=-1")))
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 304);
+
+    // Delete through the edge; the stream is gone for both.
+    let r = s.http.delete(s.url(&p)).send().await.unwrap();
+    assert_eq!(r.status(), 204);
+    let r = s.http.head(s.origin_url(&p)).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+    // Every request above went to the origin once, as it came.
+    assert_eq!(
+        s.metric("edge_upstream_requests_total{kind=\"forward\"}")
+            .await,
+        20
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_origin_is_a_503_with_the_shared_error_body() {
+    // A port nothing listens on.
+    let dead = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = format!("http://{}", dead.local_addr().unwrap());
+    drop(dead);
+    let (addr, _state, _stop, _task) = start_edge(&origin, Default::default()).await;
+    let http = client();
+    let p = stream_path("dead");
+    for path in [
+        format!("{p}?offset=-1"),
+        format!("{p}?offset=-1&live=long-poll"),
+        format!("{p}?offset=-1&live=sse"),
+        format!("{p}/incarnation/1-0000000000000000/chunk/0000000000000000"),
+    ] {
+        let r = http
+            .get(format!("http://{addr}{path}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 503, "{path}");
+        assert_eq!(header(&r, "retry-after").as_deref(), Some("1"), "{path}");
+        assert_eq!(header(&r, "cache-control").as_deref(), Some("no-store"));
+        assert_eq!(
+            header(&r, "content-type").as_deref(),
+            Some("application/json")
+        );
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "UNAVAILABLE", "{path}");
+        assert!(body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()));
+    }
+    let r = http
+        .post(format!("http://{addr}{p}"))
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+}

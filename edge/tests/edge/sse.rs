@@ -1,0 +1,237 @@
+//! SSE fan-out: one upstream tail per stream, byte-exact data for every
+//! reader wherever it starts, and slow readers dropped alone.
+
+use base64::Engine;
+use edge::config::Limits;
+use futures::future::join_all;
+use origin::http::JsonReads;
+
+use crate::common::*;
+
+const UPSTREAM_TAILS: &str = "edge_upstream_tails";
+const TAIL_POLLS: &str = "edge_upstream_requests_total{kind=\"tail\"}";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_sse_readers_share_one_upstream_tail_and_get_every_byte() {
+    const N: usize = 1000;
+    const APPENDS: usize = 40;
+    let s = Stack::start().await;
+    let p = stream_path("fan");
+    s.create(&p, "text/plain").await;
+    s.append(&p, "text/plain", "hello\n").await;
+    let mut expected = b"hello\n".to_vec();
+    for i in 0..APPENDS {
+        expected.extend_from_slice(format!("event {i} é\n").as_bytes());
+    }
+    let end = offset(expected.len() as u64);
+    let readers: Vec<_> = (0..N)
+        .map(|_| {
+            let req = s.http.get(s.url(&format!("{p}?offset=-1&live=sse")));
+            let end = end.clone();
+            tokio::spawn(async move {
+                let r = req.send().await.expect("SSE");
+                assert_eq!(r.status(), 200);
+                let mut sse = Sse::new(r);
+                let data = sse.read_until(&end).await;
+                (data, sse)
+            })
+        })
+        .collect();
+    s.wait_metric("edge_sse_open", |v| v == N as i64).await;
+    assert_eq!(s.metric(UPSTREAM_TAILS).await, 1);
+    for i in 0..APPENDS {
+        s.append(&p, "text/plain", format!("event {i} é\n")).await;
+    }
+    let mut open = Vec::new();
+    for r in join_all(readers).await {
+        let (data, sse) = r.unwrap();
+        assert!(
+            data == expected,
+            "byte-exact: {:?}",
+            String::from_utf8_lossy(&data)
+        );
+        open.push(sse);
+    }
+    assert_eq!(
+        s.metric(UPSTREAM_TAILS).await,
+        1,
+        "one tail for {N} readers"
+    );
+    let polls = s.metric(TAIL_POLLS).await;
+    assert!(
+        (1..=APPENDS as i64 + 2).contains(&polls),
+        "{polls} upstream polls for {APPENDS} appends"
+    );
+    assert_eq!(s.metric("edge_sse_dropped_slow_total").await, 0);
+    drop(open);
+    s.wait_metric(UPSTREAM_TAILS, |v| v == 0).await;
+    s.wait_metric("edge_sse_open", |v| v == 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_joining_during_appends_get_every_byte_once() {
+    const APPENDS: usize = 120;
+    let s = Stack::start_with(JsonReads::Array, Limits::default()).await;
+    let p = stream_path("join");
+    s.create(&p, "application/json").await;
+    let message = |i: usize| format!("{{\"n\":{i}}}");
+    // Offsets of every message boundary, to start readers at.
+    let mut bounds = vec![0u64];
+    for i in 0..APPENDS {
+        bounds.push(bounds[i] + message(i).len() as u64 + 1);
+    }
+    let end = offset(bounds[APPENDS]);
+    let mut readers = Vec::new();
+    for i in 0..APPENDS {
+        s.append(&p, "application/json", message(i)).await;
+        if i % 6 == 0 {
+            // Alternately from the start, and from a boundary behind the end.
+            let from = if i % 12 == 0 {
+                "-1".to_owned()
+            } else {
+                offset(bounds[i / 2])
+            };
+            let first = if i % 12 == 0 { 0 } else { i / 2 };
+            let req = s.http.get(s.url(&format!("{p}?offset={from}&live=sse")));
+            let end = end.clone();
+            readers.push(tokio::spawn(async move {
+                let r = req.send().await.expect("SSE");
+                let mut sse = Sse::new(r);
+                let mut got = Vec::new();
+                loop {
+                    let e = sse.next().await.expect("an event");
+                    match e.event.as_str() {
+                        "data" => {
+                            let batch: Vec<serde_json::Value> =
+                                serde_json::from_str(&e.data).expect("a JSON array");
+                            got.extend(batch.into_iter().map(|v| v["n"].as_u64().unwrap()));
+                        }
+                        "control" if e.json()["streamNextOffset"] == end => break,
+                        _ => {}
+                    }
+                }
+                (first, got)
+            }));
+        }
+    }
+    for r in join_all(readers).await {
+        let (first, got) = r.unwrap();
+        let want: Vec<u64> = (first as u64..APPENDS as u64).collect();
+        assert_eq!(got, want, "a reader from message {first}");
+    }
+    assert!(s.metric(UPSTREAM_TAILS).await <= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_sse_reader_is_dropped_and_the_others_are_not() {
+    const PART: usize = 64 << 10;
+    const PARTS: usize = 640;
+    let limits = Limits {
+        sse_reader_queue: 16,
+        sse_ring: 64,
+        ..Limits::default()
+    };
+    let s = Stack::start_with(JsonReads::Ndjson, limits).await;
+    let p = stream_path("slow");
+    s.create(&p, "application/octet-stream").await;
+    // The slow reader never reads its body.
+    let slow = s
+        .http
+        .get(s.url(&format!("{p}?offset=-1&live=sse")))
+        .send()
+        .await
+        .unwrap();
+    let end = offset((PART * PARTS) as u64);
+    let fast = {
+        let req = s.http.get(s.url(&format!("{p}?offset=-1&live=sse")));
+        tokio::spawn(async move {
+            let mut sse = Sse::new(req.send().await.unwrap());
+            let mut data = Vec::new();
+            loop {
+                let e = sse.next().await.expect("the fast reader is never dropped");
+                match e.event.as_str() {
+                    "data" => data.extend(
+                        base64::engine::general_purpose::STANDARD
+                            .decode(e.data.replace('\n', ""))
+                            .unwrap(),
+                    ),
+                    "control" if e.json()["streamNextOffset"] == end => return data,
+                    _ => {}
+                }
+            }
+        })
+    };
+    s.wait_metric("edge_sse_open", |v| v == 2).await;
+    let mut expected = Vec::with_capacity(PART * PARTS);
+    for i in 0..PARTS {
+        let part: Vec<u8> = (0..PART).map(|j| (i * 7 + j) as u8).collect();
+        expected.extend_from_slice(&part);
+        s.append(&p, "application/octet-stream", part).await;
+    }
+    let data = fast.await.unwrap();
+    assert!(data == expected, "the fast reader got every byte");
+    s.wait_metric("edge_sse_dropped_slow_total", |v| v == 1)
+        .await;
+    s.wait_metric("edge_sse_open", |v| v == 0).await;
+    // What the slow reader had queued ends; its answer does not hang.
+    let rest = tokio::time::timeout(WAIT, slow.bytes())
+        .await
+        .expect("the slow answer ends");
+    if let Ok(rest) = rest {
+        assert!(rest.len() < 4 * PART * PARTS / 3, "it got only part of it");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_session_ends_after_its_time_and_a_reader_resumes_at_its_offset() {
+    let limits = Limits {
+        sse_session: std::time::Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let s = Stack::start_with(JsonReads::Ndjson, limits).await;
+    let p = stream_path("session");
+    s.create(&p, "text/plain").await;
+    s.append(&p, "text/plain", "one\n").await;
+    let r = s
+        .http
+        .get(s.url(&format!("{p}?offset=-1&live=sse")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(header(&r, "cache-control").as_deref(), Some("no-cache"));
+    assert_eq!(
+        header(&r, "stream-data-content-type").as_deref(),
+        Some("text/plain")
+    );
+    let mut sse = Sse::new(r);
+    assert_eq!(sse.read_until(&offset(4)).await, b"one\n");
+    // The session ends by itself, as the origin's does.
+    assert_eq!(sse.next().await, None);
+    // Reconnecting from the last streamNextOffset continues exactly there
+    // (on an edge whose sessions outlast the test).
+    let s = Stack::start().await;
+    s.create(&p, "text/plain").await;
+    s.append(&p, "text/plain", "one\n").await;
+    s.append(&p, "text/plain", "two\n").await;
+    let r = s
+        .http
+        .get(s.url(&format!("{p}?offset={}&live=sse", offset(4))))
+        .send()
+        .await
+        .unwrap();
+    let mut sse = Sse::new(r);
+    assert_eq!(sse.read_until(&offset(8)).await, b"two\n");
+    // Closing the stream ends the reader with streamClosed.
+    let r = s
+        .http
+        .post(s.url(&p))
+        .header("stream-closed", "true")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let e = sse.next().await.expect("a control event");
+    assert_eq!(e.event, "control");
+    assert_eq!(e.json()["streamClosed"], true);
+    assert_eq!(sse.next().await, None);
+}

@@ -1,0 +1,528 @@
+//! Benchmarks of the edge, each starting its own origin and edge processes
+//! (and the ceiling where it compares):
+//! - `sse-fanout`: N SSE readers through the edge on one stream, a writer
+//!   appending timestamped events at a fixed rate; prints publish-to-receive
+//!   p50/p99, and the edge's memory per idle SSE reader and per waiting
+//!   (collapsed) long-poller.
+//! - `catchup-compare`: warm-cache catch-up reads from the edge, the same
+//!   reads from the origin, and the bare-hyper ceiling serving a static body
+//!   of the same size; prints each and the edge's share of the ceiling.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use tokio::process::{Child, Command};
+
+use crate::append::{connect, send};
+use crate::compare::start;
+use crate::stats::Summary;
+
+#[derive(clap::Args)]
+pub struct Binaries {
+    /// The origin binary to start.
+    #[arg(long, default_value = "target/release/origin")]
+    pub origin: PathBuf,
+    /// The edge binary to start.
+    #[arg(long, default_value = "target/release/edge")]
+    pub edge: PathBuf,
+}
+
+#[derive(clap::Args)]
+pub struct FanoutArgs {
+    #[command(flatten)]
+    pub bins: Binaries,
+    /// SSE readers through the edge, all on one stream.
+    #[arg(long, default_value_t = 1000)]
+    pub readers: usize,
+    /// Events appended per second.
+    #[arg(long, default_value_t = 50)]
+    pub rate: u64,
+    /// Seconds of appends measured.
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    /// Long-pollers waiting at once for the memory figure (0: skip).
+    #[arg(long, default_value_t = 1000)]
+    pub long_pollers: usize,
+}
+
+#[derive(clap::Args)]
+pub struct CatchupArgs {
+    #[command(flatten)]
+    pub bins: Binaries,
+    /// Bytes per read (`max_bytes`; the ceiling's body size).
+    #[arg(long, default_value_t = 65536)]
+    pub read_bytes: usize,
+    /// MiB of stream to read from (complete chunks are cached at the edge).
+    #[arg(long, default_value_t = 32)]
+    pub stream_mib: usize,
+    /// Closed-loop readers, one connection each.
+    #[arg(long, default_value_t = 64)]
+    pub connections: usize,
+    #[arg(long, default_value_t = 10)]
+    pub seconds: u64,
+    #[arg(long, default_value_t = 2)]
+    pub warmup: u64,
+}
+
+/// An origin and an edge in front of it, as processes of their own.
+struct Pair {
+    origin: Child,
+    edge: Child,
+    edge_addr: SocketAddr,
+    origin_addr: SocketAddr,
+    data: PathBuf,
+}
+
+impl Pair {
+    async fn start(bins: &Binaries) -> anyhow::Result<Pair> {
+        let data = std::env::temp_dir().join(format!("ds-edge-bench-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&data);
+        let (origin, origin_addr) = start(
+            Command::new(&bins.origin)
+                .args(["--listen", "127.0.0.1:0", "--durability", "async", "--data"])
+                .arg(&data),
+        )
+        .await?;
+        let (edge, edge_addr) = start(Command::new(&bins.edge).args([
+            "--listen",
+            "127.0.0.1:0",
+            "--origin",
+            &format!("http://{origin_addr}"),
+        ]))
+        .await?;
+        Ok(Pair {
+            origin,
+            edge,
+            edge_addr,
+            origin_addr,
+            data,
+        })
+    }
+
+    fn edge_rss_kib(&self) -> u64 {
+        rss_kib(self.edge.id().unwrap_or(0))
+    }
+
+    async fn stop(mut self) {
+        let _ = self.edge.start_kill();
+        let _ = self.edge.wait().await;
+        let _ = self.origin.start_kill();
+        let _ = self.origin.wait().await;
+        let _ = std::fs::remove_dir_all(&self.data);
+    }
+}
+
+/// Resident memory of a process, from /proc.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: Bytes,
+) -> anyhow::Result<u16> {
+    let mut s = connect(addr).await?;
+    let req = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("content-type", content_type)
+        .body(Full::new(body))?;
+    send(&mut s, req).await
+}
+
+/// One value of a server's `/metrics`.
+async fn metric(addr: SocketAddr, series: &str) -> anyhow::Result<i64> {
+    let mut s = connect(addr).await?;
+    s.ready().await?;
+    let resp = s
+        .send_request(Request::get("/metrics").body(Full::new(Bytes::new()))?)
+        .await?;
+    let text = resp.into_body().collect().await?.to_bytes();
+    let text = String::from_utf8_lossy(&text);
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .ok_or_else(|| anyhow::anyhow!("no {series} in /metrics"))
+}
+
+async fn wait_metric(addr: SocketAddr, series: &str, want: i64) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while metric(addr, series).await? != want {
+        anyhow::ensure!(Instant::now() < deadline, "{series} never reached {want}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(())
+}
+
+/// One fan-out run: `readers` SSE readers at `readers_addr` on `path`, a
+/// writer appending timestamped lines at `rate` per second for `seconds`.
+/// Returns the publish-to-receive summary (its `errors` count the readers
+/// that missed an event) and the RSS of `measure_pid` once every reader was
+/// connected.
+async fn fanout_round(
+    readers_addr: SocketAddr,
+    metrics_addr: SocketAddr,
+    open_series: &str,
+    path: &'static str,
+    args: &FanoutArgs,
+    measure_pid: u32,
+) -> anyhow::Result<(Summary, u64)> {
+    let clock = Instant::now();
+    let expected = args.rate * args.seconds;
+    let mut readers = Vec::with_capacity(args.readers);
+    for _ in 0..args.readers {
+        readers.push(tokio::spawn(async move {
+            let mut s = connect(readers_addr).await?;
+            s.ready().await?;
+            let resp = s
+                .send_request(
+                    Request::get(format!("{path}?offset=now&live=sse"))
+                        .body(Full::new(Bytes::new()))?,
+                )
+                .await?;
+            anyhow::ensure!(resp.status() == 200, "SSE: {}", resp.status());
+            let mut body = resp.into_body();
+            let mut buf: Vec<u8> = Vec::new();
+            let mut lat = Vec::with_capacity(expected as usize);
+            while (lat.len() as u64) < expected {
+                let Some(frame) = body.frame().await else {
+                    break;
+                };
+                let Ok(data) = frame?.into_data() else {
+                    continue;
+                };
+                let now = clock.elapsed().as_micros() as u64;
+                buf.extend_from_slice(&data);
+                while let Some(at) = buf.windows(2).position(|w| w == b"\n\n") {
+                    let event: Vec<u8> = buf.drain(..at + 2).collect();
+                    let text = String::from_utf8_lossy(&event);
+                    if !text.starts_with("event: data") {
+                        continue;
+                    }
+                    for line in text.lines().filter_map(|l| l.strip_prefix("data:")) {
+                        if let Ok(sent) = line.trim().parse::<u64>() {
+                            lat.push(now.saturating_sub(sent).min(u32::MAX as u64) as u32);
+                        }
+                    }
+                }
+            }
+            anyhow::Ok(lat)
+        }));
+    }
+    wait_metric(metrics_addr, open_series, args.readers as i64).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss = rss_kib(measure_pid);
+
+    // The writer: one timestamped line per event, at a fixed rate.
+    let started = Instant::now();
+    let mut writer = connect(metrics_addr).await?;
+    let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / args.rate.max(1)));
+    for _ in 0..expected {
+        tick.tick().await;
+        let line = format!("{}\n", clock.elapsed().as_micros());
+        let req = Request::post(path)
+            .header("content-type", "text/plain")
+            .body(Full::new(Bytes::from(line)))?;
+        let status = send(&mut writer, req).await?;
+        anyhow::ensure!(status < 300, "append: {status}");
+    }
+    let mut all = Vec::new();
+    let mut short = 0;
+    for r in readers {
+        let lat = tokio::time::timeout(Duration::from_secs(30), r)
+            .await
+            .map_err(|_| anyhow::anyhow!("a reader did not get every event"))???;
+        if (lat.len() as u64) < expected {
+            short += 1;
+        }
+        all.extend(lat);
+    }
+    Ok((Summary::from_latencies(all, short, started.elapsed()), rss))
+}
+
+fn fanout_line(label: &str, args: &FanoutArgs, s: &Summary) -> String {
+    format!(
+        "{label}: {} readers, {} events at {}/s: publish-to-receive p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  ({} deliveries, {} readers short)",
+        args.readers,
+        args.rate * args.seconds,
+        args.rate,
+        s.p50_us as f64 / 1000.0,
+        s.p99_us as f64 / 1000.0,
+        s.max_us as f64 / 1000.0,
+        s.requests,
+        s.errors,
+    )
+}
+
+pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
+    let pair = Pair::start(&args.bins).await?;
+    let edge = pair.edge_addr;
+    let edge_pid = pair.edge.id().unwrap_or(0);
+    for path in ["/v1/stream/fanout", "/v1/stream/fanout-direct"] {
+        let status = request(edge, "PUT", path, "text/plain", Bytes::new()).await?;
+        anyhow::ensure!(status == 201, "create: {status}");
+    }
+    // Let the edge settle before the baseline.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let base_rss = pair.edge_rss_kib();
+    let (through_edge, sse_rss) = fanout_round(
+        edge,
+        edge,
+        "edge_sse_open",
+        "/v1/stream/fanout",
+        &args,
+        edge_pid,
+    )
+    .await?;
+    let tails = metric(edge, "edge_upstream_requests_total{kind=\"tail\"}").await?;
+    println!(
+        "{}  upstream tail polls {tails}",
+        fanout_line("edge", &args, &through_edge)
+    );
+    println!(
+        "edge memory per idle SSE reader: {:.1} KiB (RSS {} -> {} KiB for {} readers)",
+        (sse_rss.saturating_sub(base_rss)) as f64 / args.readers.max(1) as f64,
+        base_rss,
+        sse_rss,
+        args.readers
+    );
+    let origin = pair.origin_addr;
+    let origin_pid = pair.origin.id().unwrap_or(0);
+    let (direct, _) = fanout_round(
+        origin,
+        origin,
+        "ds_sse_open",
+        "/v1/stream/fanout-direct",
+        &args,
+        origin_pid,
+    )
+    .await?;
+    println!("{}", fanout_line("origin (direct, peer)", &args, &direct));
+    println!(
+        "p50 edge / origin: {:.0} %   p99 edge / origin: {:.0} %",
+        100.0 * through_edge.p50_us as f64 / direct.p50_us.max(1) as f64,
+        100.0 * through_edge.p99_us as f64 / direct.p99_us.max(1) as f64
+    );
+
+    pair.stop().await;
+    if args.long_pollers > 0 {
+        // A fresh edge, so memory the SSE readers freed does not hide what
+        // the waiters take.
+        let pair = Pair::start(&args.bins).await?;
+        let edge = pair.edge_addr;
+        let path = "/v1/stream/fanout";
+        let status = request(edge, "PUT", path, "text/plain", Bytes::new()).await?;
+        anyhow::ensure!(status == 201, "create: {status}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let base = pair.edge_rss_kib();
+        let mut pollers = Vec::with_capacity(args.long_pollers);
+        for _ in 0..args.long_pollers {
+            pollers.push(tokio::spawn(async move {
+                let mut s = connect(edge).await?;
+                let req = Request::get(format!(
+                    "{path}?offset=now&live=long-poll&timeout_ms=60000&cursor=1"
+                ))
+                .body(Full::new(Bytes::new()))?;
+                send(&mut s, req).await
+            }));
+        }
+        wait_metric(edge, "edge_long_polls_waiting", args.long_pollers as i64).await?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let waiting = pair.edge_rss_kib();
+        let flights = metric(edge, "edge_long_poll_flights").await?;
+        println!(
+            "edge memory per waiting long-poller: {:.1} KiB (RSS {} -> {} KiB for {} waiters, {} upstream long-poll)",
+            waiting.saturating_sub(base) as f64 / args.long_pollers as f64,
+            base,
+            waiting,
+            args.long_pollers,
+            flights
+        );
+        let status = request(edge, "POST", path, "text/plain", Bytes::from("0\n")).await?;
+        anyhow::ensure!(status < 300, "append: {status}");
+        for p in pollers {
+            let _ = p.await;
+        }
+        pair.stop().await;
+    }
+    Ok(())
+}
+
+/// Closed-loop GETs over `paths` (each connection walks them in turn).
+async fn get_loop(
+    addr: SocketAddr,
+    paths: Arc<Vec<String>>,
+    connections: usize,
+    warmup: u64,
+    seconds: u64,
+) -> anyhow::Result<Summary> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let measuring = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::with_capacity(connections);
+    for c in 0..connections {
+        let (paths, stop, measuring) = (paths.clone(), stop.clone(), measuring.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut sender = connect(addr).await?;
+            let mut lat = Vec::with_capacity(64 * 1024);
+            let mut errors = 0u64;
+            let mut i = c;
+            while !stop.load(Ordering::Relaxed) {
+                let req =
+                    Request::get(paths[i % paths.len()].as_str()).body(Full::new(Bytes::new()))?;
+                i += 1;
+                let t = Instant::now();
+                match send(&mut sender, req).await {
+                    Ok(200) => {
+                        if measuring.load(Ordering::Relaxed) {
+                            lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
+                        }
+                    }
+                    _ => {
+                        errors += 1;
+                        sender = connect(addr).await?;
+                    }
+                }
+            }
+            anyhow::Ok((lat, errors))
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(warmup)).await;
+    measuring.store(true, Ordering::Relaxed);
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    measuring.store(false, Ordering::Relaxed);
+    let elapsed = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let (mut all, mut errors) = (Vec::new(), 0);
+    for t in tasks {
+        let (lat, e) = t.await??;
+        all.extend(lat);
+        errors += e;
+    }
+    Ok(Summary::from_latencies(all, errors, elapsed))
+}
+
+pub async fn catchup(args: CatchupArgs) -> anyhow::Result<()> {
+    let (mut ceiling, ceiling_addr) = start(
+        Command::new(std::env::current_exe()?)
+            .args(["ceiling", "--get-bytes"])
+            .arg(args.read_bytes.to_string()),
+    )
+    .await?;
+    let pair = Pair::start(&args.bins).await?;
+    let path = "/v1/stream/catchup";
+    let status = request(
+        pair.edge_addr,
+        "PUT",
+        path,
+        "application/octet-stream",
+        Bytes::new(),
+    )
+    .await?;
+    anyhow::ensure!(status == 201, "create: {status}");
+    let part: Bytes = (0..1 << 20)
+        .map(|i| (i % 251) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    for _ in 0..args.stream_mib {
+        let s = request(
+            pair.edge_addr,
+            "POST",
+            path,
+            "application/octet-stream",
+            part.clone(),
+        )
+        .await?;
+        anyhow::ensure!(s < 300, "append: {s}");
+    }
+    // Reads at every read_bytes step of the complete chunks.
+    let complete = (args.stream_mib as u64 * (1 << 20)) / (4 << 20) * (4 << 20);
+    let paths: Vec<String> = (0..complete / args.read_bytes as u64)
+        .map(|i| {
+            format!(
+                "{path}?offset={:016x}&max_bytes={}",
+                i * args.read_bytes as u64,
+                args.read_bytes
+            )
+        })
+        .collect();
+    anyhow::ensure!(!paths.is_empty(), "the stream needs a complete 4 MiB chunk");
+    let paths = Arc::new(paths);
+    // Warm the edge: one pass over every read.
+    let mut s = connect(pair.edge_addr).await?;
+    for p in paths.iter() {
+        let status = send(
+            &mut s,
+            Request::get(p.as_str()).body(Full::new(Bytes::new()))?,
+        )
+        .await?;
+        anyhow::ensure!(status == 200, "warm-up read: {status}");
+    }
+    println!(
+        "workload: {} closed-loop readers, {} B per read over {} MiB of complete chunks, {} s after {} s warm-up",
+        args.connections, args.read_bytes, complete >> 20, args.seconds, args.warmup
+    );
+    let mb = |s: &Summary| s.rps() * args.read_bytes as f64 / 1e6;
+    let ceiling_paths = Arc::new(vec!["/static".to_owned()]);
+    let c = get_loop(
+        ceiling_addr,
+        ceiling_paths,
+        args.connections,
+        args.warmup,
+        args.seconds,
+    )
+    .await?;
+    println!(
+        "{}  {:.0} MB/s",
+        c.line("ceiling (bare hyper, static body)"),
+        mb(&c)
+    );
+    let e = get_loop(
+        pair.edge_addr,
+        paths.clone(),
+        args.connections,
+        args.warmup,
+        args.seconds,
+    )
+    .await?;
+    println!("{}  {:.0} MB/s", e.line("edge (warm chunk cache)"), mb(&e));
+    let o = get_loop(
+        pair.origin_addr,
+        paths,
+        args.connections,
+        args.warmup,
+        args.seconds,
+    )
+    .await?;
+    println!("{}  {:.0} MB/s", o.line("origin (direct)"), mb(&o));
+    let hits = metric(pair.edge_addr, "edge_cache_hits_total").await?;
+    let misses = metric(pair.edge_addr, "edge_cache_misses_total").await?;
+    println!(
+        "edge / ceiling: {:.0} %   edge / origin: {:.0} %   (edge cache: {hits} hits, {misses} misses)",
+        100.0 * e.rps() / c.rps(),
+        100.0 * e.rps() / o.rps()
+    );
+    let _ = ceiling.start_kill();
+    let _ = ceiling.wait().await;
+    pair.stop().await;
+    Ok(())
+}
