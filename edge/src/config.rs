@@ -22,8 +22,7 @@ pub struct Cli {
     #[arg(long, env = "EDGE_ORIGIN", default_value = "http://127.0.0.1:4437")]
     pub origin: Uri,
     /// Object storage the origin seals chunks into (file:///path or
-    /// s3://bucket/prefix). Accepted for deployment symmetry; chunk misses
-    /// are filled from the origin for now.
+    /// s3://bucket/prefix): complete chunks are read from it on a miss.
     #[arg(long, env = "EDGE_OBJECT_STORE")]
     pub object_store: Option<String>,
     /// Bytes of immutable chunks kept in memory, e.g. 2GiB.
@@ -32,6 +31,24 @@ pub struct Cli {
     /// How long an SSE reader stays connected before the edge ends it, e.g. 60s.
     #[arg(long, env = "EDGE_SSE_SESSION", default_value = "60s", value_parser = parse_duration)]
     pub sse_session: Duration,
+    /// Streams under this path prefix belong to the account `default` (as
+    /// on the origin).
+    #[arg(long, env = "EDGE_DEFAULT_PREFIX", default_value = "/v1/stream/")]
+    pub default_prefix: String,
+    /// Accounts usable without a credential or limits (as on the origin;
+    /// comma-separated, "" for none).
+    #[arg(long, env = "EDGE_OPEN_ACCOUNTS", default_value = "default")]
+    pub open_accounts: String,
+    /// Requests per second per account at this edge (0: no limit).
+    #[arg(long, env = "EDGE_ACCOUNT_RPS", default_value_t = 1000)]
+    pub account_rps: u32,
+    /// Tails open at once per account at this edge (0: no limit).
+    #[arg(long, env = "EDGE_ACCOUNT_TAILS", default_value_t = 16)]
+    pub account_tails: u32,
+    /// Hex Ed25519 key that verifies tokens (the origin's
+    /// `GET /_auth/public-key`); unset: asked from the origin when needed.
+    #[arg(long, env = "EDGE_TOKEN_PUBLIC_KEY")]
+    pub token_public_key: Option<String>,
 }
 
 impl Cli {
@@ -39,6 +56,21 @@ impl Cli {
         EdgeConfig::new(self.origin.clone(), self.cache).map(|mut c| {
             c.object_store = self.object_store.clone();
             c.limits.sse_session = self.sse_session;
+            c.access = crate::access::AccessConfig {
+                default_prefix: self.default_prefix.clone(),
+                open_accounts: self
+                    .open_accounts
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|a| !a.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+                limits: shared::limits::LimitConfig {
+                    rps: self.account_rps,
+                    tails: self.account_tails,
+                },
+                token_public_key: self.token_public_key.clone(),
+            };
             c
         })
     }
@@ -53,6 +85,8 @@ pub struct EdgeConfig {
     /// Capacity of the chunk cache in bytes (bodies plus headers).
     pub cache_bytes: u64,
     pub limits: Limits,
+    /// Accounts, tokens and per-account limits.
+    pub access: crate::access::AccessConfig,
 }
 
 impl EdgeConfig {
@@ -70,6 +104,7 @@ impl EdgeConfig {
             object_store: None,
             cache_bytes,
             limits: Limits::default(),
+            access: crate::access::AccessConfig::default(),
         })
     }
 }

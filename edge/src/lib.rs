@@ -13,6 +13,7 @@
 //! - [`http`]: one file per operation; [`server`]: wiring and shutdown;
 //!   [`config`]: the command line and every limit; [`metrics`]: `/metrics`.
 
+pub mod access;
 pub mod answer;
 pub mod chunk_cache;
 pub mod collapse;

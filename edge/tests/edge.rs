@@ -2,12 +2,15 @@
 //! The public conformance suite (run by `scripts/test` against the release
 //! binaries) covers the protocol through the edge; these tests cover what
 //! the edge adds: answers identical to the origin's, long-poll collapsing,
-//! the chunk cache, SSE fan-out, the edge's own refusals and its shutdown.
+//! the chunk cache, SSE fan-out, access control at the edge, the edge's own
+//! refusals and its shutdown.
 //!
 //! One test binary, one module per concern.
 
 mod common;
 
+#[path = "edge/access.rs"]
+mod access;
 #[path = "edge/chunks.rs"]
 mod chunks;
 #[path = "edge/forward.rs"]

@@ -26,14 +26,23 @@ use crate::upstream::UpstreamError;
 const IMMUTABLE: &str = "public, max-age=31536000, immutable";
 
 /// Fills a missing chunk: from the bucket when it can give exactly the
-/// origin's answer, from the origin otherwise.
-pub async fn fill(state: &Shared, path: &str) -> Result<Answer, UpstreamError> {
+/// origin's answer, from the origin otherwise, with the credential of the
+/// request that missed (the access gate verified it for this stream).
+pub async fn fill(
+    state: &Shared,
+    path: &str,
+    authorization: Option<HeaderValue>,
+) -> Result<Answer, UpstreamError> {
     if let Some(answer) = from_bucket(state, path).await {
         return Ok(answer);
     }
+    let mut headers = HeaderMap::new();
+    if let Some(a) = authorization {
+        headers.insert(http::header::AUTHORIZATION, a);
+    }
     state
         .upstream
-        .get(path, HeaderMap::new(), metrics::Upstream::Chunk)
+        .get(path, headers, metrics::Upstream::Chunk)
         .await
 }
 
@@ -112,7 +121,12 @@ pub async fn chunk(state: &Shared, req: Request<Body>) -> Response<Body> {
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
     let path = req.uri().path();
-    match state.chunks.get_or_fill(path, fill(state, path)).await {
+    let authorization = req.headers().get(http::header::AUTHORIZATION).cloned();
+    match state
+        .chunks
+        .get_or_fill(path, fill(state, path, authorization))
+        .await
+    {
         Ok((answer, _)) => respond(state, &answer, if_none_match.as_deref()),
         Err(miss) => match &*miss {
             Miss::NotImmutable(answer) => respond(state, answer, if_none_match.as_deref()),

@@ -20,10 +20,12 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use http::{HeaderValue, Method, Request, Response};
+use shared::auth::Access;
 use shared::params::{parse_read_query, Live};
 use shared::paths::{classify, Target};
 use tracing::Instrument;
 
+use crate::access::Admit;
 use crate::chunk_cache::ChunkCache;
 use crate::collapse::CollapseTable;
 use crate::config::EdgeConfig;
@@ -33,6 +35,8 @@ use crate::upstream::Upstream;
 
 pub struct EdgeState {
     pub config: EdgeConfig,
+    /// Who may read and write which streams (the origin's rules).
+    pub access: crate::access::AccessGate,
     pub upstream: Upstream,
     pub metrics: Arc<Metrics>,
     pub collapse: Arc<CollapseTable>,
@@ -68,6 +72,7 @@ impl EdgeState {
         );
         let closing = tokio::sync::watch::Sender::new(false);
         Ok(Arc::new(EdgeState {
+            access: crate::access::AccessGate::new(config.access.clone()),
             collapse: CollapseTable::new(config.limits.max_waiters, Arc::clone(&metrics)),
             chunks: ChunkCache::new(config.cache_bytes, Arc::clone(&metrics)),
             fanout: Fanout::new(
@@ -143,8 +148,72 @@ fn metrics(state: &Shared) -> Response<Body> {
     r
 }
 
-/// Routes a request to the edge's own answer, or to the origin.
+/// The stream a request concerns, whether it reads or writes, and whether
+/// it opens a tail.
+fn access_of(req: &Request<Body>) -> Option<(String, Access, bool)> {
+    let stream = match classify(req.uri().path()) {
+        Target::Stream(s) => s,
+        Target::Chunk { stream, .. }
+        | Target::IncarnationSnapshot { stream, .. }
+        | Target::Snapshot { stream, .. } => stream,
+        Target::Reserved => return None,
+    };
+    let access = match *req.method() {
+        Method::OPTIONS => return None,
+        Method::GET | Method::HEAD => Access::Read,
+        _ => Access::Write,
+    };
+    let live = access == Access::Read
+        && parse_read_query(req.uri().query()).is_ok_and(|p| p.live != Live::No);
+    Some((stream.to_owned(), access, live))
+}
+
+/// An answer to a request with a credential is never for shared caches.
+fn privatize(resp: &mut Response<Body>) {
+    let cc = resp.headers().get(http::header::CACHE_CONTROL);
+    if let Some(rest) = cc
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("public"))
+    {
+        if let Ok(v) = HeaderValue::from_str(&format!("private{rest}")) {
+            resp.headers_mut().insert(http::header::CACHE_CONTROL, v);
+        }
+    }
+}
+
+/// The access gate, then the edge's own answer or the origin's.
 async fn dispatch(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
+    let Some((stream, access, live)) = access_of(&req) else {
+        return route(state, req).await;
+    };
+    let admitted = state
+        .access
+        .admit(&state.upstream, &stream, access, req.headers(), live)
+        .await;
+    match admitted {
+        Admit::Pass => route(state, req).await,
+        Admit::ToOrigin => ("forward", forward::forward_live(state, req).await),
+        Admit::Refuse(resp) => ("refused", resp),
+        Admit::Token { tail } => {
+            let (name, mut resp) = route(state, req).await;
+            privatize(&mut resp);
+            // A tail's count lasts as long as its answer streams.
+            let resp = match tail {
+                Some(guard) => resp.map(|body| {
+                    Body::new(http_body_util::BodyExt::map_frame(body, move |f| {
+                        let _held = &guard;
+                        f
+                    }))
+                }),
+                None => resp,
+            };
+            (name, resp)
+        }
+    }
+}
+
+/// Routes a request to the edge's own answer, or to the origin.
+async fn route(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
     let method = req.method().clone();
     match classify(req.uri().path()) {
         Target::Stream(_) => match method {

@@ -105,7 +105,11 @@ async fn from_chunks(state: &Shared, path: &str, start: u64, max: u64) -> Option
             "{path}/incarnation/{incarnation}/chunk/{}",
             Offset(piece.chunk)
         );
-        let body = match state.chunks.get_or_fill(&url, fill(state, &url)).await {
+        let body = match state
+            .chunks
+            .get_or_fill(&url, fill(state, &url, None))
+            .await
+        {
             Ok((a, _)) if a.header(h::STREAM_INCARNATION) == Some(incarnation) => a.body.clone(),
             Ok(_) => return None,
             Err(miss) => match &*miss {

@@ -33,11 +33,16 @@ impl TestOrigin {
 
     /// An origin that seals complete chunks into the object store at `url`.
     pub async fn start_sealing(json_reads: JsonReads, url: Option<String>) -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
         let http = HttpConfig {
             json_reads,
             ..HttpConfig::default()
         };
+        Self::start_http(http, url).await
+    }
+
+    /// An origin with this HTTP configuration (access control, limits).
+    pub async fn start_http(http: HttpConfig, url: Option<String>) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
         let mut store = StoreConfig::new(dir.path().to_owned());
         store.object_store = url;
         let origin = Origin::open(store, http).expect("origin");

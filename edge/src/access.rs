@@ -1,0 +1,260 @@
+//! The edge's access gate: the origin's rules (`shared::auth`), enforced for
+//! everything the edge answers itself, so a cached answer never reaches a
+//! request whose credential was not verified for that stream.
+//!
+//! - **Open accounts** (same flag as the origin) pass as before.
+//! - **Tokens** are verified here, with the origin's public key
+//!   (`--token-public-key`, or fetched once from `/_auth/public-key`):
+//!   signature, expiry, account, prefix, read-only. A verified token is served
+//!   from the caches like anyone else, its answers marked `private`, and its
+//!   misses filled with its own credential. A revoked key's tokens pass here
+//!   until they expire (minutes); the origin refuses them at once.
+//! - **Keys** cannot be checked without the key store: such requests go to
+//!   the origin as they came (no cache). Exchange a key for a token to use
+//!   the edge's caches.
+//! - **No credential**: writes answer 401 here; reads pass only for a stream
+//!   the origin says is public, which the edge asks with an anonymous `HEAD`
+//!   and remembers for [`PUBLIC_TTL`] (making a stream private reaches the
+//!   edge within that time; a CDN keeps what it cached under its own rules).
+//! - **Limits** per account (requests per second, open tails) are counted
+//!   per edge, as on the origin (`shared::limits`).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use shared::auth::{credential, owner, Access, Credential, Denied, Verifier};
+use shared::error::{ErrorBody, ErrorCode};
+use shared::limits::{LimitConfig, Limits, TailGuard};
+
+use crate::metrics;
+use crate::upstream::Upstream;
+
+/// How long the edge trusts the origin's word that a stream is public.
+pub const PUBLIC_TTL: Duration = Duration::from_secs(5);
+/// Streams whose public verdict is remembered; past it the memory is cleared.
+const PUBLIC_ENTRIES: usize = 100_000;
+
+#[derive(Clone, Debug)]
+pub struct AccessConfig {
+    pub default_prefix: String,
+    pub open_accounts: HashSet<String>,
+    pub limits: LimitConfig,
+    /// Hex Ed25519 key that verifies tokens; none: asked from the origin.
+    pub token_public_key: Option<String>,
+}
+
+impl Default for AccessConfig {
+    fn default() -> Self {
+        AccessConfig {
+            default_prefix: "/v1/stream/".into(),
+            open_accounts: [shared::auth::DEFAULT_ACCOUNT.to_owned()].into(),
+            limits: LimitConfig {
+                rps: 1000,
+                tails: 16,
+            },
+            token_public_key: None,
+        }
+    }
+}
+
+pub struct AccessGate {
+    config: AccessConfig,
+    limits: Arc<Limits>,
+    verifier: tokio::sync::OnceCell<Verifier>,
+    public: Mutex<HashMap<String, (bool, Instant)>>,
+}
+
+/// What the gate decided.
+pub enum Admit {
+    /// Served by the edge as usual (open account, or a public stream read).
+    Pass,
+    /// A verified token: served by the edge, answers private.
+    Token {
+        tail: Option<TailGuard>,
+    },
+    /// Only the origin can decide (an API key): forward as it came.
+    ToOrigin,
+    Refuse(Response<Body>),
+}
+
+fn refusal(code: ErrorCode, message: &str, retry_after: Option<u64>) -> Response<Body> {
+    let mut r = Response::new(Body::from(ErrorBody::new(code, message).to_json()));
+    *r.status_mut() = StatusCode::from_u16(code.status()).expect("valid status");
+    let h = r.headers_mut();
+    h.insert(
+        "content-type",
+        http::HeaderValue::from_static("application/json"),
+    );
+    h.insert("cache-control", http::HeaderValue::from_static("no-store"));
+    if let Some(secs) = retry_after {
+        h.insert("retry-after", http::HeaderValue::from(secs));
+    }
+    if code.status() == 401 {
+        h.insert("www-authenticate", http::HeaderValue::from_static("Bearer"));
+    }
+    r
+}
+
+fn denied(d: Denied) -> Response<Body> {
+    match d {
+        Denied::Unauthorized => refusal(
+            ErrorCode::Unauthorized,
+            "a valid key or token is needed (Authorization: Bearer …)",
+            None,
+        ),
+        Denied::ExchangeRequired => refusal(
+            ErrorCode::ExchangeRequired,
+            "this key acts for an agent: exchange it for a token at POST /_auth/token",
+            None,
+        ),
+        Denied::Forbidden => refusal(
+            ErrorCode::Forbidden,
+            "the credential does not reach this stream, or it only reads",
+            None,
+        ),
+    }
+}
+
+fn limited(secs: u64) -> Response<Body> {
+    refusal(
+        ErrorCode::RateLimited,
+        "the account is over its request rate or its open tails",
+        Some(secs),
+    )
+}
+
+impl AccessGate {
+    pub fn new(config: AccessConfig) -> AccessGate {
+        let verifier = tokio::sync::OnceCell::new();
+        if let Some(v) = config
+            .token_public_key
+            .as_deref()
+            .and_then(Verifier::from_hex)
+        {
+            let _ = verifier.set(v);
+        }
+        AccessGate {
+            limits: Limits::new(config.limits),
+            config,
+            verifier,
+            public: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn limits(&self) -> &Arc<Limits> {
+        &self.limits
+    }
+
+    async fn verifier(&self, upstream: &Upstream) -> Option<&Verifier> {
+        self.verifier
+            .get_or_try_init(|| async {
+                let answer = upstream
+                    .get(
+                        "/_auth/public-key",
+                        HeaderMap::new(),
+                        metrics::Upstream::Forward,
+                    )
+                    .await
+                    .map_err(|_| ())?;
+                let text = std::str::from_utf8(&answer.body).map_err(|_| ())?;
+                Verifier::from_hex(text).ok_or(())
+            })
+            .await
+            .ok()
+    }
+
+    /// Whether the origin says anyone may read `stream` (remembered briefly).
+    async fn is_public(&self, upstream: &Upstream, stream: &str) -> Result<bool, ()> {
+        let now = Instant::now();
+        if let Some((p, at)) = self
+            .public
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(stream)
+        {
+            if now.duration_since(*at) < PUBLIC_TTL {
+                return Ok(*p);
+            }
+        }
+        let mut req = Request::new(Body::empty());
+        *req.method_mut() = Method::HEAD;
+        *req.uri_mut() = stream.parse().map_err(|_| ())?;
+        let resp = upstream
+            .forward(req, metrics::Upstream::Forward)
+            .await
+            .map_err(|_| ())?;
+        let public = match resp.status().as_u16() {
+            200 => true,
+            401 | 403 | 404 => false,
+            _ => return Err(()),
+        };
+        let mut map = self.public.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= PUBLIC_ENTRIES {
+            map.clear();
+        }
+        map.insert(stream.to_owned(), (public, now));
+        Ok(public)
+    }
+
+    /// Decides a request to `stream`; `live` when it opens a tail.
+    pub async fn admit(
+        &self,
+        upstream: &Upstream,
+        stream: &str,
+        access: Access,
+        headers: &HeaderMap,
+        live: bool,
+    ) -> Admit {
+        let owner = owner(stream, &self.config.default_prefix);
+        if self.config.open_accounts.contains(owner.account) {
+            return Admit::Pass;
+        }
+        if let Err(after) = self.limits.request(owner.account, Instant::now()) {
+            return Admit::Refuse(limited(after.0));
+        }
+        let authorization = headers
+            .get(http::header::AUTHORIZATION)
+            .map(|v| v.to_str().unwrap_or("\u{0}"));
+        let cred = match credential(authorization) {
+            Ok(c) => c,
+            Err(d) => return Admit::Refuse(denied(d)),
+        };
+        let tail = |account: &str| -> Result<Option<TailGuard>, u64> {
+            if !live {
+                return Ok(None);
+            }
+            self.limits.open_tail(account).map(Some).map_err(|a| a.0)
+        };
+        match cred {
+            None if access == Access::Write => Admit::Refuse(denied(Denied::Unauthorized)),
+            None => match self.is_public(upstream, stream).await {
+                Ok(true) => Admit::Pass,
+                Ok(false) => Admit::Refuse(denied(Denied::Unauthorized)),
+                // The origin cannot say: let it answer the request itself.
+                Err(()) => Admit::ToOrigin,
+            },
+            Some(Credential::Key { .. }) => Admit::ToOrigin,
+            Some(Credential::Token(token)) => {
+                let Some(verifier) = self.verifier(upstream).await else {
+                    return Admit::ToOrigin;
+                };
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                match verifier
+                    .verify(token, now)
+                    .and_then(|g| g.allows(&owner, access, now).map(|()| g))
+                {
+                    Ok(_) => match tail(owner.account) {
+                        Ok(tail) => Admit::Token { tail },
+                        Err(after) => Admit::Refuse(limited(after)),
+                    },
+                    Err(d) => Admit::Refuse(denied(d)),
+                }
+            }
+        }
+    }
+}

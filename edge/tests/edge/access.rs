@@ -1,0 +1,361 @@
+//! Access control through the edge: the spec's refusals that a credential
+//! decides, answered by the edge for what it serves itself (tokens verified
+//! with the origin's public key, anonymous reads only of public streams) and
+//! by the origin for what it forwards (API keys); cached answers never reach
+//! a request whose credential was not verified for the stream.
+
+use std::time::{Duration, Instant};
+
+use origin::auth::AuthConfig;
+use origin::http::HttpConfig;
+use reqwest::Method;
+use shared::limits::LimitConfig;
+
+use super::common::{client, header, serve_edge, TestOrigin, POLL, WAIT};
+
+const ADMIN: &str = "edge-admin-token";
+
+struct Secured {
+    origin: TestOrigin,
+    edge: std::net::SocketAddr,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Secured {
+    async fn start(tails: u32) -> Secured {
+        let limits = LimitConfig { rps: 0, tails };
+        let origin = TestOrigin::start_http(
+            HttpConfig {
+                auth: AuthConfig {
+                    admin_token: Some(ADMIN.into()),
+                    limits,
+                    ..AuthConfig::default()
+                },
+                ..HttpConfig::default()
+            },
+            None,
+        )
+        .await;
+        let mut config = edge::config::EdgeConfig::new(
+            format!("http://{}", origin.addr).parse().unwrap(),
+            64 << 20,
+        )
+        .unwrap();
+        config.access.limits = limits;
+        let (edge, _, stop, _) = serve_edge(config).await;
+        Secured {
+            origin,
+            edge,
+            _stop: stop,
+        }
+    }
+
+    fn origin_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.origin.addr)
+    }
+
+    fn edge_url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.edge)
+    }
+
+    async fn key(&self, body: serde_json::Value) -> String {
+        let r = client()
+            .post(self.origin_url("/_admin/keys"))
+            .bearer_auth(ADMIN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        r.json::<serde_json::Value>().await.unwrap()["key"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// A token for `key`, exchanged through the edge (forwarded).
+    async fn token(&self, key: &str, body: serde_json::Value) -> String {
+        let r = client()
+            .post(self.edge_url("/_auth/token"))
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        r.json::<serde_json::Value>().await.unwrap()["token"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+}
+
+async fn send(
+    s: &Secured,
+    method: Method,
+    path: &str,
+    cred: Option<&str>,
+    body: &'static str,
+) -> reqwest::Response {
+    let mut r = client()
+        .request(method, s.edge_url(path))
+        .header("content-type", "text/plain")
+        .body(body);
+    if let Some(c) = cred {
+        r = r.bearer_auth(c);
+    }
+    r.send().await.unwrap()
+}
+
+async fn expect(resp: reqwest::Response, status: u16, code: &str) {
+    let url = resp.url().clone();
+    assert_eq!(resp.status().as_u16(), status, "{url}");
+    if !code.is_empty() {
+        let body: serde_json::Value = resp.json().await.unwrap();
+        assert_eq!(body["error"]["code"], code, "{url}: {body}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_through_the_edge_and_no_cached_answer_without_a_credential() {
+    let s = Secured::start(0).await;
+    let full = s.key(serde_json::json!({"account": "acme"})).await;
+    let read_only = s
+        .key(serde_json::json!({"account": "acme", "read_only": true}))
+        .await;
+    let agent = s
+        .key(serde_json::json!({"account": "acme", "agent": true}))
+        .await;
+    let beta = s.key(serde_json::json!({"account": "beta"})).await;
+    let token = s.token(&full, serde_json::json!({})).await;
+    let ro_token = s.token(&read_only, serde_json::json!({})).await;
+    let beta_token = s.token(&beta, serde_json::json!({})).await;
+    let agent_token = s.token(&agent, serde_json::json!({})).await;
+
+    // A private stream with a complete, immutable chunk (closed).
+    let p = "/acme/s.private";
+    let r = send(&s, Method::PUT, p, Some(&token), "").await;
+    assert_eq!(r.status(), 201);
+    let inc = header(&r, "stream-incarnation").unwrap();
+    assert_eq!(
+        send(&s, Method::POST, p, Some(&token), "secret")
+            .await
+            .status(),
+        204
+    );
+    let r = client()
+        .post(s.edge_url(p))
+        .bearer_auth(&token)
+        .header("stream-closed", "true")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let chunk = format!("{p}/incarnation/{inc}/chunk/0000000000000000");
+    // A token holder fills the edge's cache...
+    let r = send(&s, Method::GET, &chunk, Some(&token), "").await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&r, "stream-immutable").as_deref(), Some("true"));
+    assert!(header(&r, "cache-control").unwrap().starts_with("private"));
+    assert_eq!(r.text().await.unwrap(), "secret");
+
+    // ...which no request without a verified credential reaches.
+    let rows: Vec<(Method, String, Option<&str>, u16, &str)> = vec![
+        (Method::GET, chunk.clone(), None, 401, "UNAUTHORIZED"),
+        (
+            Method::GET,
+            format!("{p}?offset=-1"),
+            None,
+            401,
+            "UNAUTHORIZED",
+        ),
+        (
+            Method::GET,
+            format!("{p}?offset=-1&live=sse"),
+            None,
+            401,
+            "UNAUTHORIZED",
+        ),
+        (
+            Method::GET,
+            format!("{p}?offset=now&live=long-poll"),
+            None,
+            401,
+            "UNAUTHORIZED",
+        ),
+        (Method::HEAD, p.into(), None, 401, ""),
+        (Method::POST, p.into(), None, 401, "UNAUTHORIZED"),
+        (
+            Method::GET,
+            chunk.clone(),
+            Some("garbage"),
+            401,
+            "UNAUTHORIZED",
+        ),
+        (
+            Method::GET,
+            chunk.clone(),
+            Some("dst_forged.sig"),
+            401,
+            "UNAUTHORIZED",
+        ),
+        (
+            Method::GET,
+            chunk.clone(),
+            Some("dsk_nokey_nope"),
+            401,
+            "UNAUTHORIZED",
+        ),
+        (
+            Method::GET,
+            chunk.clone(),
+            Some(&agent),
+            401,
+            "exchange_required",
+        ),
+        (
+            Method::GET,
+            chunk.clone(),
+            Some(&beta_token),
+            403,
+            "FORBIDDEN",
+        ),
+        (Method::GET, chunk.clone(), Some(&beta), 403, "FORBIDDEN"),
+        (
+            Method::GET,
+            "/acme/s.none".into(),
+            Some(&beta_token),
+            403,
+            "FORBIDDEN",
+        ),
+        (Method::POST, p.into(), Some(&ro_token), 403, "FORBIDDEN"),
+        (Method::POST, p.into(), Some(&read_only), 403, "FORBIDDEN"),
+        (
+            Method::GET,
+            "/acme/s.none".into(),
+            Some(&token),
+            404,
+            "STREAM_NOT_FOUND",
+        ),
+    ];
+    for (method, path, cred, status, code) in rows {
+        expect(send(&s, method, &path, cred, "").await, status, code).await;
+    }
+    // 412 (and the rest of what only the origin knows) passes through.
+    let stale = client()
+        .get(s.edge_url(&format!("{p}?offset=-1")))
+        .bearer_auth(&token)
+        .header("stream-incarnation", "1-0000000000000000")
+        .send()
+        .await
+        .unwrap();
+    expect(stale, 412, "INCARNATION_MISMATCH").await;
+    // Verified credentials read it: tokens from the edge's cache, keys
+    // through the origin; none of these answers is for shared caches.
+    for cred in [&token, &ro_token, &agent_token, &full, &read_only] {
+        let r = send(&s, Method::GET, &chunk, Some(cred), "").await;
+        assert_eq!(r.status(), 200);
+        assert!(header(&r, "cache-control").unwrap().starts_with("private"));
+        assert_eq!(r.text().await.unwrap(), "secret");
+    }
+
+    // A public stream: anonymous reads are served (and cacheable), writes
+    // still need a credential.
+    let q = "/acme/s.public";
+    let r = client()
+        .put(s.edge_url(q))
+        .bearer_auth(&token)
+        .header("content-type", "text/plain")
+        .header("stream-public", "true")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    assert_eq!(
+        send(&s, Method::POST, q, Some(&token), "news")
+            .await
+            .status(),
+        204
+    );
+    let r = send(&s, Method::GET, &format!("{q}?offset=-1"), None, "").await;
+    assert_eq!(r.status(), 200);
+    let cc = header(&r, "cache-control").unwrap();
+    assert!(cc.starts_with("public"), "{cc}");
+    assert_eq!(r.text().await.unwrap(), "news");
+    expect(
+        send(&s, Method::POST, q, None, "x").await,
+        401,
+        "UNAUTHORIZED",
+    )
+    .await;
+
+    // An expired token is refused by the edge itself.
+    let short = s.token(&full, serde_json::json!({"ttl_secs": 1})).await;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = send(&s, Method::GET, &chunk, Some(&short), "").await;
+        if r.status() == 401 {
+            expect(r, 401, "UNAUTHORIZED").await;
+            break;
+        }
+        assert!(Instant::now() < deadline, "the token never expired");
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edge_counts_an_accounts_tails() {
+    let s = Secured::start(2).await;
+    let key = s.key(serde_json::json!({"account": "acme"})).await;
+    let token = s.token(&key, serde_json::json!({})).await;
+    let p = "/acme/s.tails";
+    assert_eq!(
+        send(&s, Method::PUT, p, Some(&token), "").await.status(),
+        201
+    );
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let r = send(
+            &s,
+            Method::GET,
+            &format!("{p}?offset=now&live=sse"),
+            Some(&token),
+            "",
+        )
+        .await;
+        assert_eq!(r.status(), 200);
+        held.push(r);
+    }
+    let r = send(
+        &s,
+        Method::GET,
+        &format!("{p}?offset=now&live=long-poll&timeout_ms=100"),
+        Some(&token),
+        "",
+    )
+    .await;
+    assert_eq!(header(&r, "retry-after").as_deref(), Some("1"));
+    expect(r, 429, "RATE_LIMITED").await;
+    // Closing a tail frees its place.
+    held.pop();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = send(
+            &s,
+            Method::GET,
+            &format!("{p}?offset=now&live=long-poll&timeout_ms=100"),
+            Some(&token),
+            "",
+        )
+        .await;
+        if r.status() != 429 {
+            assert_eq!(r.status(), 204);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a closed tail was never counted out"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
