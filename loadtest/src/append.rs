@@ -61,7 +61,17 @@ pub async fn connect(addr: SocketAddr) -> anyhow::Result<Sender> {
     Ok(sender)
 }
 
+/// HTTP/1.1 requires a Host header, and some servers (Node's) refuse a
+/// request without one; this client's connections do not add it.
+pub fn with_host(mut req: Request<Full<Bytes>>) -> Request<Full<Bytes>> {
+    req.headers_mut()
+        .entry(hyper::header::HOST)
+        .or_insert(hyper::header::HeaderValue::from_static("127.0.0.1"));
+    req
+}
+
 pub async fn send(sender: &mut Sender, req: Request<Full<Bytes>>) -> anyhow::Result<u16> {
+    let req = with_host(req);
     sender.ready().await?;
     let resp = sender.send_request(req).await?;
     let status = resp.status().as_u16();

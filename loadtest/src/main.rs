@@ -11,10 +11,16 @@
 //! - `restart-time`: fills an origin, kills it, and times the restart.
 //! - `seal-bench`: append p99 with and without sealing into s3s-fs, seal
 //!   throughput, and cold vs warm catch-up from object storage.
+//! - `peers`: the ceiling, the origin, Ursula and the Node reference server
+//!   in one run (appends, catch-up, long-poll and SSE tails), one table.
+//!
+//! `readers` holds the read workloads (catch-up, tails) that `peers` runs.
 
 mod append;
 mod ceiling;
 mod compare;
+mod peers;
+mod readers;
 mod restart;
 mod seal;
 mod stats;
@@ -38,6 +44,7 @@ enum Cmd {
     CompareAppend(compare::Args),
     RestartTime(restart::Args),
     SealBench(seal::Args),
+    Peers(peers::Args),
 }
 
 #[tokio::main]
@@ -52,5 +59,6 @@ async fn main() -> anyhow::Result<()> {
         Cmd::CompareAppend(a) => compare::run(a).await,
         Cmd::RestartTime(a) => restart::run(a).await,
         Cmd::SealBench(a) => seal::run(a).await,
+        Cmd::Peers(a) => peers::run(a).await,
     }
 }
