@@ -116,6 +116,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Summary> {
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(64 * 1024);
             let mut errors = 0u64;
+            let mut first_error = None;
             let mut seq = 0u64;
             let producer_id = format!("bench-{i}");
             while !stop.load(Ordering::Relaxed) {
@@ -136,7 +137,13 @@ pub async fn run(args: &Args) -> anyhow::Result<Summary> {
                             lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
                         }
                     }
-                    _ => {
+                    failed => {
+                        if first_error.is_none() {
+                            first_error = Some(match failed {
+                                Ok(s) => format!("HTTP {s}"),
+                                Err(e) => format!("{e:#}"),
+                            });
+                        }
                         errors += 1;
                         if let Ok(s) = connect(addr).await {
                             sender = s;
@@ -144,7 +151,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Summary> {
                     }
                 }
             }
-            (lat, errors)
+            (lat, errors, first_error)
         }));
     }
     tokio::time::sleep(Duration::from_secs(args.workload.warmup)).await;
@@ -155,11 +162,14 @@ pub async fn run(args: &Args) -> anyhow::Result<Summary> {
     let elapsed = started.elapsed();
     stop.store(true, Ordering::Relaxed);
     let mut all = Vec::new();
-    let mut errors = 0;
+    let (mut errors, mut first_error) = (0, None);
     for t in tasks {
-        let (lat, e) = t.await?;
+        let (lat, e, first) = t.await?;
         all.extend(lat);
         errors += e;
+        first_error = first_error.or(first);
     }
-    Ok(Summary::from_latencies(all, errors, elapsed))
+    let mut summary = Summary::from_latencies(all, errors, elapsed);
+    summary.first_error = first_error;
+    Ok(summary)
 }

@@ -185,6 +185,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                         row.errors
                     );
                     failures += usize::from(row.errors > 0);
+                    if let (n @ 1.., Some(e)) = (row.errors, &row.first_error) {
+                        notes.push(format!(
+                            "{} {}: {n} failed requests; the first got: {e}",
+                            system.name,
+                            workload.name()
+                        ));
+                    }
                     rows.push(row);
                 }
                 Err(e) => {
@@ -306,6 +313,7 @@ async fn measure(
         p99_us: summary.p99_us,
         errors: summary.errors,
         server_cores,
+        first_error: summary.first_error,
     })
 }
 

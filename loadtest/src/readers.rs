@@ -235,7 +235,8 @@ pub struct Tail {
     pub seconds: Duration,
 }
 
-/// Latencies of the events in `data` (lines of microsecond stamps).
+/// The events in `data` (lines of microsecond stamps); their latencies go
+/// to `lat` while measuring. Callers count events only while measuring too.
 fn stamps(data: &[u8], measuring: bool, lat: &mut Vec<u32>) -> u64 {
     let now = since_base();
     let mut events = 0;
@@ -376,7 +377,11 @@ async fn long_poll(
         }
         let a = get(&mut sender, &uri).await?;
         match a.status {
-            200 => *events += stamps(&a.body, measuring.load(Ordering::Relaxed), lat),
+            200 => {
+                let measuring = measuring.load(Ordering::Relaxed);
+                let n = stamps(&a.body, measuring, lat);
+                *events += if measuring { n } else { 0 };
+            }
             204 => {}
             s => anyhow::bail!("long-poll: HTTP {s}"),
         }
@@ -419,7 +424,8 @@ async fn sse(
         let measuring = measuring.load(Ordering::Relaxed);
         for line in pending[..end].split(|&b| b == b'\n') {
             if let Some(payload) = line.strip_prefix(b"data:") {
-                *events += stamps(payload, measuring, lat);
+                let n = stamps(payload, measuring, lat);
+                *events += if measuring { n } else { 0 };
             }
         }
         pending.drain(..=end);

@@ -58,6 +58,8 @@ pub struct Row {
     pub errors: u64,
     /// Server CPU over the workload, in cores (1.0 = one core busy).
     pub server_cores: f64,
+    /// What the first failed request got, when one failed.
+    pub first_error: Option<String>,
 }
 
 fn ms(us: u64) -> String {
@@ -147,6 +149,7 @@ mod tests {
             p99_us: 12_000,
             errors: 0,
             server_cores: 0.5,
+            first_error: None,
         }
     }
 
