@@ -61,7 +61,17 @@ pub async fn connect(addr: SocketAddr) -> anyhow::Result<Sender> {
     Ok(sender)
 }
 
+/// HTTP/1.1 requires a Host header, and some servers (Node's) refuse a
+/// request without one; this client's connections do not add it.
+pub fn with_host(mut req: Request<Full<Bytes>>) -> Request<Full<Bytes>> {
+    req.headers_mut()
+        .entry(hyper::header::HOST)
+        .or_insert(hyper::header::HeaderValue::from_static("127.0.0.1"));
+    req
+}
+
 pub async fn send(sender: &mut Sender, req: Request<Full<Bytes>>) -> anyhow::Result<u16> {
+    let req = with_host(req);
     sender.ready().await?;
     let resp = sender.send_request(req).await?;
     let status = resp.status().as_u16();
@@ -106,6 +116,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Summary> {
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(64 * 1024);
             let mut errors = 0u64;
+            let mut first_error = None;
             let mut seq = 0u64;
             let producer_id = format!("bench-{i}");
             while !stop.load(Ordering::Relaxed) {
@@ -126,7 +137,13 @@ pub async fn run(args: &Args) -> anyhow::Result<Summary> {
                             lat.push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
                         }
                     }
-                    _ => {
+                    failed => {
+                        if first_error.is_none() {
+                            first_error = Some(match failed {
+                                Ok(s) => format!("HTTP {s}"),
+                                Err(e) => format!("{e:#}"),
+                            });
+                        }
                         errors += 1;
                         if let Ok(s) = connect(addr).await {
                             sender = s;
@@ -134,7 +151,7 @@ pub async fn run(args: &Args) -> anyhow::Result<Summary> {
                     }
                 }
             }
-            (lat, errors)
+            (lat, errors, first_error)
         }));
     }
     tokio::time::sleep(Duration::from_secs(args.workload.warmup)).await;
@@ -145,11 +162,14 @@ pub async fn run(args: &Args) -> anyhow::Result<Summary> {
     let elapsed = started.elapsed();
     stop.store(true, Ordering::Relaxed);
     let mut all = Vec::new();
-    let mut errors = 0;
+    let (mut errors, mut first_error) = (0, None);
     for t in tasks {
-        let (lat, e) = t.await?;
+        let (lat, e, first) = t.await?;
         all.extend(lat);
         errors += e;
+        first_error = first_error.or(first);
     }
-    Ok(Summary::from_latencies(all, errors, elapsed))
+    let mut summary = Summary::from_latencies(all, errors, elapsed);
+    summary.first_error = first_error;
+    Ok(summary)
 }

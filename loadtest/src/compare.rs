@@ -47,7 +47,7 @@ pub async fn start(cmd: &mut Command) -> anyhow::Result<(Child, SocketAddr)> {
 }
 
 /// CPU seconds a process has used (user + system), from /proc.
-fn cpu_seconds(pid: u32) -> f64 {
+pub fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command name (which is in parentheses).
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);

@@ -12,11 +12,17 @@
 //! - `seal-bench`: append p99 with and without sealing into s3s-fs, seal
 //!   throughput, and cold vs warm catch-up from object storage.
 //! - `sse-fanout`, `catchup-compare`: the edge (see `edge.rs`).
+//! - `peers`: the ceiling, the origin, Ursula and the Node reference server
+//!   in one run (appends, catch-up, long-poll and SSE tails), one table.
+//!
+//! `readers` holds the read workloads (catch-up, tails) that `peers` runs.
 
 mod append;
 mod ceiling;
 mod compare;
 mod edge;
+mod peers;
+mod readers;
 mod restart;
 mod seal;
 mod stats;
@@ -42,6 +48,7 @@ enum Cmd {
     SealBench(seal::Args),
     SseFanout(edge::FanoutArgs),
     CatchupCompare(edge::CatchupArgs),
+    Peers(peers::Args),
 }
 
 #[tokio::main]
@@ -58,5 +65,6 @@ async fn main() -> anyhow::Result<()> {
         Cmd::SealBench(a) => seal::run(a).await,
         Cmd::SseFanout(a) => edge::fanout(a).await,
         Cmd::CatchupCompare(a) => edge::catchup(a).await,
+        Cmd::Peers(a) => peers::run(a).await,
     }
 }

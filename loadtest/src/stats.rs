@@ -10,6 +10,8 @@ pub struct Summary {
     pub p50_us: u64,
     pub p99_us: u64,
     pub max_us: u64,
+    /// What the first failed request got, to say why there were errors.
+    pub first_error: Option<String>,
 }
 
 impl Summary {
@@ -29,6 +31,7 @@ impl Summary {
             p50_us: pick(0.50),
             p99_us: pick(0.99),
             max_us: lat_us.last().copied().unwrap_or(0) as u64,
+            first_error: None,
         }
     }
 
@@ -37,8 +40,12 @@ impl Summary {
     }
 
     pub fn line(&self, label: &str) -> String {
+        let why = match (&self.first_error, self.errors) {
+            (Some(e), n) if n > 0 => format!("; first error: {e}"),
+            _ => String::new(),
+        };
         format!(
-            "{label}: {:.0} req/s  p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  ({} requests, {} errors, {:.1} s)",
+            "{label}: {:.0} req/s  p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  ({} requests, {} errors{why}, {:.1} s)",
             self.rps(),
             self.p50_us as f64 / 1000.0,
             self.p99_us as f64 / 1000.0,
