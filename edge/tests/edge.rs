@@ -19,5 +19,7 @@ mod forward;
 mod long_poll;
 #[path = "edge/process.rs"]
 mod process;
+#[path = "edge/restart.rs"]
+mod restart;
 #[path = "edge/sse.rs"]
 mod sse;

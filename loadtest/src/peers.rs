@@ -34,7 +34,7 @@ use crate::readers::{self, TailMode};
 #[derive(clap::Args)]
 pub struct Args {
     /// Systems to run, by name or prefix (ceiling, origin, origin-sync,
-    /// origin-async, ursula, ursula-disk, ursula-memory, node, node-file,
+    /// origin-async, edge, edge-sync, ursula, ursula-disk, ursula-memory, node, node-file,
     /// node-memory), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     pub systems: Vec<String>,
@@ -130,6 +130,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .unwrap_or_default();
     let programs = Programs {
         origin: args.origin.clone(),
+        edge: args.origin.with_file_name("edge"),
         ursula: args
             .ursula
             .clone()

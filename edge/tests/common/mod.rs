@@ -24,6 +24,8 @@ pub struct TestOrigin {
     store: Option<Store>,
     stop: Option<oneshot::Sender<()>>,
     dir: Option<tempfile::TempDir>,
+    http: HttpConfig,
+    url: Option<String>,
 }
 
 impl TestOrigin {
@@ -43,24 +45,58 @@ impl TestOrigin {
     /// An origin with this HTTP configuration (access control, limits).
     pub async fn start_http(http: HttpConfig, url: Option<String>) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut store = StoreConfig::new(dir.path().to_owned());
-        store.object_store = url;
-        let origin = Origin::open(store, http).expect("origin");
-        let store = Some(origin.state.store.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
-        let addr = listener.local_addr().expect("addr");
+        let mut o = TestOrigin {
+            addr: listener.local_addr().expect("addr"),
+            store: None,
+            stop: None,
+            dir: Some(dir),
+            http,
+            url,
+        };
+        o.serve(listener);
+        o
+    }
+
+    fn serve(&mut self, listener: tokio::net::TcpListener) {
+        let data = self.dir.as_ref().expect("data dir").path().to_owned();
+        let mut store = StoreConfig::new(data);
+        store.object_store = self.url.clone();
+        let origin = Origin::open(store, self.http.clone()).expect("origin");
+        self.store = Some(origin.state.store.clone());
         let (stop, stopped) = oneshot::channel::<()>();
         tokio::spawn(origin.serve(listener, async move {
             let _ = stopped.await;
         }));
-        TestOrigin {
-            addr,
-            store,
-            stop: Some(stop),
-            dir: Some(dir),
+        self.stop = Some(stop);
+    }
+
+    /// Stops the origin gracefully and starts it again on the same address
+    /// and data (an origin restart, as the edge sees it).
+    pub async fn restart(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
         }
+        if let Some(store) = self.store.take() {
+            store.shutdown().await;
+        }
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let listener = loop {
+            match tokio::net::TcpListener::bind(self.addr).await {
+                Ok(l) => break l,
+                Err(e) => {
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "rebind {}: {e}",
+                        self.addr
+                    );
+                    tokio::time::sleep(POLL).await;
+                }
+            }
+        };
+        self.serve(listener);
     }
 }
 

@@ -43,6 +43,8 @@ impl Class {
 pub enum Kind {
     Ceiling,
     Origin,
+    /// Our edge in front of our origin: every request goes through the edge.
+    Edge,
     Ursula,
     Node,
 }
@@ -69,6 +71,12 @@ pub static SYSTEMS: &[System] = &[
         kind: Kind::Origin,
         class: Class::Durable,
         durability: "ours, default `--durability sync`: fdatasync of the WAL per group commit before the ack",
+    },
+    System {
+        name: "edge-sync",
+        kind: Kind::Edge,
+        class: Class::Durable,
+        durability: "ours through the edge: origin-sync behind `edge` (writes forwarded, reads from its caches, long-polls collapsed, SSE fanned out); server CPU is the edge's alone",
     },
     System {
         name: "ursula-disk",
@@ -106,6 +114,7 @@ pub static SYSTEMS: &[System] = &[
 #[derive(Clone, Debug)]
 pub struct Programs {
     pub origin: PathBuf,
+    pub edge: PathBuf,
     pub ursula: PathBuf,
     /// The folder with `server.mjs` and its installed `node_modules`.
     pub node_dir: PathBuf,
@@ -123,6 +132,13 @@ impl Programs {
                 format!(
                     "no origin binary at {} (cargo build --release -p origin)",
                     self.origin.display()
+                )
+            }),
+            Kind::Edge => (!self.origin.is_file() || !self.edge.is_file()).then(|| {
+                format!(
+                    "no origin and edge binaries at {} and {} (cargo build --release -p origin -p edge)",
+                    self.origin.display(),
+                    self.edge.display()
                 )
             }),
             Kind::Ursula => (!self.ursula.is_file()).then(|| {
@@ -157,6 +173,8 @@ impl Programs {
 /// A started system; the process dies when this is dropped.
 pub struct Running {
     child: Child,
+    /// A second process the system needs (the origin behind an edge).
+    behind: Option<Child>,
     pub addr: SocketAddr,
     /// Streams are `{prefix}{name}`.
     pub prefix: &'static str,
@@ -170,6 +188,10 @@ impl Running {
     pub async fn stop(mut self) {
         let _ = self.child.start_kill();
         let _ = self.child.wait().await;
+        if let Some(mut b) = self.behind.take() {
+            let _ = b.start_kill();
+            let _ = b.wait().await;
+        }
     }
 }
 
@@ -183,21 +205,17 @@ pub async fn start(system: &System, programs: &Programs, dir: &Path) -> anyhow::
                 .arg(programs.ceiling_get_bytes.to_string());
             first_line_start(cmd, &log, "/v1/stream/").await
         }
-        Kind::Origin => {
-            let mut cmd = Command::new(&programs.origin);
-            cmd.args([
-                "--listen",
-                "127.0.0.1:0",
-                "--object-store",
-                "none",
-                "--data",
-            ])
-            .arg(dir.join("data"))
-            .env("RUST_LOG", "warn,origin=info");
-            if system.class == Class::Memory {
-                cmd.args(["--durability", "async"]);
-            }
-            first_line_start(cmd, &log, "/v1/stream/").await
+        Kind::Origin => start_origin(programs, dir, system.class, &log).await,
+        Kind::Edge => {
+            let origin =
+                start_origin(programs, dir, Class::Durable, &dir.join("origin.log")).await?;
+            let mut cmd = Command::new(&programs.edge);
+            cmd.args(["--listen", "127.0.0.1:0", "--origin"])
+                .arg(format!("http://{}", origin.addr))
+                .env("RUST_LOG", "warn,edge=info");
+            let mut edge = first_line_start(cmd, &log, "/v1/stream/").await?;
+            edge.behind = Some(origin.child);
+            Ok(edge)
         }
         Kind::Node => {
             let mut cmd = Command::new(&programs.node);
@@ -209,6 +227,29 @@ pub async fn start(system: &System, programs: &Programs, dir: &Path) -> anyhow::
         }
         Kind::Ursula => start_ursula(system, programs, dir, &log).await,
     }
+}
+
+/// Our origin, durable or (`Memory`) with `--durability async`.
+async fn start_origin(
+    programs: &Programs,
+    dir: &Path,
+    class: Class,
+    log: &Path,
+) -> anyhow::Result<Running> {
+    let mut cmd = Command::new(&programs.origin);
+    cmd.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--object-store",
+        "none",
+        "--data",
+    ])
+    .arg(dir.join("data"))
+    .env("RUST_LOG", "warn,origin=info");
+    if class == Class::Memory {
+        cmd.args(["--durability", "async"]);
+    }
+    first_line_start(cmd, log, "/v1/stream/").await
 }
 
 /// Starts a server that names its address in its first stdout line
@@ -242,6 +283,7 @@ async fn first_line_start(
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Ok(Running {
         child,
+        behind: None,
         addr,
         prefix,
     })
@@ -333,6 +375,7 @@ async fn start_ursula(
             Ok(s) if s < 300 || s == 409 => {
                 return Ok(Running {
                     child,
+                    behind: None,
                     addr,
                     prefix: "/bench/",
                 })
