@@ -85,7 +85,9 @@ pub async fn read(state: &Shared, req: Request<Body>, params: &ReadParams) -> Re
 /// The answer made from chunks, or `None` when the origin should answer.
 async fn from_chunks(state: &Shared, path: &str, start: u64, max: u64) -> Option<Response<Body>> {
     let recent = state.states.recent(state, path).await?;
-    if recent.json {
+    // A JSON stream read as NDJSON is its chunks' bytes, cut anywhere, as
+    // a binary stream is; read as JSON arrays, the origin reshapes it.
+    if recent.json && !recent.ndjson_reads {
         return None;
     }
     // A read that stops short of the known end is the same whatever was

@@ -31,6 +31,9 @@ pub struct StreamState {
     pub closed: bool,
     /// A JSON stream (its reads are shaped by the origin's JSON mode).
     pub json: bool,
+    /// The origin reads this JSON stream as NDJSON (cut anywhere, the chunk
+    /// bytes as they are); in its array mode it reshapes them.
+    pub ndjson_reads: bool,
     /// The content type of the stream's chunks.
     pub chunk_type: String,
     /// The `offset=now` answer's headers.
@@ -96,6 +99,7 @@ async fn fetch(state: &Shared, path: &str) -> Option<StreamState> {
             .bytes(),
         closed: now.header(h::STREAM_CLOSED) == Some("true"),
         json,
+        ndjson_reads: media_type(content_type) == NDJSON,
         chunk_type: if json {
             NDJSON.to_owned()
         } else {
