@@ -58,13 +58,7 @@ impl Cli {
             c.limits.sse_session = self.sse_session;
             c.access = crate::access::AccessConfig {
                 default_prefix: self.default_prefix.clone(),
-                open_accounts: self
-                    .open_accounts
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|a| !a.is_empty())
-                    .map(str::to_owned)
-                    .collect(),
+                open_accounts: shared::auth::account_list(&self.open_accounts),
                 limits: shared::limits::LimitConfig {
                     rps: self.account_rps,
                     tails: self.account_tails,

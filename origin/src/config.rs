@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+pub use shared::units::{parse_duration, parse_size};
 
 use crate::http::{HttpConfig, JsonReads};
 use crate::store::{Durability, StoreConfig};
@@ -177,13 +178,7 @@ impl Cli {
             sse_session: self.sse_session,
             auth: crate::auth::AuthConfig {
                 default_prefix: self.default_prefix.clone(),
-                open_accounts: self
-                    .open_accounts
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|a| !a.is_empty())
-                    .map(str::to_owned)
-                    .collect(),
+                open_accounts: shared::auth::account_list(&self.open_accounts),
                 limits: shared::limits::LimitConfig {
                     rps: self.account_rps,
                     tails: self.account_tails,
@@ -193,59 +188,5 @@ impl Cli {
             },
             ..HttpConfig::default()
         }
-    }
-}
-
-/// "4MiB", "2GiB", "512KiB", "100" (bytes), "1.5GB".
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num.parse().map_err(|_| format!("{s:?} is not a size"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "kib" | "k" => 1 << 10,
-        "mib" | "m" => 1 << 20,
-        "gib" | "g" => 1 << 30,
-        "tib" | "t" => 1 << 40,
-        "kb" => 1_000,
-        "mb" => 1_000_000,
-        "gb" => 1_000_000_000,
-        other => return Err(format!("unknown size unit {other:?}")),
-    };
-    Ok((n * mult as f64) as u64)
-}
-
-/// "60s", "500ms", "2m", "1h".
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration"))?;
-    Ok(match unit {
-        "ms" => Duration::from_millis(n),
-        "" | "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n * 60),
-        "h" => Duration::from_secs(n * 3600),
-        other => return Err(format!("unknown duration unit {other:?}")),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sizes_and_durations() {
-        assert_eq!(parse_size("8MiB").unwrap(), 8 << 20);
-        assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
-        assert_eq!(parse_size("100").unwrap(), 100);
-        assert!(parse_size("x").is_err());
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("60s").unwrap(), Duration::from_secs(60));
     }
 }

@@ -33,6 +33,29 @@ pub enum Access {
     Write,
 }
 
+/// A comma-separated list of accounts (a command-line flag); "" is none.
+pub fn account_list(s: &str) -> std::collections::HashSet<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// An answer to a request with a credential is never for shared caches:
+/// `Cache-Control: public…` becomes `private…`.
+pub fn privatize(headers: &mut http::HeaderMap) {
+    let cc = headers.get(http::header::CACHE_CONTROL);
+    if let Some(rest) = cc
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("public"))
+    {
+        if let Ok(v) = http::HeaderValue::from_str(&format!("private{rest}")) {
+            headers.insert(http::header::CACHE_CONTROL, v);
+        }
+    }
+}
+
 /// The account and the name (the rest of the path) of a stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Owner<'a> {

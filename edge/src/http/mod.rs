@@ -168,19 +168,6 @@ fn access_of(req: &Request<Body>) -> Option<(String, Access, bool)> {
     Some((stream.to_owned(), access, live))
 }
 
-/// An answer to a request with a credential is never for shared caches.
-fn privatize(resp: &mut Response<Body>) {
-    let cc = resp.headers().get(http::header::CACHE_CONTROL);
-    if let Some(rest) = cc
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("public"))
-    {
-        if let Ok(v) = HeaderValue::from_str(&format!("private{rest}")) {
-            resp.headers_mut().insert(http::header::CACHE_CONTROL, v);
-        }
-    }
-}
-
 /// The access gate, then the edge's own answer or the origin's.
 async fn dispatch(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
     let Some((stream, access, live)) = access_of(&req) else {
@@ -196,7 +183,7 @@ async fn dispatch(state: &Shared, req: Request<Body>) -> (&'static str, Response
         Admit::Refuse(resp) => ("refused", resp),
         Admit::Token { tail } => {
             let (name, mut resp) = route(state, req).await;
-            privatize(&mut resp);
+            shared::auth::privatize(resp.headers_mut());
             // A tail's count lasts as long as its answer streams.
             let resp = match tail {
                 Some(guard) => resp.map(|body| {

@@ -260,22 +260,9 @@ async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
     let mut resp = resp;
     common_headers(&mut resp, cors);
     if credentialed {
-        privatize(&mut resp);
+        shared::auth::privatize(resp.headers_mut());
     }
     resp
-}
-
-/// An answer to a request with a credential is never for shared caches.
-fn privatize(resp: &mut Response<Body>) {
-    let cc = resp.headers().get(http::header::CACHE_CONTROL);
-    if let Some(rest) = cc
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("public"))
-    {
-        if let Ok(v) = HeaderValue::from_str(&format!("private{rest}")) {
-            resp.headers_mut().insert(http::header::CACHE_CONTROL, v);
-        }
-    }
 }
 
 async fn read_route(state: Shared, stream: String, req: Request) -> (&'static str, Response<Body>) {
