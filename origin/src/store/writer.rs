@@ -10,7 +10,6 @@
 //! safe way on.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,7 +18,6 @@ use bytes::Bytes;
 use parking_lot::RwLock;
 use tokio::sync::{mpsc, oneshot};
 
-use super::checkpoint::{self, Checkpoint};
 use super::engine::Engine;
 use super::error::StoreError;
 use super::janitor::Garbage;
@@ -27,16 +25,19 @@ use super::record::{self, CreateRecord, Record};
 use super::sealer::SealJob;
 use super::tail_buffer::FLUSH_BYTES;
 use super::view::{StreamView, Tail};
-use super::wal::{self, Wal};
+use super::wal::Wal;
 use super::StoreConfig;
 use crate::clock::Clock;
 use crate::core::config::StreamConfig;
 use crate::core::producer::Receipt;
-use crate::core::snapshot::{SnapshotDecision, SnapshotMeta};
+use crate::core::snapshot::SnapshotMeta;
 use crate::core::stream::{AppendDecision, AppendEffect, AppendRequest};
 use crate::metrics::Metrics;
+
+mod checkpointing;
+mod sealing;
+mod stream_meta;
 use crate::objects::keys;
-use shared::offset::{Offset, CHUNK_BYTES};
 
 /// Streams by path, as readers see them: only durable state.
 pub type Registry = Arc<RwLock<HashMap<String, Arc<StreamView>>>>;
@@ -288,47 +289,6 @@ impl Writer {
         }
     }
 
-    /// Gives the sealer the chunks queued so far (their bytes are durable).
-    pub fn hand_over_seals(&mut self) {
-        if let Some(jobs) = &self.seal_jobs {
-            for job in self.pending_seals.drain(..) {
-                let _ = jobs.send(job);
-            }
-        }
-    }
-
-    /// Queues the chunks of the stream at `path` that became ready to seal.
-    pub fn queue_seals(&mut self, path: &str) {
-        if self.seal_jobs.is_none() {
-            return;
-        }
-        let entry = &self.engine.entries[path];
-        let core = &entry.core;
-        let requested = self
-            .seal_requested
-            .get(&core.id)
-            .copied()
-            .unwrap_or(0)
-            .max(core.sealed);
-        for (start, end) in crate::core::seal::all_sealable(core.len, core.closed, requested) {
-            self.pending_seals.push(SealJob {
-                view: Arc::clone(&entry.view),
-                start,
-                end,
-            });
-            self.seal_requested.insert(core.id, end);
-            self.unsealed += end - start;
-        }
-        self.metrics.set_unsealed(self.unsealed);
-    }
-
-    /// Whether the bytes waiting to be sealed reached their bound: then
-    /// writes answer 503 until sealing catches up (local disk stays bounded
-    /// while object storage is down).
-    fn sealing_behind(&self) -> bool {
-        self.seal_jobs.is_some() && self.unsealed >= self.config.max_unsealed_bytes
-    }
-
     /// Notes that `view` gained `bytes` of buffered tail.
     fn buffered(&mut self, view: &Arc<StreamView>, bytes: u64) {
         self.buffered_total += bytes;
@@ -453,32 +413,7 @@ impl Writer {
                 })));
             }
             Command::Shutdown => {}
-            Command::Sealed { id, through } => {
-                if let Some(path) = self.engine.paths_by_id.get(&id) {
-                    let entry = self
-                        .engine
-                        .entries
-                        .get_mut(path)
-                        .expect("indexed streams exist");
-                    let core = &mut entry.core;
-                    if through > core.sealed {
-                        self.unsealed -= (through - core.sealed).min(self.unsealed);
-                        self.metrics.set_unsealed(self.unsealed);
-                        core.sealed = through;
-                        record::encode(&Record::Sealed { id, through }, frames);
-                        self.pending_drops.push((Arc::clone(&entry.view), through));
-                        // Sealed after retention passed it: garbage already.
-                        if through <= core.retained {
-                            let start = (through - 1) - (through - 1) % CHUNK_BYTES;
-                            self.pending_gc.push(Garbage::Key(keys::chunk(
-                                &core.path,
-                                &core.incarnation,
-                                Offset(start),
-                            )));
-                        }
-                    }
-                }
-            }
+            Command::Sealed { id, through } => self.sealed(id, through, frames),
             Command::Snapshot {
                 path,
                 incarnation,
@@ -507,20 +442,7 @@ impl Writer {
                 public,
                 reply,
             } => {
-                let result = self
-                    .entry_checked(&path, Some(incarnation))
-                    .map(|e| (e.core.id, e.core.config.public, Arc::clone(&e.view)));
-                let result = match result {
-                    Ok((id, before, view)) => {
-                        if before != public {
-                            record::encode(&Record::Visibility { id, public }, frames);
-                            let entry = self.engine.entries.get_mut(&path).expect("checked");
-                            entry.core.config.public = public;
-                        }
-                        Ok(view)
-                    }
-                    Err(e) => Err(e),
-                };
+                let result = self.set_public(&path, incarnation, public, frames);
                 after.push(AfterCommit::Reply(Box::new(move || {
                     let result = result.map(|view| view.set_public(public));
                     let _ = reply.send(result);
@@ -551,94 +473,6 @@ impl Writer {
                 }
             }
         }
-    }
-
-    fn entry_checked(
-        &self,
-        path: &str,
-        incarnation: Option<String>,
-    ) -> Result<&super::engine::Entry, StoreError> {
-        let entry = self.engine.entries.get(path).ok_or(StoreError::NotFound)?;
-        match incarnation {
-            Some(i) if i != entry.core.incarnation => Err(StoreError::IncarnationMismatch {
-                current: entry.core.incarnation.clone(),
-            }),
-            _ => Ok(entry),
-        }
-    }
-
-    fn snapshot(
-        &mut self,
-        path: &str,
-        incarnation: Option<String>,
-        meta: SnapshotMeta,
-        expect_digest: Option<String>,
-        frames: &mut Vec<u8>,
-    ) -> Result<(), StoreError> {
-        let entry = self.entry_checked(path, incarnation)?;
-        let decision = entry
-            .core
-            .decide_snapshot(&meta, expect_digest.as_deref())
-            .map_err(StoreError::SnapshotRefused)?;
-        let SnapshotDecision::Publish { replaced } = decision else {
-            return Ok(());
-        };
-        let id = entry.core.id;
-        if let Some(old) = replaced {
-            self.pending_gc.push(Garbage::Key(keys::snapshot(
-                &entry.core.path,
-                &entry.core.incarnation,
-                Offset(old.offset),
-                &old.digest,
-            )));
-        }
-        record::encode(
-            &Record::Snapshot {
-                id,
-                meta: meta.clone(),
-            },
-            frames,
-        );
-        let entry = self.engine.entries.get_mut(path).expect("checked above");
-        entry.core.snapshot = Some(meta);
-        Ok(())
-    }
-
-    fn retain(
-        &mut self,
-        path: &str,
-        incarnation: Option<String>,
-        offset: u64,
-        frames: &mut Vec<u8>,
-        after: &mut Vec<AfterCommit>,
-    ) -> Result<(), StoreError> {
-        let entry = self.entry_checked(path, incarnation)?;
-        let advance = entry
-            .core
-            .decide_retain(offset)
-            .map_err(StoreError::RetainRefused)?;
-        if !advance {
-            return Ok(());
-        }
-        let id = entry.core.id;
-        record::encode(&Record::Retain { id, offset }, frames);
-        let entry = self.engine.entries.get_mut(path).expect("checked above");
-        let before = entry.core.retained;
-        entry.core.retained = offset;
-        // Sealed chunks that now lie wholly before retention are garbage;
-        // the rest become garbage when they are sealed.
-        let first = before - before % CHUNK_BYTES;
-        let mut start = first;
-        while start + CHUNK_BYTES <= offset && start + CHUNK_BYTES <= entry.core.sealed {
-            self.pending_gc.push(Garbage::Key(keys::chunk(
-                &entry.core.path,
-                &entry.core.incarnation,
-                Offset(start),
-            )));
-            start += CHUNK_BYTES;
-        }
-        after.push(AfterCommit::Publish(Arc::clone(&entry.view), entry.tail()));
-        Ok(())
     }
 
     fn expire_if_due(
@@ -811,77 +645,6 @@ impl Writer {
             tail,
             view,
         })
-    }
-
-    /// Rotates the WAL and writes a checkpoint in the background when the
-    /// open segment is large or old enough (or at once when `now`).
-    fn maybe_checkpoint(&mut self, now: bool) {
-        // Log written since the last checkpoint: this segment, plus older
-        // segments that recovery replayed and no checkpoint has retired yet.
-        let unretired = self.wal.written + self.replayed_bytes;
-        let due = unretired >= self.config.checkpoint_bytes
-            || (unretired > 0 && self.last_checkpoint.elapsed() >= self.config.checkpoint_interval);
-        if !(due || now && unretired > 0) || self.checkpoint_running.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let replay_from = match self.wal.rotate() {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::error!(error = %e, "could not start a new WAL segment; stopping");
-                std::process::abort();
-            }
-        };
-        self.last_checkpoint = Instant::now();
-        self.replayed_bytes = 0;
-        // The checkpoint's lengths must be in the files it syncs.
-        self.flush_buffers(true);
-        for entry in self.engine.entries.values_mut() {
-            entry.core.forget_idle_producers(self.clock.now_ms());
-        }
-        let snapshot = Checkpoint {
-            replay_from_segment: replay_from,
-            next_stream_id: self.engine.next_id,
-            streams: self
-                .engine
-                .entries
-                .values()
-                .map(|e| e.core.clone())
-                .collect(),
-        };
-        let files: Vec<Arc<File>> = self
-            .engine
-            .entries
-            .values()
-            .map(|e| Arc::clone(&e.file))
-            .collect();
-        let data = self.engine.data.clone();
-        let running = Arc::clone(&self.checkpoint_running);
-        let metrics = Arc::clone(&self.metrics);
-        let job = move || {
-            let started = Instant::now();
-            let result = (|| -> std::io::Result<()> {
-                for f in &files {
-                    f.sync_data()?;
-                }
-                checkpoint::write(&data, &snapshot)?;
-                wal::remove_segments_before(&data, replay_from)
-            })();
-            match result {
-                Ok(()) => metrics.checkpoint(started.elapsed()),
-                // The old checkpoint and every segment after it are still in
-                // place, so recovery stays correct; the next try may succeed.
-                Err(e) => tracing::error!(error = %e, "checkpoint failed"),
-            }
-            running.store(false, Ordering::Release);
-        };
-        if now {
-            job();
-        } else {
-            std::thread::Builder::new()
-                .name("checkpoint".into())
-                .spawn(job)
-                .expect("spawn the checkpoint thread");
-        }
     }
 }
 

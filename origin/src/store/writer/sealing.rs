@@ -1,0 +1,86 @@
+//! The writer's side of sealing: which chunks go to the sealer, the bound
+//! on bytes waiting to be sealed, and what a durable seal changes.
+
+use std::sync::Arc;
+
+use shared::offset::{Offset, CHUNK_BYTES};
+
+use super::super::janitor::Garbage;
+use super::super::record::{self, Record};
+use super::super::sealer::SealJob;
+use super::Writer;
+use crate::objects::keys;
+
+impl Writer {
+    /// Gives the sealer the chunks queued so far (their bytes are durable).
+    pub fn hand_over_seals(&mut self) {
+        if let Some(jobs) = &self.seal_jobs {
+            for job in self.pending_seals.drain(..) {
+                let _ = jobs.send(job);
+            }
+        }
+    }
+
+    /// Queues the chunks of the stream at `path` that became ready to seal.
+    pub fn queue_seals(&mut self, path: &str) {
+        if self.seal_jobs.is_none() {
+            return;
+        }
+        let entry = &self.engine.entries[path];
+        let core = &entry.core;
+        let requested = self
+            .seal_requested
+            .get(&core.id)
+            .copied()
+            .unwrap_or(0)
+            .max(core.sealed);
+        for (start, end) in crate::core::seal::all_sealable(core.len, core.closed, requested) {
+            self.pending_seals.push(SealJob {
+                view: Arc::clone(&entry.view),
+                start,
+                end,
+            });
+            self.seal_requested.insert(core.id, end);
+            self.unsealed += end - start;
+        }
+        self.metrics.set_unsealed(self.unsealed);
+    }
+
+    /// Whether the bytes waiting to be sealed reached their bound: then
+    /// writes answer 503 until sealing catches up (local disk stays bounded
+    /// while object storage is down).
+    pub(super) fn sealing_behind(&self) -> bool {
+        self.seal_jobs.is_some() && self.unsealed >= self.config.max_unsealed_bytes
+    }
+
+    /// Bytes `[0, through)` of stream `id` are sealed: logged now, their
+    /// local copy dropped once the batch is durable.
+    pub(super) fn sealed(&mut self, id: u64, through: u64, frames: &mut Vec<u8>) {
+        let Some(path) = self.engine.paths_by_id.get(&id) else {
+            return;
+        };
+        let entry = self
+            .engine
+            .entries
+            .get_mut(path)
+            .expect("indexed streams exist");
+        let core = &mut entry.core;
+        if through <= core.sealed {
+            return;
+        }
+        self.unsealed -= (through - core.sealed).min(self.unsealed);
+        self.metrics.set_unsealed(self.unsealed);
+        core.sealed = through;
+        record::encode(&Record::Sealed { id, through }, frames);
+        self.pending_drops.push((Arc::clone(&entry.view), through));
+        // Sealed after retention passed it: garbage already.
+        if through <= core.retained {
+            let start = (through - 1) - (through - 1) % CHUNK_BYTES;
+            self.pending_gc.push(Garbage::Key(keys::chunk(
+                &core.path,
+                &core.incarnation,
+                Offset(start),
+            )));
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! The writer's side of a stream's metadata: snapshots, retention and
+//! visibility, decided by the pure core and logged like appends.
+
+use std::sync::Arc;
+
+use shared::offset::{Offset, CHUNK_BYTES};
+
+use super::super::engine::Entry;
+use super::super::error::StoreError;
+use super::super::janitor::Garbage;
+use super::super::record::{self, Record};
+use super::super::view::StreamView;
+use super::{AfterCommit, Writer};
+use crate::core::snapshot::{SnapshotDecision, SnapshotMeta};
+use crate::objects::keys;
+
+impl Writer {
+    pub(super) fn entry_checked(
+        &self,
+        path: &str,
+        incarnation: Option<String>,
+    ) -> Result<&Entry, StoreError> {
+        let entry = self.engine.entries.get(path).ok_or(StoreError::NotFound)?;
+        match incarnation {
+            Some(i) if i != entry.core.incarnation => Err(StoreError::IncarnationMismatch {
+                current: entry.core.incarnation.clone(),
+            }),
+            _ => Ok(entry),
+        }
+    }
+
+    pub(super) fn snapshot(
+        &mut self,
+        path: &str,
+        incarnation: Option<String>,
+        meta: SnapshotMeta,
+        expect_digest: Option<String>,
+        frames: &mut Vec<u8>,
+    ) -> Result<(), StoreError> {
+        let entry = self.entry_checked(path, incarnation)?;
+        let decision = entry
+            .core
+            .decide_snapshot(&meta, expect_digest.as_deref())
+            .map_err(StoreError::SnapshotRefused)?;
+        let SnapshotDecision::Publish { replaced } = decision else {
+            return Ok(());
+        };
+        let id = entry.core.id;
+        if let Some(old) = replaced {
+            self.pending_gc.push(Garbage::Key(keys::snapshot(
+                &entry.core.path,
+                &entry.core.incarnation,
+                Offset(old.offset),
+                &old.digest,
+            )));
+        }
+        record::encode(
+            &Record::Snapshot {
+                id,
+                meta: meta.clone(),
+            },
+            frames,
+        );
+        let entry = self.engine.entries.get_mut(path).expect("checked above");
+        entry.core.snapshot = Some(meta);
+        Ok(())
+    }
+
+    pub(super) fn retain(
+        &mut self,
+        path: &str,
+        incarnation: Option<String>,
+        offset: u64,
+        frames: &mut Vec<u8>,
+        after: &mut Vec<AfterCommit>,
+    ) -> Result<(), StoreError> {
+        let entry = self.entry_checked(path, incarnation)?;
+        let advance = entry
+            .core
+            .decide_retain(offset)
+            .map_err(StoreError::RetainRefused)?;
+        if !advance {
+            return Ok(());
+        }
+        let id = entry.core.id;
+        record::encode(&Record::Retain { id, offset }, frames);
+        let entry = self.engine.entries.get_mut(path).expect("checked above");
+        let before = entry.core.retained;
+        entry.core.retained = offset;
+        // Sealed chunks that now lie wholly before retention are garbage;
+        // the rest become garbage when they are sealed.
+        let first = before - before % CHUNK_BYTES;
+        let mut start = first;
+        while start + CHUNK_BYTES <= offset && start + CHUNK_BYTES <= entry.core.sealed {
+            self.pending_gc.push(Garbage::Key(keys::chunk(
+                &entry.core.path,
+                &entry.core.incarnation,
+                Offset(start),
+            )));
+            start += CHUNK_BYTES;
+        }
+        after.push(AfterCommit::Publish(Arc::clone(&entry.view), entry.tail()));
+        Ok(())
+    }
+
+    /// Makes the stream public (or private); the view changes once durable.
+    pub(super) fn set_public(
+        &mut self,
+        path: &str,
+        incarnation: String,
+        public: bool,
+        frames: &mut Vec<u8>,
+    ) -> Result<Arc<StreamView>, StoreError> {
+        let entry = self.entry_checked(path, Some(incarnation))?;
+        let (id, before, view) = (
+            entry.core.id,
+            entry.core.config.public,
+            Arc::clone(&entry.view),
+        );
+        if before != public {
+            record::encode(&Record::Visibility { id, public }, frames);
+            let entry = self.engine.entries.get_mut(path).expect("checked");
+            entry.core.config.public = public;
+        }
+        Ok(view)
+    }
+}
