@@ -10,7 +10,6 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
@@ -51,7 +50,10 @@ pub struct NewKey {
 pub struct KeyStore {
     path: PathBuf,
     keys: RwLock<HashMap<String, KeyRecord>>,
-    loaded_mtime: RwLock<Option<SystemTime>>,
+    /// The file's bytes as last read or written. Compared whole: file times
+    /// are too coarse to tell two writes in the same millisecond apart, and
+    /// the file is small.
+    loaded: RwLock<Vec<u8>>,
 }
 
 fn sha256_hex(s: &str) -> String {
@@ -69,34 +71,32 @@ impl KeyStore {
         let store = KeyStore {
             path: data.join("keys.json"),
             keys: RwLock::new(HashMap::new()),
-            loaded_mtime: RwLock::new(None),
+            loaded: RwLock::new(b"-".to_vec()),
         };
         store.reload_if_changed()?;
         Ok(store)
     }
 
-    fn mtime(&self) -> Option<SystemTime> {
-        std::fs::metadata(&self.path)
-            .and_then(|m| m.modified())
-            .ok()
-    }
-
-    /// Reloads the file if it changed since it was read. Runs under the
-    /// write lock that changes take too, so a reload never brings back the
-    /// set from before a change made here.
+    /// Reloads the file if it changed since it was read or written. Runs
+    /// under the write lock that changes take too, so a reload never brings
+    /// back the set from before a change made here.
     pub fn reload_if_changed(&self) -> std::io::Result<()> {
         let mut keys = self.keys.write();
-        let mtime = self.mtime();
-        if mtime.is_some() && mtime == *self.loaded_mtime.read() {
-            return Ok(());
-        }
-        let list: Vec<KeyRecord> = match std::fs::read(&self.path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(std::io::Error::other)?,
+        let bytes = match std::fs::read(&self.path) {
+            Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(e),
         };
+        if bytes == *self.loaded.read() {
+            return Ok(());
+        }
+        let list: Vec<KeyRecord> = if bytes.is_empty() {
+            Vec::new()
+        } else {
+            serde_json::from_slice(&bytes).map_err(std::io::Error::other)?
+        };
         *keys = list.into_iter().map(|k| (k.id.clone(), k)).collect();
-        *self.loaded_mtime.write() = mtime;
+        *self.loaded.write() = bytes;
         Ok(())
     }
 
@@ -104,14 +104,15 @@ impl KeyStore {
         let mut list: Vec<&KeyRecord> = keys.values().collect();
         list.sort_by(|a, b| a.id.cmp(&b.id));
         let tmp = self.path.with_extension("json.tmp");
+        let bytes = serde_json::to_vec_pretty(&list).expect("keys serialize");
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&serde_json::to_vec_pretty(&list).expect("keys serialize"))?;
+        f.write_all(&bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, &self.path)?;
         if let Some(dir) = self.path.parent() {
             std::fs::File::open(dir)?.sync_all()?;
         }
-        *self.loaded_mtime.write() = self.mtime();
+        *self.loaded.write() = bytes;
         Ok(())
     }
 
