@@ -99,29 +99,14 @@ fn refusal(code: ErrorCode, message: &str, retry_after: Option<u64>) -> Response
 }
 
 fn denied(d: Denied) -> Response<Body> {
-    match d {
-        Denied::Unauthorized => refusal(
-            ErrorCode::Unauthorized,
-            "a valid key or token is needed (Authorization: Bearer …)",
-            None,
-        ),
-        Denied::ExchangeRequired => refusal(
-            ErrorCode::ExchangeRequired,
-            "this key acts for an agent: exchange it for a token at POST /_auth/token",
-            None,
-        ),
-        Denied::Forbidden => refusal(
-            ErrorCode::Forbidden,
-            "the credential does not reach this stream, or it only reads",
-            None,
-        ),
-    }
+    let (code, message) = d.answer();
+    refusal(code, message, None)
 }
 
 fn limited(secs: u64) -> Response<Body> {
     refusal(
         ErrorCode::RateLimited,
-        "the account is over its request rate or its open tails",
+        shared::auth::RATE_LIMITED_MESSAGE,
         Some(secs),
     )
 }

@@ -100,6 +100,28 @@ pub struct Grant {
     pub key_id: String,
 }
 
+/// The stream a request concerns and whether it reads or writes it; none
+/// for the server's own paths and for preflights, which need no credential.
+pub fn request_access<'a>(
+    target: &crate::paths::Target<'a>,
+    method: &http::Method,
+) -> Option<(&'a str, Access)> {
+    use crate::paths::Target;
+    let stream = match *target {
+        Target::Stream(s) => s,
+        Target::Chunk { stream, .. }
+        | Target::IncarnationSnapshot { stream, .. }
+        | Target::Snapshot { stream, .. } => stream,
+        Target::Reserved => return None,
+    };
+    let access = match *method {
+        http::Method::OPTIONS => return None,
+        http::Method::GET | http::Method::HEAD => Access::Read,
+        _ => Access::Write,
+    };
+    Some((stream, access))
+}
+
 /// Why a credential was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Denied {
@@ -110,6 +132,31 @@ pub enum Denied {
     /// 403: the credential does not reach the stream, or reads only.
     Forbidden,
 }
+
+impl Denied {
+    /// The error code and message of the refusal, the same from origin and
+    /// edge. 401s also carry `WWW-Authenticate: Bearer`.
+    pub fn answer(self) -> (crate::error::ErrorCode, &'static str) {
+        use crate::error::ErrorCode;
+        match self {
+            Denied::Unauthorized => (
+                ErrorCode::Unauthorized,
+                "a valid key or token is needed (Authorization: Bearer …)",
+            ),
+            Denied::ExchangeRequired => (
+                ErrorCode::ExchangeRequired,
+                "this key acts for an agent: exchange it for a token at POST /_auth/token",
+            ),
+            Denied::Forbidden => (
+                ErrorCode::Forbidden,
+                "the credential does not reach this stream, or it only reads",
+            ),
+        }
+    }
+}
+
+/// The refusal of an account over its request rate or open tails (429).
+pub const RATE_LIMITED_MESSAGE: &str = "the account is over its request rate or its open tails";
 
 impl Grant {
     pub fn covers(&self, owner: &Owner<'_>) -> bool {

@@ -151,18 +151,7 @@ fn metrics(state: &Shared) -> Response<Body> {
 /// The stream a request concerns, whether it reads or writes, and whether
 /// it opens a tail.
 fn access_of(req: &Request<Body>) -> Option<(String, Access, bool)> {
-    let stream = match classify(req.uri().path()) {
-        Target::Stream(s) => s,
-        Target::Chunk { stream, .. }
-        | Target::IncarnationSnapshot { stream, .. }
-        | Target::Snapshot { stream, .. } => stream,
-        Target::Reserved => return None,
-    };
-    let access = match *req.method() {
-        Method::OPTIONS => return None,
-        Method::GET | Method::HEAD => Access::Read,
-        _ => Access::Write,
-    };
+    let (stream, access) = shared::auth::request_access(&classify(req.uri().path()), req.method())?;
     let live = access == Access::Read
         && parse_read_query(req.uri().query()).is_ok_and(|p| p.live != Live::No);
     Some((stream.to_owned(), access, live))

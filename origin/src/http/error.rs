@@ -136,10 +136,8 @@ impl axum::response::IntoResponse for ApiError {
             ApiError::Ready(r) => *r,
             ApiError::Denied(d) => denied(d),
             ApiError::RateLimited(secs) => {
-                let mut r = error_response(
-                    ErrorCode::RateLimited,
-                    "the account is over its request rate or its open tails",
-                );
+                let mut r =
+                    error_response(ErrorCode::RateLimited, shared::auth::RATE_LIMITED_MESSAGE);
                 set(&mut r, "retry-after", secs);
                 r
             }
@@ -157,29 +155,12 @@ impl From<crate::auth::Refusal> for ApiError {
 }
 
 fn denied(d: shared::auth::Denied) -> Response<Body> {
-    use shared::auth::Denied;
-    match d {
-        Denied::Unauthorized => {
-            let mut r = error_response(
-                ErrorCode::Unauthorized,
-                "a valid key or token is needed (Authorization: Bearer …)",
-            );
-            set(&mut r, "www-authenticate", "Bearer");
-            r
-        }
-        Denied::ExchangeRequired => {
-            let mut r = error_response(
-                ErrorCode::ExchangeRequired,
-                "this key acts for an agent: exchange it for a token at POST /_auth/token",
-            );
-            set(&mut r, "www-authenticate", "Bearer");
-            r
-        }
-        Denied::Forbidden => error_response(
-            ErrorCode::Forbidden,
-            "the credential does not reach this stream, or it only reads",
-        ),
+    let (code, message) = d.answer();
+    let mut r = error_response(code, message);
+    if code.status() == 401 {
+        set(&mut r, "www-authenticate", "Bearer");
     }
+    r
 }
 
 fn store_error(e: StoreError) -> Response<Body> {

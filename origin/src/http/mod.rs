@@ -136,24 +136,6 @@ where
     }
 }
 
-/// The stream a request concerns, and whether it reads or writes it.
-fn access_of(target: &Target<'_>, method: &Method) -> Option<(String, shared::auth::Access)> {
-    use shared::auth::Access;
-    let stream = match target {
-        Target::Stream(s) => *s,
-        Target::Chunk { stream, .. }
-        | Target::IncarnationSnapshot { stream, .. }
-        | Target::Snapshot { stream, .. } => *stream,
-        Target::Reserved => return None,
-    };
-    let access = match *method {
-        Method::OPTIONS => return None,
-        Method::GET | Method::HEAD => Access::Read,
-        _ => Access::Write,
-    };
-    Some((stream.to_owned(), access))
-}
-
 /// Admits a request or answers its refusal.
 fn admit(
     state: &AppState,
@@ -184,8 +166,8 @@ async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
         method == Method::GET || method == Method::HEAD || req.headers().contains_key("origin");
     let credentialed = req.headers().contains_key(http::header::AUTHORIZATION);
     let target = classify(&path);
-    if let Some((stream, access)) = access_of(&target, &method) {
-        if let Err(refused) = admit(&state, &mut req, &stream, access) {
+    if let Some((stream, access)) = shared::auth::request_access(&target, &method) {
+        if let Err(refused) = admit(&state, &mut req, stream, access) {
             let mut refused = *refused;
             state.metrics.request("refused", refused.status().as_u16());
             common_headers(&mut refused, cors);
