@@ -22,6 +22,12 @@ pub struct Args {
     /// Also run with producer headers.
     #[arg(long)]
     pub producer: bool,
+    /// Measure this many rounds, each loading the ceiling and the origin one
+    /// after the other (alternating which goes first), and report the median
+    /// of the rounds' ratios: this machine's speed drifts by tens of percent
+    /// over a minute, and a ratio of neighbouring runs cancels the drift.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
 }
 
 /// Starts a server process and reads its address from its first line.
@@ -108,20 +114,44 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     let ceiling_pid = ceiling.id().unwrap_or(0);
     let origin_pid = origin.id().unwrap_or(0);
-    let ceiling_result = measure("ceiling (bare hyper, 204)", &base, ceiling_pid).await?;
-    let plain = measure(
-        "origin (durable)",
-        &append::Args {
-            addr: origin_addr,
-            ..base.clone()
-        },
-        origin_pid,
-    )
-    .await?;
-    println!(
-        "origin / ceiling: {:.0} %",
-        100.0 * plain.rps() / ceiling_result.rps()
-    );
+    let origin_args = append::Args {
+        addr: origin_addr,
+        ..base.clone()
+    };
+    let mut ratios = Vec::with_capacity(args.rounds);
+    let mut ceiling_result = None;
+    for round in 0..args.rounds.max(1) {
+        let (c, o) = if round % 2 == 0 {
+            let c = measure("ceiling (bare hyper, 204)", &base, ceiling_pid).await?;
+            (
+                c,
+                measure("origin (durable)", &origin_args, origin_pid).await?,
+            )
+        } else {
+            let o = measure("origin (durable)", &origin_args, origin_pid).await?;
+            (
+                measure("ceiling (bare hyper, 204)", &base, ceiling_pid).await?,
+                o,
+            )
+        };
+        let ratio = o.rps() / c.rps();
+        println!("origin / ceiling: {:.0} %", 100.0 * ratio);
+        ratios.push(ratio);
+        ceiling_result = Some(c);
+    }
+    if ratios.len() > 1 {
+        let mut sorted = ratios.clone();
+        sorted.sort_by(f64::total_cmp);
+        let median = sorted[sorted.len() / 2];
+        println!(
+            "origin / ceiling over {} rounds: median {:.0} % (min {:.0} %, max {:.0} %)",
+            sorted.len(),
+            100.0 * median,
+            100.0 * sorted[0],
+            100.0 * sorted[sorted.len() - 1]
+        );
+    }
+    let ceiling_result = ceiling_result.expect("at least one round");
     if args.producer {
         let with = append::Args {
             addr: origin_addr,

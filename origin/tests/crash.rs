@@ -238,8 +238,10 @@ impl Drop for Proc {
     }
 }
 
-/// Appends a torn frame (a header promising more bytes than follow) and some
-/// garbage to the newest WAL segment, as a write cut short by a crash leaves it.
+/// Writes a torn frame (a header promising more bytes than follow) and some
+/// garbage right after the last whole frame of the newest WAL segment, as a
+/// write cut short by a crash leaves it (over the zeros the segment was
+/// filled with ahead of the writer, or at its end).
 fn tear_wal_tail(data: &Path) {
     let wal = data.join("wal");
     let mut segments: Vec<_> = std::fs::read_dir(&wal)
@@ -249,9 +251,19 @@ fn tear_wal_tail(data: &Path) {
     segments.sort();
     let last = segments.last().expect("a WAL segment");
     let mut bytes = std::fs::read(last).unwrap();
-    bytes.extend_from_slice(&1000u32.to_le_bytes());
-    bytes.extend_from_slice(&0xdead_beefu32.to_le_bytes());
-    bytes.extend_from_slice(b"\x01\x02half a record that never finished");
+    let mut end = 0;
+    while let Ok(Some((_, used))) = origin::store::record::decode(&bytes[end..]) {
+        end += used;
+    }
+    let mut torn = Vec::new();
+    torn.extend_from_slice(&1000u32.to_le_bytes());
+    torn.extend_from_slice(&0xdead_beefu32.to_le_bytes());
+    torn.extend_from_slice(b"\x01\x02half a record that never finished");
+    let tail = end + torn.len();
+    if bytes.len() < tail {
+        bytes.resize(tail, 0);
+    }
+    bytes[end..tail].copy_from_slice(&torn);
     std::fs::write(last, bytes).unwrap();
 }
 

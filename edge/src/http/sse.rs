@@ -20,7 +20,7 @@ use axum::response::IntoResponse;
 use bytes::Bytes;
 use futures::StreamExt;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
-use shared::content_type::{is_text, media_type, sse_uses_base64, NDJSON};
+use shared::content_type::{is_media_type, is_text, sse_uses_base64, NDJSON};
 use shared::error::{ErrorBody, ErrorCode};
 use shared::headers as h;
 use shared::offset::{Offset, ReadFrom};
@@ -75,7 +75,7 @@ pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Res
         return first.to_response();
     }
     let content_type = first.header(http::header::CONTENT_TYPE).unwrap_or("");
-    let is_ndjson = media_type(content_type) == NDJSON;
+    let is_ndjson = is_media_type(content_type, NDJSON);
     let framing = Framing {
         base64: sse_uses_base64(content_type) && !is_ndjson,
         text: is_text(content_type) || is_ndjson,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderMap, StatusCode};
-use shared::content_type::{is_json, media_type, NDJSON};
+use shared::content_type::{is_json, is_media_type, NDJSON};
 use shared::headers as h;
 use shared::offset::Offset;
 
@@ -89,7 +89,7 @@ async fn fetch(state: &Shared, path: &str) -> Option<StreamState> {
         return None;
     }
     let content_type = now.header(http::header::CONTENT_TYPE)?;
-    let json = is_json(content_type) || media_type(content_type) == NDJSON;
+    let json = is_json(content_type) || is_media_type(content_type, NDJSON);
     state.tails.learn(path, &now.headers);
     Some(StreamState {
         incarnation: now.header(h::STREAM_INCARNATION)?.to_owned(),
@@ -99,7 +99,7 @@ async fn fetch(state: &Shared, path: &str) -> Option<StreamState> {
             .bytes(),
         closed: now.header(h::STREAM_CLOSED) == Some("true"),
         json,
-        ndjson_reads: media_type(content_type) == NDJSON,
+        ndjson_reads: is_media_type(content_type, NDJSON),
         chunk_type: if json {
             NDJSON.to_owned()
         } else {

@@ -130,23 +130,23 @@ impl Auth {
 
     /// Admits a request to the stream at `path`, or says why not. `public`
     /// tells whether the stream exists and is public; it is asked only for a
-    /// read without a credential.
+    /// read without a credential; `now` (Unix seconds) only for a credential.
+    /// The caller is `None` for an open account.
     pub fn admit(
         &self,
         path: &str,
         access: Access,
         authorization: Option<&str>,
         public: impl FnOnce() -> bool,
-        now: u64,
-    ) -> Result<Caller, Refusal> {
+        now: impl FnOnce() -> u64,
+    ) -> Result<Option<Caller>, Refusal> {
         let owner = owner(path, &self.config.default_prefix);
-        let account = owner.account.to_owned();
-        if self.is_open(&account) {
-            return Ok(Caller {
-                account,
-                grant: None,
-            });
+        // An open account has no credential and no limits: nothing about
+        // the caller needs remembering (and the hot path allocates nothing).
+        if self.is_open(owner.account) {
+            return Ok(None);
         }
+        let account = owner.account.to_owned();
         self.limits
             .request(&account, std::time::Instant::now())
             .map_err(Refusal::RateLimited)?;
@@ -154,12 +154,13 @@ impl Auth {
             None if access == Access::Read && public() => None,
             None => return Err(Refusal::Denied(Denied::Unauthorized)),
             Some(cred) => {
+                let now = now();
                 let g = self.grant(cred, now).map_err(Refusal::Denied)?;
                 g.allows(&owner, access, now).map_err(Refusal::Denied)?;
                 Some(g)
             }
         };
-        Ok(Caller { account, grant })
+        Ok(Some(Caller { account, grant }))
     }
 
     /// Opens a tail (long-poll or SSE) for the caller's account.

@@ -2,7 +2,7 @@
 //! that decides whether a second create of the same path is the same stream.
 
 use serde::{Deserialize, Serialize};
-use shared::content_type::media_type;
+use shared::content_type::same_media_type;
 
 use super::Millis;
 
@@ -30,8 +30,7 @@ impl StreamConfig {
     /// Whether a create request names the same stream: same media type (case
     /// and parameters aside, as appends compare it), same expiry.
     pub fn same_as(&self, other: &StreamConfig) -> bool {
-        media_type(&self.content_type) == media_type(&other.content_type)
-            && self.expiry == other.expiry
+        same_media_type(&self.content_type, &other.content_type) && self.expiry == other.expiry
     }
 
     pub fn is_json(&self) -> bool {

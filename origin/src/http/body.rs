@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Limited};
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
 use tokio::sync::SemaphorePermit;
 
 use super::error::ApiError;
@@ -52,12 +52,9 @@ pub async fn read_body(state: &AppState, req: Request) -> Result<BoundedBody<'_>
     // Without a length, reserve room for the largest body.
     let permit = reserve(state, declared.unwrap_or(limit)).await?;
     let mut body: Body = req.into_body();
-    let bytes = match Limited::new(&mut body, limit as usize).collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(e)
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some() =>
-        {
+    let bytes = match gather(&mut body, limit).await {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => {
             drop(permit);
             discard(body, limit).await;
             return Err(ApiError::PayloadTooLarge { limit });
@@ -72,6 +69,39 @@ pub async fn read_body(state: &AppState, req: Request) -> Result<BoundedBody<'_>
         bytes,
         _permit: Some(permit),
     })
+}
+
+/// The body's bytes, or `None` past `limit`. A body that arrives in one
+/// frame (most small appends) is kept as that frame, without a copy or a
+/// list of frames; a longer one is gathered into one buffer.
+/// (Trailers are read past and dropped: no operation uses them.)
+async fn gather(body: &mut Body, limit: u64) -> Result<Option<Bytes>, axum::Error> {
+    let mut one: Option<Bytes> = None;
+    let mut many = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame?.into_data() else {
+            continue; // trailers
+        };
+        let len = one.as_ref().map_or(many.len(), Bytes::len) + data.len();
+        if len as u64 > limit {
+            return Ok(None);
+        }
+        match one.take() {
+            None if many.is_empty() => one = Some(data),
+            None => many.extend_from_slice(&data),
+            Some(first) => {
+                many.reserve(len);
+                many.extend_from_slice(&first);
+                many.extend_from_slice(&data);
+            }
+        }
+        // A body of known length ends with its last byte: asking for the
+        // end once more would cost another trip through the body's layers.
+        if http_body::Body::is_end_stream(body) {
+            break;
+        }
+    }
+    Ok(Some(one.unwrap_or_else(|| many.freeze())))
 }
 
 /// Takes room for `bytes` in memory from the ingress budget (at most the

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{HeaderValue, Method, Response, StatusCode};
+use axum::http::{HeaderName, HeaderValue, Method, Response, StatusCode};
 use axum::response::IntoResponse;
 use shared::error::ErrorCode;
 use shared::params::Live;
@@ -147,11 +147,13 @@ fn admit(
         .headers()
         .get(http::header::AUTHORIZATION)
         .map(|v| v.to_str().unwrap_or("\u{0}"));
-    let now = state.store.clock().now_ms() / 1000;
+    let now = || state.store.clock().now_ms() / 1000;
     let public = || state.store.get(stream).is_some_and(|v| v.is_public());
     match state.auth.admit(stream, access, authorization, public, now) {
         Ok(caller) => {
-            req.extensions_mut().insert(caller);
+            if let Some(caller) = caller {
+                req.extensions_mut().insert(caller);
+            }
             Ok(())
         }
         Err(refusal) => Err(Box::new(ApiError::from(refusal).into_response())),
@@ -160,12 +162,15 @@ fn admit(
 
 /// Routes a request on a stream path to its operation.
 async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
-    let path = req.uri().path().to_owned();
+    // The URI's parts are shared bytes: a clone keeps the path borrowable
+    // beside the request without copying it.
+    let uri = req.uri().clone();
+    let path = uri.path();
     let method = req.method().clone();
     let cors =
         method == Method::GET || method == Method::HEAD || req.headers().contains_key("origin");
     let credentialed = req.headers().contains_key(http::header::AUTHORIZATION);
-    let target = classify(&path);
+    let target = classify(path);
     if let Some((stream, access)) = shared::auth::request_access(&target, &method) {
         if let Err(refused) = admit(&state, &mut req, stream, access) {
             let mut refused = *refused;
@@ -175,21 +180,27 @@ async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
         }
     }
     let (route, resp) = match target {
-        Target::Stream(stream) => {
-            let stream = stream.to_owned();
-            match method {
-                Method::PUT => ("create", create::create(state.clone(), stream, req).await),
-                Method::POST => ("append", append::append(state.clone(), stream, req).await),
-                Method::DELETE => ("delete", delete::delete(state.clone(), stream, req).await),
-                Method::HEAD => ("head", head::head(state.clone(), stream, req).await),
-                Method::GET => read_route(state.clone(), stream, req).await,
-                Method::OPTIONS => ("preflight", preflight()),
-                _ => (
-                    "other",
-                    method_not_allowed("GET, HEAD, PUT, POST, DELETE, OPTIONS"),
-                ),
-            }
-        }
+        Target::Stream(stream) => match method {
+            Method::POST => ("append", append::append(state.clone(), stream, req).await),
+            Method::PUT => (
+                "create",
+                create::create(state.clone(), stream.to_owned(), req).await,
+            ),
+            Method::DELETE => (
+                "delete",
+                delete::delete(state.clone(), stream.to_owned(), req).await,
+            ),
+            Method::HEAD => (
+                "head",
+                head::head(state.clone(), stream.to_owned(), req).await,
+            ),
+            Method::GET => read_route(state.clone(), stream.to_owned(), req).await,
+            Method::OPTIONS => ("preflight", preflight()),
+            _ => (
+                "other",
+                method_not_allowed("GET, HEAD, PUT, POST, DELETE, OPTIONS"),
+            ),
+        },
         Target::Snapshot { stream, rest }
             if method != Method::OPTIONS && snapshot::is_resource(rest) =>
         {
@@ -200,7 +211,7 @@ async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
         // with 400 and the reason, rather than a 404 as if nothing were there.
         _ if method == Method::PUT => (
             "create",
-            create::create(state.clone(), path.clone(), req).await,
+            create::create(state.clone(), path.to_owned(), req).await,
         ),
         Target::Chunk { .. } | Target::IncarnationSnapshot { .. } | Target::Snapshot { .. }
             if method == Method::OPTIONS =>
@@ -301,24 +312,35 @@ fn preflight() -> Response<Body> {
     r
 }
 
+/// The browser-safety headers of every answer.
+pub(crate) fn safety_headers(h: &mut http::HeaderMap) {
+    // Names as `HeaderName`s: inserting by `&str` copies a name that is not
+    // one of `http`'s own on every answer.
+    const CORP: HeaderName = HeaderName::from_static("cross-origin-resource-policy");
+    h.insert(
+        http::header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(CORP, HeaderValue::from_static("cross-origin"));
+}
+
 /// Headers every answer about a stream carries: browser safety, and CORS.
 /// Reads always carry CORS headers, because a cache may hand the same answer
 /// to a browser later; writes carry them when a browser sent `Origin` (no
 /// cache keeps a write's answer), which keeps the hot append answer small.
 pub(crate) fn common_headers(resp: &mut Response<Body>, cors: bool) {
     let h = resp.headers_mut();
-    h.insert(
-        "x-content-type-options",
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(
-        "cross-origin-resource-policy",
-        HeaderValue::from_static("cross-origin"),
-    );
+    // Answers built from a stream's template (appends) carry them already.
+    if !h.contains_key(http::header::X_CONTENT_TYPE_OPTIONS) {
+        safety_headers(h);
+    }
     if cors {
-        h.insert("access-control-allow-origin", HeaderValue::from_static("*"));
         h.insert(
-            "access-control-expose-headers",
+            http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            HeaderValue::from_static("*"),
+        );
+        h.insert(
+            http::header::ACCESS_CONTROL_EXPOSE_HEADERS,
             HeaderValue::from_static(shared::headers::EXPOSED),
         );
     }

@@ -18,6 +18,37 @@ pub fn text<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<Option<&'a 
     }
 }
 
+/// Which of an append's optional protocol headers a request carries, found
+/// in one pass: most appends carry none of them, and every lookup by name
+/// hashes the name again (measured: a tenth of the append handler's work).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Carried {
+    pub closed: bool,
+    /// Any of the three producer headers.
+    pub producer: bool,
+    pub stream_seq: bool,
+    pub incarnation: bool,
+}
+
+impl Carried {
+    pub fn scan(headers: &HeaderMap) -> Carried {
+        let mut c = Carried::default();
+        for name in headers.keys() {
+            if name == h::STREAM_CLOSED {
+                c.closed = true;
+            } else if name == h::PRODUCER_ID || name == h::PRODUCER_EPOCH || name == h::PRODUCER_SEQ
+            {
+                c.producer = true;
+            } else if name == h::STREAM_SEQ {
+                c.stream_seq = true;
+            } else if name == h::STREAM_INCARNATION {
+                c.incarnation = true;
+            }
+        }
+        c
+    }
+}
+
 /// `Stream-Closed: true` (any case) closes; any other value is as if absent.
 pub fn stream_closed(headers: &HeaderMap) -> bool {
     headers
@@ -133,6 +164,31 @@ mod tests {
             h.insert(*k, v.parse().unwrap());
         }
         h
+    }
+
+    #[test]
+    fn carried_finds_each_protocol_header() {
+        assert_eq!(
+            Carried::scan(&headers(&[("content-type", "text/plain"), ("host", "x")])),
+            Carried::default()
+        );
+        let all = Carried::scan(&headers(&[
+            ("stream-closed", "true"),
+            ("producer-seq", "1"),
+            ("stream-seq", "a"),
+            ("stream-incarnation", "i"),
+        ]));
+        assert_eq!(
+            all,
+            Carried {
+                closed: true,
+                producer: true,
+                stream_seq: true,
+                incarnation: true
+            }
+        );
+        let id_only = Carried::scan(&headers(&[("producer-id", "p")]));
+        assert!(id_only.producer);
     }
 
     #[test]

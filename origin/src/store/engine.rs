@@ -24,6 +24,13 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// Applies a decided append: its bytes to the hot tail, its effect to
+    /// the core.
+    pub fn apply(&mut self, effect: &AppendEffect, payload: &Bytes) {
+        self.view.buffer.lock().push(payload);
+        self.core.apply(effect);
+    }
+
     pub fn tail(&self) -> Tail {
         Tail {
             next: self.core.len,
@@ -105,12 +112,10 @@ impl Engine {
 
     /// Applies an append to the stream's state and buffers its bytes.
     pub fn append(&mut self, path: &str, effect: &AppendEffect, payload: &Bytes) {
-        let entry = self
-            .entries
+        self.entries
             .get_mut(path)
-            .expect("appends name a live stream");
-        entry.view.buffer.lock().push(payload);
-        entry.core.apply(effect);
+            .expect("appends name a live stream")
+            .apply(effect, payload);
     }
 
     /// Removes a stream from the table. Its file stays until the delete is

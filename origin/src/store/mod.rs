@@ -342,15 +342,17 @@ impl Store {
         .await
     }
 
+    /// Appends to the stream at `view`'s path (whichever stream is there
+    /// when the writer gets to it: the view names the path without a copy).
     pub async fn append(
         &self,
-        path: String,
+        view: Arc<StreamView>,
         incarnation: Option<String>,
         req: AppendRequest,
         payload: Bytes,
     ) -> Result<Appended, StoreError> {
         self.call(|reply| Command::Append {
-            path,
+            view,
             incarnation,
             req,
             payload,

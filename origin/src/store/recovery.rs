@@ -70,7 +70,10 @@ pub fn recover(
                 Ok(None) => break,
                 Err(e) if Some(seg) == last => {
                     tracing::warn!(segment = seg, at, error = %e, "dropping a torn record at the end of the log");
-                    report.torn_bytes_dropped = (buf.len() - at) as u64;
+                    // The zeros the segment was filled with ahead are not
+                    // part of what was torn.
+                    report.torn_bytes_dropped =
+                        buf[at..].iter().rposition(|b| *b != 0).map_or(0, |p| p + 1) as u64;
                     let f = std::fs::OpenOptions::new().write(true).open(&path)?;
                     f.set_len(at as u64)?;
                     f.sync_all()?;

@@ -57,6 +57,9 @@ pub struct StreamView {
     cold: Option<Arc<Cold>>,
     snapshot: parking_lot::RwLock<Option<SnapshotMeta>>,
     public: std::sync::atomic::AtomicBool,
+    /// A slot the HTTP layer fills once with the headers its answers about
+    /// this stream share (see `http::append`).
+    pub answer_template: std::sync::OnceLock<http::HeaderMap>,
 }
 
 /// Why a read failed.
@@ -98,6 +101,7 @@ impl StreamView {
             cold,
             snapshot: parking_lot::RwLock::new(core.snapshot.clone()),
             public: std::sync::atomic::AtomicBool::new(core.config.public),
+            answer_template: std::sync::OnceLock::new(),
         }
     }
 

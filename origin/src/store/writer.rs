@@ -78,7 +78,8 @@ pub enum Command {
         reply: oneshot::Sender<Result<Created, StoreError>>,
     },
     Append {
-        path: String,
+        /// The stream by its path, as the request found it.
+        view: Arc<StreamView>,
         incarnation: Option<String>,
         req: AppendRequest,
         payload: Bytes,
@@ -124,6 +125,11 @@ pub enum AfterCommit {
     Register(Arc<StreamView>),
     Unregister(Arc<StreamView>),
     Publish(Arc<StreamView>, Tail),
+    /// The answer to an append (the hot path: no boxed closure).
+    Appended(
+        oneshot::Sender<Result<Appended, StoreError>>,
+        Result<Appended, StoreError>,
+    ),
     Reply(Box<dyn FnOnce() + Send>),
 }
 
@@ -156,6 +162,9 @@ impl Publisher {
                     Engine::remove_file(&self.data, view.id);
                 }
                 AfterCommit::Publish(view, tail) => view.publish(tail),
+                AfterCommit::Appended(reply, result) => {
+                    let _ = reply.send(result);
+                }
                 AfterCommit::Reply(reply) => reply(),
             }
         }
@@ -374,17 +383,16 @@ impl Writer {
                 })));
             }
             Command::Append {
-                path,
+                view,
                 incarnation,
                 req,
                 payload,
                 reply,
             } => {
-                self.expire_if_due(&path, now, frames, after);
-                let result = self.append(&path, incarnation, req, payload, now, frames, after);
-                after.push(AfterCommit::Reply(Box::new(move || {
-                    let _ = reply.send(result);
-                })));
+                let path = view.path.as_str();
+                self.expire_if_due(path, now, frames, after);
+                let result = self.append(path, incarnation, req, payload, now, frames, after);
+                after.push(AfterCommit::Appended(reply, result));
             }
             Command::Delete {
                 path,
@@ -587,7 +595,9 @@ impl Writer {
         frames: &mut Vec<u8>,
         after: &mut Vec<AfterCommit>,
     ) -> Result<Appended, StoreError> {
-        let Some(entry) = self.engine.entries.get(path) else {
+        let sealing_behind = self.sealing_behind();
+        // One lookup: the stream is looked up once, not once per step.
+        let Some(entry) = self.engine.entries.get_mut(path) else {
             return Err(StoreError::NotFound);
         };
         if let Some(inc) = incarnation {
@@ -597,7 +607,7 @@ impl Writer {
                 });
             }
         }
-        if self.sealing_behind() {
+        if sealing_behind {
             return Err(StoreError::SealingBehind);
         }
         entry.view.touch(now);
@@ -622,9 +632,11 @@ impl Writer {
             Ok(AppendDecision::AlreadyClosed) => AppendOutcome::AlreadyClosed,
             Ok(AppendDecision::Apply(effect)) => {
                 let id = entry.core.id;
-                self.engine.append(path, &effect, &payload);
+                entry.apply(&effect, &payload);
+                let tail = entry.tail();
+                let sealed = entry.core.sealed;
                 self.buffered(&view, effect.len);
-                self.queue_seals(path);
+                self.queue_seals_of(&view, tail.next, tail.closed, sealed);
                 let start = effect.start;
                 record::encode(
                     &Record::Append {
@@ -634,12 +646,15 @@ impl Writer {
                     },
                     frames,
                 );
-                let tail = self.engine.entries[path].tail();
                 after.push(AfterCommit::Publish(Arc::clone(&view), tail));
-                AppendOutcome::Applied { start }
+                return Ok(Appended {
+                    outcome: AppendOutcome::Applied { start },
+                    tail,
+                    view,
+                });
             }
         };
-        let tail = self.engine.entries[path].tail();
+        let tail = entry.tail();
         Ok(Appended {
             outcome,
             tail,

@@ -8,6 +8,7 @@ use shared::offset::{Offset, CHUNK_BYTES};
 use super::super::janitor::Garbage;
 use super::super::record::{self, Record};
 use super::super::sealer::SealJob;
+use super::super::view::StreamView;
 use super::Writer;
 use crate::objects::keys;
 
@@ -23,27 +24,37 @@ impl Writer {
 
     /// Queues the chunks of the stream at `path` that became ready to seal.
     pub fn queue_seals(&mut self, path: &str) {
+        let entry = &self.engine.entries[path];
+        let (core, view) = (&entry.core, Arc::clone(&entry.view));
+        self.queue_seals_of(&view, core.len, core.closed, core.sealed);
+    }
+
+    /// [`Self::queue_seals`] for a stream already at hand (the append path
+    /// looks a stream up once).
+    pub fn queue_seals_of(&mut self, view: &Arc<StreamView>, len: u64, closed: bool, sealed: u64) {
         if self.seal_jobs.is_none() {
             return;
         }
-        let entry = &self.engine.entries[path];
-        let core = &entry.core;
         let requested = self
             .seal_requested
-            .get(&core.id)
+            .get(&view.id)
             .copied()
             .unwrap_or(0)
-            .max(core.sealed);
-        for (start, end) in crate::core::seal::all_sealable(core.len, core.closed, requested) {
+            .max(sealed);
+        let mut queued = false;
+        for (start, end) in crate::core::seal::all_sealable(len, closed, requested) {
             self.pending_seals.push(SealJob {
-                view: Arc::clone(&entry.view),
+                view: Arc::clone(view),
                 start,
                 end,
             });
-            self.seal_requested.insert(core.id, end);
+            self.seal_requested.insert(view.id, end);
             self.unsealed += end - start;
+            queued = true;
         }
-        self.metrics.set_unsealed(self.unsealed);
+        if queued {
+            self.metrics.set_unsealed(self.unsealed);
+        }
     }
 
     /// Whether the bytes waiting to be sealed reached their bound: then
