@@ -28,6 +28,11 @@ pub struct Args {
     /// over a minute, and a ratio of neighbouring runs cancels the drift.
     #[arg(long, default_value_t = 1)]
     pub rounds: usize,
+    /// Instead of whole runs one after the other, alternate the two servers
+    /// in slices of this many seconds (`--rounds` pairs of slices; see
+    /// `interleave.rs`): the steadiest comparison on a noisy machine.
+    #[arg(long)]
+    pub interleave: Option<f64>,
 }
 
 /// Starts a server process and reads its address from its first line.
@@ -114,6 +119,52 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     );
     let ceiling_pid = ceiling.id().unwrap_or(0);
     let origin_pid = origin.id().unwrap_or(0);
+    if let Some(slice) = args.interleave {
+        let sides = [
+            crate::interleave::Side {
+                label: "ceiling".into(),
+                addr: ceiling_addr,
+            },
+            crate::interleave::Side {
+                label: "origin".into(),
+                addr: origin_addr,
+            },
+        ];
+        let cpu = [cpu_seconds(ceiling_pid), cpu_seconds(origin_pid)];
+        let [c, o] = crate::interleave::run(
+            &sides,
+            &args.workload,
+            args.rounds.max(1),
+            Duration::from_secs_f64(slice),
+            Duration::from_millis(250),
+        )
+        .await?;
+        let cpu = [
+            cpu_seconds(ceiling_pid) - cpu[0],
+            cpu_seconds(origin_pid) - cpu[1],
+        ];
+        println!(
+            "interleaved: {} pairs of {slice} s slices (each after 250 ms uncounted)",
+            args.rounds.max(1)
+        );
+        println!("{}", c.summary.line("ceiling (bare hyper, 204)"));
+        println!("{}", o.summary.line("origin (durable)"));
+        let mut ratios = o.pair_ratios.clone();
+        ratios.sort_by(f64::total_cmp);
+        println!(
+            "origin / ceiling: {:.0} % of the totals; slice pairs: median {:.0} % (min {:.0} %, max {:.0} %); server CPU over the run: ceiling {:.1} s, origin {:.1} s",
+            100.0 * o.summary.rps() / c.summary.rps(),
+            100.0 * ratios[ratios.len() / 2],
+            100.0 * ratios[0],
+            100.0 * ratios[ratios.len() - 1],
+            cpu[0],
+            cpu[1]
+        );
+        let _ = ceiling.start_kill();
+        let _ = origin.start_kill();
+        let _ = std::fs::remove_dir_all(&data);
+        return Ok(());
+    }
     let origin_args = append::Args {
         addr: origin_addr,
         ..base.clone()

@@ -21,6 +21,7 @@ mod append;
 mod ceiling;
 mod compare;
 mod edge;
+mod interleave;
 mod peers;
 mod readers;
 mod restart;

@@ -74,6 +74,13 @@ impl Wal {
         })
     }
 
+    /// Starts filling the segment ahead (with syncs on), before the first
+    /// batch: that batch then waits for one piece at most instead of
+    /// extending the file.
+    pub fn begin(&self) {
+        self.prefill_ahead(0);
+    }
+
     pub fn segment(&self) -> u64 {
         self.segment
     }
@@ -126,6 +133,7 @@ impl Wal {
     pub fn rotate(&mut self) -> io::Result<u64> {
         let mut next = Wal::create(&self.data, self.segment + 1)?;
         next.sync = self.sync;
+        next.begin();
         *self = next;
         Ok(self.segment)
     }
@@ -215,6 +223,20 @@ mod tests {
         assert!(rest.iter().all(|b| *b == 0), "only zeros after the data");
         assert!(!rest.is_empty(), "the segment was filled ahead");
         assert!(matches!(record::decode(rest), Ok(None)));
+    }
+
+    /// `begin` fills before the first batch, which then overwrites zeros.
+    #[test]
+    fn begin_fills_before_the_first_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(layout::wal_dir(dir.path())).unwrap();
+        let mut wal = Wal::create(dir.path(), 1).unwrap();
+        wal.begin();
+        wal.append_durably(b"abc").unwrap();
+        let bytes = std::fs::read(layout::segment_path(dir.path(), 1)).unwrap();
+        assert!(bytes.len() >= PREFILL_PIECE, "{}", bytes.len());
+        assert_eq!(&bytes[..3], b"abc");
+        assert!(bytes[3..].iter().all(|b| *b == 0));
     }
 
     /// Without syncs (async durability) nothing is filled ahead: the point
