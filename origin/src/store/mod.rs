@@ -168,6 +168,7 @@ impl Store {
         let (engine, mut wal, report) =
             recovery::recover(&config.data, clock.now_ms(), cold.clone())?;
         wal.sync = config.durability == Durability::Sync;
+        wal.fill_limit = config.checkpoint_bytes;
         wal.begin();
         let registry: Registry = Arc::new(RwLock::new(
             engine

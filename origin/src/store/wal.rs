@@ -23,9 +23,12 @@ use super::layout;
 const PREFILL_LOW_WATER: u64 = 8 * 1024 * 1024;
 /// ...this many at a time...
 const PREFILL_STEP: u64 = 16 * 1024 * 1024;
-/// ...in pieces of this size, each synced, so the writer (which waits only
-/// when it reaches bytes being filled) waits at most for one piece.
+/// ...in pieces of at most this size, each synced, so the writer (which
+/// waits only when it reaches bytes being filled) waits at most for one
+/// piece...
 const PREFILL_PIECE: usize = 1024 * 1024;
+/// ...starting with one this small, for the first batch of a new segment.
+const PREFILL_FIRST_PIECE: usize = 64 * 1024;
 
 pub struct Wal {
     data: PathBuf,
@@ -35,6 +38,10 @@ pub struct Wal {
     pub written: u64,
     /// Whether a batch is synced before it is acknowledged (see `Durability`).
     pub sync: bool,
+    /// Bytes of a segment worth filling ahead (and one piece more): a
+    /// checkpoint rotates the segment once it holds this much, so zeros past
+    /// it are waste.
+    pub fill_limit: u64,
     prefill: Arc<Prefill>,
 }
 
@@ -70,6 +77,7 @@ impl Wal {
             file: Arc::new(file),
             written: 0,
             sync: true,
+            fill_limit: u64::MAX,
             prefill: Arc::default(),
         })
     }
@@ -113,7 +121,11 @@ impl Wal {
             return;
         }
         let from = state.ready.max(end);
-        let to = from + PREFILL_STEP;
+        let limit = self.fill_limit.saturating_add(PREFILL_PIECE as u64);
+        let to = from.saturating_add(PREFILL_STEP).min(limit);
+        if from >= to {
+            return;
+        }
         state.filling = Some(to);
         drop(state);
         let (file, prefill) = (Arc::clone(&self.file), Arc::clone(&self.prefill));
@@ -133,6 +145,7 @@ impl Wal {
     pub fn rotate(&mut self) -> io::Result<u64> {
         let mut next = Wal::create(&self.data, self.segment + 1)?;
         next.sync = self.sync;
+        next.fill_limit = self.fill_limit;
         next.begin();
         *self = next;
         Ok(self.segment)
@@ -146,8 +159,10 @@ impl Prefill {
     fn fill(&self, file: &File, from: u64, to: u64) {
         let zeros = vec![0u8; PREFILL_PIECE];
         let mut at = from;
+        let mut piece = PREFILL_FIRST_PIECE;
         while at < to {
-            let n = (to - at).min(PREFILL_PIECE as u64);
+            let n = (to - at).min(piece as u64);
+            piece = (piece * 2).min(PREFILL_PIECE);
             let written = file
                 .write_all_at(&zeros[..n as usize], at)
                 .and_then(|()| file.sync_data());
@@ -234,9 +249,27 @@ mod tests {
         wal.begin();
         wal.append_durably(b"abc").unwrap();
         let bytes = std::fs::read(layout::segment_path(dir.path(), 1)).unwrap();
-        assert!(bytes.len() >= PREFILL_PIECE, "{}", bytes.len());
+        assert!(bytes.len() >= PREFILL_FIRST_PIECE, "{}", bytes.len());
         assert_eq!(&bytes[..3], b"abc");
         assert!(bytes[3..].iter().all(|b| *b == 0));
+    }
+
+    /// Nothing is filled past the fill limit (a checkpoint's rotation point).
+    #[test]
+    fn fills_stop_at_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(layout::wal_dir(dir.path())).unwrap();
+        let mut wal = Wal::create(dir.path(), 1).unwrap();
+        wal.fill_limit = 0; // one piece, then no more
+        wal.begin();
+        for _ in 0..20 {
+            wal.append_durably(&[7u8; 100 * 1024]).unwrap();
+        }
+        let len = std::fs::metadata(layout::segment_path(dir.path(), 1))
+            .unwrap()
+            .len();
+        // The batches went past the limit; no zeros were written after them.
+        assert_eq!(len, 2000 * 1024);
     }
 
     /// Without syncs (async durability) nothing is filled ahead: the point
