@@ -16,6 +16,7 @@ use super::body::read_body;
 use super::error::ApiError;
 use super::reading::set;
 use super::request;
+use super::safety_headers;
 use super::Shared;
 use crate::core::json;
 use crate::core::stream::AppendRequest;
@@ -153,6 +154,7 @@ fn answer_headers(view: &StreamView) -> HeaderMap {
             map.insert(h::STREAM_INCARNATION, view.incarnation_header.clone());
             map.insert(h::STREAM_NEXT_OFFSET, HeaderValue::from_static(""));
             map.insert(h::STREAM_OFFSET, HeaderValue::from_static(""));
+            safety_headers(&mut map);
             map
         })
         .clone()

@@ -23,7 +23,10 @@ fn assert_timed_out(resp: &reqwest::Response, next: &str) {
     assert_eq!(header(resp, "stream-up-to-date").as_deref(), Some("true"));
     assert_eq!(header(resp, "stream-closed"), None);
     assert_eq!(header(resp, "cache-control").as_deref(), Some("no-store"));
-    assert_eq!(header(resp, "x-content-type-options"), None, "no content");
+    assert_eq!(
+        header(resp, "x-content-type-options").as_deref(),
+        Some("nosniff")
+    );
     assert_eq!(header(resp, "etag"), None);
     cursor_of(resp);
 }
