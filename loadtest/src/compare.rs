@@ -104,9 +104,86 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .arg(&data),
     )
     .await?;
+    let servers = Servers {
+        ceiling: (ceiling_addr, ceiling.id().unwrap_or(0)),
+        origin: (origin_addr, origin.id().unwrap_or(0)),
+    };
+    let measured = match args.interleave {
+        Some(slice) => interleaved(&args, &servers, slice).await,
+        None => whole_runs(&args, &servers).await,
+    };
+    let _ = ceiling.start_kill();
+    let _ = ceiling.wait().await;
+    let _ = origin.start_kill();
+    let _ = origin.wait().await;
+    let _ = std::fs::remove_dir_all(&data);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    measured
+}
 
+/// Each server's address and process id.
+struct Servers {
+    ceiling: (SocketAddr, u32),
+    origin: (SocketAddr, u32),
+}
+
+/// The median, least and greatest of some ratios, in percent.
+fn spread(ratios: &[f64]) -> (f64, f64, f64) {
+    let mut sorted = ratios.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    (
+        100.0 * sorted[sorted.len() / 2],
+        100.0 * sorted[0],
+        100.0 * sorted[sorted.len() - 1],
+    )
+}
+
+/// `--interleave`: both servers in alternating slices (see `interleave.rs`).
+async fn interleaved(args: &Args, servers: &Servers, slice: f64) -> anyhow::Result<()> {
+    let pids = [servers.ceiling.1, servers.origin.1];
+    let sides = [
+        crate::interleave::Side {
+            label: "ceiling".into(),
+            addr: servers.ceiling.0,
+        },
+        crate::interleave::Side {
+            label: "origin".into(),
+            addr: servers.origin.0,
+        },
+    ];
+    let cpu = pids.map(cpu_seconds);
+    let run = crate::interleave::run(
+        &sides,
+        &args.workload,
+        args.rounds.max(1),
+        Duration::from_secs_f64(slice),
+        Duration::from_millis(250),
+    )
+    .await?;
+    let cpu = [cpu_seconds(pids[0]) - cpu[0], cpu_seconds(pids[1]) - cpu[1]];
+    let [c, o] = &run.summaries;
+    println!(
+        "interleaved: {} pairs of {slice} s slices (each after 250 ms uncounted)",
+        args.rounds.max(1)
+    );
+    println!("{}", c.line("ceiling (bare hyper, 204)"));
+    println!("{}", o.line("origin (durable)"));
+    let (median, min, max) = spread(&run.pair_ratios);
+    println!(
+        "origin / ceiling: {:.0} % of the totals; slice pairs: median {median:.0} % (min {min:.0} %, max {max:.0} %); server CPU over the run: ceiling {:.1} s, origin {:.1} s",
+        100.0 * o.rps() / c.rps(),
+        cpu[0],
+        cpu[1]
+    );
+    Ok(())
+}
+
+/// Whole runs, one server after the other (`--rounds` pairs, alternating
+/// which goes first), then the producer run if asked.
+async fn whole_runs(args: &Args, servers: &Servers) -> anyhow::Result<()> {
+    let (ceiling_pid, origin_pid) = (servers.ceiling.1, servers.origin.1);
     let base = append::Args {
-        addr: ceiling_addr,
+        addr: servers.ceiling.0,
         prefix: "/v1/stream/bench-".into(),
         workload: args.workload.clone(),
         producer: false,
@@ -117,56 +194,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "workload: {} streams x 1 closed-loop writer, {} B bodies, {} s measured after {} s warm-up; origin durable (fdatasync before every ack)",
         args.workload.streams, args.workload.body, args.workload.seconds, args.workload.warmup
     );
-    let ceiling_pid = ceiling.id().unwrap_or(0);
-    let origin_pid = origin.id().unwrap_or(0);
-    if let Some(slice) = args.interleave {
-        let sides = [
-            crate::interleave::Side {
-                label: "ceiling".into(),
-                addr: ceiling_addr,
-            },
-            crate::interleave::Side {
-                label: "origin".into(),
-                addr: origin_addr,
-            },
-        ];
-        let cpu = [cpu_seconds(ceiling_pid), cpu_seconds(origin_pid)];
-        let [c, o] = crate::interleave::run(
-            &sides,
-            &args.workload,
-            args.rounds.max(1),
-            Duration::from_secs_f64(slice),
-            Duration::from_millis(250),
-        )
-        .await?;
-        let cpu = [
-            cpu_seconds(ceiling_pid) - cpu[0],
-            cpu_seconds(origin_pid) - cpu[1],
-        ];
-        println!(
-            "interleaved: {} pairs of {slice} s slices (each after 250 ms uncounted)",
-            args.rounds.max(1)
-        );
-        println!("{}", c.summary.line("ceiling (bare hyper, 204)"));
-        println!("{}", o.summary.line("origin (durable)"));
-        let mut ratios = o.pair_ratios.clone();
-        ratios.sort_by(f64::total_cmp);
-        println!(
-            "origin / ceiling: {:.0} % of the totals; slice pairs: median {:.0} % (min {:.0} %, max {:.0} %); server CPU over the run: ceiling {:.1} s, origin {:.1} s",
-            100.0 * o.summary.rps() / c.summary.rps(),
-            100.0 * ratios[ratios.len() / 2],
-            100.0 * ratios[0],
-            100.0 * ratios[ratios.len() - 1],
-            cpu[0],
-            cpu[1]
-        );
-        let _ = ceiling.start_kill();
-        let _ = origin.start_kill();
-        let _ = std::fs::remove_dir_all(&data);
-        return Ok(());
-    }
     let origin_args = append::Args {
-        addr: origin_addr,
+        addr: servers.origin.0,
         ..base.clone()
     };
     let mut ratios = Vec::with_capacity(args.rounds);
@@ -191,21 +220,16 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ceiling_result = Some(c);
     }
     if ratios.len() > 1 {
-        let mut sorted = ratios.clone();
-        sorted.sort_by(f64::total_cmp);
-        let median = sorted[sorted.len() / 2];
+        let (median, min, max) = spread(&ratios);
         println!(
-            "origin / ceiling over {} rounds: median {:.0} % (min {:.0} %, max {:.0} %)",
-            sorted.len(),
-            100.0 * median,
-            100.0 * sorted[0],
-            100.0 * sorted[sorted.len() - 1]
+            "origin / ceiling over {} rounds: median {median:.0} % (min {min:.0} %, max {max:.0} %)",
+            ratios.len()
         );
     }
     let ceiling_result = ceiling_result.expect("at least one round");
     if args.producer {
         let with = append::Args {
-            addr: origin_addr,
+            addr: servers.origin.0,
             producer: true,
             prefix: "/v1/stream/bench-p-".into(),
             ..base.clone()
@@ -216,11 +240,5 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             100.0 * p.rps() / ceiling_result.rps()
         );
     }
-    let _ = ceiling.start_kill();
-    let _ = ceiling.wait().await;
-    let _ = origin.start_kill();
-    let _ = origin.wait().await;
-    let _ = std::fs::remove_dir_all(&data);
-    tokio::time::sleep(Duration::from_millis(10)).await;
     Ok(())
 }

@@ -29,24 +29,23 @@ pub struct Side {
     pub addr: SocketAddr,
 }
 
-/// One side's totals over its measured slices.
-pub struct Totals {
-    pub summary: Summary,
-    /// The ratio of this side's rate to the first side's, slice pair by
-    /// slice pair.
+/// Both sides' totals over their measured slices.
+pub struct Interleaved {
+    pub summaries: [Summary; 2],
+    /// The second side's rate over the first's, slice pair by slice pair.
     pub pair_ratios: Vec<f64>,
 }
 
 /// Runs `pairs` pairs of slices of `slice` each (after `ramp` uncounted at
-/// every switch, and one warm-up slice per side) and returns each side's
-/// totals.
+/// every switch, and one warm-up slice per side) and returns both
+/// sides' totals.
 pub async fn run(
     sides: &[Side; 2],
     workload: &Workload,
     pairs: usize,
     slice: Duration,
     ramp: Duration,
-) -> anyhow::Result<[Totals; 2]> {
+) -> anyhow::Result<Interleaved> {
     let (active_tx, active_rx) = watch::channel(STOP);
     let measuring = Arc::new(AtomicU8::new(STOP));
     let counts = [Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0))];
@@ -136,15 +135,11 @@ pub async fn run(
         lat[side as usize].extend(l);
     }
     let [l0, l1] = lat;
-    let ratios: Vec<f64> = pair_rates.iter().map(|r| r[1] / r[0]).collect();
-    Ok([
-        Totals {
-            summary: Summary::from_latencies(l0, errors[0].load(Ordering::Relaxed), elapsed[0]),
-            pair_ratios: vec![1.0; ratios.len()],
-        },
-        Totals {
-            summary: Summary::from_latencies(l1, errors[1].load(Ordering::Relaxed), elapsed[1]),
-            pair_ratios: ratios,
-        },
-    ])
+    Ok(Interleaved {
+        summaries: [
+            Summary::from_latencies(l0, errors[0].load(Ordering::Relaxed), elapsed[0]),
+            Summary::from_latencies(l1, errors[1].load(Ordering::Relaxed), elapsed[1]),
+        ],
+        pair_ratios: pair_rates.iter().map(|r| r[1] / r[0]).collect(),
+    })
 }

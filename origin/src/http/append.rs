@@ -120,26 +120,22 @@ async fn run(state: &Shared, path: &str, req: Request) -> Result<Response<Body>,
             set(&mut resp, h::PRODUCER_OUTCOME, "duplicate");
             // The original append's own offsets, when its receipt is kept
             // (they replace the current end set above).
-            if let Some(r) = receipt {
-                set(&mut resp, h::STREAM_OFFSET, Offset(r.start));
-                set(&mut resp, h::STREAM_NEXT_OFFSET, Offset(r.end));
+            match receipt {
+                Some(r) => {
+                    set(&mut resp, h::STREAM_OFFSET, Offset(r.start));
+                    set(&mut resp, h::STREAM_NEXT_OFFSET, Offset(r.end));
+                }
+                None => no_append_offset(&mut resp),
             }
         }
-        AppendOutcome::AlreadyClosed => {}
-    }
-    // The template's slot, when this answer names no append of its own.
-    let names_an_append = matches!(
-        appended.outcome,
-        AppendOutcome::Applied { .. }
-            | AppendOutcome::Duplicate {
-                receipt: Some(_),
-                ..
-            }
-    );
-    if !names_an_append {
-        resp.headers_mut().remove(h::STREAM_OFFSET);
+        AppendOutcome::AlreadyClosed => no_append_offset(&mut resp),
     }
     Ok(resp)
+}
+
+/// An answer that names no append of its own drops the template's slot.
+fn no_append_offset(resp: &mut Response<Body>) {
+    resp.headers_mut().remove(h::STREAM_OFFSET);
 }
 
 /// The headers every append answer on a stream starts from, built once per

@@ -56,8 +56,8 @@ struct Prefill {
 struct PrefillState {
     /// Every byte before this is data or synced zeros.
     ready: u64,
-    /// Where a running fill ends (none running: `None`).
-    filling: Option<u64>,
+    /// Whether a fill is running.
+    filling: bool,
     /// A fill failed (a full disk, say): the log grows as it is written.
     failed: bool,
 }
@@ -110,14 +110,10 @@ impl Wal {
     /// meets the batch being written) when few prepared bytes are left.
     fn prefill_ahead(&self, end: u64) {
         let mut state = self.prefill.state.lock();
-        while state.filling.is_some() && end > state.ready {
+        while state.filling && end > state.ready {
             self.prefill.done.wait(&mut state);
         }
-        if !self.sync
-            || state.failed
-            || state.filling.is_some()
-            || state.ready >= end + PREFILL_LOW_WATER
-        {
+        if !self.sync || state.failed || state.filling || state.ready >= end + PREFILL_LOW_WATER {
             return;
         }
         let from = state.ready.max(end);
@@ -126,7 +122,7 @@ impl Wal {
         if from >= to {
             return;
         }
-        state.filling = Some(to);
+        state.filling = true;
         drop(state);
         let (file, prefill) = (Arc::clone(&self.file), Arc::clone(&self.prefill));
         let spawned = std::thread::Builder::new()
@@ -135,7 +131,7 @@ impl Wal {
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "could not start filling the log ahead; it grows as written");
             let mut state = self.prefill.state.lock();
-            state.filling = None;
+            state.filling = false;
             state.failed = true;
         }
     }
@@ -168,24 +164,20 @@ impl Prefill {
                 .and_then(|()| file.sync_data());
             let mut state = self.state.lock();
             match written {
-                Ok(()) => {
-                    at += n;
-                    state.ready = at;
-                }
+                Ok(()) => at += n,
                 Err(e) => {
                     tracing::warn!(error = %e, "could not fill the log ahead; it grows as written");
                     state.failed = true;
-                    state.filling = None;
-                    drop(state);
-                    self.done.notify_all();
-                    return;
                 }
             }
-            if at >= to {
-                state.filling = None;
-            }
+            state.ready = at; // `from` is at or past `ready`: all below it is data or zeros
+            state.filling = !state.failed && at < to;
+            let go_on = state.filling;
             drop(state);
             self.done.notify_all();
+            if !go_on {
+                return;
+            }
         }
     }
 }
