@@ -6,7 +6,8 @@
 //! - [`store`]: the crash-safe local log around the core: WAL with group
 //!   commit, per-stream files, checkpoints, recovery.
 //! - [`http`]: the protocol over HTTP, one file per operation.
-//! - [`server`]: wiring and graceful shutdown; [`config`]: the command line.
+//! - [`server`]: wiring and graceful shutdown ([`drain`]: the open
+//!   connections); [`config`]: the command line.
 //! - [`objects`]: object storage for sealed chunks and snapshots (in progress).
 //! - [`metrics`], [`clock`]: what is measured, and injected time.
 
@@ -14,6 +15,7 @@ pub mod auth;
 pub mod clock;
 pub mod config;
 pub mod core;
+pub mod drain;
 pub mod http;
 pub mod metrics;
 pub mod objects;

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::clock::{Clock, SystemClock};
+use crate::drain::Drain;
 use crate::http::{self, AppState, HttpConfig};
 use crate::metrics::Metrics;
 use crate::store::{RecoveryReport, Store, StoreConfig};
@@ -97,7 +97,7 @@ async fn accept_loop(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let builder = Builder::new(TokioExecutor::new());
-    let graceful = GracefulShutdown::new();
+    let drain = Arc::new(Drain::default());
     tokio::pin!(shutdown);
     loop {
         let (stream, _) = tokio::select! {
@@ -122,12 +122,21 @@ async fn accept_loop(
         let conn = builder
             .serve_connection_with_upgrades(TokioIo::new(stream), service)
             .into_owned();
-        let conn = graceful.watch(conn);
+        let mut member = drain.enter();
         tokio::spawn(async move {
-            let _ = conn.await;
+            let mut conn = std::pin::pin!(conn);
+            let mut asked = false;
+            let _ = std::future::poll_fn(|cx| {
+                if !asked && member.should_close(cx) {
+                    conn.as_mut().graceful_shutdown();
+                    asked = true;
+                }
+                conn.as_mut().poll(cx)
+            })
+            .await;
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    drain.shutdown().await;
     Ok(())
 }

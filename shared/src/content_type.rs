@@ -28,7 +28,8 @@ pub fn is_media_type(content_type: &str, media: &str) -> bool {
 /// case-insensitively and parameters (a charset) are ignored, since clients add
 /// and drop them freely while meaning the same type.
 pub fn same_media_type(a: &str, b: &str) -> bool {
-    bare(a).eq_ignore_ascii_case(bare(b))
+    // Most appends send exactly the stream's type: one comparison of bytes.
+    a == b || bare(a).eq_ignore_ascii_case(bare(b))
 }
 
 /// Whether a syntactically valid media type (`type/subtype`) was given.

@@ -29,14 +29,14 @@ pub async fn read_body(state: &AppState, req: Request) -> Result<BoundedBody<'_>
     let limit = state.config.max_body;
     let declared = req
         .headers()
-        .get("content-length")
+        .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit) {
         // A client that waits for `100 Continue` never sends this body.
         let waits = req
             .headers()
-            .get("expect")
+            .get(http::header::EXPECT)
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
         if !waits {
             discard(req.into_body(), limit).await;

@@ -42,7 +42,7 @@ async fn run(
     let view = open_for_read(state, &path, req.headers())?;
     let caller = req.extensions().get::<crate::auth::Caller>().cloned();
     let mut rx = view.watch_tail();
-    let first = *rx.borrow_and_update();
+    let first = rx.borrow_and_update();
     let start = resolve_start(params.offset, &first)?;
     let wait = Duration::from_millis(params.long_poll_ms(DEFAULT_LONG_POLL_MS));
     let tail = if start < first.next || first.closed {
@@ -58,16 +58,10 @@ async fn run(
         let _waiting = state.metrics.long_poll_guard();
         // Ends early (as a timeout would) when the server shuts down.
         let waited = tokio::select! {
-            w = tokio::time::timeout(wait, rx.wait_for(|t| t.next > start || t.closed || t.gone)) => {
-                Ok(w.map(|r| r.map(|t| *t)))
-            }
-            _ = state.closed() => Err(()),
+            w = tokio::time::timeout(wait, rx.wait_for(|t| t.next > start || t.closed || t.gone)) => w.ok(),
+            _ = state.closed() => None,
         };
-        match waited {
-            Ok(Ok(Ok(t))) => t,
-            Ok(Ok(Err(_))) => return Err(ApiError::NotFound),
-            Ok(Err(_)) | Err(()) => *rx.borrow(),
-        }
+        waited.unwrap_or_else(|| rx.borrow())
     };
     if tail.gone {
         return Err(ApiError::NotFound);

@@ -60,7 +60,7 @@ async fn run(
                 + std::time::Duration::from_secs(exp.saturating_sub(now_secs))
         });
     let mut rx = view.watch_tail();
-    let first = *rx.borrow_and_update();
+    let first = rx.borrow_and_update();
     let mut pos = resolve_start(params.offset, &first)?;
     let base64 = sse_uses_base64(&view.config.content_type);
     let json = view.is_json();
@@ -101,7 +101,7 @@ async fn run(
                 }
                 return;
             }
-            let tail = *rx.borrow_and_update();
+            let tail = rx.borrow_and_update();
             if tail.gone {
                 let body = ErrorBody::new(ErrorCode::NotFound, "the stream was deleted").to_json();
                 let _ = tx
@@ -149,7 +149,7 @@ async fn run(
                 }
             }
             tokio::select! {
-                changed = rx.changed() => if changed.is_err() { return },
+                _ = rx.changed() => {}
                 _ = tokio::time::sleep_until(deadline) => continue,
                 _ = task_state.closed() => return,
                 _ = tx.closed() => return,

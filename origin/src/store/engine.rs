@@ -2,13 +2,14 @@
 //! Recovery drives the same steps from the log, so a replayed stream is
 //! built exactly as the live one was.
 
-use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
+
+use super::FastMap;
 
 use super::cold::Cold;
 use super::layout;
@@ -43,8 +44,8 @@ impl Entry {
 
 pub struct Engine {
     pub data: PathBuf,
-    pub entries: HashMap<String, Entry>,
-    pub paths_by_id: HashMap<u64, String>,
+    pub entries: FastMap<String, Entry>,
+    pub paths_by_id: FastMap<u64, String>,
     pub next_id: u64,
     /// Where sealed bytes are read from (none without object storage).
     pub cold: Option<Arc<Cold>>,
@@ -54,8 +55,8 @@ impl Engine {
     pub fn new(data: PathBuf, next_id: u64, cold: Option<Arc<Cold>>) -> Self {
         Engine {
             data,
-            entries: HashMap::new(),
-            paths_by_id: HashMap::new(),
+            entries: FastMap::default(),
+            paths_by_id: FastMap::default(),
             next_id,
             cold,
         }

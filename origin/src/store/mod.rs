@@ -13,6 +13,11 @@
 //! - [`sealer`]: copies complete chunks into object storage; [`cold`]: reads
 //!   them back through a bounded cache once their local copy is dropped.
 
+/// The maps every append looks up (streams by path, dirty streams by id):
+/// foldhash, seeded per process like std's `RandomState` (so crafted paths
+/// cannot aim at collisions), costs a tenth of SipHash per lookup.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 pub mod checkpoint;
 pub mod cold;
 pub mod engine;
@@ -23,6 +28,7 @@ pub mod record;
 pub mod recovery;
 pub mod sealer;
 pub mod tail_buffer;
+pub mod tail_watch;
 pub mod view;
 pub mod wal;
 pub mod writer;

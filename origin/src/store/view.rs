@@ -18,10 +18,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
-use tokio::sync::watch;
 
 use super::cold::{Cold, ColdUnavailable};
 use super::tail_buffer::TailBuffer;
+use super::tail_watch::{TailReceiver, TailWatch};
 
 use crate::core::config::StreamConfig;
 use crate::core::snapshot::SnapshotMeta;
@@ -46,8 +46,10 @@ pub struct StreamView {
     /// `incarnation` as a ready header value (it goes on every answer).
     pub incarnation_header: http::HeaderValue,
     pub config: StreamConfig,
+    /// `config.is_json()`, asked on every append and read.
+    json: bool,
     pub created_at: Millis,
-    tail: watch::Sender<Tail>,
+    tail: TailWatch,
     file: Arc<File>,
     /// The hot tail not yet in the file (written by the writer thread only).
     pub(crate) buffer: Mutex<TailBuffer>,
@@ -92,8 +94,9 @@ impl StreamView {
             incarnation_header: http::HeaderValue::from_str(&core.incarnation)
                 .expect("incarnation tokens are header-safe"),
             config: core.config.clone(),
+            json: core.config.is_json(),
             created_at: core.created_at,
-            tail: watch::Sender::new(tail),
+            tail: TailWatch::new(tail),
             buffer: Mutex::new(TailBuffer::new(tail.next)),
             file,
             last_access: AtomicU64::new(last_access),
@@ -124,16 +127,16 @@ impl StreamView {
     }
 
     pub fn tail(&self) -> Tail {
-        *self.tail.borrow()
+        self.tail.get()
     }
 
     /// A receiver that wakes on every published tail.
-    pub fn watch_tail(&self) -> watch::Receiver<Tail> {
+    pub fn watch_tail(&self) -> TailReceiver {
         self.tail.subscribe()
     }
 
     pub(crate) fn publish(&self, tail: Tail) {
-        self.tail.send_replace(tail);
+        self.tail.publish(tail);
     }
 
     /// Marks a read or write for the sliding TTL.
@@ -150,7 +153,7 @@ impl StreamView {
     }
 
     pub fn is_json(&self) -> bool {
-        self.config.is_json()
+        self.json
     }
 
     fn read_file(&self, start: u64, end: u64) -> io::Result<Vec<u8>> {

@@ -9,7 +9,6 @@
 //! the page cache cannot be trusted, and recovery from the log is the only
 //! safe way on.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -26,7 +25,7 @@ use super::sealer::SealJob;
 use super::tail_buffer::FLUSH_BYTES;
 use super::view::{StreamView, Tail};
 use super::wal::Wal;
-use super::StoreConfig;
+use super::{FastMap, StoreConfig};
 use crate::clock::Clock;
 use crate::core::config::StreamConfig;
 use crate::core::producer::Receipt;
@@ -40,7 +39,7 @@ mod stream_meta;
 use crate::objects::keys;
 
 /// Streams by path, as readers see them: only durable state.
-pub type Registry = Arc<RwLock<HashMap<String, Arc<StreamView>>>>;
+pub type Registry = Arc<RwLock<FastMap<String, Arc<StreamView>>>>;
 
 pub struct Created {
     pub view: Arc<StreamView>,
@@ -188,7 +187,7 @@ pub struct Writer {
     last_checkpoint: Instant,
     /// Streams with buffered bytes not yet in their files, by id.
     /// (Whether it reached `FLUSH_BYTES`.)
-    dirty: HashMap<u64, (Arc<StreamView>, bool)>,
+    dirty: FastMap<u64, (Arc<StreamView>, bool)>,
     /// Ids of dirty streams that reached `FLUSH_BYTES`.
     full: Vec<u64>,
     /// Bytes buffered in all dirty streams.
@@ -200,7 +199,7 @@ pub struct Writer {
     /// Chunks found ready in this batch, handed over once it is durable.
     pending_seals: Vec<SealJob>,
     /// Per stream id: the end of the last chunk handed to the sealer.
-    seal_requested: HashMap<u64, u64>,
+    seal_requested: FastMap<u64, u64>,
     /// Bytes handed to the sealer and not yet sealed, all streams together.
     unsealed: u64,
     /// Seals logged in this batch: their local copies go once it is durable.
@@ -233,14 +232,14 @@ impl Writer {
             metrics,
             checkpoint_running: Arc::new(AtomicBool::new(false)),
             last_checkpoint: Instant::now(),
-            dirty: HashMap::new(),
+            dirty: FastMap::default(),
             full: Vec::new(),
             buffered_total: 0,
             published,
             publisher,
             seal_jobs: None,
             pending_seals: Vec::new(),
-            seal_requested: HashMap::new(),
+            seal_requested: FastMap::default(),
             unsealed: 0,
             pending_drops: Vec::new(),
             gc: None,
@@ -354,7 +353,10 @@ impl Writer {
             }
         }
         self.pending_gc.clear();
-        let actions = std::mem::take(after);
+        // The next batch is likely as large: room for it up front, rather
+        // than growing (and copying) the list a few times per batch.
+        let room = after.len();
+        let actions = std::mem::replace(after, Vec::with_capacity(room));
         if let Err(unsent) = self.published.blocking_send(actions) {
             // The runtime is gone (shutdown): publish from here.
             self.publisher.apply(unsent.0);
@@ -390,7 +392,6 @@ impl Writer {
                 reply,
             } => {
                 let path = view.path.as_str();
-                self.expire_if_due(path, now, frames, after);
                 let result = self.append(path, incarnation, req, payload, now, frames, after);
                 after.push(AfterCommit::Appended(reply, result));
             }
@@ -596,10 +597,15 @@ impl Writer {
         after: &mut Vec<AfterCommit>,
     ) -> Result<Appended, StoreError> {
         let sealing_behind = self.sealing_behind();
-        // One lookup: the stream is looked up once, not once per step.
+        // One lookup: the stream is looked up once, not once per step (an
+        // expired stream is deleted here, as `expire_if_due` would).
         let Some(entry) = self.engine.entries.get_mut(path) else {
             return Err(StoreError::NotFound);
         };
+        if entry.core.config.is_expired(entry.view.last_access(), now) {
+            self.delete(path, now, frames, after);
+            return Err(StoreError::NotFound);
+        }
         if let Some(inc) = incarnation {
             if inc != entry.core.incarnation {
                 return Err(StoreError::IncarnationMismatch {

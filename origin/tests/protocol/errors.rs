@@ -134,7 +134,7 @@ async fn every_answer_carries_nosniff() {
         send(api.request(reqwest::Method::OPTIONS, &path)).await,
         send(api.delete(&path)).await,
     ];
-    for resp in answers {
+    for (i, resp) in answers.into_iter().enumerate() {
         assert!(resp.status().is_success(), "{}", resp.status());
         assert_eq!(
             header(&resp, "x-content-type-options").as_deref(),
@@ -142,9 +142,9 @@ async fn every_answer_carries_nosniff() {
             "{}",
             resp.status()
         );
-        assert_eq!(
-            header(&resp, "cross-origin-resource-policy").as_deref(),
-            Some("cross-origin")
-        );
+        // An append's answer never has a body to embed, so it goes without
+        // Cross-Origin-Resource-Policy (see `http::append`).
+        let corp = (i != 2).then(|| "cross-origin".to_owned());
+        assert_eq!(header(&resp, "cross-origin-resource-policy"), corp, "{i}");
     }
 }
