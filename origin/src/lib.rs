@@ -6,14 +6,16 @@
 //! - [`store`]: the crash-safe local log around the core: WAL with group
 //!   commit, per-stream files, checkpoints, recovery.
 //! - [`http`]: the protocol over HTTP, one file per operation.
-//! - [`server`]: wiring and graceful shutdown ([`drain`]: the open
-//!   connections); [`config`]: the command line.
+//! - [`server`]: wiring and graceful shutdown ([`connection`]: one
+//!   connection, HTTP/1.1 or HTTP/2; [`drain`]: closing them all);
+//!   [`config`]: the command line.
 //! - [`objects`]: object storage for sealed chunks and snapshots (in progress).
 //! - [`metrics`], [`clock`]: what is measured, and injected time.
 
 pub mod auth;
 pub mod clock;
 pub mod config;
+pub mod connection;
 pub mod core;
 pub mod drain;
 pub mod http;

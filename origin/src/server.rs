@@ -5,12 +5,11 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto::Builder;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::clock::{Clock, SystemClock};
+use crate::connection;
 use crate::drain::Drain;
 use crate::http::{self, AppState, HttpConfig};
 use crate::metrics::Metrics;
@@ -96,7 +95,6 @@ async fn accept_loop(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let builder = Builder::new(TokioExecutor::new());
     let drain = Arc::new(Drain::default());
     tokio::pin!(shutdown);
     loop {
@@ -119,22 +117,7 @@ async fn accept_loop(
             let state = state.clone();
             async move { Ok::<_, std::convert::Infallible>(http::handle(state, req).await) }
         });
-        let conn = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let mut member = drain.enter();
-        tokio::spawn(async move {
-            let mut conn = std::pin::pin!(conn);
-            let mut asked = false;
-            let _ = std::future::poll_fn(|cx| {
-                if !asked && member.should_close(cx) {
-                    conn.as_mut().graceful_shutdown();
-                    asked = true;
-                }
-                conn.as_mut().poll(cx)
-            })
-            .await;
-        });
+        tokio::spawn(connection::serve(stream, service, drain.enter()));
     }
     drop(listener);
     drain.shutdown().await;

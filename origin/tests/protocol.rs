@@ -14,6 +14,8 @@ mod common;
 mod append;
 #[path = "protocol/chunks.rs"]
 mod chunks;
+#[path = "protocol/connections.rs"]
+mod connections;
 #[path = "protocol/create.rs"]
 mod create;
 #[path = "protocol/errors.rs"]

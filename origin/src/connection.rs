@@ -1,0 +1,129 @@
+//! One accepted connection: which HTTP version it speaks, then serving it
+//! until it ends or the server drains.
+//!
+//! `hyper_util`'s automatic builder answers the same question by reading
+//! into a buffer of its own and replaying it through a wrapper around the
+//! socket; the wrapper, and the builder's own future, sit on every read and
+//! every poll of every request after that. Here the first bytes are only
+//! peeked at, once per connection, and the connection is then served by
+//! hyper's HTTP/1.1 or HTTP/2 connection directly.
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::service::HttpService;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::ReadBuf;
+use tokio::net::TcpStream;
+
+use crate::drain::Member;
+
+/// What an HTTP/2 connection with prior knowledge starts with. No HTTP/1
+/// request can start with its method (`PRI`): three bytes tell them apart.
+const H2_START: &[u8] = b"PRI";
+
+/// Serves `stream` until the client leaves or the drain closes it.
+pub async fn serve<S>(stream: TcpStream, service: S, mut member: Member)
+where
+    S: HttpService<Incoming> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::ResBody: Send + 'static,
+    <S::ResBody as hyper::body::Body>::Data: Send,
+    <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let Some(h2) = speaks_h2(&stream, &mut member).await else {
+        return;
+    };
+    let io = TokioIo::new(stream);
+    if h2 {
+        let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .serve_connection(io, service);
+        until_drained(conn, member, |c| c.graceful_shutdown()).await;
+    } else {
+        let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+        until_drained(conn, member, |c| c.graceful_shutdown()).await;
+    }
+}
+
+/// Whether the connection opens with HTTP/2's preface; `None` when it closes
+/// (or the server drains) before saying anything.
+async fn speaks_h2(stream: &TcpStream, member: &mut Member) -> Option<bool> {
+    loop {
+        let mut bytes = [0u8; 3];
+        let peeked = poll_fn(|cx| {
+            if member.should_close(cx) {
+                return Poll::Ready(None);
+            }
+            let mut buf = ReadBuf::new(&mut bytes);
+            match stream.poll_peek(cx, &mut buf) {
+                Poll::Ready(Ok(n)) => Poll::Ready(Some(n)),
+                Poll::Ready(Err(_)) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            }
+        })
+        .await?;
+        match decide(&bytes[..peeked]) {
+            Decided::Version(h2) => return Some(h2),
+            Decided::Closed => return None,
+            // Fewer bytes than it takes to tell, all of them a start of
+            // `PRI`: the rest is on its way (peeking again at once would
+            // spin on the same bytes).
+            Decided::NeedMore => tokio::time::sleep(Duration::from_millis(5)).await,
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Decided {
+    Version(bool),
+    Closed,
+    NeedMore,
+}
+
+fn decide(first: &[u8]) -> Decided {
+    if first.is_empty() {
+        Decided::Closed
+    } else if !H2_START.starts_with(first) && !first.starts_with(H2_START) {
+        Decided::Version(false)
+    } else if first.len() >= H2_START.len() {
+        Decided::Version(true)
+    } else {
+        Decided::NeedMore
+    }
+}
+
+/// Drives `conn` to its end; once the drain starts, asks it (once) to finish
+/// the request in flight and close.
+async fn until_drained<C: Future>(conn: C, mut member: Member, graceful: impl Fn(Pin<&mut C>)) {
+    let mut conn = std::pin::pin!(conn);
+    let mut asked = false;
+    poll_fn(|cx| {
+        if !asked && member.should_close(cx) {
+            graceful(conn.as_mut());
+            asked = true;
+        }
+        conn.as_mut().poll(cx).map(|_| ())
+    })
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_bytes_tell_the_version() {
+        assert_eq!(decide(b"POS"), Decided::Version(false));
+        assert_eq!(decide(b"GET"), Decided::Version(false));
+        assert_eq!(decide(b"PUT"), Decided::Version(false));
+        assert_eq!(decide(b"PRO"), Decided::Version(false));
+        assert_eq!(decide(b"G"), Decided::Version(false));
+        assert_eq!(decide(b"PRI"), Decided::Version(true));
+        assert_eq!(decide(b"P"), Decided::NeedMore);
+        assert_eq!(decide(b"PR"), Decided::NeedMore);
+        assert_eq!(decide(b""), Decided::Closed);
+    }
+}
