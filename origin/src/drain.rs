@@ -66,15 +66,20 @@ impl Drain {
 impl Member {
     /// Whether the connection should finish now. Registers the polling
     /// task's waker so that a shutdown can wake an idle connection.
+    #[inline]
     pub fn should_close(&mut self, cx: &Context<'_>) -> bool {
         if !self.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-            let waker = cx.waker().clone();
-            self.drain.open.lock().insert(self.id, Some(waker.clone()));
-            self.waker = Some(waker);
+            self.register(cx.waker());
         }
         // After the registration: a shutdown that set the flag earlier is
         // seen here, and one that sets it later finds the waker.
         self.drain.closing.load(Ordering::SeqCst)
+    }
+
+    #[cold]
+    fn register(&mut self, waker: &Waker) {
+        self.drain.open.lock().insert(self.id, Some(waker.clone()));
+        self.waker = Some(waker.clone());
     }
 }
 

@@ -52,6 +52,9 @@ impl Default for AuthConfig {
 
 pub struct Auth {
     pub config: AuthConfig,
+    /// `config.open_accounts`, asked on every request: foldhash instead of
+    /// SipHash (seeded per process all the same).
+    open: HashSet<String, foldhash::fast::RandomState>,
     pub keys: KeyStore,
     pub signer: Signer,
     pub verifier: Verifier,
@@ -102,6 +105,7 @@ impl Auth {
         let verifier = Verifier::from_hex(&signer.public_key_hex()).expect("own public key");
         Ok(Auth {
             limits: Limits::new(config.limits),
+            open: config.open_accounts.iter().cloned().collect(),
             keys: KeyStore::open(data)?,
             config,
             signer,
@@ -110,7 +114,7 @@ impl Auth {
     }
 
     pub fn is_open(&self, account: &str) -> bool {
-        self.config.open_accounts.contains(account)
+        self.open.contains(account)
     }
 
     /// The grant of a key or token, if it is valid at `now` (Unix seconds).

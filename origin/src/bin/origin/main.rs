@@ -6,12 +6,11 @@ use origin::auth::keys::{KeyStore, NewKey};
 use origin::config::{Cli, Command, KeysAction};
 use origin::server::Origin;
 
-/// mimalloc rather than the system allocator: requests allocate and free
-/// small objects on one thread and drop them on another (writer, publisher,
-/// connection tasks), where glibc's arenas spent a measurable share of the
-/// append path (see `loadtest/RESULTS.md`).
+mod allocator;
+
+/// mimalloc: see `allocator`.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: allocator::Mimalloc = allocator::Mimalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
