@@ -34,11 +34,11 @@ impl Origin {
         let metrics = Arc::new(Metrics::default());
         let store_data = store.data.clone();
         let (store, report) = Store::open(store, clock, Arc::clone(&metrics))?;
-        let ingress = Semaphore::new(
+        let ingress = http::OwnLines(Semaphore::new(
             usize::try_from(http.ingress_budget)
                 .unwrap_or(usize::MAX)
                 .min(Semaphore::MAX_PERMITS),
-        );
+        ));
         let closing = tokio::sync::watch::Sender::new(false);
         let auth = crate::auth::Auth::open(&store_data, http.auth.clone())?;
         let state = Arc::new(AppState {

@@ -81,8 +81,10 @@ pub struct AppState {
     pub store: Store,
     pub config: HttpConfig,
     pub metrics: Arc<Metrics>,
-    /// Permits are bytes of request bodies in memory.
-    pub ingress: Semaphore,
+    /// Permits are bytes of request bodies in memory. On cache lines of its
+    /// own: every request writes it, and the fields around it are read by
+    /// every request on the other core.
+    pub ingress: OwnLines<Semaphore>,
     /// Turns true when the server starts to shut down: live reads end, so
     /// the graceful shutdown does not wait for them.
     pub closing: tokio::sync::watch::Sender<bool>,
@@ -98,6 +100,18 @@ impl AppState {
 }
 
 pub type Shared = Arc<AppState>;
+
+/// A value on cache lines no other value shares (two lines: adjacent-line
+/// prefetch pairs them).
+#[repr(align(128))]
+pub struct OwnLines<T>(pub T);
+
+impl<T> std::ops::Deref for OwnLines<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
 
 /// Answers one request. Streams live at any path, so there is no route
 /// table: the server's own two endpoints, then [`dispatch`] by method and
