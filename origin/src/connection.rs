@@ -86,12 +86,12 @@ enum Decided {
 fn decide(first: &[u8]) -> Decided {
     if first.is_empty() {
         Decided::Closed
-    } else if !H2_START.starts_with(first) && !first.starts_with(H2_START) {
-        Decided::Version(false)
     } else if first.len() >= H2_START.len() {
-        Decided::Version(true)
-    } else {
+        Decided::Version(first.starts_with(H2_START))
+    } else if H2_START.starts_with(first) {
         Decided::NeedMore
+    } else {
+        Decided::Version(false)
     }
 }
 
