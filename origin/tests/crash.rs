@@ -23,6 +23,13 @@ use parking_lot::Mutex;
 const STREAMS: usize = 6;
 const WRITERS: usize = 24;
 const CYCLES: usize = 6;
+/// Acknowledged appends each cycle adds at least: 6 × 400 appends of ~13.5 KB
+/// on average put ~5 MiB into each stream, past the first chunk boundary.
+const MIN_ACKS_PER_CYCLE: usize = 400;
+
+fn acked_total(acked: &Mutex<Vec<Vec<u64>>>) -> usize {
+    acked.lock().iter().map(Vec::len).sum()
+}
 
 struct Proc {
     child: Child,
@@ -146,8 +153,16 @@ async fn acknowledged_appends_survive_sigkill_exactly_once() {
             }));
         }
         // Let the load run for a random while, then kill without warning.
+        // A cycle also lasts until it got its share of acknowledgements, so
+        // that a slow machine still carries the streams past chunk
+        // boundaries (see the end).
         let run_ms = 150 + rng.next() % 700;
         tokio::time::sleep(Duration::from_millis(run_ms)).await;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while acked_total(&acked) < (cycle + 1) * MIN_ACKS_PER_CYCLE {
+            assert!(Instant::now() < deadline, "the load does not progress");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         proc.child.kill().expect("SIGKILL");
         proc.child.wait().unwrap();
         kills += 1;
@@ -202,31 +217,55 @@ async fn acknowledged_appends_survive_sigkill_exactly_once() {
             seen.entry(w).or_default().push(seq);
         }
     }
-    let acked = acked.lock();
-    let mut total = 0;
-    for w in 0..WRITERS {
-        let got = seen.remove(&w).unwrap_or_default();
-        // Exactly once and in order: the log holds 0, 1, 2, ... with no gap
-        // and no repeat (a retried seq never applies twice).
-        let expected: Vec<u64> = (0..got.len() as u64).collect();
-        assert_eq!(got, expected, "writer {w}: seqs in the log (seed {seed})");
-        // Every acknowledged append is there.
-        for &a in &acked[w] {
-            assert!(
-                a < got.len() as u64,
-                "writer {w}: acknowledged seq {a} lost (seed {seed})"
-            );
+    let (total, bytes) = {
+        let acked = acked.lock();
+        let mut total = 0;
+        for w in 0..WRITERS {
+            let got = seen.remove(&w).unwrap_or_default();
+            // Exactly once and in order: the log holds 0, 1, 2, ... with no gap
+            // and no repeat (a retried seq never applies twice).
+            let expected: Vec<u64> = (0..got.len() as u64).collect();
+            assert_eq!(got, expected, "writer {w}: seqs in the log (seed {seed})");
+            // Every acknowledged append is there.
+            for &a in &acked[w] {
+                assert!(
+                    a < got.len() as u64,
+                    "writer {w}: acknowledged seq {a} lost (seed {seed})"
+                );
+            }
+            total += got.len();
         }
-        total += got.len();
-    }
+        assert!(
+            total > WRITERS * CYCLES,
+            "the load made too little progress to mean anything: {total} appends"
+        );
+        // The load passed chunk boundaries: chunks were sealed (and dropped from
+        // the stream files) between the kills or, when the kills came too close
+        // together for an upload to finish, by this last start, which seals the
+        // chunks that were complete and not yet sealed (so wait for it, within a
+        // deadline, rather than count at once).
+        let bytes: usize = (0..WRITERS)
+            .flat_map(|w| (0..acked[w].len() as u64).map(move |seq| message(w, seq).len()))
+            .sum();
+        (total, bytes)
+    };
     assert!(
-        total > WRITERS * CYCLES,
-        "the load made too little progress to mean anything: {total} appends"
+        bytes / STREAMS > 4 << 20,
+        "the load did not reach a chunk boundary: {bytes} bytes in {STREAMS} streams"
     );
-    // The load passed chunk boundaries: chunks were sealed (and dropped from
-    // the stream files) between the kills, and the reads above crossed them.
-    let chunks = count_files(&dir.path().join("objects"));
-    assert!(chunks > 0, "no chunk was sealed; the test missed sealing");
+    let objects = dir.path().join("objects");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let chunks = loop {
+        let chunks = count_files(&objects);
+        if chunks > 0 {
+            break chunks;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no chunk was sealed; the test missed sealing"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     eprintln!("crash test: {kills} kills, {total} appends verified, {chunks} sealed chunks");
     drop(proc);
 }
