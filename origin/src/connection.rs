@@ -8,14 +8,14 @@
 //! peeked at, once per connection, and the connection is then served by
 //! hyper's HTTP/1.1 or HTTP/2 connection directly.
 
-use std::future::{poll_fn, Future};
-use std::pin::Pin;
+use std::future::poll_fn;
 use std::task::Poll;
 use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::service::HttpService;
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::graceful::GracefulConnection;
 use tokio::io::ReadBuf;
 use tokio::net::TcpStream;
 
@@ -41,10 +41,10 @@ where
     if h2 {
         let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
             .serve_connection(io, service);
-        until_drained(conn, member, |c| c.graceful_shutdown()).await;
+        until_drained(conn, member).await;
     } else {
         let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
-        until_drained(conn, member, |c| c.graceful_shutdown()).await;
+        until_drained(conn, member).await;
     }
 }
 
@@ -97,12 +97,12 @@ fn decide(first: &[u8]) -> Decided {
 
 /// Drives `conn` to its end; once the drain starts, asks it (once) to finish
 /// the request in flight and close.
-async fn until_drained<C: Future>(conn: C, mut member: Member, graceful: impl Fn(Pin<&mut C>)) {
+async fn until_drained<C: GracefulConnection>(conn: C, mut member: Member) {
     let mut conn = std::pin::pin!(conn);
     let mut asked = false;
     poll_fn(|cx| {
         if !asked && member.should_close(cx) {
-            graceful(conn.as_mut());
+            conn.as_mut().graceful_shutdown();
             asked = true;
         }
         conn.as_mut().poll(cx).map(|_| ())

@@ -31,9 +31,12 @@ pub const ROUTES: [&str; 15] = [
     "admin",
 ];
 
+/// Statuses 100..=599.
+const STATUSES: usize = 500;
+
 /// Request counters by route and status, lock-free on the request path:
 /// statuses 100..=599 each have a slot.
-struct RequestCounts([[AtomicU64; 500]; ROUTES.len()]);
+struct RequestCounts([[AtomicU64; STATUSES]; ROUTES.len()]);
 
 impl Default for RequestCounts {
     fn default() -> Self {
@@ -182,7 +185,7 @@ impl Metrics {
         let mut out = String::new();
         let _ = writeln!(out, "# TYPE ds_requests_total counter");
         for (r, route) in ROUTES.iter().enumerate() {
-            for i in 0..500 {
+            for i in 0..STATUSES {
                 let n: u64 = self
                     .shards
                     .iter()

@@ -14,6 +14,7 @@ use shared::offset::Offset;
 
 use super::body::read_body;
 use super::error::ApiError;
+use super::nosniff;
 use super::reading::set;
 use super::request;
 use super::Shared;
@@ -135,8 +136,9 @@ async fn run(state: &Shared, path: &str, req: Request) -> Result<Response<Body>,
 
 /// The headers every append answer on a stream starts from, built once per
 /// stream and cloned: the incarnation, `nosniff`, and a slot for the next
-/// offset (set per answer, so a plain append's map never grows). Building them per answer
-/// (hashing each name, growing the map) was a fifth of this handler's work.
+/// offset (set per answer, so a plain append's map never grows). Building
+/// them per answer (hashing each name, growing the map) was a fifth of this
+/// handler's work.
 /// An append's answer has no body, so it goes without
 /// `Cross-Origin-Resource-Policy`, which governs only whether a body may be
 /// embedded (every answer with a body, refusals included, carries it); the
@@ -147,10 +149,7 @@ fn answer_headers(view: &StreamView) -> HeaderMap {
             let mut map = HeaderMap::with_capacity(8);
             map.insert(h::STREAM_INCARNATION, view.incarnation_header.clone());
             map.insert(h::STREAM_NEXT_OFFSET, HeaderValue::from_static(""));
-            map.insert(
-                http::header::X_CONTENT_TYPE_OPTIONS,
-                HeaderValue::from_static("nosniff"),
-            );
+            nosniff(&mut map);
             map
         })
         .clone()

@@ -337,15 +337,20 @@ fn preflight() -> Response<Body> {
     r
 }
 
-/// The browser-safety headers of every answer.
-pub(crate) fn safety_headers(h: &mut http::HeaderMap) {
-    // Names as `HeaderName`s: inserting by `&str` copies a name that is not
-    // one of `http`'s own on every answer.
-    const CORP: HeaderName = HeaderName::from_static("cross-origin-resource-policy");
+/// `X-Content-Type-Options: nosniff`, which every answer carries.
+pub(crate) fn nosniff(h: &mut http::HeaderMap) {
     h.insert(
         http::header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
+}
+
+/// The browser-safety headers of an answer that may have a body.
+fn safety_headers(h: &mut http::HeaderMap) {
+    // Names as `HeaderName`s: inserting by `&str` copies a name that is not
+    // one of `http`'s own on every answer.
+    const CORP: HeaderName = HeaderName::from_static("cross-origin-resource-policy");
+    nosniff(h);
     h.insert(CORP, HeaderValue::from_static("cross-origin"));
 }
 
@@ -356,7 +361,9 @@ pub(crate) fn safety_headers(h: &mut http::HeaderMap) {
 /// cache keeps a write's answer), which keeps the hot append answer small.
 pub(crate) fn common_headers(resp: &mut Response<Body>, cors: bool) {
     let h = resp.headers_mut();
-    // Answers built from a stream's template (appends) carry them already.
+    // An answer that carries `nosniff` already chose its safety headers:
+    // an append's, from its stream's template, has no body and so no CORP
+    // (see `append::answer_headers`).
     if !h.contains_key(http::header::X_CONTENT_TYPE_OPTIONS) {
         safety_headers(h);
     }
