@@ -7,6 +7,10 @@
 //! every poll of every request after that. Here the first bytes are only
 //! peeked at, once per connection, and the connection is then served by
 //! hyper's HTTP/1.1 or HTTP/2 connection directly.
+//!
+//! HTTP/1.1 runs with `half_close`: hyper does not read the socket while a
+//! request is answered, and the requests that wait watch for their client
+//! themselves (see [`crate::peer`]).
 
 use std::future::poll_fn;
 use std::task::Poll;
@@ -20,14 +24,17 @@ use tokio::io::ReadBuf;
 use tokio::net::TcpStream;
 
 use crate::drain::Member;
+use crate::peer::{self, Peer};
 
 /// What an HTTP/2 connection with prior knowledge starts with. No HTTP/1
 /// request can start with its method (`PRI`): three bytes tell them apart.
 const H2_START: &[u8] = b"PRI";
 
-/// Serves `stream` until the client leaves or the drain closes it.
-pub async fn serve<S>(stream: TcpStream, service: S, mut member: Member)
+/// Serves `stream` until the client leaves or the drain closes it, with the
+/// service `make` gives for it (given the client to watch, on HTTP/1.1).
+pub async fn serve<F, S>(stream: TcpStream, make: F, mut member: Member)
 where
+    F: FnOnce(Option<Peer>) -> S,
     S: HttpService<Incoming> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::ResBody: Send + 'static,
@@ -37,13 +44,15 @@ where
     let Some(h2) = speaks_h2(&stream, &mut member).await else {
         return;
     };
-    let io = TokioIo::new(stream);
     if h2 {
         let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-            .serve_connection(io, service);
+            .serve_connection(TokioIo::new(stream), make(None));
         until_drained(conn, member).await;
     } else {
-        let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+        let (io, peer) = peer::share(stream);
+        let conn = hyper::server::conn::http1::Builder::new()
+            .half_close(true)
+            .serve_connection(TokioIo::new(io), make(Some(peer)));
         until_drained(conn, member).await;
     }
 }

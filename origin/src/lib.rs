@@ -21,5 +21,6 @@ pub mod drain;
 pub mod http;
 pub mod metrics;
 pub mod objects;
+pub mod peer;
 pub mod server;
 pub mod store;

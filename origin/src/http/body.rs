@@ -39,7 +39,7 @@ pub async fn read_body(state: &AppState, req: Request) -> Result<BoundedBody<'_>
             .get(http::header::EXPECT)
             .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
         if !waits {
-            discard(req.into_body(), limit).await;
+            Box::pin(discard(req.into_body(), limit)).await;
         }
         return Err(ApiError::PayloadTooLarge { limit });
     }
@@ -56,7 +56,7 @@ pub async fn read_body(state: &AppState, req: Request) -> Result<BoundedBody<'_>
         Ok(Some(bytes)) => bytes,
         Ok(None) => {
             drop(permit);
-            discard(body, limit).await;
+            Box::pin(discard(body, limit)).await;
             return Err(ApiError::PayloadTooLarge { limit });
         }
         Err(e) => {
@@ -111,10 +111,12 @@ pub async fn reserve(state: &AppState, bytes: u64) -> Result<SemaphorePermit<'_>
     // The fast path takes room at once; only a full budget arms a timer.
     match state.ingress.try_acquire_many(permits) {
         Ok(p) => Ok(p),
-        Err(_) => tokio::time::timeout(
+        // Boxed, like every rare wait on a request's path: a future is as
+        // large as everything it may wait on (see `super::dispatch`).
+        Err(_) => Box::pin(tokio::time::timeout(
             state.config.ingress_wait,
             state.ingress.acquire_many(permits),
-        )
+        ))
         .await
         .map_err(|_| ApiError::Busy("too many request bodies in flight; retry shortly"))?
         .map_err(|_| ApiError::Busy("shutting down")),

@@ -21,6 +21,7 @@ use super::reading::{
     stream_headers,
 };
 use super::Shared;
+use crate::peer::{self, Peer};
 
 pub async fn long_poll(
     state: Shared,
@@ -56,10 +57,13 @@ async fn run(
             None => None,
         };
         let _waiting = state.metrics.long_poll_guard();
-        // Ends early (as a timeout would) when the server shuts down.
+        // Ends early (as a timeout would) when the server shuts down, or
+        // when the client leaves (its answer then goes nowhere).
+        let peer = req.extensions().get::<Peer>().cloned();
         let waited = tokio::select! {
             w = tokio::time::timeout(wait, rx.wait_for(|t| t.next > start || t.closed || t.gone)) => w.ok(),
             _ = state.closed() => None,
+            _ = peer::left(peer) => None,
         };
         waited.unwrap_or_else(|| rx.borrow())
     };

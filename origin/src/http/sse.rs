@@ -24,6 +24,7 @@ use super::error::ApiError;
 use super::reading::{cursor, open_for_read, read_slice, resolve_start, set, stream_headers, Cut};
 use super::{JsonReads, Shared};
 use crate::core::json::ndjson_to_array;
+use crate::peer::{self, Peer};
 
 /// Frames waiting for a slow reader before its task waits.
 pub const SSE_BUFFERED_FRAMES: usize = 2;
@@ -83,7 +84,12 @@ async fn run(
     let task_state = state.clone();
     let task_view = view.clone();
     let client_cursor = params.cursor.clone();
+    let peer = req.extensions().get::<Peer>().cloned();
     tokio::spawn(async move {
+        // A client that leaves an idle tail ends it at once (a busy one
+        // ends it with the first write that fails).
+        let left = peer::left(peer);
+        tokio::pin!(left);
         let _open = task_state.metrics.sse_guard();
         let _tail = tail_guard;
         let session_end = tokio::time::Instant::now() + task_state.config.sse_session;
@@ -153,6 +159,7 @@ async fn run(
                 _ = tokio::time::sleep_until(deadline) => continue,
                 _ = task_state.closed() => return,
                 _ = tx.closed() => return,
+                _ = &mut left => return,
             }
         }
     });

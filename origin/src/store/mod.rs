@@ -326,10 +326,15 @@ impl Store {
         make: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Command,
     ) -> Result<T, StoreError> {
         let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(make(reply))
-            .await
-            .map_err(|_| StoreError::ShuttingDown)?;
+        // Room in the queue is the rule; the wait for it is boxed, so the
+        // future of every request does not carry it.
+        match self.tx.try_send(make(reply)) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(cmd)) => Box::pin(self.tx.send(cmd))
+                .await
+                .map_err(|_| StoreError::ShuttingDown)?,
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(StoreError::ShuttingDown),
+        }
         rx.await.map_err(|_| StoreError::ShuttingDown)?
     }
 

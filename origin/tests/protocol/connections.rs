@@ -1,6 +1,6 @@
 //! Connections: HTTP/2 with prior knowledge beside HTTP/1.1 on the same
-//! port, and a shutdown that closes idle connections and lets a request in
-//! flight finish.
+//! port, a shutdown that closes idle connections and lets a request in
+//! flight finish, and waiting requests that end when their client leaves.
 
 use std::time::Duration;
 
@@ -102,4 +102,87 @@ async fn shutdown_closes_idle_connections_and_finishes_requests_in_flight() {
         let read = tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut rest)).await;
         assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "closed: {read:?}");
     }
+}
+
+/// Polls `/metrics` until `line` is one of its lines.
+async fn until_metric(api: &Api, line: &str, what: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let metrics = send(api.get("/metrics")).await.text().await.unwrap();
+        if metrics.lines().any(|l| l == line) {
+            return;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The origin serves HTTP/1.1 without reading while it answers (it skips
+/// that read on every append); the requests that wait watch their client
+/// themselves. A client that leaves a long-poll or an idle SSE tail frees it
+/// at once, not after its 60 s; one that pipelines a request is still there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_requests_end_when_their_client_leaves() {
+    let api = Api::start().await;
+    let path = stream_path("leave");
+    api.create_with(&path, "text/plain", "a").await;
+    let addr = api.origin.addr;
+    let request = |query: &str| format!("GET {path}?{query} HTTP/1.1\r\nhost: x\r\n\r\n");
+
+    let mut poll = tokio::net::TcpStream::connect(addr).await.unwrap();
+    poll.write_all(request("offset=now&live=long-poll&timeout_ms=60000").as_bytes())
+        .await
+        .unwrap();
+    let mut tail = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tail.write_all(request("offset=now&live=sse").as_bytes())
+        .await
+        .unwrap();
+    until_metric(&api, "ds_long_polls_waiting 1", "the long-poll waits").await;
+    until_metric(&api, "ds_sse_open 1", "the tail is open").await;
+    drop(poll);
+    drop(tail);
+    until_metric(
+        &api,
+        "ds_long_polls_waiting 0",
+        "a long-poll whose client left ends",
+    )
+    .await;
+    until_metric(&api, "ds_sse_open 0", "a tail whose client left ends").await;
+
+    // A client that pipelines its next request behind a long-poll is still
+    // there: the long-poll is answered when data comes, then the next one.
+    let mut pipelined = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let two = request("offset=now&live=long-poll&timeout_ms=60000") + &request("offset=-1");
+    pipelined.write_all(two.as_bytes()).await.unwrap();
+    until_metric(&api, "ds_long_polls_waiting 1", "the long-poll waits").await;
+    let appended = api.append(&path, "text/plain", "b").await;
+    assert_eq!(appended.status(), 204);
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let both = |got: &[u8]| {
+        let text = String::from_utf8_lossy(got);
+        text.matches("HTTP/1.1 200").count() == 2 && text.ends_with("\r\n\r\nab")
+    };
+    while !both(&got) {
+        let left = deadline - tokio::time::Instant::now();
+        let n = tokio::time::timeout(left, pipelined.read(&mut buf))
+            .await
+            .expect("both answers arrive")
+            .unwrap();
+        assert!(
+            n > 0,
+            "the connection stays open: {}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got);
+    let first = text.find("HTTP/1.1 200").unwrap();
+    let second = text.rfind("HTTP/1.1 200").unwrap();
+    assert!(
+        text[first..second].ends_with("b"),
+        "the long-poll's answer: {text}"
+    );
+    assert!(text[second..].ends_with("ab"), "the read's answer: {text}");
 }
