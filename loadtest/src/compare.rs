@@ -33,6 +33,11 @@ pub struct Args {
     /// `interleave.rs`): the steadiest comparison on a noisy machine.
     #[arg(long)]
     pub interleave: Option<f64>,
+    /// Load this origin binary where the ceiling would be: an A/B of two
+    /// builds under the same client (the report's "ceiling" is then this
+    /// baseline build, and the ratio is new / baseline).
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
 }
 
 /// Starts a server process and reads its address from its first line.
@@ -94,16 +99,13 @@ async fn measure(
 pub async fn run(args: Args) -> anyhow::Result<()> {
     // Both servers are processes of their own, so neither shares a runtime
     // with the load client.
-    let (mut ceiling, ceiling_addr) =
-        start(Command::new(std::env::current_exe()?).arg("ceiling")).await?;
     let data = std::env::temp_dir().join(format!("ds-bench-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&data);
-    let (mut origin, origin_addr) = start(
-        Command::new(&args.origin)
-            .args(["--listen", "127.0.0.1:0", "--data"])
-            .arg(&data),
-    )
-    .await?;
+    let baseline_data = data.with_extension("baseline");
+    let (mut ceiling, ceiling_addr) = match &args.baseline {
+        Some(bin) => start(&mut origin_command(bin, &baseline_data)).await?,
+        None => start(Command::new(std::env::current_exe()?).arg("ceiling")).await?,
+    };
+    let (mut origin, origin_addr) = start(&mut origin_command(&args.origin, &data)).await?;
     let servers = Servers {
         ceiling: (ceiling_addr, ceiling.id().unwrap_or(0)),
         origin: (origin_addr, origin.id().unwrap_or(0)),
@@ -117,8 +119,25 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let _ = origin.start_kill();
     let _ = origin.wait().await;
     let _ = std::fs::remove_dir_all(&data);
+    let _ = std::fs::remove_dir_all(&baseline_data);
     tokio::time::sleep(Duration::from_millis(10)).await;
     measured
+}
+
+/// What the first server is: the ceiling, or the `--baseline` build.
+fn peer_label(args: &Args) -> &'static str {
+    match args.baseline {
+        Some(_) => "baseline (origin, durable)",
+        None => "ceiling (bare hyper, 204)",
+    }
+}
+
+/// An origin on a free port over a fresh data directory.
+fn origin_command(bin: &std::path::Path, data: &std::path::Path) -> Command {
+    let _ = std::fs::remove_dir_all(data);
+    let mut cmd = Command::new(bin);
+    cmd.args(["--listen", "127.0.0.1:0", "--data"]).arg(data);
+    cmd
 }
 
 /// Each server's address and process id.
@@ -143,7 +162,7 @@ async fn interleaved(args: &Args, servers: &Servers, slice: f64) -> anyhow::Resu
     let pids = [servers.ceiling.1, servers.origin.1];
     let sides = [
         crate::interleave::Side {
-            label: "ceiling".into(),
+            label: peer_label(args).into(),
             addr: servers.ceiling.0,
         },
         crate::interleave::Side {
@@ -166,7 +185,7 @@ async fn interleaved(args: &Args, servers: &Servers, slice: f64) -> anyhow::Resu
         "interleaved: {} pairs of {slice} s slices (each after 250 ms uncounted)",
         args.rounds.max(1)
     );
-    println!("{}", c.line("ceiling (bare hyper, 204)"));
+    println!("{}", c.line(peer_label(args)));
     println!("{}", o.line("origin (durable)"));
     let (median, min, max) = spread(&run.pair_ratios);
     println!(
@@ -202,17 +221,14 @@ async fn whole_runs(args: &Args, servers: &Servers) -> anyhow::Result<()> {
     let mut ceiling_result = None;
     for round in 0..args.rounds.max(1) {
         let (c, o) = if round % 2 == 0 {
-            let c = measure("ceiling (bare hyper, 204)", &base, ceiling_pid).await?;
+            let c = measure(peer_label(args), &base, ceiling_pid).await?;
             (
                 c,
                 measure("origin (durable)", &origin_args, origin_pid).await?,
             )
         } else {
             let o = measure("origin (durable)", &origin_args, origin_pid).await?;
-            (
-                measure("ceiling (bare hyper, 204)", &base, ceiling_pid).await?,
-                o,
-            )
+            (measure(peer_label(args), &base, ceiling_pid).await?, o)
         };
         let ratio = o.rps() / c.rps();
         println!("origin / ceiling: {:.0} %", 100.0 * ratio);
