@@ -78,8 +78,8 @@ pub struct Cli {
     #[arg(long, env = "ORIGIN_DURABILITY", value_enum, default_value = "sync")]
     pub durability: DurabilityArg,
     /// Under concurrent appends, how long the writer waits at most to gather
-    /// more of them into one sync (0s: never); it stops early once they stop
-    /// arriving. A lone writer never waits.
+    /// more of them into one sync (0s: never); it stops early once as many
+    /// wait as the last batch had. A lone writer never waits.
     #[arg(long, env = "ORIGIN_COMMIT_DELAY", default_value = "1ms", value_parser = parse_duration)]
     pub commit_delay: Duration,
     /// Checkpoint when the open WAL segment reaches this size.

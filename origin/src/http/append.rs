@@ -1,7 +1,5 @@
 //! `POST {stream}`: append, close, or both; exactly once with producer headers.
 
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Response, StatusCode};
@@ -86,7 +84,7 @@ async fn run(state: &Shared, path: &str, req: Request) -> Result<Response<Body>,
     };
     let appended = state
         .store
-        .append(Arc::clone(&view), incarnation, request, payload)
+        .append(view, incarnation, request, payload)
         .await?;
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = StatusCode::NO_CONTENT;

@@ -121,6 +121,7 @@ where
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<axum::BoxError>,
 {
+    state.store.help_publish();
     let req = req.map(Body::new);
     match (req.method(), req.uri().path()) {
         (&Method::GET, routes::METRICS) => {

@@ -6,7 +6,8 @@
 //! make the log short again. See `docs/decisions/0002-local-log.md`.
 //!
 //! - [`writer`]: the single thread that changes streams (the I/O shell around
-//!   the pure core).
+//!   the pure core); [`scheduling`]: how it asks to run promptly;
+//!   [`publisher`]: how its durable batches reach the runtime.
 //! - [`record`], [`checkpoint`]: the two persisted formats.
 //! - [`recovery`]: startup from checkpoint and log.
 //! - [`view`]: what readers see; [`tail_buffer`]: the hot tail in memory.
@@ -24,8 +25,10 @@ pub mod engine;
 pub mod error;
 pub mod janitor;
 pub mod layout;
+pub mod publisher;
 pub mod record;
 pub mod recovery;
+pub mod scheduling;
 pub mod sealer;
 pub mod tail_buffer;
 pub mod tail_watch;
@@ -48,13 +51,11 @@ use crate::core::snapshot::SnapshotMeta;
 use crate::core::stream::AppendRequest;
 use crate::metrics::Metrics;
 pub use error::StoreError;
+use publisher::Publisher;
 pub use recovery::RecoveryReport;
 pub use view::{ReadError, StreamView, Tail};
 pub use writer::{AppendOutcome, Appended, Created};
-use writer::{Command, Publisher, Registry, Writer};
-
-/// Durable batches waiting to be published; the writer waits when full.
-const PUBLISH_QUEUE_BATCHES: usize = 256;
+use writer::{Command, Registry, Writer};
 
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
@@ -140,6 +141,7 @@ pub struct Store {
     writer: Arc<Mutex<Option<JoinHandle<()>>>>,
     objects: Option<crate::objects::instrumented::Objects>,
     data: PathBuf,
+    publisher: Arc<Publisher>,
 }
 
 impl Store {
@@ -184,12 +186,8 @@ impl Store {
                 .collect(),
         ));
         let (tx, rx) = mpsc::channel(config.queue_commands);
-        let publisher = Arc::new(Publisher {
-            registry: Arc::clone(&registry),
-            data: config.data.clone(),
-        });
-        let (published, to_publish) = mpsc::channel(PUBLISH_QUEUE_BATCHES);
-        tokio::spawn(Arc::clone(&publisher).run(to_publish));
+        let publisher = Arc::new(Publisher::new(Arc::clone(&registry), config.data.clone()));
+        tokio::spawn(Arc::clone(&publisher).run());
         let sealer_metrics = Arc::clone(&metrics);
         let seal_retry_max = config.seal_retry_max;
         let gc_grace = config.gc_grace;
@@ -200,8 +198,7 @@ impl Store {
             Arc::clone(&clock),
             config,
             metrics,
-            published,
-            publisher,
+            Arc::clone(&publisher),
         );
         writer.replayed_bytes = report.bytes_replayed;
         if let Some(objects) = &objects {
@@ -241,6 +238,7 @@ impl Store {
                 writer: Arc::new(Mutex::new(Some(handle))),
                 objects,
                 data,
+                publisher,
             },
             report,
         ))
@@ -312,6 +310,13 @@ impl Store {
     }
 
     /// The stream at `path`, unless it does not exist or has expired.
+    /// Carries out durable batches that wait to be published, unless another
+    /// thread is at it (see `publisher`); runtime workers call it as each
+    /// request starts.
+    pub fn help_publish(&self) {
+        self.publisher.help();
+    }
+
     pub fn get(&self, path: &str) -> Option<Arc<StreamView>> {
         let view = self.registry.read().get(path).cloned()?;
         (!view.is_expired(self.clock.now_ms())).then_some(view)

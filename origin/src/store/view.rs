@@ -141,7 +141,11 @@ impl StreamView {
 
     /// Marks a read or write for the sliding TTL.
     pub fn touch(&self, now: Millis) {
-        self.last_access.fetch_max(now, Ordering::Relaxed);
+        // Most touches find the time already set (same millisecond): a read
+        // leaves the line shared with the other core, a write would not.
+        if self.last_access.load(Ordering::Relaxed) < now {
+            self.last_access.fetch_max(now, Ordering::Relaxed);
+        }
     }
 
     pub fn last_access(&self) -> Millis {

@@ -14,8 +14,9 @@
 //! calls already guarantee goes to `mi_malloc` / `mi_zalloc` / `mi_realloc`
 //! instead, as the system allocator shim in `std` does with `malloc`.
 //!
-//! This is the workspace's only `unsafe`: a `GlobalAlloc` cannot be written
-//! without it.
+//! One of the workspace's two `unsafe` modules (the other asks for the
+//! writer thread's time slice, `store/scheduling.rs`): a `GlobalAlloc`
+//! cannot be written without it.
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout};
