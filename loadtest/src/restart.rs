@@ -13,6 +13,9 @@ use tokio::process::Command;
 use crate::append::{connect, send};
 use crate::compare::start;
 
+/// Where the streams are.
+const PREFIX: &str = "/v1/stream/restart-";
+
 #[derive(clap::Args)]
 pub struct Args {
     #[arg(long, default_value = "target/release/origin")]
@@ -44,7 +47,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let body = body.clone();
         tasks.push(tokio::spawn(async move {
             let mut sender = connect(addr).await?;
-            let path = format!("/restart/s{s}");
+            // Under the default prefix: the account `default`, open without
+            // a key (a path such as `/restart/s0` names the account
+            // `restart`, which needs one).
+            let path = format!("{PREFIX}{s}");
             send(
                 &mut sender,
                 Request::put(&path)
@@ -90,8 +96,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let (next, addr) = start(&mut origin_cmd()).await?;
         // Ready = answers a HEAD on the last stream with its full length.
         let mut sender = connect(addr).await?;
-        let req = Request::head(format!("/restart/s{}", args.streams - 1))
-            .body(Full::new(Bytes::new()))?;
+        let req =
+            Request::head(format!("{PREFIX}{}", args.streams - 1)).body(Full::new(Bytes::new()))?;
         let status = send(&mut sender, req).await?;
         let took = began.elapsed();
         anyhow::ensure!(status == 200, "HEAD after restart: {status}");

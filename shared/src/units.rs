@@ -24,7 +24,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok((n * mult as f64) as u64)
 }
 
-/// "60s", "500ms", "2m", "1h".
+/// "60s", "500ms", "250us", "2m", "1h".
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
@@ -33,6 +33,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         .parse()
         .map_err(|_| format!("{s:?} is not a duration"))?;
     Ok(match unit {
+        "us" => Duration::from_micros(n),
         "ms" => Duration::from_millis(n),
         "" | "s" => Duration::from_secs(n),
         "m" => Duration::from_secs(n * 60),
@@ -52,6 +53,7 @@ mod tests {
         assert!(parse_size("2XB").is_err());
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_duration("60s").unwrap(), Duration::from_secs(60));
+        assert_eq!(parse_duration("250us").unwrap(), Duration::from_micros(250));
         assert!(parse_duration("x").is_err());
     }
 }
