@@ -80,7 +80,9 @@ impl Publisher {
         }
     }
 
-    /// Carries out the waiting batches until the writer stops.
+    /// Carries out the waiting batches until the writer stops. It may wait
+    /// on its worker for a request that is carrying batches out already: as
+    /// long as one batch takes (microseconds), never across an await.
     pub async fn run(self: Arc<Self>) {
         while !self.closed.load(Ordering::Acquire) {
             self.wake.notified().await;
