@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, HeaderValue, StatusCode};
 use parking_lot::Mutex;
 use shared::headers as h;
 use shared::offset::Offset;
@@ -70,6 +70,8 @@ struct HubState {
 
 pub struct Hub {
     path: String,
+    /// The `Accept` of its upstream requests (the shape of a JSON stream).
+    accept: Option<&'static str>,
     incarnation: String,
     framing: Framing,
     state: Mutex<HubState>,
@@ -127,8 +129,11 @@ impl Hub {
     }
 }
 
+/// Hubs are per stream and per shape of its events.
+type HubKey = (String, Option<&'static str>);
+
 pub struct Fanout {
-    hubs: Mutex<HashMap<String, Arc<Hub>>>,
+    hubs: Mutex<HashMap<HubKey, Arc<Hub>>>,
     upstream: Upstream,
     metrics: Arc<Metrics>,
     limits: Limits,
@@ -156,21 +161,25 @@ impl Fanout {
         self.hubs.lock().len()
     }
 
-    /// Joins the stream's hub, starting one at `pos` when there is none (or
-    /// only one of another incarnation, or one that ended).
+    /// Joins the hub of the stream's events as `accept` shapes them,
+    /// starting one at `pos` when there is none (or only one of another
+    /// incarnation, or one that ended).
     pub fn subscribe(
         self: &Arc<Self>,
         path: &str,
+        accept: Option<&'static str>,
         incarnation: &str,
         framing: Framing,
         pos: u64,
     ) -> Subscription {
+        let key = (path.to_owned(), accept);
         let mut hubs = self.hubs.lock();
-        if let Some(sub) = hubs.get(path).and_then(|h| h.try_subscribe(incarnation)) {
+        if let Some(sub) = hubs.get(&key).and_then(|h| h.try_subscribe(incarnation)) {
             return sub;
         }
         let hub = Arc::new(Hub {
             path: path.to_owned(),
+            accept,
             incarnation: incarnation.to_owned(),
             framing,
             state: Mutex::new(HubState {
@@ -181,7 +190,7 @@ impl Fanout {
             feed: broadcast::channel(self.limits.sse_ring).0,
             idle: Notify::new(),
         });
-        hubs.insert(path.to_owned(), Arc::clone(&hub));
+        hubs.insert(key, Arc::clone(&hub));
         let sub = hub
             .try_subscribe(incarnation)
             .expect("a new hub takes readers");
@@ -210,8 +219,12 @@ impl Fanout {
                 pq.push_str("&cursor=");
                 pq.push_str(c);
             }
+            let mut headers = HeaderMap::new();
+            if let Some(accept) = hub.accept {
+                headers.insert(http::header::ACCEPT, HeaderValue::from_static(accept));
+            }
             let answer = tokio::select! {
-                a = self.upstream.get(&pq, HeaderMap::new(), metrics::Upstream::Tail) => a,
+                a = self.upstream.get(&pq, headers, metrics::Upstream::Tail) => a,
                 _ = hub.idle.notified() => continue,
                 _ = closing.wait_for(|c| *c) => break (FeedItem::Reset, None),
             };
@@ -238,9 +251,10 @@ impl Fanout {
             }
         };
         hub.publish(item, last_pos, true);
+        let key = (hub.path.clone(), hub.accept);
         let mut hubs = self.hubs.lock();
-        if hubs.get(&hub.path).is_some_and(|h| Arc::ptr_eq(h, &hub)) {
-            hubs.remove(&hub.path);
+        if hubs.get(&key).is_some_and(|h| Arc::ptr_eq(h, &hub)) {
+            hubs.remove(&key);
         }
     }
 

@@ -17,6 +17,8 @@ mod chunks;
 mod forward;
 #[path = "edge/long_poll.rs"]
 mod long_poll;
+#[path = "edge/negotiation.rs"]
+mod negotiation;
 #[path = "edge/process.rs"]
 mod process;
 #[path = "edge/restart.rs"]

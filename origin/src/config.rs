@@ -57,7 +57,9 @@ pub struct Cli {
     /// past which appends answer 503, e.g. 1GiB.
     #[arg(long, env = "ORIGIN_MAX_UNSEALED", default_value = "1GiB", value_parser = parse_size)]
     pub max_unsealed: u64,
-    /// How JSON streams read: NDJSON (default) or JSON arrays.
+    /// How JSON streams read when a request's `Accept` prefers neither
+    /// `application/json` (arrays) nor `application/x-ndjson`: NDJSON
+    /// (default) or JSON arrays.
     #[arg(long, env = "ORIGIN_JSON_READS", value_enum, default_value = "ndjson")]
     pub json_reads: JsonReadsArg,
     /// Largest request body, e.g. 8MiB.

@@ -28,6 +28,8 @@ mod lifecycle;
 mod limits;
 #[path = "protocol/long_poll.rs"]
 mod long_poll;
+#[path = "protocol/negotiation.rs"]
+mod negotiation;
 #[path = "protocol/producers.rs"]
 mod producers;
 #[path = "protocol/reads.rs"]

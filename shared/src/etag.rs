@@ -10,8 +10,18 @@ use crate::offset::Offset;
 
 /// Names one read answer.
 pub fn read_etag(incarnation: &str, start: Offset, end: Offset, closed: bool) -> String {
+    tag(incarnation, start, end, closed, "")
+}
+
+/// Names one read answer of a JSON stream shaped as a JSON array: the
+/// same range as NDJSON is another representation, so another tag.
+pub fn array_read_etag(incarnation: &str, start: Offset, end: Offset, closed: bool) -> String {
+    tag(incarnation, start, end, closed, ":a")
+}
+
+fn tag(incarnation: &str, start: Offset, end: Offset, closed: bool, shape: &str) -> String {
     let closed = if closed { ":c" } else { "" };
-    format!("\"{incarnation}:{start}:{end}{closed}\"")
+    format!("\"{incarnation}:{start}:{end}{closed}{shape}\"")
 }
 
 /// Whether an `If-None-Match` header value names `etag` (strong or weak
@@ -33,6 +43,7 @@ mod tests {
         let closed = read_etag("i1", Offset(0), Offset(5), true);
         assert_ne!(open, closed);
         assert_eq!(open, "\"i1:0000000000000000:0000000000000005\"");
+        assert_ne!(open, array_read_etag("i1", Offset(0), Offset(5), false));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! - [`cursor`]: the long-poll cursor rule that keeps caches from replaying an empty answer.
 //! - [`etag`]: entity tags for reads, which change when a stream closes.
 //! - [`content_type`]: media-type comparison and the JSON / text / binary split.
+//! - [`negotiate`]: NDJSON or JSON arrays for a JSON stream's read, by `Accept`.
 //! - [`sse`]: Server-Sent Events framing for data and control events.
 //! - [`paths`]: how a request path splits into a stream and a reserved sub-resource.
 //! - [`params`]: parsing of the read query (`offset`, `live`, `max_bytes`, ...).
@@ -22,6 +23,7 @@ pub mod error;
 pub mod etag;
 pub mod headers;
 pub mod limits;
+pub mod negotiate;
 pub mod object_keys;
 pub mod offset;
 pub mod params;

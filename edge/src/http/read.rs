@@ -26,6 +26,7 @@ use super::forward::forward;
 use super::Shared;
 use crate::chunk_cache::Miss;
 use crate::core::catch_up::{plan, worth_planning, Plan, CACHEABLE};
+use crate::core::collapse_key::canonical_accept;
 
 /// Streams whose tail the edge has seen, at most this many.
 pub const TAIL_HINTS: u64 = 100_000;
@@ -72,8 +73,9 @@ pub async fn read(state: &Shared, req: Request<Body>, params: &ReadParams) -> Re
     let eligible = params.consistency == Consistency::Local
         && !ORIGIN_ONLY.iter().any(|n| req.headers().contains_key(*n));
     let path = req.uri().path().to_owned();
+    let arrays = canonical_accept(req.headers()) == Some(shared::negotiate::JSON);
     if let Some(start) = start.filter(|s| eligible && worth_planning(*s, state.tails.get(&path))) {
-        if let Some(resp) = from_chunks(state, &path, start, params.max_bytes).await {
+        if let Some(resp) = from_chunks(state, &path, start, params.max_bytes, arrays).await {
             return resp;
         }
     }
@@ -83,11 +85,21 @@ pub async fn read(state: &Shared, req: Request<Body>, params: &ReadParams) -> Re
 }
 
 /// The answer made from chunks, or `None` when the origin should answer.
-async fn from_chunks(state: &Shared, path: &str, start: u64, max: u64) -> Option<Response<Body>> {
+/// `arrays`: the reader's `Accept` asks for JSON arrays.
+async fn from_chunks(
+    state: &Shared,
+    path: &str,
+    start: u64,
+    max: u64,
+    arrays: bool,
+) -> Option<Response<Body>> {
     let recent = state.states.recent(state, path).await?;
     // A JSON stream read as NDJSON is its chunks' bytes, cut anywhere, as
-    // a binary stream is; read as JSON arrays, the origin reshapes it.
-    if recent.json && !recent.ndjson_reads {
+    // a binary stream is; read as JSON arrays (the origin's default, or
+    // what this reader accepts), the origin reshapes it. The headers here
+    // are those of the origin's default, so an NDJSON read of a stream
+    // whose default is arrays goes to the origin too.
+    if recent.json && (arrays || !recent.ndjson_reads) {
         return None;
     }
     // A read that stops short of the known end is the same whatever was

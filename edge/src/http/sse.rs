@@ -20,7 +20,7 @@ use axum::response::IntoResponse;
 use bytes::Bytes;
 use futures::StreamExt;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
-use shared::content_type::{is_media_type, is_text, sse_uses_base64, NDJSON};
+use shared::content_type::{is_json, is_media_type, is_text, sse_uses_base64, NDJSON};
 use shared::error::{ErrorBody, ErrorCode};
 use shared::headers as h;
 use shared::offset::{Offset, ReadFrom};
@@ -34,14 +34,16 @@ use super::error::EdgeError;
 use super::forward::forward_live;
 use super::Shared;
 use crate::answer::Answer;
+use crate::core::collapse_key::canonical_accept;
 use crate::core::splice::{splice, Splice};
 use crate::core::text_cut::cut_text;
 use crate::fanout::{FeedItem, Framing};
 use crate::metrics;
 
 /// Headers of the first read that an SSE answer keeps.
-const KEPT_HEADERS: [&str; 5] = [
+const KEPT_HEADERS: [&str; 6] = [
     "stream-incarnation",
+    "vary",
     "x-content-type-options",
     "cross-origin-resource-policy",
     "access-control-allow-origin",
@@ -67,7 +69,9 @@ pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Res
         ReadFrom::Now => "now".to_owned(),
         ReadFrom::At(o) => o.to_string(),
     };
-    let first = match read(state, &path, &from, None).await {
+    // A JSON stream's events are shaped as the reader's `Accept` chooses.
+    let accept = canonical_accept(req.headers());
+    let first = match read(state, &path, &from, None, accept).await {
         Ok(a) => a,
         Err(e) => return e.into_response(),
     };
@@ -76,6 +80,9 @@ pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Res
     }
     let content_type = first.header(http::header::CONTENT_TYPE).unwrap_or("");
     let is_ndjson = is_media_type(content_type, NDJSON);
+    // Only a JSON stream's events have a shape to choose: readers of any
+    // other share one hub whatever they accept.
+    let accept = accept.filter(|_| is_ndjson || is_json(content_type));
     let framing = Framing {
         base64: sse_uses_base64(content_type) && !is_ndjson,
         text: is_text(content_type) || is_ndjson,
@@ -112,6 +119,7 @@ pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Res
     let reader = Reader {
         state: state.clone(),
         path,
+        accept,
         incarnation: first.header(h::STREAM_INCARNATION).unwrap_or("").to_owned(),
         framing,
         cursor: params.cursor.clone(),
@@ -153,14 +161,19 @@ async fn read(
     path: &str,
     from: &str,
     max: Option<u64>,
+    accept: Option<&'static str>,
 ) -> Result<Answer, EdgeError> {
     let max = max
         .unwrap_or(state.config.limits.tail_frame_bytes)
         .min(state.config.limits.tail_frame_bytes);
     let pq = format!("{path}?offset={from}&max_bytes={max}");
+    let mut headers = HeaderMap::new();
+    if let Some(accept) = accept {
+        headers.insert(http::header::ACCEPT, HeaderValue::from_static(accept));
+    }
     Ok(state
         .upstream
-        .get(&pq, HeaderMap::new(), metrics::Upstream::SseRead)
+        .get(&pq, headers, metrics::Upstream::SseRead)
         .await?)
 }
 
@@ -179,6 +192,8 @@ enum End {
 struct Reader {
     state: Shared,
     path: String,
+    /// The `Accept` of its upstream reads (the shape of a JSON stream).
+    accept: Option<&'static str>,
     incarnation: String,
     framing: Framing,
     cursor: Option<String>,
@@ -204,10 +219,13 @@ impl Reader {
             answer = self.read_at(None).await?;
         }
         // Join the shared feed, and read up to where its frames begin.
-        let mut sub =
-            self.state
-                .fanout
-                .subscribe(&self.path, &self.incarnation, self.framing, self.pos);
+        let mut sub = self.state.fanout.subscribe(
+            &self.path,
+            self.accept,
+            &self.incarnation,
+            self.framing,
+            self.pos,
+        );
         while self.pos < sub.pos {
             let a = self.read_at(Some(sub.pos - self.pos)).await?;
             if self.send_read(&a).await?.1 {
@@ -269,7 +287,7 @@ impl Reader {
     /// (a deleted stream with an `error` event, as the origin does).
     async fn read_at(&mut self, max: Option<u64>) -> Result<Answer, End> {
         let from = Offset(self.pos).to_string();
-        let a = read(&self.state, &self.path, &from, max)
+        let a = read(&self.state, &self.path, &from, max, self.accept)
             .await
             .map_err(|_| End::Stop)?;
         if a.status == StatusCode::NOT_FOUND {

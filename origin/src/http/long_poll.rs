@@ -9,7 +9,6 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{Response, StatusCode};
 use axum::response::IntoResponse;
-use shared::etag::read_etag;
 use shared::headers as h;
 use shared::offset::Offset;
 use shared::params::{ReadParams, DEFAULT_LONG_POLL_MS};
@@ -17,8 +16,8 @@ use shared::params::{ReadParams, DEFAULT_LONG_POLL_MS};
 use super::error::ApiError;
 use super::read::CACHEABLE;
 use super::reading::{
-    cursor, open_for_read, read_cut, read_slice, resolve_start, set, shape_body, slice_headers,
-    stream_headers,
+    cursor, negotiate, open_for_read, read_cut, read_slice, resolve_start, set, shape_body,
+    slice_etag, slice_headers, stream_headers, vary_by_accept,
 };
 use super::Shared;
 use crate::peer::{self, Peer};
@@ -90,24 +89,16 @@ async fn run(
         set(&mut resp, "cache-control", "no-store");
         return Ok(resp);
     }
-    let mode = state.config.json_reads;
+    let mode = negotiate(req.headers(), state.config.json_reads);
     let slice = read_slice(&view, start, params.max_bytes, tail, read_cut(&view, mode)).await?;
     let (body, content_type) = shape_body(&view, mode, slice.bytes.clone());
     state.metrics.served(body.len());
     let mut resp = Response::new(Body::from(body));
     stream_headers(&mut resp, &view);
+    vary_by_accept(&mut resp, &view);
     slice_headers(&mut resp, &slice);
     set(&mut resp, "content-type", content_type);
-    set(
-        &mut resp,
-        "etag",
-        read_etag(
-            &view.incarnation,
-            Offset(slice.start),
-            Offset(slice.end),
-            slice.closed,
-        ),
-    );
+    set(&mut resp, "etag", slice_etag(&view, mode, &slice));
     if !slice.closed {
         set(
             &mut resp,

@@ -36,18 +36,14 @@ use crate::metrics::Metrics;
 use crate::store::Store;
 use error::ApiError;
 
-/// How reads of JSON streams are shaped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum JsonReads {
-    /// `application/x-ndjson`, one message per line (our protocol).
-    Ndjson,
-    /// `application/json` arrays (the upstream protocol's clients).
-    Array,
-}
+/// How reads of JSON streams are shaped when `Accept` does not choose
+/// (`shared::negotiate`).
+pub use shared::negotiate::JsonReads;
 
 /// Limits and timings of the HTTP layer.
 #[derive(Clone, Debug)]
 pub struct HttpConfig {
+    /// The shape of JSON streams' reads whose `Accept` prefers neither.
     pub json_reads: JsonReads,
     /// The largest request body.
     pub max_body: u64,

@@ -10,14 +10,14 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{Response, StatusCode};
 use axum::response::IntoResponse;
-use shared::etag::{if_none_match_hits, read_etag};
+use shared::etag::if_none_match_hits;
 use shared::offset::ReadFrom;
 use shared::params::ReadParams;
 
 use super::error::ApiError;
 use super::reading::{
-    open_for_read, read_cut, read_slice, resolve_start, set, shape_body, slice_headers,
-    stream_headers,
+    negotiate, open_for_read, read_cut, read_slice, resolve_start, set, shape_body, slice_etag,
+    slice_headers, stream_headers, vary_by_accept,
 };
 use super::Shared;
 
@@ -38,17 +38,10 @@ async fn run(
     let view = open_for_read(state, &path, req.headers())?;
     let tail = view.tail();
     let start = resolve_start(params.offset, &tail)?;
-    let mode = state.config.json_reads;
+    let mode = negotiate(req.headers(), state.config.json_reads);
     let slice = read_slice(&view, start, params.max_bytes, tail, read_cut(&view, mode)).await?;
     let now = params.offset == ReadFrom::Now;
-    let etag = (!now).then(|| {
-        read_etag(
-            &view.incarnation,
-            shared::offset::Offset(slice.start),
-            shared::offset::Offset(slice.end),
-            slice.closed,
-        )
-    });
+    let etag = (!now).then(|| slice_etag(&view, mode, &slice));
     let cache = if now || (slice.bytes.is_empty() && !slice.closed) {
         "no-store"
     } else {
@@ -70,6 +63,7 @@ async fn run(
         Response::new(Body::from(body))
     };
     stream_headers(&mut resp, &view);
+    vary_by_accept(&mut resp, &view);
     slice_headers(&mut resp, &slice);
     set(&mut resp, "content-type", content_type);
     set(&mut resp, "cache-control", cache);

@@ -192,6 +192,40 @@ pub async fn read_slice(
     })
 }
 
+/// The shape of this request's reads of `view`: as its `Accept` prefers,
+/// else the server's default (only JSON streams have a choice).
+pub fn negotiate(headers: &HeaderMap, default: JsonReads) -> JsonReads {
+    let accept = headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    shared::negotiate::JsonPreference::of(accept).resolve(default)
+}
+
+/// `Vary: Accept` on the answers of a JSON stream's reads, whose shape
+/// `Accept` chooses, so a cache keeps one answer per shape.
+pub fn vary_by_accept(resp: &mut Response<Body>, view: &StreamView) {
+    if view.is_json() {
+        resp.headers_mut()
+            .insert(http::header::VARY, HeaderValue::from_static("accept"));
+    }
+}
+
+/// The entity tag of a read answer: its range, and its shape when it is
+/// a JSON array.
+pub fn slice_etag(view: &StreamView, mode: JsonReads, slice: &Slice) -> String {
+    let tag = if view.is_json() && mode == JsonReads::Array {
+        shared::etag::array_read_etag
+    } else {
+        shared::etag::read_etag
+    };
+    tag(
+        &view.incarnation,
+        Offset(slice.start),
+        Offset(slice.end),
+        slice.closed,
+    )
+}
+
 /// How reads of this stream are cut and shaped.
 pub fn read_cut(view: &StreamView, mode: JsonReads) -> Cut {
     if view.is_json() && mode == JsonReads::Array {

@@ -21,7 +21,10 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::error::ApiError;
-use super::reading::{cursor, open_for_read, read_slice, resolve_start, set, stream_headers, Cut};
+use super::reading::{
+    cursor, negotiate, open_for_read, read_slice, resolve_start, set, stream_headers,
+    vary_by_accept, Cut,
+};
 use super::{JsonReads, Shared};
 use crate::core::json::ndjson_to_array;
 use crate::peer::{self, Peer};
@@ -65,7 +68,7 @@ async fn run(
     let mut pos = resolve_start(params.offset, &first)?;
     let base64 = sse_uses_base64(&view.config.content_type);
     let json = view.is_json();
-    let array = json && state.config.json_reads == JsonReads::Array;
+    let array = json && negotiate(req.headers(), state.config.json_reads) == JsonReads::Array;
     let cut = if json {
         Cut::Message
     } else if base64 {
@@ -166,6 +169,7 @@ async fn run(
 
     let mut resp = Response::new(Body::from_stream(ReceiverStream::new(frames)));
     stream_headers(&mut resp, &view);
+    vary_by_accept(&mut resp, &view);
     set(&mut resp, "content-type", "text/event-stream");
     set(&mut resp, "cache-control", "no-cache");
     // JSON events are NDJSON, unless JSON reads are arrays.
