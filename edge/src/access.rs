@@ -24,9 +24,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http::{HeaderMap, Method, Request, Response};
 use shared::auth::{credential, owner, Access, Credential, Denied, Verifier};
-use shared::error::{ErrorBody, ErrorCode};
+use shared::error::ErrorCode;
 use shared::limits::{LimitConfig, Limits, TailGuard};
 
 use crate::metrics;
@@ -81,14 +81,8 @@ pub enum Admit {
 }
 
 fn refusal(code: ErrorCode, message: &str, retry_after: Option<u64>) -> Response<Body> {
-    let mut r = Response::new(Body::from(ErrorBody::new(code, message).to_json()));
-    *r.status_mut() = StatusCode::from_u16(code.status()).expect("valid status");
+    let mut r = crate::http::error::error_response(code, message);
     let h = r.headers_mut();
-    h.insert(
-        "content-type",
-        http::HeaderValue::from_static("application/json"),
-    );
-    h.insert("cache-control", http::HeaderValue::from_static("no-store"));
     if let Some(secs) = retry_after {
         h.insert("retry-after", http::HeaderValue::from(secs));
     }

@@ -24,7 +24,10 @@ pub enum EdgeError {
     ShuttingDown,
 }
 
-/// An error answer: the shared body, `no-store`, `nosniff`.
+/// An error answer: the shared body, `no-store`, and the headers the
+/// origin's refusals carry for browsers (`nosniff`, CORP, and CORS, so a
+/// page on another origin can read a 401 or a 503 and act on it instead of
+/// seeing a network error).
 pub fn error_response(code: ErrorCode, message: impl Into<String>) -> Response<Body> {
     let body = ErrorBody::new(code, message).to_json();
     let mut resp = Response::new(Body::from(body));
@@ -35,6 +38,18 @@ pub fn error_response(code: ErrorCode, message: impl Into<String>) -> Response<B
     h.insert(
         "x-content-type-options",
         HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        "cross-origin-resource-policy",
+        HeaderValue::from_static("cross-origin"),
+    );
+    h.insert(
+        http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    h.insert(
+        http::header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static(shared::headers::EXPOSED),
     );
     resp
 }

@@ -97,9 +97,11 @@ async fn send(
     cred: Option<&str>,
     body: &'static str,
 ) -> reqwest::Response {
+    // As a page on another origin sends it.
     let mut r = client()
         .request(method, s.edge_url(path))
         .header("content-type", "text/plain")
+        .header("origin", "http://page.example")
         .body(body);
     if let Some(c) = cred {
         r = r.bearer_auth(c);
@@ -239,7 +241,18 @@ async fn every_refusal_through_the_edge_and_no_cached_answer_without_a_credentia
         ),
     ];
     for (method, path, cred, status, code) in rows {
-        expect(send(&s, method, &path, cred, "").await, status, code).await;
+        let r = send(&s, method, &path, cred, "").await;
+        // A page on another origin can read every refusal (to refresh its
+        // token, say), as it can the origin's own.
+        for (name, value) in [
+            ("access-control-allow-origin", "*"),
+            ("access-control-expose-headers", shared::headers::EXPOSED),
+            ("x-content-type-options", "nosniff"),
+            ("cross-origin-resource-policy", "cross-origin"),
+        ] {
+            assert_eq!(header(&r, name).as_deref(), Some(value), "{path} {name}");
+        }
+        expect(r, status, code).await;
     }
     // 412 (and the rest of what only the origin knows) passes through.
     let stale = client()
