@@ -1,5 +1,5 @@
 //! Object storage against real servers: a folder on the local filesystem and
-//! s3s-fs (an S3-compatible server, installed by `.ci/run`) on loopback.
+//! s3s-fs (an S3-compatible server, installed by `scripts/setup`) on loopback.
 
 use bytes::Bytes;
 use origin::objects::instrumented::{Objects, PutOutcome};

@@ -1,4 +1,4 @@
-//! An S3-compatible server (s3s-fs, installed by `.ci/run`) on loopback.
+//! An S3-compatible server (s3s-fs, installed by `scripts/setup`) on loopback.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -55,15 +55,24 @@ impl S3sFs {
     }
 
     fn spawn(root: &std::path::Path, port: u16) -> (Child, String) {
-        let mut child = Command::new("s3s-fs")
-            .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--access-key", "test-key", "--secret-key", "test-secret"])
+        let mut child = Command::new(s3s_fs())
+            .args([
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--access-key",
+                "test-key",
+                "--secret-key",
+                "test-secret",
+            ])
             .arg(root)
             .env("RUST_LOG", "info")
             .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .expect("s3s-fs is installed (cargo install s3s-fs --version 0.14.1 --locked --features binary)");
+            .expect("s3s-fs is installed (scripts/setup installs it)");
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         let endpoint = loop {
             let line = lines.next().expect("s3s-fs prints its address").unwrap();
@@ -107,4 +116,22 @@ impl Drop for S3sFs {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The s3s-fs command: on `PATH`, else where `scripts/setup` puts it, so
+/// a plain `cargo test` finds it too.
+fn s3s_fs() -> std::path::PathBuf {
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|dir| dir.join("s3s-fs"))
+        .find(|p| p.is_file());
+    let tools = std::env::var_os("DS_TOOLS_DIR")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".cache/ds-tools"))
+        });
+    on_path
+        .or_else(|| tools.map(|t| t.join("bin/s3s-fs")))
+        .unwrap_or_else(|| "s3s-fs".into())
 }
