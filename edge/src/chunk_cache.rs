@@ -9,13 +9,22 @@
 //! caller that arrived meanwhile). Only answers the origin marks immutable
 //! are kept (`core::cacheable`); any other answer goes to the readers that
 //! asked for it and is forgotten.
+//!
+//! An answer kept is served only while the origin's invalidation feed
+//! vouches for its stream (`invalidations`): after a delete, a recreate or
+//! a retention change (or while the feed is lost) the next request asks the
+//! origin again, so an edge never keeps serving what the origin refuses.
 
 use std::sync::Arc;
 
 use moka::future::Cache;
 
+use shared::paths::{classify, Target};
+
 use crate::answer::Answer;
 use crate::core::cacheable::is_immutable;
+use crate::core::vouch::Mark;
+use crate::invalidations::Feed;
 use crate::metrics::Metrics;
 use crate::upstream::UpstreamError;
 
@@ -34,20 +43,32 @@ pub enum Source {
     Origin,
 }
 
+/// An answer kept, with the mark of when it was asked of the origin.
+#[derive(Clone)]
+struct Kept {
+    answer: Arc<Answer>,
+    mark: Mark,
+}
+
 pub struct ChunkCache {
-    cache: Cache<String, Arc<Answer>>,
+    cache: Cache<String, Kept>,
     metrics: Arc<Metrics>,
+    feed: Arc<Feed>,
 }
 
 impl ChunkCache {
-    pub fn new(capacity_bytes: u64, metrics: Arc<Metrics>) -> ChunkCache {
+    pub fn new(capacity_bytes: u64, metrics: Arc<Metrics>, feed: Arc<Feed>) -> ChunkCache {
         let cache = Cache::builder()
             .max_capacity(capacity_bytes)
-            .weigher(|key: &String, value: &Arc<Answer>| {
-                u32::try_from(key.len() + value.weight()).unwrap_or(u32::MAX)
+            .weigher(|key: &String, value: &Kept| {
+                u32::try_from(key.len() + value.answer.weight()).unwrap_or(u32::MAX)
             })
             .build();
-        ChunkCache { cache, metrics }
+        ChunkCache {
+            cache,
+            metrics,
+            feed,
+        }
     }
 
     /// The answer for `path`, from memory, or from `fill` (see
@@ -57,26 +78,40 @@ impl ChunkCache {
         path: &str,
         fill: impl std::future::Future<Output = Result<Answer, UpstreamError>>,
     ) -> Result<(Arc<Answer>, Source), Arc<Miss>> {
+        let stream = match classify(path) {
+            Target::Chunk { stream, .. } | Target::IncarnationSnapshot { stream, .. } => stream,
+            _ => path,
+        };
+        if let Some(kept) = self.cache.get(path).await {
+            if !self.feed.vouches(stream, kept.mark) {
+                self.cache.invalidate(path).await;
+            }
+        }
         let entry = self
             .cache
             .entry_by_ref(path)
             .or_try_insert_with(async move {
+                let mark = self.feed.mark();
                 let answer = fill.await.map_err(Miss::Upstream)?;
                 if is_immutable(answer.status, &answer.headers) {
-                    Ok(Arc::new(answer))
+                    Ok(Kept {
+                        answer: Arc::new(answer),
+                        mark,
+                    })
                 } else {
                     Err(Miss::NotImmutable(answer))
                 }
             })
             .await?;
+        let kept = entry.value();
         let source = if entry.is_fresh() {
-            self.metrics.cache_miss(entry.value().body.len());
+            self.metrics.cache_miss(kept.answer.body.len());
             Source::Origin
         } else {
-            self.metrics.cache_hit(entry.value().body.len());
+            self.metrics.cache_hit(kept.answer.body.len());
             Source::Cache
         };
-        Ok((entry.into_value(), source))
+        Ok((Arc::clone(&kept.answer), source))
     }
 
     /// Bytes held (an estimate until moka's pending work runs) and entries.

@@ -130,6 +130,12 @@ pub struct Limits {
     pub sse_session: Duration,
     /// Largest upstream answer the edge buffers (a read is at most 8 MiB).
     pub max_answer_bytes: usize,
+    /// How long one long-poll of the origin's invalidation feed waits: the
+    /// feed's heartbeat when nothing changes.
+    pub feed_poll: Duration,
+    /// With no answer of the feed for this long, the edge answers nothing
+    /// from memory (it asks the origin) until the feed answers again.
+    pub feed_stale_after: Duration,
 }
 
 impl Default for Limits {
@@ -144,6 +150,8 @@ impl Default for Limits {
             tail_poll_ms: 20_000,
             sse_session: Duration::from_secs(60),
             max_answer_bytes: 9 * 1024 * 1024,
+            feed_poll: Duration::from_secs(1),
+            feed_stale_after: Duration::from_secs(2),
         }
     }
 }

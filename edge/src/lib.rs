@@ -8,6 +8,8 @@
 //! - [`fanout`]: SSE fan-out, one upstream tail per stream.
 //! - [`chunk_cache`]: immutable chunks in memory, weighted by bytes, with
 //!   single-flight misses.
+//! - [`invalidations`]: the origin's feed of deletes, creates and retention,
+//!   which vouches for everything served from memory.
 //! - [`upstream`], [`answer`]: the way to the origin, and its answers held
 //!   in memory; [`objects`]: the origin's bucket, read directly.
 //! - [`http`]: one file per operation; [`server`]: wiring and shutdown;
@@ -21,6 +23,7 @@ pub mod config;
 pub mod core;
 pub mod fanout;
 pub mod http;
+pub mod invalidations;
 pub mod metrics;
 pub mod objects;
 pub mod server;

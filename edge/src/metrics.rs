@@ -37,15 +37,18 @@ pub enum Upstream {
     SseRead,
     /// A sealed chunk read from the bucket.
     Object,
+    /// A long-poll of the origin's invalidation feed.
+    Feed,
 }
 
-const UPSTREAM: [(Upstream, &str); 6] = [
+const UPSTREAM: [(Upstream, &str); 7] = [
     (Upstream::Forward, "forward"),
     (Upstream::LongPoll, "long_poll"),
     (Upstream::Chunk, "chunk"),
     (Upstream::Tail, "tail"),
     (Upstream::SseRead, "sse_read"),
     (Upstream::Object, "object"),
+    (Upstream::Feed, "feed"),
 ];
 
 /// Request counters by route and status, lock-free: statuses 100..=599 each
@@ -76,6 +79,9 @@ pub struct Metrics {
     sse_open: AtomicI64,
     sse_dropped_slow: AtomicU64,
     upstream_tails: AtomicI64,
+    invalidations: AtomicU64,
+    feed_losses: AtomicU64,
+    not_vouched: AtomicU64,
 }
 
 /// Numbers `/metrics` reads from elsewhere at render time.
@@ -83,6 +89,8 @@ pub struct Metrics {
 pub struct Sampled {
     pub cache_weighted_bytes: u64,
     pub cache_entries: u64,
+    /// The invalidation feed is caught up and answering.
+    pub feed_live: bool,
 }
 
 impl Metrics {
@@ -125,6 +133,21 @@ impl Metrics {
     /// A long-poll waiter joined a shared upstream wait someone else started.
     pub fn collapsed(&self) {
         self.collapsed_waiters.fetch_add(1, Relaxed);
+    }
+
+    /// An event of the origin's invalidation feed.
+    pub fn invalidation(&self) {
+        self.invalidations.fetch_add(1, Relaxed);
+    }
+
+    /// The feed was lost (an error, a gap, a restart of the origin).
+    pub fn feed_lost(&self) {
+        self.feed_losses.fetch_add(1, Relaxed);
+    }
+
+    /// Something kept was not served: the feed no longer vouched for it.
+    pub fn not_vouched(&self) {
+        self.not_vouched.fetch_add(1, Relaxed);
     }
 
     pub fn sse_dropped_slow(&self) {
@@ -183,6 +206,9 @@ impl Metrics {
             ("edge_bytes_served_total", &self.bytes_served),
             ("edge_collapsed_waiters_total", &self.collapsed_waiters),
             ("edge_sse_dropped_slow_total", &self.sse_dropped_slow),
+            ("edge_invalidations_total", &self.invalidations),
+            ("edge_feed_losses_total", &self.feed_losses),
+            ("edge_not_vouched_total", &self.not_vouched),
         ];
         for (name, v) in counters {
             let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Relaxed));
@@ -205,6 +231,11 @@ impl Metrics {
             out,
             "# TYPE edge_cache_entries gauge\nedge_cache_entries {}",
             sampled.cache_entries
+        );
+        let _ = writeln!(
+            out,
+            "# TYPE edge_feed_live gauge\nedge_feed_live {}",
+            u8::from(sampled.feed_live)
         );
         out
     }

@@ -15,6 +15,8 @@ mod access;
 mod chunks;
 #[path = "edge/forward.rs"]
 mod forward;
+#[path = "edge/invalidation.rs"]
+mod invalidation;
 #[path = "edge/long_poll.rs"]
 mod long_poll;
 #[path = "edge/negotiation.rs"]

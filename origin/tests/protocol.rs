@@ -22,6 +22,8 @@ mod create;
 mod errors;
 #[path = "protocol/head.rs"]
 mod head;
+#[path = "protocol/invalidations.rs"]
+mod invalidations;
 #[path = "protocol/lifecycle.rs"]
 mod lifecycle;
 #[path = "protocol/limits.rs"]

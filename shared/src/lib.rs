@@ -12,6 +12,7 @@
 //! - [`content_type`]: media-type comparison and the JSON / text / binary split.
 //! - [`negotiate`]: NDJSON or JSON arrays for a JSON stream's read, by `Accept`.
 //! - [`sse`]: Server-Sent Events framing for data and control events.
+//! - [`invalidation`]: the origin's feed of deletes, creates and retention for edges.
 //! - [`paths`]: how a request path splits into a stream and a reserved sub-resource.
 //! - [`params`]: parsing of the read query (`offset`, `live`, `max_bytes`, ...).
 //! - [`units`]: human sizes and durations on command lines.
@@ -22,6 +23,7 @@ pub mod cursor;
 pub mod error;
 pub mod etag;
 pub mod headers;
+pub mod invalidation;
 pub mod limits;
 pub mod negotiate;
 pub mod object_keys;

@@ -9,3 +9,4 @@ pub mod catch_up;
 pub mod collapse_key;
 pub mod splice;
 pub mod text_cut;
+pub mod vouch;

@@ -63,7 +63,10 @@ async fn from_bucket(state: &Shared, path: &str) -> Option<Answer> {
     let start = Offset::parse(offset)?.bytes();
     let aligned = start - start % CHUNK_BYTES;
     let stream_state = state.states.recent(state, stream).await?;
-    if stream_state.incarnation != token || aligned + CHUNK_BYTES >= stream_state.tail {
+    if stream_state.incarnation != token
+        || aligned + CHUNK_BYTES >= stream_state.tail
+        || start < stream_state.retained
+    {
         return None;
     }
     let bytes = objects

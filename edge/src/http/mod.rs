@@ -30,6 +30,7 @@ use crate::chunk_cache::ChunkCache;
 use crate::collapse::CollapseTable;
 use crate::config::EdgeConfig;
 use crate::fanout::Fanout;
+use crate::invalidations::Feed;
 use crate::metrics::{Metrics, Sampled};
 use crate::upstream::Upstream;
 
@@ -42,6 +43,8 @@ pub struct EdgeState {
     pub collapse: Arc<CollapseTable>,
     pub chunks: ChunkCache,
     pub fanout: Arc<Fanout>,
+    /// The origin's invalidation feed: whether what is kept may be served.
+    pub feed: Arc<Feed>,
     /// What the edge knows of each stream's tail.
     pub tails: read::TailHints,
     /// Streams' recent states, for catch-up reads cut from chunks.
@@ -71,10 +74,13 @@ impl EdgeState {
             config.limits.max_answer_bytes,
         );
         let closing = tokio::sync::watch::Sender::new(false);
+        let feed = Feed::new(upstream.clone(), Arc::clone(&metrics), &config.limits);
+        tokio::spawn(Arc::clone(&feed).follow(closing.subscribe()));
         Ok(Arc::new(EdgeState {
             access: crate::access::AccessGate::new(config.access.clone()),
             collapse: CollapseTable::new(config.limits.max_waiters, Arc::clone(&metrics)),
-            chunks: ChunkCache::new(config.cache_bytes, Arc::clone(&metrics)),
+            chunks: ChunkCache::new(config.cache_bytes, Arc::clone(&metrics), Arc::clone(&feed)),
+            feed,
             fanout: Fanout::new(
                 upstream.clone(),
                 Arc::clone(&metrics),
@@ -137,6 +143,7 @@ fn metrics(state: &Shared) -> Response<Body> {
     let text = state.metrics.render(Sampled {
         cache_weighted_bytes: bytes,
         cache_entries: entries,
+        feed_live: state.feed.is_live(),
     });
     let mut r = Response::new(Body::from(text));
     r.headers_mut().insert(

@@ -65,17 +65,23 @@ impl TailHints {
 const ORIGIN_ONLY: [&str; 3] = ["if-none-match", "stream-incarnation", "authorization"];
 
 pub async fn read(state: &Shared, req: Request<Body>, params: &ReadParams) -> Response<Body> {
+    // `-1` is the retained offset, which the stream's state knows.
     let start = match params.offset {
-        ReadFrom::Start => Some(0),
-        ReadFrom::At(o) => Some(o.bytes()),
+        ReadFrom::Start | ReadFrom::At(_) => Some(params.offset),
         ReadFrom::Now => None,
+    };
+    let hint = |from: &ReadFrom| match from {
+        ReadFrom::At(o) => o.bytes(),
+        _ => 0,
     };
     let eligible = params.consistency == Consistency::Local
         && !ORIGIN_ONLY.iter().any(|n| req.headers().contains_key(*n));
     let path = req.uri().path().to_owned();
     let arrays = canonical_accept(req.headers()) == Some(shared::negotiate::JSON);
-    if let Some(start) = start.filter(|s| eligible && worth_planning(*s, state.tails.get(&path))) {
-        if let Some(resp) = from_chunks(state, &path, start, params.max_bytes, arrays).await {
+    if let Some(from) =
+        start.filter(|s| eligible && worth_planning(hint(s), state.tails.get(&path)))
+    {
+        if let Some(resp) = from_chunks(state, &path, from, params.max_bytes, arrays).await {
             return resp;
         }
     }
@@ -89,11 +95,19 @@ pub async fn read(state: &Shared, req: Request<Body>, params: &ReadParams) -> Re
 async fn from_chunks(
     state: &Shared,
     path: &str,
-    start: u64,
+    from: ReadFrom,
     max: u64,
     arrays: bool,
 ) -> Option<Response<Body>> {
     let recent = state.states.recent(state, path).await?;
+    let start = match from {
+        ReadFrom::At(o) => o.bytes(),
+        _ => recent.retained,
+    };
+    // Before retention the origin answers 410, in its own words.
+    if start < recent.retained {
+        return None;
+    }
     // A JSON stream read as NDJSON is its chunks' bytes, cut anywhere, as
     // a binary stream is; read as JSON arrays (the origin's default, or
     // what this reader accepts), the origin reshapes it. The headers here
@@ -111,6 +125,9 @@ async fn from_chunks(
         fresh = state.states.refresh(state, path).await?;
         fresh.as_ref()
     };
+    if start < stream.retained || stream.incarnation != recent.incarnation {
+        return None;
+    }
     let plan = plan(start, max, stream.tail, stream.closed)?;
     let incarnation = stream.incarnation.as_str();
     let mut parts = Vec::with_capacity(plan.pieces.len());

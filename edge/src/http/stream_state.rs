@@ -19,15 +19,20 @@ pub const STREAM_STATES: u64 = 100_000;
 
 /// How long the edge answers from a stream's state without asking again:
 /// within it a read that stops short of the known end needs no request to
-/// the origin (a read reaching the end always asks). It bounds how long a
-/// deleted or recreated stream's old bytes may still be cut from chunks,
-/// well inside the `max-age=60` the origin gives every such answer.
+/// the origin (a read reaching the end always asks). Deletes, recreations
+/// and retention void it at once (the invalidation feed); this bounds only
+/// how old the end it knows may be.
 pub const STATE_FRESH: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Debug)]
 pub struct StreamState {
     pub incarnation: String,
     pub tail: u64,
+    /// Reads before this answer 410 (`Stream-Retained-Offset`; 0 when the
+    /// answer has none).
+    pub retained: u64,
+    /// When it was asked (see `core::vouch`).
+    pub mark: crate::core::vouch::Mark,
     pub closed: bool,
     /// A JSON stream (its reads are shaped by the origin's JSON mode).
     pub json: bool,
@@ -56,8 +61,15 @@ impl Default for StreamStates {
 }
 
 impl StreamStates {
-    /// The state from within the last [`STATE_FRESH`], or asked now.
+    /// The state from within the last [`STATE_FRESH`] while the
+    /// invalidation feed vouches for it, or asked now.
     pub async fn recent(&self, state: &Shared, path: &str) -> Option<Arc<StreamState>> {
+        if let Some(kept) = self.0.get(path).await {
+            if state.feed.vouches(path, kept.mark) {
+                return Some(kept);
+            }
+            self.0.invalidate(path).await;
+        }
         self.0
             .try_get_with_by_ref(path, async {
                 fetch(state, path).await.map(Arc::new).ok_or(())
@@ -76,6 +88,7 @@ impl StreamStates {
 
 /// The stream's state now, from the origin (`None` for a refusal).
 async fn fetch(state: &Shared, path: &str) -> Option<StreamState> {
+    let mark = state.feed.mark();
     let now = state
         .upstream
         .get(
@@ -97,6 +110,11 @@ async fn fetch(state: &Shared, path: &str) -> Option<StreamState> {
             .header(h::STREAM_NEXT_OFFSET)
             .and_then(Offset::parse)?
             .bytes(),
+        retained: now
+            .header(h::STREAM_RETAINED_OFFSET)
+            .and_then(Offset::parse)
+            .map_or(0, Offset::bytes),
+        mark,
         closed: now.header(h::STREAM_CLOSED) == Some("true"),
         json,
         ndjson_reads: is_media_type(content_type, NDJSON),

@@ -182,6 +182,41 @@ impl Stack {
         }
     }
 
+    /// Origin and edge with a choice of the origin's JSON read mode, whether
+    /// the origin seals complete chunks (and keeps snapshots) in a bucket of
+    /// its own, and whether the edge reads that bucket too.
+    pub async fn start_custom(
+        json_reads: JsonReads,
+        sealing: bool,
+        edge_reads_bucket: bool,
+    ) -> Self {
+        let bucket = sealing.then(|| tempfile::tempdir().expect("bucket"));
+        let url = bucket
+            .as_ref()
+            .map(|b| format!("file://{}", b.path().display()));
+        let origin = TestOrigin::start_sealing(json_reads, url.clone()).await;
+        let mut config = EdgeConfig::new(
+            format!("http://{}", origin.addr)
+                .parse()
+                .expect("origin url"),
+            64 << 20,
+        )
+        .expect("config");
+        if edge_reads_bucket {
+            config.object_store = url;
+        }
+        let (edge_addr, edge, stop, task) = serve_edge(config).await;
+        Stack {
+            origin,
+            edge_addr,
+            edge,
+            http: client(),
+            stop: Some(stop),
+            task: Some(task),
+            bucket,
+        }
+    }
+
     /// A URL on the edge.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.edge_addr, path)
@@ -206,6 +241,16 @@ impl Stack {
                 .expect("serve");
         }
         t.elapsed()
+    }
+
+    /// Puts a newly started edge in place of the stopped one.
+    pub fn replace_edge(
+        &mut self,
+        stop: oneshot::Sender<()>,
+        task: tokio::task::JoinHandle<std::io::Result<()>>,
+    ) {
+        self.stop = Some(stop);
+        self.task = Some(task);
     }
 
     /// Creates a stream through the edge, asserting 201.
@@ -288,8 +333,17 @@ pub type Served = (
     tokio::task::JoinHandle<std::io::Result<()>>,
 );
 
-/// Serves an edge with `config` on a free loopback port.
+/// Serves an edge with `config` on a free loopback port, once it follows
+/// the origin's invalidation feed.
 pub async fn serve_edge(config: EdgeConfig) -> Served {
+    let served = spawn_edge(config).await;
+    wait_for_feed(&served.1).await;
+    served
+}
+
+/// Serves an edge with `config` on a free loopback port at once (its
+/// origin may be unreachable).
+pub async fn spawn_edge(config: EdgeConfig) -> Served {
     let edge = Edge::new(config).expect("edge");
     let state = edge.state.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -301,6 +355,20 @@ pub async fn serve_edge(config: EdgeConfig) -> Served {
         let _ = stopped.await;
     }));
     (addr, state, stop, task)
+}
+
+/// Waits until the edge follows the origin's invalidation feed: before, it
+/// answers nothing from memory, and tests that count cache hits would
+/// count the few requests that came first.
+pub async fn wait_for_feed(state: &Shared) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !state.feed.is_live() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the edge did not follow the origin's invalidation feed within {WAIT:?}"
+        );
+        tokio::time::sleep(POLL).await;
+    }
 }
 
 pub fn metric_value(text: &str, series: &str) -> Option<i64> {

@@ -154,7 +154,8 @@ async fn an_unreachable_origin_is_a_503_with_the_shared_error_body() {
     let dead = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let origin = format!("http://{}", dead.local_addr().unwrap());
     drop(dead);
-    let (addr, _state, _stop, _task) = start_edge(&origin, Default::default()).await;
+    let config = edge::config::EdgeConfig::new(origin.parse().unwrap(), 64 << 20).unwrap();
+    let (addr, _state, _stop, _task) = spawn_edge(config).await;
     let http = client();
     let p = stream_path("dead");
     for path in [

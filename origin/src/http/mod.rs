@@ -12,6 +12,7 @@ pub mod create;
 pub mod delete;
 pub mod error;
 pub mod head;
+pub mod invalidations;
 pub mod long_poll;
 pub mod read;
 pub mod reading;
@@ -138,6 +139,11 @@ where
                 "x-content-type-options",
                 HeaderValue::from_static("nosniff"),
             );
+            r
+        }
+        (&Method::GET, shared::invalidation::PATH) => {
+            let mut r = Box::pin(invalidations::invalidations(state, req)).await;
+            common_headers(&mut r, false);
             r
         }
         (_, p) if p.starts_with("/_auth/") || p.starts_with("/_admin/") || p == "/_admin" => {

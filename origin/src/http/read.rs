@@ -11,7 +11,8 @@ use axum::extract::Request;
 use axum::http::{Response, StatusCode};
 use axum::response::IntoResponse;
 use shared::etag::if_none_match_hits;
-use shared::offset::ReadFrom;
+use shared::headers as h;
+use shared::offset::{Offset, ReadFrom};
 use shared::params::ReadParams;
 
 use super::error::ApiError;
@@ -64,6 +65,11 @@ async fn run(
     };
     stream_headers(&mut resp, &view);
     vary_by_accept(&mut resp, &view);
+    // Once retention moved, reads say where the stream now begins (the
+    // edge's reads cut from chunks need it; HEAD always says it).
+    if tail.retained > 0 {
+        set(&mut resp, h::STREAM_RETAINED_OFFSET, Offset(tail.retained));
+    }
     slice_headers(&mut resp, &slice);
     set(&mut resp, "content-type", content_type);
     set(&mut resp, "cache-control", cache);

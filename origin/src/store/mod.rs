@@ -11,6 +11,7 @@
 //! - [`record`], [`checkpoint`]: the two persisted formats.
 //! - [`recovery`]: startup from checkpoint and log.
 //! - [`view`]: what readers see; [`tail_buffer`]: the hot tail in memory.
+//! - [`invalidations`]: the feed of deletes, creates and retention for edges.
 //! - [`sealer`]: copies complete chunks into object storage; [`cold`]: reads
 //!   them back through a bounded cache once their local copy is dropped.
 
@@ -23,6 +24,7 @@ pub mod checkpoint;
 pub mod cold;
 pub mod engine;
 pub mod error;
+pub mod invalidations;
 pub mod janitor;
 pub mod layout;
 pub mod publisher;
@@ -142,6 +144,7 @@ pub struct Store {
     objects: Option<crate::objects::instrumented::Objects>,
     data: PathBuf,
     publisher: Arc<Publisher>,
+    invalidations: Arc<invalidations::Invalidations>,
 }
 
 impl Store {
@@ -192,6 +195,7 @@ impl Store {
         let seal_retry_max = config.seal_retry_max;
         let gc_grace = config.gc_grace;
         let data = config.data.clone();
+        let invalidations = Arc::new(invalidations::Invalidations::default());
         let mut writer = Writer::new(
             engine,
             wal,
@@ -200,6 +204,7 @@ impl Store {
             metrics,
             Arc::clone(&publisher),
         );
+        writer.invalidations = Some(Arc::clone(&invalidations));
         writer.replayed_bytes = report.bytes_replayed;
         if let Some(objects) = &objects {
             let (gc, garbage) = mpsc::unbounded_channel();
@@ -239,6 +244,7 @@ impl Store {
                 objects,
                 data,
                 publisher,
+                invalidations,
             },
             report,
         ))
@@ -246,6 +252,11 @@ impl Store {
 
     pub fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
+    }
+
+    /// The feed of deletes, creates and retention changes edges tail.
+    pub fn invalidations(&self) -> &Arc<invalidations::Invalidations> {
+        &self.invalidations
     }
 
     /// Object storage (none when sealing is off).

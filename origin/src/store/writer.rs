@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use parking_lot::RwLock;
+use shared::invalidation::Change;
 use tokio::sync::{mpsc, oneshot};
 
 use super::engine::Engine;
@@ -168,6 +169,8 @@ pub struct Writer {
     /// checkpoint retires them (so a restart right after a crash does not
     /// replay them again).
     pub replayed_bytes: u64,
+    /// The feed edges tail (see `store::invalidations`).
+    pub invalidations: Option<Arc<super::invalidations::Invalidations>>,
 }
 
 impl Writer {
@@ -199,6 +202,7 @@ impl Writer {
             gc: None,
             pending_gc: Vec::new(),
             replayed_bytes: 0,
+            invalidations: None,
         }
     }
 
@@ -476,7 +480,9 @@ impl Writer {
                     &entry.core.path,
                     &entry.core.incarnation,
                 )));
+            let (path, incarnation) = (entry.core.path.clone(), entry.core.incarnation.clone());
             after.push(AfterCommit::Unregister(entry.view));
+            self.invalidate(after, path, incarnation, Change::Deleted, None);
         }
     }
 
@@ -531,6 +537,8 @@ impl Writer {
         self.buffered(&view, tail.next);
         self.queue_seals(&path);
         after.push(AfterCommit::Register(Arc::clone(&view)));
+        let incarnation = view.incarnation.clone();
+        self.invalidate(after, path, incarnation, Change::Created, None);
         Ok(Created {
             view,
             created: true,

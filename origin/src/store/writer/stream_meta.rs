@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use shared::invalidation::Change;
 use shared::offset::{Offset, CHUNK_BYTES};
 
 use super::super::engine::Entry;
@@ -100,7 +101,27 @@ impl Writer {
             start += CHUNK_BYTES;
         }
         after.push(AfterCommit::Publish(Arc::clone(&entry.view), entry.tail()));
+        let (path, incarnation) = (entry.core.path.clone(), entry.core.incarnation.clone());
+        self.invalidate(after, path, incarnation, Change::Retained, Some(offset));
         Ok(())
+    }
+
+    /// Tells the edges, once the change is durable and visible and before
+    /// the request that made it is answered (see `store::invalidations`).
+    pub(super) fn invalidate(
+        &self,
+        after: &mut Vec<AfterCommit>,
+        path: String,
+        incarnation: String,
+        change: Change,
+        retained: Option<u64>,
+    ) {
+        if let Some(feed) = &self.invalidations {
+            let feed = Arc::clone(feed);
+            after.push(AfterCommit::Reply(Box::new(move || {
+                feed.push(&path, &incarnation, change, retained)
+            })));
+        }
     }
 
     /// Makes the stream public (or private); the view changes once durable.
