@@ -49,11 +49,19 @@ pub struct Cli {
     /// `GET /_auth/public-key`); unset: asked from the origin when needed.
     #[arg(long, env = "EDGE_TOKEN_PUBLIC_KEY")]
     pub token_public_key: Option<String>,
+    /// The URL clients reach this edge at (behind a CDN: the CDN's, e.g.
+    /// https://streams.example.com); absolute URLs the origin answers with
+    /// (`Location`, `Content-Location`) are rewritten to it. Unset:
+    /// `http://` and the `Host` the request came with.
+    #[arg(long, env = "EDGE_PUBLIC_URL")]
+    pub public_url: Option<String>,
 }
 
 impl Cli {
     pub fn config(&self) -> anyhow::Result<EdgeConfig> {
+        let public_url = self.public_url.as_deref().map(public_url).transpose()?;
         EdgeConfig::new(self.origin.clone(), self.cache).map(|mut c| {
+            c.public_url = public_url;
             c.object_store = self.object_store.clone();
             c.limits.sse_session = self.sse_session;
             c.access = crate::access::AccessConfig {
@@ -70,11 +78,28 @@ impl Cli {
     }
 }
 
+/// `--public-url`, checked: an absolute http(s) URL with a host and nothing
+/// after it but an optional path prefix; kept without a trailing `/`.
+pub fn public_url(url: &str) -> anyhow::Result<String> {
+    let uri: Uri = url
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--public-url {url}: {e}"))?;
+    anyhow::ensure!(
+        matches!(uri.scheme_str(), Some("http" | "https"))
+            && uri.authority().is_some()
+            && uri.query().is_none(),
+        "--public-url must be an http:// or https:// URL with a host and no query, not {url}"
+    );
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
 /// Everything the edge needs to run, validated.
 #[derive(Clone, Debug)]
 pub struct EdgeConfig {
     /// `scheme://authority` of the origin, without a path.
     pub origin: Uri,
+    /// Where clients reach the edge (see [`Cli::public_url`]).
+    pub public_url: Option<String>,
     pub object_store: Option<String>,
     /// Capacity of the chunk cache in bytes (bodies plus headers).
     pub cache_bytes: u64,
@@ -95,6 +120,7 @@ impl EdgeConfig {
         );
         Ok(EdgeConfig {
             origin,
+            public_url: None,
             object_store: None,
             cache_bytes,
             limits: Limits::default(),
@@ -165,6 +191,17 @@ mod tests {
         assert!(EdgeConfig::new("http://127.0.0.1:4437".parse().unwrap(), 1).is_ok());
         assert!(EdgeConfig::new("http://127.0.0.1:4437/x".parse().unwrap(), 1).is_err());
         assert!(EdgeConfig::new("https://a".parse().unwrap(), 1).is_err());
+    }
+
+    #[test]
+    fn public_url_is_checked() {
+        assert_eq!(
+            public_url("https://s.example.com/").unwrap(),
+            "https://s.example.com"
+        );
+        assert!(public_url("s.example.com").is_err());
+        assert!(public_url("ftp://s.example.com").is_err());
+        assert!(public_url("https://s.example.com/?a=1").is_err());
     }
 
     #[test]

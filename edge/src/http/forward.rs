@@ -8,7 +8,7 @@ use std::convert::Infallible;
 use axum::body::Body;
 use axum::response::IntoResponse;
 use futures::StreamExt;
-use http::{Request, Response};
+use http::{HeaderMap, HeaderValue, Request, Response};
 use http_body_util::BodyStream;
 
 use super::error::EdgeError;
@@ -16,20 +16,51 @@ use super::Shared;
 use crate::metrics;
 
 pub async fn forward(state: &Shared, req: Request<Body>) -> Response<Body> {
+    let host = req.headers().get(http::header::HOST).cloned();
     match state
         .upstream
         .forward(req, metrics::Upstream::Forward)
         .await
     {
-        Ok(resp) => resp.map(Body::new),
+        Ok(mut resp) => {
+            public_locations(state, host.as_ref(), resp.headers_mut());
+            resp.map(Body::new)
+        }
         Err(e) => EdgeError::from(e).into_response(),
+    }
+}
+
+/// Absolute URLs of the origin in an answer (`Location` of a create,
+/// `Content-Location`) name the edge instead: its `--public-url`, else
+/// `http://` and the `Host` the client sent, else a relative URL. The
+/// origin's own address never leaves the edge.
+fn public_locations(state: &Shared, host: Option<&HeaderValue>, headers: &mut HeaderMap) {
+    for name in [http::header::LOCATION, http::header::CONTENT_LOCATION] {
+        let Some(rest) = headers
+            .get(&name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix(state.upstream.base()))
+            .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+        else {
+            continue;
+        };
+        let base = match (&state.config.public_url, host.and_then(|h| h.to_str().ok())) {
+            (Some(url), _) => url.clone(),
+            (None, Some(host)) => format!("http://{host}"),
+            (None, None) => String::new(),
+        };
+        let rest = if rest.is_empty() { "/" } else { rest };
+        if let Ok(v) = HeaderValue::try_from(format!("{base}{rest}")) {
+            headers.insert(name, v);
+        }
     }
 }
 
 /// A live answer (SSE) passed through: like [`forward`], but its body ends
 /// when the edge shuts down, so stopping never waits for a reader.
 pub async fn forward_live(state: &Shared, req: Request<Body>) -> Response<Body> {
-    let resp = match state
+    let host = req.headers().get(http::header::HOST).cloned();
+    let mut resp = match state
         .upstream
         .forward(req, metrics::Upstream::Forward)
         .await
@@ -37,6 +68,7 @@ pub async fn forward_live(state: &Shared, req: Request<Body>) -> Response<Body> 
         Ok(resp) => resp,
         Err(e) => return EdgeError::from(e).into_response(),
     };
+    public_locations(state, host.as_ref(), resp.headers_mut());
     let state = state.clone();
     resp.map(move |body| {
         let frames = BodyStream::new(body)

@@ -190,3 +190,53 @@ async fn an_unreachable_origin_is_a_503_with_the_shared_error_body() {
         .unwrap();
     assert_eq!(r.status(), 503);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absolute_urls_name_the_edge_never_the_origin() {
+    let s = Stack::start().await;
+    let p = stream_path("location");
+    let r = s
+        .http
+        .put(s.url(&p))
+        .header("content-type", "text/plain")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    // No --public-url: the Host the client sent.
+    assert_eq!(
+        header(&r, "location"),
+        Some(format!("http://{}{p}", s.edge_addr))
+    );
+    let direct = s.http.put(s.origin_url(&stream_path("location-direct")));
+    let direct = direct
+        .header("content-type", "text/plain")
+        .send()
+        .await
+        .unwrap();
+    assert!(header(&direct, "location")
+        .unwrap()
+        .contains(&s.origin.addr.to_string()));
+
+    // Behind a CDN: the public URL it was given.
+    let mut config = edge::config::EdgeConfig::new(
+        format!("http://{}", s.origin.addr).parse().unwrap(),
+        1 << 20,
+    )
+    .unwrap();
+    config.public_url = Some(edge::config::public_url("https://streams.example.com/").unwrap());
+    let (addr, _state, _stop, _task) = serve_edge(config).await;
+    let q = stream_path("location-cdn");
+    let r = s
+        .http
+        .put(format!("http://{addr}{q}"))
+        .header("content-type", "text/plain")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    assert_eq!(
+        header(&r, "location"),
+        Some(format!("https://streams.example.com{q}"))
+    );
+}
