@@ -50,6 +50,7 @@ struct Kept {
     mark: Mark,
 }
 
+#[derive(Clone)]
 pub struct ChunkCache {
     cache: Cache<String, Kept>,
     metrics: Arc<Metrics>,
@@ -78,12 +79,8 @@ impl ChunkCache {
         path: &str,
         fill: impl std::future::Future<Output = Result<Answer, UpstreamError>>,
     ) -> Result<(Arc<Answer>, Source), Arc<Miss>> {
-        let stream = match classify(path) {
-            Target::Chunk { stream, .. } | Target::IncarnationSnapshot { stream, .. } => stream,
-            _ => path,
-        };
         if let Some(kept) = self.cache.get(path).await {
-            if !self.feed.vouches(stream, kept.mark) {
+            if !self.feed.vouches(stream_of(path), kept.mark) {
                 self.cache.invalidate(path).await;
             }
         }
@@ -114,8 +111,44 @@ impl ChunkCache {
         Ok((Arc::clone(&kept.answer), source))
     }
 
+    /// The answer kept for `path`, while the feed vouches for it.
+    pub async fn get(&self, path: &str) -> Option<Arc<Answer>> {
+        let kept = self.cache.get(path).await?;
+        if self.feed.vouches(stream_of(path), kept.mark) {
+            self.metrics.cache_hit(kept.answer.body.len());
+            Some(kept.answer)
+        } else {
+            self.cache.invalidate(path).await;
+            None
+        }
+    }
+
+    /// Keeps an answer asked of the origin after `mark` (an answer that
+    /// streamed through: see `http::snapshot`).
+    pub async fn insert(&self, path: &str, answer: Answer, mark: Mark) {
+        self.metrics.cache_miss(answer.body.len());
+        let kept = Kept {
+            answer: Arc::new(answer),
+            mark,
+        };
+        self.cache.insert(path.to_owned(), kept).await;
+    }
+
+    /// The mark to stamp on an answer about to be asked of the origin.
+    pub fn mark(&self) -> Mark {
+        self.feed.mark()
+    }
+
     /// Bytes held (an estimate until moka's pending work runs) and entries.
     pub fn usage(&self) -> (u64, u64) {
         (self.cache.weighted_size(), self.cache.entry_count())
+    }
+}
+
+/// The stream a chunk or snapshot URL belongs to.
+fn stream_of(path: &str) -> &str {
+    match classify(path) {
+        Target::Chunk { stream, .. } | Target::IncarnationSnapshot { stream, .. } => stream,
+        _ => path,
     }
 }

@@ -156,6 +156,10 @@ pub struct Limits {
     pub sse_session: Duration,
     /// Largest upstream answer the edge buffers (a read is at most 8 MiB).
     pub max_answer_bytes: usize,
+    /// Bytes of snapshots copied into the cache while they stream through,
+    /// all readers together; a snapshot that does not fit streams through
+    /// without being kept.
+    pub snapshot_fill_bytes: u64,
     /// How long one long-poll of the origin's invalidation feed waits: the
     /// feed's heartbeat when nothing changes.
     pub feed_poll: Duration,
@@ -176,6 +180,7 @@ impl Default for Limits {
             tail_poll_ms: 20_000,
             sse_session: Duration::from_secs(60),
             max_answer_bytes: 9 * 1024 * 1024,
+            snapshot_fill_bytes: 256 * 1024 * 1024,
             feed_poll: Duration::from_secs(1),
             feed_stale_after: Duration::from_secs(2),
         }

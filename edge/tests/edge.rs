@@ -25,5 +25,7 @@ mod negotiation;
 mod process;
 #[path = "edge/restart.rs"]
 mod restart;
+#[path = "edge/snapshots.rs"]
+mod snapshots;
 #[path = "edge/sse.rs"]
 mod sse;

@@ -1,5 +1,4 @@
-//! `GET {stream}/incarnation/{token}/chunk/{offset}` (and snapshot URLs of
-//! the same form): from the chunk cache, filled on a miss from the origin's
+//! `GET {stream}/incarnation/{token}/chunk/{offset}`: from the chunk cache, filled on a miss from the origin's
 //! bucket when the edge reads it and the chunk is sealed there, from the
 //! origin otherwise ([`fill`]). `If-None-Match` is answered here against
 //! the kept `ETag`. A query, a `Range` or any other method goes to the
@@ -138,7 +137,12 @@ pub async fn chunk(state: &Shared, req: Request<Body>) -> Response<Body> {
     }
 }
 
-fn respond(state: &Shared, answer: &Answer, if_none_match: Option<&str>) -> Response<Body> {
+/// A kept answer for one reader: `304` when its `If-None-Match` names it.
+pub(super) fn respond(
+    state: &Shared,
+    answer: &Answer,
+    if_none_match: Option<&str>,
+) -> Response<Body> {
     let etag = answer.header(http::header::ETAG);
     let hit = answer.status.is_success()
         && matches!((if_none_match, etag), (Some(inm), Some(tag)) if if_none_match_hits(inm, tag));

@@ -12,6 +12,7 @@ pub mod forward;
 pub mod long_poll;
 pub mod read;
 pub mod routes;
+pub mod snapshot;
 pub mod sse;
 pub mod stream_state;
 
@@ -53,6 +54,9 @@ pub struct EdgeState {
     pub objects: Option<crate::objects::ChunkObjects>,
     /// SSE readers served through the fan-out right now.
     pub sse_readers: AtomicUsize,
+    /// Bytes of snapshots being copied into the cache as they stream
+    /// (`Limits::snapshot_fill_bytes`).
+    pub snapshot_fills: Arc<tokio::sync::Semaphore>,
     /// Turns true when the edge starts to shut down: live reads end, so the
     /// graceful shutdown does not wait for them.
     pub closing: tokio::sync::watch::Sender<bool>,
@@ -91,6 +95,9 @@ impl EdgeState {
             states: stream_state::StreamStates::default(),
             objects,
             sse_readers: AtomicUsize::new(0),
+            snapshot_fills: Arc::new(tokio::sync::Semaphore::new(
+                usize::try_from(config.limits.snapshot_fill_bytes).unwrap_or(usize::MAX >> 4),
+            )),
             upstream,
             metrics,
             config,
@@ -219,7 +226,7 @@ async fn route(state: &Shared, req: Request<Body>) -> (&'static str, Response<Bo
             ("chunk", Box::pin(chunk::chunk(state, req)).await)
         }
         Target::IncarnationSnapshot { .. } if method == Method::GET => {
-            ("snapshot", Box::pin(chunk::chunk(state, req)).await)
+            ("snapshot", Box::pin(snapshot::snapshot(state, req)).await)
         }
         _ => ("other", forward::forward(state, req).await),
     }

@@ -159,6 +159,11 @@ impl Stack {
     /// Origin and edge sharing a bucket (a folder): the origin seals
     /// complete chunks into it, the edge reads them from it.
     pub async fn start_with_bucket() -> Self {
+        Self::start_with_bucket_and_cache(64 << 20).await
+    }
+
+    /// The same, with an edge cache of `cache_bytes`.
+    pub async fn start_with_bucket_and_cache(cache_bytes: u64) -> Self {
         let bucket = tempfile::tempdir().expect("bucket");
         let url = format!("file://{}", bucket.path().display());
         let origin = TestOrigin::start_sealing(JsonReads::Ndjson, Some(url.clone())).await;
@@ -166,7 +171,7 @@ impl Stack {
             format!("http://{}", origin.addr)
                 .parse()
                 .expect("origin url"),
-            64 << 20,
+            cache_bytes,
         )
         .expect("config");
         config.object_store = Some(url);
