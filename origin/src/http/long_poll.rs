@@ -10,7 +10,7 @@ use axum::extract::Request;
 use axum::http::{Response, StatusCode};
 use axum::response::IntoResponse;
 use shared::headers as h;
-use shared::offset::Offset;
+use shared::offset::{Offset, ReadFrom};
 use shared::params::{ReadParams, DEFAULT_LONG_POLL_MS};
 
 use super::error::ApiError;
@@ -106,6 +106,13 @@ async fn run(
             cursor(now, params.cursor.as_deref()),
         );
     }
-    set(&mut resp, "cache-control", CACHEABLE);
+    // `offset=now` names no range: the same URL later waits for later
+    // bytes, so no cache may hand this answer to the next reader.
+    let cache = if params.offset == ReadFrom::Now {
+        "no-store"
+    } else {
+        CACHEABLE
+    };
+    set(&mut resp, "cache-control", cache);
     Ok(resp)
 }
