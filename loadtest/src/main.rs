@@ -8,6 +8,8 @@
 //! - `append`: N streams, one closed-loop writer each, fixed-size bodies.
 //! - `compare-append`: starts the ceiling and the origin side by side, runs
 //!   `append` against each in the same run, and prints the table and ratio.
+//! - `proxy`, `compare-forward`: a bare hyper reverse proxy, and appends
+//!   forwarded through the edge against it (and straight to the origin).
 //! - `restart-time`: fills an origin, kills it, and times the restart.
 //! - `seal-bench`: append p99 with and without sealing into s3s-fs, seal
 //!   throughput, and cold vs warm catch-up from object storage.
@@ -21,8 +23,10 @@ mod append;
 mod ceiling;
 mod compare;
 mod edge;
+mod forward;
 mod interleave;
 mod peers;
+mod proxy;
 mod readers;
 mod restart;
 mod seal;
@@ -50,6 +54,8 @@ enum Cmd {
     SseFanout(edge::FanoutArgs),
     CatchupCompare(edge::CatchupArgs),
     Peers(peers::Args),
+    Proxy(proxy::Args),
+    CompareForward(forward::Args),
 }
 
 #[tokio::main]
@@ -67,5 +73,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::SseFanout(a) => edge::fanout(a).await,
         Cmd::CatchupCompare(a) => edge::catchup(a).await,
         Cmd::Peers(a) => peers::run(a).await,
+        Cmd::Proxy(a) => proxy::run(a).await,
+        Cmd::CompareForward(a) => forward::run(a).await,
     }
 }

@@ -1,6 +1,7 @@
 //! What origin and edge both speak, with no I/O and no async runtime.
 //!
 //! Module map:
+//! - `allocator` (feature `mimalloc`): the binaries' global allocator.
 //! - [`auth`]: accounts, grants, API key and token formats, the access rule.
 //! - [`limits`]: per-account request rate and open tails.
 //! - [`object_keys`]: the object-storage key of a sealed chunk, from a chunk URL's parts.
@@ -17,6 +18,8 @@
 //! - [`params`]: parsing of the read query (`offset`, `live`, `max_bytes`, ...).
 //! - [`units`]: human sizes and durations on command lines.
 
+#[cfg(feature = "mimalloc")]
+pub mod allocator;
 pub mod auth;
 pub mod content_type;
 pub mod cursor;

@@ -5,6 +5,10 @@ use clap::Parser;
 use edge::config::Cli;
 use edge::server::Edge;
 
+/// mimalloc, as the origin: see `shared::allocator`.
+#[global_allocator]
+static ALLOCATOR: shared::allocator::Mimalloc = shared::allocator::Mimalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()

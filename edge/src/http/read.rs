@@ -18,7 +18,7 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use moka::sync::Cache;
 use shared::headers as h;
-use shared::offset::{Offset, ReadFrom};
+use shared::offset::{Offset, ReadFrom, CHUNK_BYTES};
 use shared::params::{Consistency, ReadParams};
 
 use super::chunk::fill;
@@ -50,8 +50,15 @@ impl TailHints {
         else {
             return;
         };
+        // Only the chunk the tail is in matters (`worth_planning`): a tail
+        // in the first chunk, most streams' and most appends', costs
+        // nothing, and a stream's entry changes once per chunk.
+        let chunk = next.bytes() / CHUNK_BYTES;
+        if chunk == 0 {
+            return;
+        }
         let known = self.0.get(path).unwrap_or(0);
-        if next.bytes() > known {
+        if chunk > known / CHUNK_BYTES {
             self.0.insert(path.to_owned(), next.bytes());
         }
     }

@@ -6,11 +6,9 @@ use origin::auth::keys::{KeyStore, NewKey};
 use origin::config::{Cli, Command, KeysAction};
 use origin::server::Origin;
 
-mod allocator;
-
-/// mimalloc: see `allocator`.
+/// mimalloc: see `shared::allocator`.
 #[global_allocator]
-static ALLOCATOR: allocator::Mimalloc = allocator::Mimalloc;
+static ALLOCATOR: shared::allocator::Mimalloc = shared::allocator::Mimalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
