@@ -1,24 +1,29 @@
 # The CloudFront distribution in front of the edges, its cache and origin
 # request policies, its security response headers, and its WAF. The README's
 # "CloudFront cache behaviours" table explains every choice here.
+#
+# The behaviours express the same rules as deploy/varnish/edge.vcl (what is
+# cached and by which key, what is passed, what is refused);
+# scripts/check-cdn-rules compares the two and fails when they disagree.
 
 locals {
   cdn_custom_cert      = var.cdn_certificate_arn != ""
   origin_verify_header = "X-DS-Origin-Verify"
   alb_origin_id        = "edges"
 
-  # The request headers the protocol reads (origin/src/http/request.rs).
-  # Authorization is not here: CloudFront forwards it on GET/HEAD only when it
-  # is part of the cache key, so it lives in the cache policies instead. None
-  # of these changes a cacheable read: on reads only Stream-Incarnation
-  # matters, and a mismatch answers 412, which CloudFront never caches. CORS
-  # needs nothing forwarded: the edge answers `*` and static preflights.
-  # (An origin request policy holds at most 10 headers by default.)
+  # The request headers the protocol reads (origin/src/http/request.rs)
+  # that change no cacheable read. The ones that do are in the stream reads'
+  # cache key instead, which forwards them too: Authorization (CloudFront
+  # forwards it on GET/HEAD only when it is part of the key), Accept (JSON
+  # streams' reads are arrays or NDJSON by Accept) and Stream-Incarnation (a
+  # read naming an incarnation must never get another incarnation's cached
+  # answer). CORS needs nothing forwarded: the edge answers `*` and static
+  # preflights. (An origin request policy holds at most 10 headers by
+  # default.)
   protocol_headers = [
     "Content-Type",
     "Producer-Id", "Producer-Epoch", "Producer-Seq",
     "Stream-Seq", "Stream-TTL", "Stream-Expires-At", "Stream-Closed",
-    "Stream-Incarnation",
   ]
 
   # Error answers CloudFront would otherwise cache for 10 s. Cached under a
@@ -70,12 +75,17 @@ resource "aws_cloudfront_cache_policy" "immutable" {
 }
 
 # Stream reads: the key is the path and exactly the query parameters that
-# select the bytes (offset, max_bytes) or the collapse group (live, cursor).
-# The edge sends max-age=60 for ranges with bytes and no-store / no-cache for
-# open-ended answers, long-poll 204s and SSE; min_ttl 0 honours all of them.
+# select the bytes (offset, max_bytes) or the collapse group (live, cursor),
+# and the headers that select the answer: Accept (JSON streams' reads are
+# arrays or NDJSON by Accept, and say `Vary: Accept`, which CloudFront does
+# not read), Stream-Incarnation (a read naming another incarnation answers
+# 412, never the cached bytes), Authorization (never an anonymous entry for
+# a credentialed request). The edge sends max-age=60 for ranges with bytes
+# and no-store / no-cache for open-ended answers, long-poll 204s and SSE;
+# min_ttl 0 honours all of them.
 resource "aws_cloudfront_cache_policy" "stream_reads" {
   name        = "${var.name}-stream-reads"
-  comment     = "Stream reads: key = path + offset, cursor, live, max_bytes (+ Authorization); TTL from the edge"
+  comment     = "Stream reads: key = path + offset, cursor, live, max_bytes + Accept, Stream-Incarnation (+ Authorization); TTL from the edge"
   min_ttl     = 0
   default_ttl = 0
   max_ttl     = 31536000
@@ -93,7 +103,7 @@ resource "aws_cloudfront_cache_policy" "stream_reads" {
     headers_config {
       header_behavior = "whitelist"
       headers {
-        items = ["Authorization"]
+        items = ["Authorization", "Accept", "Stream-Incarnation"]
       }
     }
     cookies_config {
@@ -142,6 +152,22 @@ resource "aws_cloudfront_origin_request_policy" "streams" {
   cookies_config {
     cookie_behavior = "none"
   }
+}
+
+# ---- the servers' own endpoints --------------------------------------------------
+
+# Refuses them at the CDN, before any cache or origin: the admin API (404),
+# /_auth except the key-for-token exchange (403), every other reserved /_
+# path (404) and the edge's /metrics (404). The table in the code is the
+# one deploy/varnish/edge.vcl declares in its `@cdn refuse` lines
+# (scripts/check-cdn-rules compares them). Answers generated at viewer
+# request are never cached.
+resource "aws_cloudfront_function" "reserved_paths" {
+  name    = "${var.name}-reserved-paths"
+  runtime = "cloudfront-js-2.0"
+  comment = "Refuses /_admin, /_auth (but POST /_auth/token), /_*, /metrics"
+  publish = true
+  code    = file("${path.module}/functions/reserved-paths.js")
 }
 
 # ---- response headers -----------------------------------------------------------
@@ -206,7 +232,8 @@ resource "aws_cloudfront_distribution" "main" {
     }
   }
 
-  # Stream reads (cached by offset/cursor/live/max_bytes), writes and HEAD
+  # Stream reads (cached by offset/cursor/live/max_bytes, Accept and
+  # Stream-Incarnation; SSE is `no-cache` and keyed apart by live), writes and HEAD
   # (never cached: CloudFront caches only GET/HEAD answers, and the edge marks
   # HEAD no-store).
   default_cache_behavior {
@@ -220,6 +247,44 @@ resource "aws_cloudfront_distribution" "main" {
     # CloudFront compresses only answers with a Content-Length, so SSE
     # (chunked, text/event-stream) is never compressed.
     compress = true
+  }
+
+  # The servers' own endpoints, first so that no other pattern routes them:
+  # the function refuses them, except POST /_auth/token, which goes to the
+  # edges as a write does (all methods are allowed here so that the
+  # function, not CloudFront, answers every one of them).
+  ordered_cache_behavior {
+    path_pattern               = "/_*"
+    target_origin_id           = local.alb_origin_id
+    viewer_protocol_policy     = "https-only"
+    allowed_methods            = ["GET", "HEAD", "OPTIONS", "PUT", "POST", "PATCH", "DELETE"]
+    cached_methods             = ["GET", "HEAD"]
+    cache_policy_id            = aws_cloudfront_cache_policy.stream_reads.id
+    origin_request_policy_id   = aws_cloudfront_origin_request_policy.streams.id
+    response_headers_policy_id = aws_cloudfront_response_headers_policy.security.id
+    compress                   = true
+
+    function_association {
+      event_type   = "viewer-request"
+      function_arn = aws_cloudfront_function.reserved_paths.arn
+    }
+  }
+
+  ordered_cache_behavior {
+    path_pattern               = "/metrics"
+    target_origin_id           = local.alb_origin_id
+    viewer_protocol_policy     = "https-only"
+    allowed_methods            = ["GET", "HEAD", "OPTIONS", "PUT", "POST", "PATCH", "DELETE"]
+    cached_methods             = ["GET", "HEAD"]
+    cache_policy_id            = aws_cloudfront_cache_policy.stream_reads.id
+    origin_request_policy_id   = aws_cloudfront_origin_request_policy.streams.id
+    response_headers_policy_id = aws_cloudfront_response_headers_policy.security.id
+    compress                   = true
+
+    function_association {
+      event_type   = "viewer-request"
+      function_arn = aws_cloudfront_function.reserved_paths.arn
+    }
   }
 
   ordered_cache_behavior {

@@ -110,15 +110,22 @@ async function spawnOnce({ edgeAddr, port, workdir, vclExtra, args, storage }) {
   });
   const url = `http://127.0.0.1:${port}`;
   try {
-    await waitFor(
-      async () => {
-        if (exitInfo) throw Object.assign(new Error(`varnishd exited ${JSON.stringify(exitInfo)}:\n${text}`), { exited: true });
-        const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2_000) });
-        await res.arrayBuffer();
-        return res.status === 200;
-      },
-      { timeout: START_TIMEOUT_MS, interval: 50, message: `varnishd on ${url} to pass /healthz to the edge` },
-    );
+    // Up when /healthz answers 200 through Varnish; a varnishd that exits
+    // (a VCL that does not compile, a port taken) fails at once.
+    await Promise.race([
+      waitFor(
+        async () => {
+          if (exitInfo) return true; // the race below reports it
+          const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2_000) });
+          await res.arrayBuffer();
+          return res.status === 200;
+        },
+        { timeout: START_TIMEOUT_MS, interval: 50, message: `varnishd on ${url} to pass /healthz to the edge` },
+      ),
+      exited.then((info) => {
+        throw new Error(`varnishd exited ${JSON.stringify(info)} before it answered`);
+      }),
+    ]);
   } catch (err) {
     if (!exitInfo) child.kill('SIGKILL');
     await exited;
