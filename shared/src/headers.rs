@@ -42,3 +42,27 @@ stream-cursor, stream-ttl, stream-expires-at, stream-seq, stream-incarnation, st
 stream-snapshot-offset, stream-snapshot-digest, stream-immutable, stream-public, stream-data-content-type, \
 stream-sse-data-encoding, producer-epoch, producer-seq, producer-expected-seq, producer-received-seq, \
 producer-outcome, ursula-max-request-bytes, ursula-max-snapshot-bytes, etag, location, retry-after, content-type";
+
+/// The browser-safety headers of an answer that may have a body:
+/// `nosniff`, and a resource policy that lets pages on other origins read it.
+pub fn insert_safety(h: &mut http::HeaderMap) {
+    const CORP: HeaderName = HeaderName::from_static("cross-origin-resource-policy");
+    h.insert(
+        http::header::X_CONTENT_TYPE_OPTIONS,
+        http::HeaderValue::from_static("nosniff"),
+    );
+    h.insert(CORP, http::HeaderValue::from_static("cross-origin"));
+}
+
+/// CORS for any origin: credentials travel in `Authorization`, never in
+/// cookies, so `*` is right, and it keeps answers shareable by caches.
+pub fn insert_cors(h: &mut http::HeaderMap) {
+    h.insert(
+        http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        http::HeaderValue::from_static("*"),
+    );
+    h.insert(
+        http::header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        http::HeaderValue::from_static(EXPOSED),
+    );
+}

@@ -35,22 +35,8 @@ pub fn error_response(code: ErrorCode, message: impl Into<String>) -> Response<B
     let h = resp.headers_mut();
     h.insert("content-type", HeaderValue::from_static("application/json"));
     h.insert("cache-control", HeaderValue::from_static("no-store"));
-    h.insert(
-        "x-content-type-options",
-        HeaderValue::from_static("nosniff"),
-    );
-    h.insert(
-        "cross-origin-resource-policy",
-        HeaderValue::from_static("cross-origin"),
-    );
-    h.insert(
-        http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
-    );
-    h.insert(
-        http::header::ACCESS_CONTROL_EXPOSE_HEADERS,
-        HeaderValue::from_static(shared::headers::EXPOSED),
-    );
+    shared::headers::insert_safety(h);
+    shared::headers::insert_cors(h);
     resp
 }
 

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{HeaderName, HeaderValue, Method, Response, StatusCode};
+use axum::http::{HeaderValue, Method, Response, StatusCode};
 use axum::response::IntoResponse;
 use shared::error::ErrorCode;
 use shared::params::Live;
@@ -348,15 +348,6 @@ pub(crate) fn nosniff(h: &mut http::HeaderMap) {
     );
 }
 
-/// The browser-safety headers of an answer that may have a body.
-fn safety_headers(h: &mut http::HeaderMap) {
-    // Names as `HeaderName`s: inserting by `&str` copies a name that is not
-    // one of `http`'s own on every answer.
-    const CORP: HeaderName = HeaderName::from_static("cross-origin-resource-policy");
-    nosniff(h);
-    h.insert(CORP, HeaderValue::from_static("cross-origin"));
-}
-
 /// Headers every answer about a stream carries: browser safety (the public
 /// conformance suite checks `nosniff` even on a `204`), and CORS.
 /// Reads always carry CORS headers, because a cache may hand the same answer
@@ -368,16 +359,9 @@ pub(crate) fn common_headers(resp: &mut Response<Body>, cors: bool) {
     // an append's, from its stream's template, has no body and so no CORP
     // (see `append::answer_headers`).
     if !h.contains_key(http::header::X_CONTENT_TYPE_OPTIONS) {
-        safety_headers(h);
+        shared::headers::insert_safety(h);
     }
     if cors {
-        h.insert(
-            http::header::ACCESS_CONTROL_ALLOW_ORIGIN,
-            HeaderValue::from_static("*"),
-        );
-        h.insert(
-            http::header::ACCESS_CONTROL_EXPOSE_HEADERS,
-            HeaderValue::from_static(shared::headers::EXPOSED),
-        );
+        shared::headers::insert_cors(h);
     }
 }
