@@ -13,6 +13,8 @@ mod common;
 mod access;
 #[path = "edge/chunks.rs"]
 mod chunks;
+#[path = "edge/differential.rs"]
+mod differential;
 #[path = "edge/forward.rs"]
 mod forward;
 #[path = "edge/invalidation.rs"]

@@ -1,6 +1,7 @@
 //! The origin's invalidation feed: what makes something an edge cached
-//! wrong from one moment on. A stream deleted (or expired), created, or
-//! whose retention advanced, is one [`Invalidation`]; the origin numbers
+//! wrong from one moment on. A stream deleted (or expired), created, whose
+//! retention advanced or whose latest snapshot was replaced, is one
+//! [`Invalidation`]; the origin numbers
 //! them in order and edges tail them (`GET /_invalidations`), so an edge
 //! learns within a round trip that it may no longer answer for a stream
 //! from what it keeps (`docs/decisions/0006-edge-invalidation.md`).
@@ -37,6 +38,10 @@ pub enum Change {
     Created,
     /// Reads before `retained` answer `410` from now on.
     Retained,
+    /// A newer snapshot replaced the latest one: the old one's cacheable
+    /// URL answers `404` from now on.
+    #[serde(rename = "snapshot")]
+    SnapshotReplaced,
 }
 
 /// One event of the feed.

@@ -76,15 +76,19 @@ async fn from_bucket(state: &Shared, path: &str) -> Option<Answer> {
     }
     let end = aligned + CHUNK_BYTES;
     let mut headers = stream_state.headers.clone();
+    // What only a read answer says: its range, its shape (`Vary`), and
+    // where the stream now begins.
     for name in [
         h::STREAM_NEXT_OFFSET,
         h::STREAM_UP_TO_DATE,
         h::STREAM_CLOSED,
         h::STREAM_CURSOR,
+        h::STREAM_RETAINED_OFFSET,
         http::header::ETAG,
         http::header::CACHE_CONTROL,
         http::header::CONTENT_TYPE,
         http::header::CONTENT_LENGTH,
+        http::header::VARY,
     ] {
         headers.remove(name);
     }

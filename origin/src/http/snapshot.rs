@@ -492,9 +492,6 @@ async fn serve(
             state.metrics.served((span.end - span.start) as usize);
             *resp.body_mut() = Body::from_stream(stream.map_err(std::io::Error::other));
         }
-        if immutable {
-            set(&mut resp, h::STREAM_IMMUTABLE, "true");
-        }
     }
     stream_headers(&mut resp, view);
     set(&mut resp, http::header::CONTENT_TYPE, &meta.content_type);
@@ -505,6 +502,8 @@ async fn serve(
     set(&mut resp, http::header::ETAG, etag);
     set(&mut resp, http::header::ACCEPT_RANGES, "bytes");
     if immutable {
+        // On a 304 too, as chunks do: it says the same answer.
+        set(&mut resp, h::STREAM_IMMUTABLE, "true");
         set(&mut resp, http::header::CACHE_CONTROL, IMMUTABLE);
     } else {
         if view.tail().next == meta.offset {

@@ -395,11 +395,19 @@ impl Writer {
                     .entries
                     .get(&path)
                     .and_then(|e| e.core.snapshot.clone());
+                if let (Ok(_), Some(view)) = (&result, view.clone()) {
+                    after.push(AfterCommit::Reply(Box::new(move || {
+                        view.set_snapshot(latest)
+                    })));
+                }
+                // The replaced snapshot's URL now answers 404: edges that
+                // kept it hear of it before the publish is answered.
+                if let (Ok(true), Some(view)) = (&result, &view) {
+                    let incarnation = view.incarnation.clone();
+                    self.invalidate(after, path, incarnation, Change::SnapshotReplaced, None);
+                }
                 after.push(AfterCommit::Reply(Box::new(move || {
-                    if let (Ok(()), Some(view)) = (&result, view) {
-                        view.set_snapshot(latest);
-                    }
-                    let _ = reply.send(result);
+                    let _ = reply.send(result.map(|_| ()));
                 })));
             }
             Command::SetPublic {

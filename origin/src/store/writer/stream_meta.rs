@@ -37,15 +37,16 @@ impl Writer {
         meta: SnapshotMeta,
         expect_digest: Option<String>,
         frames: &mut Vec<u8>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let entry = self.entry_checked(path, incarnation)?;
         let decision = entry
             .core
             .decide_snapshot(&meta, expect_digest.as_deref())
             .map_err(StoreError::SnapshotRefused)?;
         let SnapshotDecision::Publish { replaced } = decision else {
-            return Ok(());
+            return Ok(false);
         };
+        let replaces = replaced.is_some();
         let id = entry.core.id;
         if let Some(old) = replaced {
             self.pending_gc.push(Garbage::Key(keys::snapshot(
@@ -64,7 +65,7 @@ impl Writer {
         );
         let entry = self.engine.entries.get_mut(path).expect("checked above");
         entry.core.snapshot = Some(meta);
-        Ok(())
+        Ok(replaces)
     }
 
     pub(super) fn retain(

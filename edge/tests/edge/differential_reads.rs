@@ -1,0 +1,250 @@
+//! The differential test's reads: a random request about a stream, sent
+//! to the origin and through the edge, and the two answers compared.
+
+use super::*;
+
+impl Run<'_> {
+    pub(super) fn request(&mut self, i: usize) -> Req {
+        let path = self.slots[i].path.clone();
+        let latest = self.slots[i].latest().cloned();
+        let get = |target: String, class| Req {
+            method: Method::GET,
+            target,
+            headers: Vec::new(),
+            class,
+            slot: i,
+        };
+        let mut req = match self.rng.below(100) {
+            // A catch-up read.
+            0..38 => {
+                let (from, class) = match self.rng.below(100) {
+                    0..15 => ("-1".to_owned(), "read -1"),
+                    15..25 => ("now".to_owned(), "read now"),
+                    _ => (hex(self.offset_in(latest.as_ref())), "read at"),
+                };
+                let mut q = format!("{path}?offset={from}");
+                if self.rng.chance(45) {
+                    let max =
+                        *self
+                            .rng
+                            .pick(&[1, 7, 100, 4096, 65_536, 1 << 20, 4 << 20, 5_000_000]);
+                    let _ = write!(q, "&max_bytes={max}");
+                }
+                if self.rng.chance(4) {
+                    q.push_str("&consistency=leader");
+                }
+                get(q, class)
+            }
+            // A long-poll, at the end or before it.
+            38..52 => {
+                let (from, class) = match (self.rng.below(100), &latest) {
+                    (0..60, Some(l)) => (hex(l.len), "long-poll at end"),
+                    (60..75, _) => ("now".to_owned(), "long-poll now"),
+                    _ => (hex(self.offset_in(latest.as_ref())), "long-poll at"),
+                };
+                let mut q = format!("{path}?offset={from}&live=long-poll&timeout_ms=50");
+                if self.rng.chance(25) {
+                    let max = *self.rng.pick(&[1, 100, 65_536]);
+                    let _ = write!(q, "&max_bytes={max}");
+                }
+                get(q, class)
+            }
+            // A chunk URL of this or an older incarnation.
+            52..72 => {
+                let inc = self.some_incarnation(i);
+                let token = inc
+                    .as_ref()
+                    .map(|c| c.token.clone())
+                    .unwrap_or_else(|| "1-0123456789abcdef".into());
+                let current = self.slots[i].current.as_ref().map(|c| &c.token) == Some(&token);
+                let at = if self.rng.chance(50) {
+                    let len = inc.as_ref().map_or(0, |c| c.len);
+                    self.rng.below(len / CHUNK + 2) * CHUNK
+                } else {
+                    self.offset_in(inc.as_ref())
+                };
+                get(
+                    format!("{path}/incarnation/{token}/chunk/{}", hex(at)),
+                    if current {
+                        "chunk current"
+                    } else {
+                        "chunk old"
+                    },
+                )
+            }
+            // A snapshot.
+            72..86 => {
+                let inc = self.some_incarnation(i);
+                let current = inc.is_some()
+                    && self.slots[i].current.as_ref().map(|c| &c.token)
+                        == inc.as_ref().map(|c| &c.token);
+                let published = inc
+                    .as_ref()
+                    .and_then(|c| (!c.snapshots.is_empty()).then(|| c.snapshots.clone()));
+                match self.rng.below(3) {
+                    0 => get(format!("{path}/snapshot"), "snapshot latest"),
+                    1 => {
+                        let at = published
+                            .as_ref()
+                            .map(|p| *self.rng.pick(p))
+                            .unwrap_or_else(|| self.offset_in(inc.as_ref()));
+                        get(format!("{path}/snapshot/{}", hex(at)), "snapshot at")
+                    }
+                    _ => {
+                        let token = inc
+                            .as_ref()
+                            .map(|c| c.token.clone())
+                            .unwrap_or_else(|| "1-0123456789abcdef".into());
+                        let at = published
+                            .as_ref()
+                            .map(|p| *self.rng.pick(p))
+                            .unwrap_or_else(|| self.offset_in(inc.as_ref()));
+                        get(
+                            format!("{path}/incarnation/{token}/snapshot/{}", hex(at)),
+                            if current {
+                                "snapshot cacheable current"
+                            } else {
+                                "snapshot cacheable old"
+                            },
+                        )
+                    }
+                }
+            }
+            // The stream's state.
+            _ => Req {
+                method: Method::HEAD,
+                target: path.clone(),
+                headers: Vec::new(),
+                class: "head",
+                slot: i,
+            },
+        };
+        let is_snapshot = req.class.starts_with("snapshot");
+        if is_snapshot && self.rng.chance(20) {
+            let range = self.rng.pick(&["bytes=0-9", "bytes=-5", "bytes=3-"]);
+            req.headers.push(("range", (*range).to_owned()));
+        }
+        if is_snapshot && req.class == "snapshot latest" && self.rng.chance(15) {
+            req.method = Method::HEAD;
+        }
+        if req.method == Method::GET && !req.class.starts_with("chunk") && !is_snapshot {
+            let accept = match self.rng.below(100) {
+                0..35 => None,
+                35..60 => Some("application/json"),
+                60..75 => Some("application/x-ndjson"),
+                75..85 => Some("*/*"),
+                _ => Some("application/x-ndjson;q=0.5, application/json"),
+            };
+            if let Some(a) = accept {
+                req.headers.push(("accept", a.to_owned()));
+            }
+        }
+        if self.rng.chance(30) {
+            if let Some(tag) = self.etags.get(&self.key(&req)) {
+                req.headers.push(("if-none-match", tag.clone()));
+            }
+        }
+        req
+    }
+
+    /// What identifies a request for the `ETag` memory.
+    pub(super) fn key(&self, req: &Req) -> String {
+        let accept = req
+            .headers
+            .iter()
+            .find(|(n, _)| *n == "accept")
+            .map_or("", |(_, v)| v.as_str());
+        format!("{} {} {accept}", req.method, req.target)
+    }
+
+    /// The request as the mismatch list shows it: streams by alias,
+    /// incarnations by ordinal.
+    pub(super) fn label(&self, req: &Req) -> String {
+        let slot = &self.slots[req.slot];
+        let mut t = req.target.replacen(&slot.path, &slot.alias, 1);
+        for inc in slot.all() {
+            t = t.replace(&inc.token, &format!("#{}", inc.ordinal));
+        }
+        let mut s = format!("{} {t}", req.method);
+        for (n, v) in &req.headers {
+            let _ = write!(s, " [{n}: {v}]");
+        }
+        s
+    }
+
+    pub(super) async fn send(&self, base: String, req: &Req) -> Result<Got, String> {
+        let mut b = self
+            .http
+            .request(req.method.clone(), format!("{base}{}", req.target));
+        for (n, v) in &req.headers {
+            b = b.header(*n, v);
+        }
+        let r = b.send().await.map_err(|e| format!("transport: {e}"))?;
+        let status = r.status().as_u16();
+        let mut headers = BTreeMap::new();
+        for name in r.headers().keys() {
+            if compared(name.as_str()) {
+                let joined = r
+                    .headers()
+                    .get_all(name)
+                    .iter()
+                    .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                headers.insert(name.as_str().to_owned(), joined);
+            }
+        }
+        let body = r.bytes().await.map_err(|e| format!("body: {e}"))?;
+        Ok(Got {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    pub(super) async fn compare(&mut self, req: Req) {
+        let origin_base = format!("http://{}", self.stack.origin.addr);
+        let edge_base = format!("http://{}", self.stack.edge_addr);
+        let (o, e) = tokio::join!(self.send(origin_base, &req), self.send(edge_base, &req));
+        self.reads += 1;
+        *self.by_class.entry(req.class).or_default() += 1;
+        if let Ok(o) = &o {
+            *self.by_status.entry(o.status).or_default() += 1;
+        }
+        let diffs = match (&o, &e) {
+            (Ok(o), Ok(e)) => differences(o, e),
+            (o, e) => {
+                let show = |r: &Result<Got, String>| match r {
+                    Ok(g) => format!("status {}", g.status),
+                    Err(e) => e.clone(),
+                };
+                vec![("transport".into(), show(o), show(e))]
+            }
+        };
+        if let Ok(o) = &o {
+            if let Some(tag) = o.headers.get("etag") {
+                self.etags.insert(self.key(&req), tag.clone());
+            }
+        }
+        if diffs.is_empty() {
+            return;
+        }
+        let status = |r: &Result<Got, String>| r.as_ref().map_or(0, |g| g.status);
+        let slot = &self.slots[req.slot];
+        self.mismatches.push(Mismatch {
+            seed: self.seed,
+            op: self.op,
+            op_desc: self.op_desc.clone(),
+            request: self.label(&req),
+            class: req.class,
+            statuses: (status(&o), status(&e)),
+            since: slot.last_change.0.clone(),
+            since_ms: slot.last_change.1.map(|t| t.elapsed().as_millis()),
+            invalidated: slot
+                .invalidated
+                .as_ref()
+                .map(|(w, t)| (w.clone(), t.elapsed().as_millis())),
+            fields: diffs,
+        });
+    }
+}
