@@ -1,15 +1,23 @@
 // The official TypeScript client (@durable-streams/client) against real
-// processes: the origin directly, and an edge in front of it; each in two
-// modes:
+// processes: the origin directly, an edge in front of it, and Varnish
+// (deploy/varnish/edge.vcl, a real varnishd) in front of that edge, so every
+// test also runs through a real shared cache that stores answers per
+// Cache-Control and coalesces requests; each in two modes:
 //   array:  origin started with `--json-reads array`, the client used plainly;
 //   accept: origin in its default mode (JSON streams read as NDJSON), the
 //           client sending `Accept: application/json`, which the servers
 //           answer with JSON arrays (content negotiation).
+// The Varnish target is skipped (with the reason) when varnishd is not
+// installed. Varnish refuses /metrics (404), so metrics are read from the
+// edge behind it, which every request passed through Varnish reaches.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { DurableStream, IdempotentProducer, DurableStreamError } from '@durable-streams/client';
 import { startOrigin, startEdge, uniquePath, waitFor, readMetric } from './lib/stack.mjs';
 import { withTimeout, testSignal, BACKOFF } from './lib/client.mjs';
+import { startVarnish, varnishAvailable } from './lib/varnish.mjs';
+
+const noVarnish = varnishAvailable() ? false : 'varnishd is not installed (apt-get install varnish)';
 
 const MODES = [
   { name: 'array', jsonReads: 'array', headers: {} },
@@ -47,20 +55,29 @@ for (const mode of MODES) {
   describe(`ts client, ${mode.name} mode`, () => {
     let origin;
     let edge;
+    let varnish;
     before(async () => {
       origin = await startOrigin({ jsonReads: mode.jsonReads });
       edge = await startEdge({ origin: origin.url });
+      if (!noVarnish) varnish = await startVarnish({ edge });
     });
     after(async () => {
-      // Edge first: it forwards to the origin.
-      if (edge) await edge.stop();
-      if (origin) await origin.stop();
+      // Front to back: Varnish forwards to the edge, the edge to the origin.
+      const results = await Promise.allSettled([varnish?.stop()]);
+      results.push(...(await Promise.allSettled([edge?.stop()])));
+      results.push(...(await Promise.allSettled([origin?.stop()])));
+      const failed = results.find((r) => r.status === 'rejected');
+      if (failed) throw failed.reason;
     });
 
-    for (const target of ['origin', 'edge']) {
-      const base = () => (target === 'origin' ? origin.url : edge.url);
+    for (const target of ['origin', 'edge', 'varnish']) {
+      const base = () => ({ origin, edge, varnish })[target].url;
+      // The server whose /metrics counts this target's requests: Varnish
+      // has none of its own (the VCL refuses /metrics); the edge behind it
+      // sees every request Varnish passes on.
+      const metricsServer = () => (target === 'origin' ? origin : edge);
 
-      describe(`through ${target}`, () => {
+      describe(`through ${target}`, { skip: target === 'varnish' && noVarnish }, () => {
         it('creates a JSON stream; IdempotentProducer retries and doubled sends append exactly once; json() reads them in order', async (t) => {
           const signal = testSignal(t);
           const h = handle(base(), mode.headers, signal);
@@ -164,7 +181,7 @@ for (const mode of MODES) {
             p.append(JSON.stringify({ i: 0, before: true }));
             await p.flush();
 
-            const server = target === 'origin' ? origin : edge;
+            const server = metricsServer();
             const metric = target === 'origin' ? 'ds_requests_total' : 'edge_requests_total';
             const route = live === 'sse' ? 'sse' : 'long_poll';
             const liveBefore = (await readMetric(server.url, metric, { route })) ?? 0;

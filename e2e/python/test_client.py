@@ -1,8 +1,9 @@
 """End-to-end tests of the official Python client (`durable-streams` 0.1.0
 on PyPI) against real `origin` and `edge` processes on loopback.
 
-Every test runs against each target (the origin directly, and an edge in
-front of it) and in each of two modes:
+Every test runs against each target (the origin directly, an edge in front
+of it, and a real Varnish with deploy/varnish/edge.vcl in front of that
+edge) and in each of two modes:
 
 * ``array``: the origin runs with ``--json-reads array`` and the client is
   used exactly as it ships.
@@ -14,6 +15,13 @@ front of it) and in each of two modes:
 What the client has no API for (idempotent producers, closing a stream) is
 driven through its ``headers=`` option, which takes callables evaluated per
 request; those tests say so.
+
+Through Varnish, answers are stored per their Cache-Control and concurrent
+requests for one URL are coalesced, so every test also checks that a shared
+cache never gives a client stale, mixed-up or reordered contents. The
+Varnish target is skipped only when varnishd is not installed. Varnish
+refuses /metrics (404): the gauges are read from the edge behind it, which
+every request Varnish passes on reaches.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from durable_streams import (
     StreamExistsError,
     StreamNotFoundError,
 )
+from varnish_proc import Varnish, varnishd_path
 
 REPO = Path(__file__).resolve().parents[2]
 BIN_DIR = Path(os.environ.get("DS_BIN_DIR", REPO / "target" / "release"))
@@ -120,6 +129,7 @@ class Deployment:
     mode: str  # "array" or "negotiated"
     origin: Server
     edge: Server
+    varnish: Varnish | None  # None when varnishd is not installed
 
     @property
     def headers(self) -> dict[str, str]:
@@ -150,9 +160,20 @@ def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     except BaseException:
         origin.stop()
         raise
-    yield Deployment(mode, origin, edge)
+    varnish = None
+    if varnishd_path() is not None:
+        try:
+            varnish = Varnish(edge.url)
+        except BaseException:
+            edge.stop()
+            origin.stop()
+            raise
+    yield Deployment(mode, origin, edge, varnish)
+    # Front to back: Varnish forwards to the edge, the edge to the origin.
+    varnish_code = varnish.stop() if varnish is not None else 0
     edge_code = edge.stop()
     origin_code = origin.stop()
+    assert varnish_code == 0, f"varnishd exited {varnish_code}; log tail: {varnish.log[-20:] if varnish else []}"
     assert edge_code == 0, f"edge exited {edge_code}; log tail: {edge.log[-20:]}"
     assert origin_code == 0, f"origin exited {origin_code}; log tail: {origin.log[-20:]}"
 
@@ -160,7 +181,7 @@ def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
 @dataclass
 class Target:
     deployment: Deployment
-    kind: str  # "origin" or "edge"
+    kind: str  # "origin", "edge" or "varnish"
     base: str
     prefix: str
 
@@ -189,19 +210,33 @@ class Target:
         )
 
     def gauge(self, what: str) -> int:
-        """A gauge of this target's /metrics: long_polls_waiting or sse_open."""
-        name = ("ds_" if self.kind == "origin" else "edge_") + what
-        text = httpx.get(f"{self.base}/metrics", timeout=5).text
-        match = re.search(rf"^{name} (\d+)$", text, re.MULTILINE)
-        assert match, f"{name} not in {self.base}/metrics"
+        """A gauge of long_polls_waiting or sse_open, from the /metrics of the
+        server that holds this target's readers: the origin, or the edge
+        (directly, or behind Varnish, whose VCL refuses /metrics; Varnish
+        passes every waiting reader's request on to the edge)."""
+        if self.kind == "origin":
+            name, base = "ds_" + what, self.deployment.origin.url
+        else:
+            name, base = "edge_" + what, self.deployment.edge.url
+        res = httpx.get(f"{base}/metrics", timeout=5)
+        assert res.status_code == 200, f"GET {base}/metrics answered {res.status_code}"
+        match = re.search(rf"^{name} (\d+)$", res.text, re.MULTILINE)
+        assert match, f"{name} not in {base}/metrics"
         return int(match.group(1))
 
 
-@pytest.fixture(params=["origin", "edge"])
+@pytest.fixture(params=["origin", "edge", "varnish"])
 def target(request: pytest.FixtureRequest, deployment: Deployment) -> Target:
-    server = deployment.origin if request.param == "origin" else deployment.edge
+    if request.param == "origin":
+        base = deployment.origin.url
+    elif request.param == "edge":
+        base = deployment.edge.url
+    elif deployment.varnish is None:
+        pytest.skip("varnishd is not installed (apt-get install varnish): no Varnish target")
+    else:
+        base = deployment.varnish.url
     test = re.sub(r"[^a-z0-9]+", "-", request.node.originalname.lower()).strip("-")
-    return Target(deployment, request.param, server.url, f"py-{deployment.mode}-{request.param}-{test}")
+    return Target(deployment, request.param, base, f"py-{deployment.mode}-{request.param}-{test}")
 
 
 # --------------------------------------------------------------------------
@@ -428,17 +463,47 @@ def test_batched_concurrent_appends_arrive_once_each(target: Target) -> None:
 
 def test_catch_up_sees_later_appends(target: Target) -> None:
     """A second read from the start sees what was appended after the first
-    (no stale answer, through the edge's cache too)."""
+    (no stale answer from the edge: its cache keeps only immutable chunks).
+
+    Through Varnish, a shared cache, the first answer is Varnish's to keep:
+    a read with bytes is ``public, max-age=60, stale-while-revalidate=300``
+    (the protocol's advice, its section 8.1; README "Caching"), so the same
+    URL is answered from the cache with exactly the first answer: a
+    consistent snapshot of the stream that ends where it says
+    (``Stream-Next-Offset``). On every target, a client that goes on from the
+    offset an answer gave it (as the protocol says a client must) gets
+    exactly the rest: nothing lost, nothing twice."""
+    first = [{"k": 1}]
+    both = first + [{"k": 2}]
+    first_end = offset(stored_len(first))
     with target.create("s", "application/json", batching=False) as h:
-        h.append({"k": 1})
+        h.append(first[0])
         with h.stream(offset="-1", live=False) as res:
-            assert res.read_json() == [{"k": 1}]
-        end = h.append({"k": 2}).next_offset
+            assert res.read_json() == first
+            assert res.offset == first_end
+            first_etag = res.headers.get("etag")
+        end = h.append(both[1]).next_offset
+        assert end == offset(stored_len(both))
         with h.stream(offset="-1", live=False) as res:
-            assert res.read_json() == [{"k": 1}, {"k": 2}]
+            again = res.read_json()
+            again_end = res.offset
+            headers = res.headers
+        if target.kind == "varnish":
+            # served by Varnish from the first answer, unchanged
+            assert headers.get("x-cache") == "hit", dict(headers)
+            assert (again, again_end, headers.get("etag")) == (first, first_end, first_etag)
+            assert "max-age=60" in (headers.get("cache-control") or ""), dict(headers)
+        else:
+            assert (again, again_end) == (both, end)
+        # going on from where that answer ended: exactly the rest, in order
+        with h.stream(offset=again_end, live=False) as res:
+            assert again + res.read_json() == both
             assert res.offset == end
-        with h.stream(offset=offset(stored_len([{"k": 1}])), live=False) as res:
-            assert res.read_json() == [{"k": 2}]
+            assert res.up_to_date
+        # and from the end of the first read, by its offset
+        with h.stream(offset=first_end, live=False) as res:
+            assert res.read_json() == both[1:]
+            assert res.offset == end
 
 
 def test_json_read_format_per_mode(target: Target) -> None:
