@@ -142,6 +142,10 @@ async fn a_slow_sse_reader_is_dropped_and_the_others_are_not() {
         .await
         .unwrap();
     let end = offset((PART * PARTS) as u64);
+    // The fast reader says how far it got, and the writer stays at most a
+    // few parts ahead of it: it keeps up however slow this machine is,
+    // while the slow reader, who reads nothing, falls behind by 40 MiB.
+    let (progress, mut got) = tokio::sync::watch::channel(0usize);
     let fast = {
         let req = s.http.get(s.url(&format!("{p}?offset=-1&live=sse")));
         tokio::spawn(async move {
@@ -150,11 +154,14 @@ async fn a_slow_sse_reader_is_dropped_and_the_others_are_not() {
             loop {
                 let e = sse.next().await.expect("the fast reader is never dropped");
                 match e.event.as_str() {
-                    "data" => data.extend(
-                        base64::engine::general_purpose::STANDARD
-                            .decode(e.data.replace('\n', ""))
-                            .unwrap(),
-                    ),
+                    "data" => {
+                        data.extend(
+                            base64::engine::general_purpose::STANDARD
+                                .decode(e.data.replace('\n', ""))
+                                .unwrap(),
+                        );
+                        progress.send_replace(data.len());
+                    }
                     "control" if e.json()["streamNextOffset"] == end => return data,
                     _ => {}
                 }
@@ -167,6 +174,11 @@ async fn a_slow_sse_reader_is_dropped_and_the_others_are_not() {
         let part: Vec<u8> = (0..PART).map(|j| (i * 7 + j) as u8).collect();
         expected.extend_from_slice(&part);
         s.append(&p, "application/octet-stream", part).await;
+        let behind = expected.len().saturating_sub(4 * PART);
+        tokio::time::timeout(WAIT, got.wait_for(|n| *n >= behind))
+            .await
+            .expect("the fast reader keeps up")
+            .expect("the fast reader is there");
     }
     let data = fast.await.unwrap();
     assert!(data == expected, "the fast reader got every byte");
