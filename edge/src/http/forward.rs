@@ -16,18 +16,24 @@ use super::Shared;
 use crate::metrics;
 
 pub async fn forward(state: &Shared, req: Request<Body>) -> Response<Body> {
-    let host = req.headers().get(http::header::HOST).cloned();
     match state
         .upstream
         .forward(req, metrics::Upstream::Forward)
         .await
     {
-        Ok(mut resp) => {
-            public_locations(state, host.as_ref(), resp.headers_mut());
-            resp.map(Body::new)
-        }
+        Ok(resp) => resp.map(Body::new),
         Err(e) => EdgeError::from(e).into_response(),
     }
+}
+
+/// [`forward`] for a request whose answer may name a URL (a create's
+/// `Location`): it names the edge (see [`public_locations`]). Appends,
+/// which never do, go without it: their future stays small.
+pub async fn forward_naming_the_edge(state: &Shared, req: Request<Body>) -> Response<Body> {
+    let host = req.headers().get(http::header::HOST).cloned();
+    let mut resp = forward(state, req).await;
+    public_locations(state, host.as_ref(), resp.headers_mut());
+    resp
 }
 
 /// Absolute URLs of the origin in an answer (`Location` of a create,

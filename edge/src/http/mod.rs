@@ -208,7 +208,10 @@ async fn route(state: &Shared, req: Request<Body>) -> (&'static str, Response<Bo
     match classify(req.uri().path()) {
         Target::Stream(_) => match method {
             Method::GET => read_route(state, req).await,
-            Method::PUT => ("create", forward::forward(state, req).await),
+            Method::PUT => (
+                "create",
+                Box::pin(forward::forward_naming_the_edge(state, req)).await,
+            ),
             Method::POST => {
                 let path = req.uri().path().to_owned();
                 let resp = forward::forward(state, req).await;

@@ -31,8 +31,18 @@ use crate::core::collapse_key::canonical_accept;
 /// Streams whose tail the edge has seen, at most this many.
 pub const TAIL_HINTS: u64 = 100_000;
 
-/// A lower bound of each stream's tail, learned from answers passing by.
-pub struct TailHints(Cache<String, u64>);
+/// A lower bound of each stream's tail, learned from answers passing by,
+/// per incarnation: an answer about another incarnation than the one noted
+/// replaces the hint instead of raising it. A hint only decides whether a
+/// read is worth planning from chunks; what is served comes from the
+/// stream's state and its chunks, both vouched for (`core::vouch`).
+pub struct TailHints(Cache<String, Hint>);
+
+#[derive(Clone)]
+struct Hint {
+    incarnation: std::sync::Arc<str>,
+    tail: u64,
+}
 
 impl Default for TailHints {
     fn default() -> Self {
@@ -57,14 +67,28 @@ impl TailHints {
         if chunk == 0 {
             return;
         }
-        let known = self.0.get(path).unwrap_or(0);
-        if chunk > known / CHUNK_BYTES {
-            self.0.insert(path.to_owned(), next.bytes());
+        let Some(incarnation) = headers
+            .get(h::STREAM_INCARNATION)
+            .and_then(|v| v.to_str().ok())
+        else {
+            return;
+        };
+        let known = self.0.get(path);
+        let raise = match &known {
+            Some(k) if &*k.incarnation == incarnation => chunk > k.tail / CHUNK_BYTES,
+            _ => true,
+        };
+        if raise {
+            let hint = Hint {
+                incarnation: incarnation.into(),
+                tail: next.bytes(),
+            };
+            self.0.insert(path.to_owned(), hint);
         }
     }
 
     fn get(&self, path: &str) -> u64 {
-        self.0.get(path).unwrap_or(0)
+        self.0.get(path).map_or(0, |h| h.tail)
     }
 }
 
@@ -214,4 +238,37 @@ fn respond(mut headers: HeaderMap, plan: &Plan, incarnation: &str, body: Bytes) 
     *resp.status_mut() = StatusCode::OK;
     *resp.headers_mut() = headers;
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(incarnation: &str, next: u64) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(h::STREAM_NEXT_OFFSET, Offset(next).header_value());
+        h.insert(h::STREAM_INCARNATION, incarnation.parse().unwrap());
+        h
+    }
+
+    #[test]
+    fn a_hint_belongs_to_one_incarnation() {
+        let hints = TailHints::default();
+        let c = CHUNK_BYTES;
+        hints.learn("/s", &answer("1-a", 100));
+        assert_eq!(hints.get("/s"), 0, "the first chunk is not worth a hint");
+        hints.learn("/s", &answer("1-a", 2 * c + 5));
+        assert_eq!(hints.get("/s"), 2 * c + 5);
+        hints.learn("/s", &answer("1-a", c + 5));
+        assert_eq!(
+            hints.get("/s"),
+            2 * c + 5,
+            "a lower tail of the same incarnation"
+        );
+        // Recreated: the new incarnation's tail replaces the old one's.
+        hints.learn("/s", &answer("2-b", c + 7));
+        assert_eq!(hints.get("/s"), c + 7);
+        hints.learn("/s", &answer("2-b", 3 * c));
+        assert_eq!(hints.get("/s"), 3 * c);
+    }
 }
