@@ -4,11 +4,18 @@
 //! (`docs/decisions/0006-edge-invalidation.md`).
 //!
 //! The task starts from the feed's end (`offset=now`), then long-polls from
-//! each answer's `Stream-Next-Offset`, naming the feed's incarnation. Any
-//! answer but an event list or a timeout (`412`: the origin restarted; `410`:
-//! it forgot events this edge had not read; an error; no answer within the
-//! poll and its grace) is a loss: nothing kept before it is served again,
-//! and nothing at all until the feed is followed again from its end.
+//! each answer's `Stream-Next-Offset`, naming the feed's incarnation. An
+//! answer that says events were missed (`412`: the origin restarted; `410`:
+//! it forgot events this edge had not read; `416`, or a body that is not the
+//! feed's) is a loss: nothing kept before it is served again, and nothing at
+//! all until the feed is followed again from its end. A request that fails
+//! (no connection, no answer within the poll and its grace) loses nothing:
+//! the origin keeps the events, and the edge asks again from the same
+//! position; meanwhile the feed falls silent, and past `feed_stale_after`
+//! nothing is served from memory until it answers again. The feed counts as
+//! answered only by an answer that reached its end (fewer events than an
+//! answer can carry): an edge catching up on many events serves nothing from
+//! memory until it has read them all.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +23,7 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use parking_lot::Mutex;
 use shared::headers as h;
-use shared::invalidation::{decode, stream_id, PATH};
+use shared::invalidation::{decode, stream_id, Change, MAX_EVENTS_PER_ANSWER, PATH};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -75,30 +82,39 @@ impl Feed {
                 s = self.step(at.clone()) => s,
                 _ = closing.wait_for(|c| *c) => return,
             };
-            match step {
-                Some(next) => {
+            let failed = match step {
+                Step::Next(next) => {
                     at = Some(next);
                     retry = RETRY_FIRST;
+                    continue;
                 }
-                None => {
-                    if at.take().is_some() {
-                        self.vouch.lock().lost();
-                        self.metrics.feed_lost();
-                        tracing::warn!("the invalidation feed was lost; answering from the origin until it is followed again");
-                    }
-                    tokio::select! {
-                        _ = tokio::time::sleep(retry) => {}
-                        _ = closing.wait_for(|c| *c) => return,
-                    }
-                    retry = (retry * 2).min(self.poll);
-                }
+                Step::Failed => true,
+                Step::Missed => false,
+            };
+            if !failed && at.take().is_some() {
+                self.vouch.lock().lost();
+                self.metrics.feed_lost();
+                tracing::warn!("the invalidation feed missed events; answering from the origin until it is followed again");
             }
+            tokio::select! {
+                _ = tokio::time::sleep(retry) => {}
+                _ = closing.wait_for(|c| *c) => return,
+            }
+            retry = (retry * 2).min(self.poll);
         }
     }
 
+    /// A change this edge made through the origin itself (a delete, a
+    /// create, a snapshot or retention it forwarded and the origin
+    /// acknowledged): the same as its event, so the client that made it
+    /// reads its own change through this edge at once.
+    pub fn touch(&self, path: &str) {
+        self.vouch.lock().event(stream_id(path));
+    }
+
     /// One request of the feed: from its end (`at` none) or from a position
-    /// of one incarnation. The next position, or `None` for a loss.
-    async fn step(&self, at: Option<(HeaderValue, u64)>) -> Option<(HeaderValue, u64)> {
+    /// of one incarnation.
+    async fn step(&self, at: Option<(HeaderValue, u64)>) -> Step {
         let mut headers = HeaderMap::new();
         let pq = match &at {
             None => format!("{PATH}?offset=now&timeout_ms=0"),
@@ -109,19 +125,33 @@ impl Feed {
         };
         // An answer takes the poll at most; a feed silent for longer is lost.
         let limit = self.poll + self.poll / 2 + Duration::from_millis(250);
-        let answer = tokio::time::timeout(
+        let answer = match tokio::time::timeout(
             limit,
             self.upstream.get(&pq, headers, metrics::Upstream::Feed),
         )
         .await
-        .ok()?
-        .ok()?;
-        let incarnation = answer.headers.get(h::STREAM_INCARNATION)?.clone();
-        let next: u64 = answer.header(h::STREAM_NEXT_OFFSET)?.parse().ok()?;
+        {
+            Ok(Ok(a)) => a,
+            _ => return Step::Failed,
+        };
+        if answer.status.is_server_error() {
+            return Step::Failed;
+        }
+        let (Some(incarnation), Some(next)) = (
+            answer.headers.get(h::STREAM_INCARNATION).cloned(),
+            answer
+                .header(h::STREAM_NEXT_OFFSET)
+                .and_then(|n| n.parse::<u64>().ok()),
+        ) else {
+            return Step::Missed;
+        };
         let events = match answer.status {
-            StatusCode::OK => decode(&answer.body)?,
+            StatusCode::OK => match decode(&answer.body) {
+                Some(e) => e,
+                None => return Step::Missed,
+            },
             StatusCode::NO_CONTENT => Vec::new(),
-            _ => return None,
+            _ => return Step::Missed,
         };
         let mut vouch = self.vouch.lock();
         if at.is_none() {
@@ -130,10 +160,26 @@ impl Feed {
             vouch.lost();
         }
         for e in &events {
-            vouch.event(e.stream);
+            // A creation voids nothing: the edge keeps nothing of a stream
+            // that did not exist, and a recreation's delete came first.
+            if e.change != Change::Created {
+                vouch.event(e.stream);
+            }
             self.metrics.invalidation();
         }
-        vouch.answered(Instant::now());
-        Some((incarnation, next))
+        if events.len() < MAX_EVENTS_PER_ANSWER {
+            vouch.answered(Instant::now());
+        }
+        Step::Next((incarnation, next))
     }
+}
+
+/// What one request of the feed came to.
+enum Step {
+    /// Read up to this position of this incarnation.
+    Next((HeaderValue, u64)),
+    /// Events may have been missed (412, 410, 416, a body not the feed's).
+    Missed,
+    /// No answer (no connection, too slow, the origin's 5xx): ask again.
+    Failed,
 }

@@ -57,11 +57,6 @@ impl Upstream {
         }
     }
 
-    /// `http://host:port` of the origin, as its absolute URLs begin.
-    pub fn base(&self) -> &str {
-        &self.base
-    }
-
     fn uri(&self, path_and_query: &str) -> Result<Uri, UpstreamError> {
         Uri::try_from(format!("{}{}", self.base, path_and_query))
             .map_err(|e| UpstreamError::Uri(e.into()))

@@ -105,6 +105,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     let mut ratios = run.pair_ratios.clone();
     ratios.sort_by(f64::total_cmp);
+    anyhow::ensure!(!ratios.is_empty(), "no slice pair was measured");
     println!(
         "edge / bare proxy: {:.0} % of the totals; slice pairs: median {:.0} %; proxy CPU {:.1} s, edge CPU {:.1} s",
         100.0 * e.rps() / p.rps(),

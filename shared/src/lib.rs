@@ -13,7 +13,7 @@
 //! - [`content_type`]: media-type comparison and the JSON / text / binary split.
 //! - [`negotiate`]: NDJSON or JSON arrays for a JSON stream's read, by `Accept`.
 //! - [`sse`]: Server-Sent Events framing for data and control events.
-//! - [`invalidation`]: the origin's feed of deletes, creates and retention for edges.
+//! - [`invalidation`]: the origin's feed of deletes, creates, retention and replaced snapshots for edges.
 //! - [`paths`]: how a request path splits into a stream and a reserved sub-resource.
 //! - [`params`]: parsing of the read query (`offset`, `live`, `max_bytes`, ...).
 //! - [`units`]: human sizes and durations on command lines.

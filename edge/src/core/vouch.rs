@@ -1,6 +1,6 @@
 //! Whether the edge may still answer from what it keeps about a stream.
 //!
-//! Everything kept (a chunk, a stream's state) is stamped with a [`Mark`]
+//! Everything kept (a chunk, a snapshot, a stream's state) is stamped with a [`Mark`]
 //! taken *before* it was asked of the origin. The origin's invalidation
 //! feed (`shared::invalidation`) moves a clock and notes, per stream, the
 //! clock of its last event; a kept thing is vouched for only while

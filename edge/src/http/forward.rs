@@ -36,17 +36,22 @@ pub async fn forward_naming_the_edge(state: &Shared, req: Request<Body>) -> Resp
     resp
 }
 
-/// Absolute URLs of the origin in an answer (`Location` of a create,
-/// `Content-Location`) name the edge instead: its `--public-url`, else
-/// `http://` and the `Host` the client sent, else a relative URL. The
+/// Absolute URLs in an answer (`Location` of a create, `Content-Location`)
+/// name the edge instead: its `--public-url`, else `http://` and the `Host`
+/// the client sent, else a relative URL. The origin only ever names itself
+/// (by whatever `Host` reached it: its address, a load balancer's), so
+/// every absolute URL's scheme and authority are replaced, and the
 /// origin's own address never leaves the edge.
 fn public_locations(state: &Shared, host: Option<&HeaderValue>, headers: &mut HeaderMap) {
     for name in [http::header::LOCATION, http::header::CONTENT_LOCATION] {
         let Some(rest) = headers
             .get(&name)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix(state.upstream.base()))
-            .filter(|rest| rest.is_empty() || rest.starts_with('/'))
+            .and_then(|v| {
+                v.strip_prefix("http://")
+                    .or_else(|| v.strip_prefix("https://"))
+            })
+            .map(|after| after.find('/').map_or("", |at| &after[at..]))
         else {
             continue;
         };

@@ -137,12 +137,30 @@ where
     }
     let span = tracing::debug_span!("request", method = %req.method(), path = %req.uri().path());
     async move {
+        let changes = changed_stream(&req);
         let (route, resp) = dispatch(&state, req).await;
         state.metrics.request(route, resp.status().as_u16());
+        if let Some(stream) = changes.filter(|_| resp.status().is_success()) {
+            state.feed.touch(&stream);
+        }
         resp
     }
     .instrument(span)
     .await
+}
+
+/// The stream a request may change what the edge keeps of (a delete, a
+/// create, a snapshot's publish or a retention): once the origin
+/// acknowledged it, this edge voids what it kept at once, without waiting
+/// for the feed's event, so the client reads its own change here.
+fn changed_stream(req: &Request<Body>) -> Option<String> {
+    if req.method() != Method::DELETE && req.method() != Method::PUT {
+        return None;
+    }
+    match classify(req.uri().path()) {
+        Target::Stream(s) | Target::Snapshot { stream: s, .. } => Some(s.to_owned()),
+        _ => None,
+    }
 }
 
 fn metrics(state: &Shared) -> Response<Body> {

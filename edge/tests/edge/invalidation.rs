@@ -235,3 +235,17 @@ async fn an_edge_restarted_during_a_delete_answers_as_the_origin() {
     let r = s.http.get(s.url(&chunk)).send().await.unwrap();
     assert_eq!(r.status(), 404);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_made_through_the_edge_is_read_back_at_once_through_it() {
+    let s = Stack::start().await;
+    for i in 0..10 {
+        let p = stream_path(&format!("inv-own-{i}"));
+        let chunk = cached_closed_stream(&s, &p, "kept").await;
+        let r = s.http.delete(s.url(&p)).send().await.unwrap();
+        assert_eq!(r.status(), 204);
+        // The very next request, with no wait for the feed.
+        let r = s.http.get(s.url(&chunk)).send().await.unwrap();
+        assert_eq!(r.status(), 404, "{chunk}");
+    }
+}

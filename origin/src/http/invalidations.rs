@@ -1,5 +1,5 @@
 //! `GET /_invalidations?offset=N&timeout_ms=T`: the feed of deletes,
-//! creates and retention changes that edges tail (`shared::invalidation`),
+//! creates, retention changes and replaced snapshots that edges tail (`shared::invalidation`),
 //! read like a stream: a long-poll from position `N` (`now`: the end)
 //! answers the events from there as NDJSON, `204` after `timeout_ms`
 //! (default 20 s, at most 60 s) without any; `Stream-Next-Offset` names the

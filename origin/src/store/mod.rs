@@ -11,7 +11,7 @@
 //! - [`record`], [`checkpoint`]: the two persisted formats.
 //! - [`recovery`]: startup from checkpoint and log.
 //! - [`view`]: what readers see; [`tail_buffer`]: the hot tail in memory.
-//! - [`invalidations`]: the feed of deletes, creates and retention for edges.
+//! - [`invalidations`]: the feed of deletes, creates, retention and replaced snapshots for edges.
 //! - [`sealer`]: copies complete chunks into object storage; [`cold`]: reads
 //!   them back through a bounded cache once their local copy is dropped.
 
@@ -254,7 +254,7 @@ impl Store {
         &self.clock
     }
 
-    /// The feed of deletes, creates and retention changes edges tail.
+    /// The feed of deletes, creates, retention changes and replaced snapshots edges tail.
     pub fn invalidations(&self) -> &Arc<invalidations::Invalidations> {
         &self.invalidations
     }
