@@ -164,27 +164,7 @@ impl Stack {
 
     /// The same, with an edge cache of `cache_bytes`.
     pub async fn start_with_bucket_and_cache(cache_bytes: u64) -> Self {
-        let bucket = tempfile::tempdir().expect("bucket");
-        let url = format!("file://{}", bucket.path().display());
-        let origin = TestOrigin::start_sealing(JsonReads::Ndjson, Some(url.clone())).await;
-        let mut config = EdgeConfig::new(
-            format!("http://{}", origin.addr)
-                .parse()
-                .expect("origin url"),
-            cache_bytes,
-        )
-        .expect("config");
-        config.object_store = Some(url);
-        let (edge_addr, edge, stop, task) = serve_edge(config).await;
-        Stack {
-            origin,
-            edge_addr,
-            edge,
-            http: client(),
-            stop: Some(stop),
-            task: Some(task),
-            bucket: Some(bucket),
-        }
+        Self::start_built(JsonReads::Ndjson, true, true, cache_bytes).await
     }
 
     /// Origin and edge with a choice of the origin's JSON read mode, whether
@@ -195,6 +175,15 @@ impl Stack {
         sealing: bool,
         edge_reads_bucket: bool,
     ) -> Self {
+        Self::start_built(json_reads, sealing, edge_reads_bucket, 64 << 20).await
+    }
+
+    async fn start_built(
+        json_reads: JsonReads,
+        sealing: bool,
+        edge_reads_bucket: bool,
+        cache_bytes: u64,
+    ) -> Self {
         let bucket = sealing.then(|| tempfile::tempdir().expect("bucket"));
         let url = bucket
             .as_ref()
@@ -204,7 +193,7 @@ impl Stack {
             format!("http://{}", origin.addr)
                 .parse()
                 .expect("origin url"),
-            64 << 20,
+            cache_bytes,
         )
         .expect("config");
         if edge_reads_bucket {
