@@ -13,7 +13,7 @@
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { DurableStream, IdempotentProducer, DurableStreamError } from '@durable-streams/client';
-import { startOrigin, startEdge, uniquePath, waitFor, readMetric } from './lib/stack.mjs';
+import { startOrigin, startEdge, stopInOrder, uniquePath, waitFor, readMetric } from './lib/stack.mjs';
 import { withTimeout, testSignal, BACKOFF } from './lib/client.mjs';
 import { startVarnish, varnishAvailable } from './lib/varnish.mjs';
 
@@ -63,11 +63,7 @@ for (const mode of MODES) {
     });
     after(async () => {
       // Front to back: Varnish forwards to the edge, the edge to the origin.
-      const results = await Promise.allSettled([varnish?.stop()]);
-      results.push(...(await Promise.allSettled([edge?.stop()])));
-      results.push(...(await Promise.allSettled([origin?.stop()])));
-      const failed = results.find((r) => r.status === 'rejected');
-      if (failed) throw failed.reason;
+      await stopInOrder(varnish, edge, origin);
     });
 
     for (const target of ['origin', 'edge', 'varnish']) {

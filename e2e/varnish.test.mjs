@@ -23,6 +23,7 @@ import {
   createKey,
   readMetric,
   scrapeMetrics,
+  stopInOrder,
   waitFor,
   tmpDir,
   uniquePath,
@@ -130,11 +131,7 @@ describe('Varnish in front of the edge (deploy/varnish/edge.vcl)', { skip: noVar
   });
 
   after(async () => {
-    const results = await Promise.allSettled([varnish?.stop()]);
-    results.push(...(await Promise.allSettled([edge?.stop()])));
-    results.push(...(await Promise.allSettled([origin?.stop()])));
-    const failed = results.find((r) => r.status === 'rejected');
-    if (failed) throw failed.reason;
+    await stopInOrder(varnish, edge, origin);
   });
 
   // ---- (a) long-poll coalescing --------------------------------------------------

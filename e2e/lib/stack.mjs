@@ -17,6 +17,11 @@
 //   readMetric(url, name, labels?)  -> sum of the samples of `name` whose labels
 //                                      include `labels`, or undefined if none
 //   waitFor(fn, {timeout, interval, message}) -> fn's first truthy result
+//   spawnProcess(name, file, args, env, {logLimit})
+//       -> { process, log(), exited, exitInfo(), waitForLog(re, ms), stop(), kill() }
+//       (any process, tracked like the servers; see its comment)
+//   stopInOrder(...servers)          stops each in turn (undefined skipped),
+//                                      then throws the first failure
 //
 // stop() sends SIGTERM, awaits the exit (bounded) and throws unless the
 // process exited by itself with code 0. Every process started here is
@@ -108,20 +113,28 @@ export async function waitFor(fn, { timeout = 10_000, interval = 25, message = '
 }
 
 /**
- * Spawns `file args`, collects stdout+stderr as its log, and resolves once a
- * log line names `addr=HOST:PORT`.
+ * Spawns `file args` with exactly `env` as its environment, and tracks it:
+ * stdout+stderr are collected as its log (ANSI colours stripped, the last
+ * `logLimit` bytes kept), its exit is recorded, and it is SIGKILLed when the
+ * test process exits.
+ *
+ *   -> { process, log(), exited, exitInfo(), waitForLog(re, ms), stop(), kill() }
+ *
+ * `exited` resolves with {code, signal}; exitInfo() is that, or null while it
+ * runs. waitForLog resolves with the first match of `re` in the log and
+ * rejects if the process exits first or `ms` pass. stop() sends SIGTERM,
+ * awaits the exit (at most STOP_TIMEOUT_MS, then SIGKILL) and throws unless
+ * the process exited by itself with code 0; repeated calls share one stop.
+ * kill() sends SIGKILL (unless it has exited) and resolves with the exit.
  */
-async function spawnServer(name, file, args, env) {
-  const child = spawn(file, args, {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, NO_COLOR: '1', RUST_LOG: process.env.RUST_LOG ?? 'info', ...env },
-  });
+export function spawnProcess(name, file, args, env, { logLimit = LOG_LIMIT } = {}) {
+  const child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
   live.add(child);
   let text = '';
   const watchers = new Set();
   const onData = (chunk) => {
     text += chunk.toString('utf8').replace(ANSI, '');
-    if (text.length > LOG_LIMIT) text = text.slice(text.length - LOG_LIMIT);
+    if (text.length > logLimit) text = text.slice(text.length - logLimit);
     for (const w of watchers) w();
   };
   child.stdout.on('data', onData);
@@ -166,12 +179,6 @@ async function spawnServer(name, file, args, env) {
       check();
     });
 
-  const match = await waitForLog(/addr=(\d+\.\d+\.\d+\.\d+:\d+)/, START_TIMEOUT_MS).catch((err) => {
-    child.kill('SIGKILL');
-    throw err;
-  });
-  const addr = match[1];
-
   let stopping = null;
   const stop = () => {
     if (!stopping) {
@@ -199,7 +206,41 @@ async function spawnServer(name, file, args, env) {
     return exited;
   };
 
+  return { process: child, log, exited, exitInfo: () => exitInfo, waitForLog, stop, kill };
+}
+
+/**
+ * spawnProcess with the test environment (NO_COLOR, RUST_LOG=info unless
+ * set, plus `env`), resolved once a log line names `addr=HOST:PORT`.
+ */
+async function spawnServer(name, file, args, env) {
+  const proc = spawnProcess(name, file, args, {
+    ...process.env,
+    NO_COLOR: '1',
+    RUST_LOG: process.env.RUST_LOG ?? 'info',
+    ...env,
+  });
+  const match = await proc.waitForLog(/addr=(\d+\.\d+\.\d+\.\d+:\d+)/, START_TIMEOUT_MS).catch((err) => {
+    proc.process.kill('SIGKILL');
+    throw err;
+  });
+  const addr = match[1];
+  const { process: child, log, waitForLog, stop, kill, exited } = proc;
   return { url: `http://${addr}`, addr, process: child, log, waitForLog, stop, kill, exited };
+}
+
+/**
+ * Stops `servers` one after the other, in the order given (front to back:
+ * each forwards to the next), skipping undefined ones; every stop is tried,
+ * then the first failure, if any, is thrown.
+ */
+export async function stopInOrder(...servers) {
+  const results = [];
+  for (const server of servers) {
+    results.push(...(await Promise.allSettled([server?.stop()])));
+  }
+  const failed = results.find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
 }
 
 function tail(text, lines = 40) {
@@ -241,12 +282,7 @@ export async function startStack({ jsonReads = 'ndjson', originArgs = [], edgeAr
   return {
     origin,
     edge,
-    async stop() {
-      const results = await Promise.allSettled([edge.stop()]);
-      results.push(...(await Promise.allSettled([origin.stop()])));
-      const failed = results.find((r) => r.status === 'rejected');
-      if (failed) throw failed.reason;
-    },
+    stop: () => stopInOrder(edge, origin),
   };
 }
 

@@ -12,32 +12,21 @@
 // free port found by binding port 0 first (a start that loses the port to
 // another process is retried). startVarnish resolves once GET /healthz
 // through Varnish answers 200 (passed to the edge: the whole chain is up).
-// stop() sends SIGTERM and expects varnishd to exit by itself with code 0.
-// Every varnishd started here is SIGKILLed when the test process exits.
+// The process is run by stack.mjs's spawnProcess: stop() sends SIGTERM and
+// expects varnishd to exit by itself with code 0, and every varnishd started
+// here is SIGKILLed when the test process exits.
 
-import { spawn, execFile } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { chmodSync, existsSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 
-import { REPO_ROOT, tmpDir, waitFor } from './stack.mjs';
+import { REPO_ROOT, spawnProcess, tmpDir, waitFor } from './stack.mjs';
 
 const RUN = path.join(REPO_ROOT, 'deploy', 'varnish', 'run');
 export const VCL = path.join(REPO_ROOT, 'deploy', 'varnish', 'edge.vcl');
 const START_TIMEOUT_MS = 20_000;
-const STOP_TIMEOUT_MS = 15_000;
 const LOG_LIMIT = 1024 * 1024;
-
-const live = new Set();
-process.on('exit', () => {
-  for (const child of live) {
-    try {
-      child.kill('SIGKILL');
-    } catch {
-      // already gone
-    }
-  }
-});
 
 const SBIN = ['/usr/sbin', '/usr/local/sbin', '/usr/bin', '/usr/local/bin'];
 
@@ -88,26 +77,8 @@ async function spawnOnce({ edgeAddr, port, workdir, vclExtra, args, storage }) {
   };
   if (vclExtra) env.VARNISH_VCL_EXTRA = vclExtra;
   else delete env.VARNISH_VCL_EXTRA;
-  const child = spawn(RUN, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
-  live.add(child);
-  let text = '';
-  const onData = (chunk) => {
-    text += chunk.toString('utf8');
-    if (text.length > LOG_LIMIT) text = text.slice(text.length - LOG_LIMIT);
-  };
-  child.stdout.on('data', onData);
-  child.stderr.on('data', onData);
-  let exitInfo = null;
-  const exited = new Promise((resolve) => {
-    child.once('exit', (code, signal) => {
-      live.delete(child);
-      exitInfo = { code, signal };
-      resolve(exitInfo);
-    });
-  });
-  child.once('error', (err) => {
-    text += `\n[spawn error] ${err.message}\n`;
-  });
+  const proc = spawnProcess('varnishd', RUN, args, env, { logLimit: LOG_LIMIT });
+  const { exited, exitInfo, log } = proc;
   const url = `http://127.0.0.1:${port}`;
   try {
     // Up when /healthz answers 200 through Varnish; a varnishd that exits
@@ -115,7 +86,7 @@ async function spawnOnce({ edgeAddr, port, workdir, vclExtra, args, storage }) {
     await Promise.race([
       waitFor(
         async () => {
-          if (exitInfo) return true; // the race below reports it
+          if (exitInfo()) return true; // the race below reports it
           const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2_000) });
           await res.arrayBuffer();
           return res.status === 200;
@@ -127,11 +98,10 @@ async function spawnOnce({ edgeAddr, port, workdir, vclExtra, args, storage }) {
       }),
     ]);
   } catch (err) {
-    if (!exitInfo) child.kill('SIGKILL');
-    await exited;
-    throw Object.assign(new Error(`${err.message}\n${text}`), { log: text, exitInfo });
+    await proc.kill();
+    throw Object.assign(new Error(`${err.message}\n${log()}`), { log: log(), exitInfo: exitInfo() });
   }
-  return { child, url, exited, log: () => text, exitInfo: () => exitInfo };
+  return { ...proc, url };
 }
 
 /**
@@ -167,7 +137,7 @@ export async function startVarnish({ edge, vclExtra, args = [], storage = 'mallo
     }
   }
   if (!started) throw lastError;
-  const { child, url, exited, log, exitInfo } = started;
+  const { process: child, url, log, stop, kill } = started;
 
   const stats = async () => {
     const out = await run('varnishstat', ['-n', workdir, '-j']);
@@ -178,29 +148,6 @@ export async function startVarnish({ edge, vclExtra, args = [], storage = 'mallo
       if (c && typeof c === 'object' && 'value' in c) values[name] = c.value;
     }
     return values;
-  };
-
-  let stopping = null;
-  const stop = () => {
-    if (!stopping) {
-      stopping = (async () => {
-        if (!exitInfo()) child.kill('SIGTERM');
-        const result = await Promise.race([
-          exited,
-          new Promise((resolve) => setTimeout(() => resolve(null), STOP_TIMEOUT_MS).unref()),
-        ]);
-        if (!result) {
-          child.kill('SIGKILL');
-          await exited;
-          throw new Error(`varnishd did not exit within ${STOP_TIMEOUT_MS} ms of SIGTERM:\n${log()}`);
-        }
-        if (result.code !== 0) {
-          throw new Error(`varnishd exited uncleanly after SIGTERM (${JSON.stringify(result)}):\n${log()}`);
-        }
-        return result;
-      })();
-    }
-    return stopping;
   };
 
   return {
@@ -225,9 +172,6 @@ export async function startVarnish({ edge, vclExtra, args = [], storage = 'mallo
     /** varnishadm -n WORKDIR ARGS..., its output. */
     adm: (...a) => run('varnishadm', ['-n', workdir, ...a]),
     stop,
-    kill: async () => {
-      if (!exitInfo()) child.kill('SIGKILL');
-      return exited;
-    },
+    kill,
   };
 }

@@ -31,8 +31,6 @@ import json
 import os
 import queue
 import re
-import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -51,6 +49,7 @@ from durable_streams import (
     StreamExistsError,
     StreamNotFoundError,
 )
+import procs
 from varnish_proc import Varnish, varnishd_path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,51 +76,25 @@ class Server:
     def __init__(self, name: str, argv: list[str]) -> None:
         self.name = name
         self.argv = argv
-        self.log: list[str] = []
-        env = dict(os.environ, RUST_LOG="info", NO_COLOR="1")
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-            text=True,
-            errors="replace",
-        )
         lines: queue.Queue[str | None] = queue.Queue()
-
-        def drain() -> None:
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.log.append(line.rstrip("\n"))
-                lines.put(line)
-            lines.put(None)
-
-        threading.Thread(target=drain, name=f"{name}-log", daemon=True).start()
+        self.proc, self.log, _ = procs.start(
+            name, argv, dict(os.environ, RUST_LOG="info", NO_COLOR="1"), on_line=lines.put
+        )
         try:
             first = lines.get(timeout=START_TIMEOUT)
         except queue.Empty:
-            self.proc.kill()
-            self.proc.wait()
+            procs.kill(self.proc)
             raise RuntimeError(f"{name} printed nothing within {START_TIMEOUT}s: {argv}")
         match = re.search(r"addr=(\S+)", first or "")
         if match is None:
-            self.proc.kill()
-            self.proc.wait()
+            procs.kill(self.proc)
             raise RuntimeError(f"{name}: no addr= in the first line {first!r}; log: {self.log}")
         self.addr = match.group(1)
         self.url = f"http://{self.addr}"
 
     def stop(self) -> int:
         """SIGTERM, then the exit code (killed and -9 if it does not stop)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            return -9
+        return procs.stop(self.proc, STOP_TIMEOUT)
 
 
 @dataclass

@@ -17,16 +17,15 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import socket
-import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
+
+import procs
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = REPO / "deploy" / "varnish" / "run"
@@ -104,24 +103,7 @@ class Varnish:
             VARNISH_STORAGE=storage,
         )
         env.pop("VARNISH_VCL_EXTRA", None)
-        self.log = []
-        self.proc = subprocess.Popen(
-            [str(RUN)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=env,
-            text=True,
-            errors="replace",
-        )
-
-        def drain() -> None:
-            assert self.proc.stdout is not None
-            for line in self.proc.stdout:
-                self.log.append(line.rstrip("\n"))
-
-        self._drain = threading.Thread(target=drain, name="varnish-log", daemon=True)
-        self._drain.start()
+        self.proc, self.log, self._drain = procs.start("varnish", [str(RUN)], env)
         self.addr = f"127.0.0.1:{port}"
         self.url = f"http://{self.addr}"
 
@@ -137,8 +119,7 @@ class Varnish:
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                self.proc.kill()
-                self.proc.wait()
+                procs.kill(self.proc)
                 self._drain.join(timeout=2)
                 raise VarnishStartError(
                     f"varnishd on {self.url} did not pass /healthz to the edge within {START_TIMEOUT}s",
@@ -149,14 +130,7 @@ class Varnish:
     def stop(self) -> int:
         """SIGTERM, then the exit code (killed and -9 if it does not stop)."""
         try:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-                return -9
+            return procs.stop(self.proc, STOP_TIMEOUT)
         finally:
             self._drain.join(timeout=2)
             shutil.rmtree(self.base, ignore_errors=True)
