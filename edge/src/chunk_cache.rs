@@ -79,10 +79,8 @@ impl ChunkCache {
         path: &str,
         fill: impl std::future::Future<Output = Result<Answer, UpstreamError>>,
     ) -> Result<(Arc<Answer>, Source), Arc<Miss>> {
-        if let Some(kept) = self.cache.get(path).await {
-            if !self.feed.vouches(stream_of(path), kept.mark) {
-                self.cache.invalidate(path).await;
-            }
+        if let Some(answer) = self.get(path).await {
+            return Ok((answer, Source::Cache));
         }
         let entry = self
             .cache
@@ -113,14 +111,12 @@ impl ChunkCache {
 
     /// The answer kept for `path`, while the feed vouches for it.
     pub async fn get(&self, path: &str) -> Option<Arc<Answer>> {
-        let kept = self.cache.get(path).await?;
-        if self.feed.vouches(stream_of(path), kept.mark) {
-            self.metrics.cache_hit(kept.answer.body.len());
-            Some(kept.answer)
-        } else {
-            self.cache.invalidate(path).await;
-            None
-        }
+        let kept = self
+            .feed
+            .vouched(&self.cache, path, stream_of(path), |k| k.mark)
+            .await?;
+        self.metrics.cache_hit(kept.answer.body.len());
+        Some(kept.answer)
     }
 
     /// Keeps an answer asked of the origin after `mark` (an answer that

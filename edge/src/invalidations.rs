@@ -69,6 +69,27 @@ impl Feed {
         ok
     }
 
+    /// What `cache` keeps under `key` (about the stream at `stream`) while
+    /// the feed vouches for it; what it no longer vouches for is dropped,
+    /// so the caller asks the origin again.
+    pub async fn vouched<V>(
+        &self,
+        cache: &moka::future::Cache<String, V>,
+        key: &str,
+        stream: &str,
+        mark: impl Fn(&V) -> Mark,
+    ) -> Option<V>
+    where
+        V: Clone + Send + Sync + 'static,
+    {
+        let kept = cache.get(key).await?;
+        if self.vouches(stream, mark(&kept)) {
+            return Some(kept);
+        }
+        cache.invalidate(key).await;
+        None
+    }
+
     pub fn is_live(&self) -> bool {
         self.vouch.lock().is_live(Instant::now())
     }

@@ -114,11 +114,17 @@ async fn from_bucket(state: &Shared, path: &str) -> Option<Answer> {
     })
 }
 
+/// Whether a request for an immutable URL (a chunk, a snapshot) may be
+/// answered from memory: a plain `GET`; a query, a `Range` or any other
+/// method goes to the origin.
+pub(super) fn answerable_from_memory(req: &Request<Body>) -> bool {
+    req.method() == Method::GET
+        && req.uri().query().is_none()
+        && !req.headers().contains_key(http::header::RANGE)
+}
+
 pub async fn chunk(state: &Shared, req: Request<Body>) -> Response<Body> {
-    if req.method() != Method::GET
-        || req.uri().query().is_some()
-        || req.headers().contains_key(http::header::RANGE)
-    {
+    if !answerable_from_memory(&req) {
         return forward(state, req).await;
     }
     let if_none_match = req

@@ -18,12 +18,12 @@ use std::sync::Arc;
 use axum::body::Body;
 use bytes::BytesMut;
 use futures::StreamExt;
-use http::{Method, Request, Response, StatusCode};
+use http::{Request, Response};
 use http_body_util::BodyStream;
 use parking_lot::Mutex;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::chunk::respond;
+use super::chunk::{answerable_from_memory, respond};
 use super::forward::forward;
 use super::Shared;
 use crate::answer::{strip_hop_by_hop, Answer};
@@ -36,10 +36,7 @@ pub fn max_kept(cache_bytes: u64) -> u64 {
 }
 
 pub async fn snapshot(state: &Shared, req: Request<Body>) -> Response<Body> {
-    if req.method() != Method::GET
-        || req.uri().query().is_some()
-        || req.headers().contains_key(http::header::RANGE)
-    {
+    if !answerable_from_memory(&req) {
         return forward(state, req).await;
     }
     let path = req.uri().path().to_owned();
@@ -58,8 +55,7 @@ pub async fn snapshot(state: &Shared, req: Request<Body>) -> Response<Body> {
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    let keep = resp.status() == StatusCode::OK
-        && is_immutable(resp.status(), resp.headers())
+    let keep = is_immutable(resp.status(), resp.headers())
         && len.is_some_and(|n| n <= max_kept(state.config.cache_bytes));
     let permit = match len {
         Some(n) if keep => u32::try_from(n).ok().and_then(|n| {

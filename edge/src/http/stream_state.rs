@@ -64,11 +64,8 @@ impl StreamStates {
     /// The state from within the last [`STATE_FRESH`] while the
     /// invalidation feed vouches for it, or asked now.
     pub async fn recent(&self, state: &Shared, path: &str) -> Option<Arc<StreamState>> {
-        if let Some(kept) = self.0.get(path).await {
-            if state.feed.vouches(path, kept.mark) {
-                return Some(kept);
-            }
-            self.0.invalidate(path).await;
+        if let Some(kept) = state.feed.vouched(&self.0, path, path, |s| s.mark).await {
+            return Some(kept);
         }
         self.0
             .try_get_with_by_ref(path, async {

@@ -247,8 +247,8 @@ impl Stack {
         self.task = Some(task);
     }
 
-    /// Creates a stream through the edge, asserting 201.
-    pub async fn create(&self, path: &str, content_type: &str) {
+    /// Creates a stream through the edge, asserting 201; the answer.
+    pub async fn create(&self, path: &str, content_type: &str) -> reqwest::Response {
         let r = self
             .http
             .put(self.url(path))
@@ -257,6 +257,7 @@ impl Stack {
             .await
             .expect("create");
         assert_eq!(r.status().as_u16(), 201, "create {path}");
+        r
     }
 
     /// Appends through the edge, asserting 204.

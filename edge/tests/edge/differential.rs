@@ -593,26 +593,13 @@ impl<'a> Run<'a> {
                 retained
             }
             "delete" => {
-                let r = self
-                    .http
-                    .delete(self.origin(&self.slots[i].path))
-                    .send()
-                    .await
-                    .expect("delete");
-                self.op_desc = format!("delete {alias}: {}", r.status().as_u16());
-                self.sync(i, None).await;
+                let deleted = self.delete(i).await;
+                self.op_desc = format!("delete {alias}: {deleted}");
                 self.changed(i, "delete");
                 true
             }
             "recreate" => {
-                let r = self
-                    .http
-                    .delete(self.origin(&self.slots[i].path))
-                    .send()
-                    .await
-                    .expect("delete");
-                let deleted = r.status().as_u16();
-                self.sync(i, None).await;
+                let deleted = self.delete(i).await;
                 let kind = self.random_kind();
                 let status = self.create(i, kind).await;
                 self.op_desc = format!(

@@ -4,6 +4,18 @@
 use super::*;
 
 impl Run<'_> {
+    /// Deletes slot `i`'s stream at the origin, and learns what is left.
+    pub(super) async fn delete(&mut self, i: usize) -> u16 {
+        let r = self
+            .http
+            .delete(self.origin(&self.slots[i].path))
+            .send()
+            .await
+            .expect("delete");
+        self.sync(i, None).await;
+        r.status().as_u16()
+    }
+
     pub(super) fn random_kind(&mut self) -> Kind {
         *self.rng.pick(&[Kind::Binary, Kind::Text, Kind::Json])
     }

@@ -27,14 +27,7 @@ type Case = (Method, String, Vec<(&'static str, String)>);
 async fn answers_through_the_edge_are_the_origins_own() {
     let s = Stack::start().await;
     let p = stream_path("fwd");
-    let r = s
-        .http
-        .put(s.url(&p))
-        .header("content-type", "application/json")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
+    let r = s.create(&p, "application/json").await;
     let incarnation = header(&r, "stream-incarnation").expect("incarnation");
 
     // Producer semantics are the origin's: accepted, duplicate, gap.
@@ -195,14 +188,7 @@ async fn an_unreachable_origin_is_a_503_with_the_shared_error_body() {
 async fn absolute_urls_name_the_edge_never_the_origin() {
     let s = Stack::start().await;
     let p = stream_path("location");
-    let r = s
-        .http
-        .put(s.url(&p))
-        .header("content-type", "text/plain")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
+    let r = s.create(&p, "text/plain").await;
     // No --public-url: the Host the client sent.
     assert_eq!(
         header(&r, "location"),
