@@ -1,5 +1,7 @@
 //! The ceiling: a bare hyper HTTP/1.1 server that reads each request body and
-//! answers at once (POST: 204; anything else: 200 with a fixed body).
+//! answers at once (POST: 204; PUT: 201, empty, as a create is answered;
+//! anything else: 200 with a fixed body). A PUT answered with the fixed body
+//! would make creating a million streams a transfer of a million read bodies.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -36,15 +38,18 @@ pub async fn serve(listener: TcpListener, get_body: Bytes) -> anyhow::Result<()>
             let service = service_fn(move |req: Request<hyper::body::Incoming>| {
                 let get_body = get_body.clone();
                 async move {
-                    let post = req.method() == Method::POST;
+                    let empty = match *req.method() {
+                        Method::POST => Some(204),
+                        Method::PUT => Some(201),
+                        _ => None,
+                    };
                     let _ = req.into_body().collect().await;
-                    let resp = if post {
-                        Response::builder()
-                            .status(204)
+                    let resp = match empty {
+                        Some(status) => Response::builder()
+                            .status(status)
                             .body(Full::new(Bytes::new()))
-                            .expect("response")
-                    } else {
-                        Response::new(Full::new(get_body))
+                            .expect("response"),
+                        None => Response::new(Full::new(get_body)),
                     };
                     Ok::<_, Infallible>(resp)
                 }

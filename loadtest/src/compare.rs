@@ -11,6 +11,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use crate::append;
+use crate::procfs::cpu_seconds;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -40,6 +41,15 @@ pub struct Args {
     pub baseline: Option<PathBuf>,
 }
 
+/// The first `HOST:PORT` of a server's log line, bare, as `addr=HOST:PORT`
+/// (ours) or as `http://HOST:PORT` (Electric's).
+pub fn address_in(line: &str) -> Option<SocketAddr> {
+    line.split_whitespace().find_map(|w| {
+        let w = w.strip_prefix("addr=").unwrap_or(w);
+        w.strip_prefix("http://").unwrap_or(w).parse().ok()
+    })
+}
+
 /// Starts a server process and reads its address from its first line.
 pub async fn start(cmd: &mut Command) -> anyhow::Result<(Child, SocketAddr)> {
     let mut child = cmd
@@ -54,28 +64,9 @@ pub async fn start(cmd: &mut Command) -> anyhow::Result<(Child, SocketAddr)> {
         .next_line()
         .await?
         .ok_or_else(|| anyhow::anyhow!("origin printed nothing"))?;
-    let addr = first
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("addr=").unwrap_or(w).parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("no address in {first:?}"))?;
+    let addr = address_in(&first).ok_or_else(|| anyhow::anyhow!("no address in {first:?}"))?;
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Ok((child, addr))
-}
-
-/// CPU seconds a process has used (user + system), from /proc.
-pub fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which is in parentheses).
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // utime and stime are fields 14 and 15 of stat, 12 and 13 after the name.
-    (ticks(11) + ticks(12)) / 100.0
 }
 
 /// Runs the workload and reports the server's CPU time per request as well.
@@ -257,4 +248,22 @@ async fn whole_runs(args: &Args, servers: &Servers) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_found_in_every_servers_first_line() {
+        let addr: SocketAddr = "127.0.0.1:4437".parse().expect("addr");
+        for line in [
+            "ceiling listening on 127.0.0.1:4437",
+            "INFO origin: origin listening on 127.0.0.1:4437 addr=127.0.0.1:4437",
+            "durable-streams-server listening on http://127.0.0.1:4437 (data: /tmp/x)",
+        ] {
+            assert_eq!(address_in(line), Some(addr), "{line}");
+        }
+        assert_eq!(address_in("listening on port 4437"), None);
+    }
 }

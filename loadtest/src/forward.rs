@@ -9,7 +9,8 @@ use std::time::Duration;
 use tokio::process::Command;
 
 use crate::append;
-use crate::compare::{cpu_seconds, start};
+use crate::compare::start;
+use crate::procfs::cpu_seconds;
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -14,10 +14,19 @@
 //! - `seal-bench`: append p99 with and without sealing into s3s-fs, seal
 //!   throughput, and cold vs warm catch-up from object storage.
 //! - `sse-fanout`, `catchup-compare`: the edge (see `edge.rs`).
-//! - `peers`: the ceiling, the origin, Ursula and the Node reference server
-//!   in one run (appends, catch-up, long-poll and SSE tails), one table.
+//! - `peers`: the ceiling, the origin, Ursula, Electric's Rust server and the
+//!   Node reference server in one run (appends, catch-up, long-poll and SSE
+//!   tails, and pooled appends: a fixed pool of connections round-robin
+//!   across 1,000 to 1,000,000 streams, with creates/s and memory), one table.
+//! - `streams`: a million small streams on one origin under a fixed
+//!   descriptor limit: memory and descriptors per stream, creates/s and
+//!   appends/s, restart time after SIGKILL (and SIGTERM), and every stream
+//!   read back byte for byte.
 //!
-//! `readers` holds the read workloads (catch-up, tails) that `peers` runs.
+//! `readers` holds the read workloads (catch-up, tails) that `peers` runs,
+//! `pooled` the pooled appends; `pool` shares a fixed set of connections
+//! among numbered requests (creates, appends, reads) for `pooled` and
+//! `streams`; `procfs` reads a server's CPU, memory and descriptors.
 
 mod append;
 mod ceiling;
@@ -26,11 +35,15 @@ mod edge;
 mod forward;
 mod interleave;
 mod peers;
+mod pool;
+mod pooled;
+mod procfs;
 mod proxy;
 mod readers;
 mod restart;
 mod seal;
 mod stats;
+mod streams;
 
 use clap::{Parser, Subcommand};
 
@@ -56,6 +69,7 @@ enum Cmd {
     Peers(peers::Args),
     Proxy(proxy::Args),
     CompareForward(forward::Args),
+    Streams(streams::Args),
 }
 
 #[tokio::main]
@@ -75,5 +89,6 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Peers(a) => peers::run(a).await,
         Cmd::Proxy(a) => proxy::run(a).await,
         Cmd::CompareForward(a) => forward::run(a).await,
+        Cmd::Streams(a) => streams::run(a).await,
     }
 }

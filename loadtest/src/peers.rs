@@ -2,12 +2,14 @@
 //! one run on one machine, with the same client and the same workloads, and
 //! one table at the end.
 //!
-//! The peers are Ursula 0.11.5 (in memory and on its disk WAL) and the Node
-//! reference server `@durable-streams/server` (in memory and file-backed);
-//! the ceiling is `ds-load ceiling`. Each system runs alone: started, loaded
-//! with every workload, stopped, its data deleted. A system whose program is
-//! missing is skipped with a note, so the command runs anywhere (CI has only
-//! the ceiling and the origin).
+//! The peers are Ursula 0.11.5 (in memory and on its disk WAL), Electric's
+//! Rust server `durable-streams` 0.1.5 (on its WAL) and the Node reference
+//! server `@durable-streams/server` (in memory and file-backed); the ceiling
+//! is `ds-load ceiling`. Each system runs alone: started, loaded with every
+//! workload, stopped, its data deleted; for the pooled workload it is
+//! started afresh once per stream count (see `peers/pooled.rs`). A system
+//! whose program is missing is skipped with a note, so the command runs
+//! anywhere (CI has only the ceiling and the origin).
 //!
 //! Numbers are compared within a durability class only: durable systems
 //! (an acknowledged append survives power loss) with durable ones, in-memory
@@ -17,6 +19,7 @@
 //! The edge read proxy is not part of this run yet: catch-up and tails go
 //! to each server directly.
 
+mod pooled;
 mod systems;
 mod table;
 
@@ -28,18 +31,18 @@ use systems::{Class, Kind, Programs, Running, System, SYSTEMS};
 use table::{Row, Workload};
 
 use crate::append;
-use crate::compare::cpu_seconds;
+use crate::procfs::cpu_seconds;
 use crate::readers::{self, TailMode};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Systems to run, by name or prefix (ceiling, origin, origin-sync,
-    /// origin-async, edge, edge-sync, ursula, ursula-disk, ursula-memory, node, node-file,
-    /// node-memory), comma-separated.
+    /// origin-async, edge, edge-sync, ursula, ursula-disk, ursula-memory,
+    /// electric, node, node-file, node-memory), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     pub systems: Vec<String>,
-    /// Workloads to run (append, append-producer, catch-up, long-poll, sse),
-    /// comma-separated.
+    /// Workloads to run (append, append-producer, catch-up, long-poll, sse,
+    /// pooled), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     pub workloads: Vec<String>,
     /// Seconds measured per workload, after the warm-up.
@@ -50,9 +53,16 @@ pub struct Args {
     /// Appends: streams, one closed-loop writer each.
     #[arg(long, default_value_t = 500)]
     pub streams: usize,
-    /// Appends: bytes per append.
+    /// Appends (and pooled appends): bytes per append.
     #[arg(long, default_value_t = 256)]
     pub body: usize,
+    /// Pooled: connections shared by all the streams.
+    #[arg(long, default_value_t = 256)]
+    pub pool_connections: usize,
+    /// Pooled: stream counts N, a row each (the system started afresh for
+    /// each), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1000,100000,1000000")]
+    pub pool_streams: Vec<usize>,
     /// Catch-up: clients reading the stream from the start, again and again.
     #[arg(long, default_value_t = 8)]
     pub readers: usize,
@@ -74,6 +84,10 @@ pub struct Args {
     /// The Ursula 0.11.5 binary; default ~/.cache/ds-peers/ursula/bin/ursula.
     #[arg(long, env = "DS_URSULA")]
     pub ursula: Option<PathBuf>,
+    /// Electric's `durable-streams-server` (crates.io `durable-streams`
+    /// 0.1.5); default ~/.cache/ds-peers/electric/bin/durable-streams-server.
+    #[arg(long, env = "DS_ELECTRIC")]
+    pub electric: Option<PathBuf>,
     /// The Node harness folder (server.mjs, package.json, node_modules).
     #[arg(long, default_value = "loadtest/peers")]
     pub node_dir: PathBuf,
@@ -135,6 +149,10 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             .ursula
             .clone()
             .unwrap_or_else(|| home.join(".cache/ds-peers/ursula/bin/ursula")),
+        electric: args
+            .electric
+            .clone()
+            .unwrap_or_else(|| home.join(".cache/ds-peers/electric/bin/durable-streams-server")),
         node_dir: args.node_dir.clone(),
         node: args.node.clone(),
         ceiling_get_bytes: args.ceiling_get_bytes,
@@ -142,75 +160,71 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let scratch = args
         .scratch
         .join(format!("ds-peers-{}", std::process::id()));
-    let mut notes = vec![format!(
-        "load average before the run: {}; {} CPUs",
-        load_average(),
-        std::thread::available_parallelism().map_or(0, |n| n.get())
-    )];
-    let mut rows = Vec::new();
-    let mut failures = 0;
+    let mut results = Results {
+        rows: Vec::new(),
+        notes: vec![format!(
+            "load average before the run: {}; {} CPUs",
+            load_average(),
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        )],
+        failures: 0,
+    };
     for &s in &systems {
         let system = &SYSTEMS[s];
         if let Some(why) = programs.missing(system) {
             eprintln!("== {}: skipped: {why}", system.name);
-            notes.push(format!("{}: skipped: {why}", system.name));
+            results
+                .notes
+                .push(format!("{}: skipped: {why}", system.name));
             continue;
         }
         let dir = scratch.join(system.name);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        eprintln!("== {}: starting", system.name);
-        let running = match systems::start(system, &programs, &dir).await {
-            Ok(r) => r,
-            Err(e) => {
-                // Its folder (with its log) stays for a look.
-                eprintln!("== {}: failed to start: {e:#}", system.name);
-                failures += 1;
-                notes.push(format!("{}: failed to start: {e:#}", system.name));
-                continue;
-            }
-        };
-        for &w in &workloads {
-            let workload = Workload::ALL[w];
-            if system.kind == Kind::Ceiling && !workload.runs_on_ceiling() {
-                continue;
-            }
-            match measure(workload, system, &running, &args).await {
-                Ok(row) => {
-                    eprintln!(
-                        "   {:<16} {:>12.1} {:<9} p50 {:.2} ms  p99 {:.2} ms  errors {}",
-                        workload.name(),
-                        row.throughput,
-                        workload.unit(),
-                        row.p50_us as f64 / 1000.0,
-                        row.p99_us as f64 / 1000.0,
-                        row.errors
-                    );
-                    failures += usize::from(row.errors > 0);
-                    if let (n @ 1.., Some(e)) = (row.errors, &row.first_error) {
-                        notes.push(format!(
-                            "{} {}: {n} failed requests; the first got: {e}",
-                            system.name,
-                            workload.name()
-                        ));
+        let (pooled, shared): (Vec<Workload>, Vec<Workload>) = workloads
+            .iter()
+            .map(|&w| Workload::ALL[w])
+            .filter(|w| system.kind != Kind::Ceiling || w.runs_on_ceiling())
+            .partition(|&w| w == Workload::Pooled);
+        // A system that failed to start keeps its folder (with its log).
+        let mut keep = false;
+        if !shared.is_empty() {
+            eprintln!("== {}: starting", system.name);
+            match systems::start(system, &programs, &dir).await {
+                Ok(running) => {
+                    for workload in shared {
+                        let row = measure(workload, system, &running, &args).await;
+                        results.record(system, workload.name(), workload.unit(), row);
                     }
-                    rows.push(row);
+                    running.stop().await;
                 }
                 Err(e) => {
-                    eprintln!("   {}: failed: {e:#}", workload.name());
-                    failures += 1;
-                    notes.push(format!(
-                        "{} {}: failed: {e:#}",
-                        system.name,
-                        workload.name()
-                    ));
+                    eprintln!("== {}: failed to start: {e:#}", system.name);
+                    results.failures += 1;
+                    results
+                        .notes
+                        .push(format!("{}: failed to start: {e:#}", system.name));
+                    keep = true;
                 }
             }
         }
-        running.stop().await;
-        let _ = std::fs::remove_dir_all(&dir);
+        if !keep && !pooled.is_empty() {
+            for &n in &args.pool_streams {
+                let row = pooled::measure(system, &programs, &dir, n, &args).await;
+                keep |= row.is_err();
+                results.record(system, &format!("pooled N={n}"), "appends/s", row);
+            }
+        }
+        if !keep {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
     // Only when empty: the folders of systems that failed to start stay.
     let _ = std::fs::remove_dir(&scratch);
+    let Results {
+        rows,
+        notes,
+        failures,
+    } = results;
     let report = report(&args, &rows, &notes);
     println!("{report}");
     if let Some(out) = &args.out {
@@ -221,6 +235,44 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         "{failures} failures (a system that did not start, a workload that failed or counted errors)"
     );
     Ok(())
+}
+
+/// The rows so far, the notes for the report, and how many things failed.
+struct Results {
+    rows: Vec<Row>,
+    notes: Vec<String>,
+    failures: usize,
+}
+
+impl Results {
+    /// Keeps a measurement (printing its line) or notes why there is none.
+    fn record(&mut self, system: &System, label: &str, unit: &str, measured: anyhow::Result<Row>) {
+        match measured {
+            Ok(row) => {
+                eprintln!(
+                    "   {label:<16} {:>12.1} {unit:<9} p50 {:.2} ms  p99 {:.2} ms  errors {}",
+                    row.throughput,
+                    row.p50_us as f64 / 1000.0,
+                    row.p99_us as f64 / 1000.0,
+                    row.errors
+                );
+                self.failures += usize::from(row.errors > 0);
+                if let (n @ 1.., Some(e)) = (row.errors, &row.first_error) {
+                    self.notes.push(format!(
+                        "{} {label}: {n} failed requests; the first got: {e}",
+                        system.name
+                    ));
+                }
+                self.rows.push(row);
+            }
+            Err(e) => {
+                eprintln!("   {label}: failed: {e:#}");
+                self.failures += 1;
+                self.notes
+                    .push(format!("{} {label}: failed: {e:#}", system.name));
+            }
+        }
+    }
 }
 
 /// Runs one workload against a running system; fresh stream names each time.
@@ -287,6 +339,7 @@ async fn measure(
             .await?;
             (r.per_second() / 1e6, r.summary)
         }
+        Workload::Pooled => anyhow::bail!("the pooled workload starts its own system (pooled.rs)"),
         Workload::LongPoll | Workload::Sse => {
             let r = readers::tail(&readers::Tail {
                 addr: running.addr,
@@ -315,6 +368,7 @@ async fn measure(
         errors: summary.errors,
         server_cores,
         first_error: summary.first_error,
+        pool: None,
     })
 }
 
@@ -325,8 +379,12 @@ fn report(args: &Args, rows: &[Row], notes: &[String]) -> String {
         "\nWorkloads ({} s measured after {} s warm-up each): append = {} streams x 1 closed-loop writer, {} B \
          bodies (append-producer: the same with Producer-Id/Epoch/Seq); catch-up = {} clients reading a {} MiB \
          stream from the start again and again (p50/p99 per request); long-poll and sse = {} waiters on one \
-         stream, one writer at {} appends/s, latency from send to receipt. Server CPU: the server process's \
-         CPU time over the workload (100 % = one core).\n\nDurability:\n",
+         stream, one writer at {} appends/s, latency from send to receipt; pooled = {} connections appending \
+         {} B bodies round-robin across N streams (connection c to streams c, c+C, c+2C, ...), on a fresh start \
+         of the system per N, after creating the N streams over the same connections (creates/s; not part of \
+         the appends), RSS of the system's processes after the creates (per stream: its growth over the \
+         creates / N, the pool's connections included: the ceiling's row is what they alone cost), errors = failed creates + failed appends. Server CPU: the server process's CPU time \
+         over the workload (100 % = one core).\n\nDurability:\n",
         args.seconds,
         args.warmup,
         args.streams,
@@ -334,7 +392,9 @@ fn report(args: &Args, rows: &[Row], notes: &[String]) -> String {
         args.readers,
         args.catchup_mib,
         args.tailers,
-        args.rate
+        args.rate,
+        args.pool_connections,
+        args.body,
     ));
     for s in SYSTEMS {
         if rows.iter().any(|r| std::ptr::eq(r.system, s)) {

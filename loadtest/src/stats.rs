@@ -1,4 +1,4 @@
-//! Latency summaries.
+//! Latency summaries, and how the reports write numbers.
 
 use std::time::Duration;
 
@@ -54,5 +54,48 @@ impl Summary {
             self.errors,
             self.elapsed.as_secs_f64()
         )
+    }
+}
+
+/// `x` with thousands separated (as in the README's tables) from 100 up,
+/// with one decimal below.
+pub fn number(x: f64) -> String {
+    if x <= -100.0 {
+        format!("-{}", number(-x))
+    } else if x >= 100.0 {
+        let s = format!("{:.0}", x);
+        let mut out = String::new();
+        for (i, c) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    } else {
+        format!("{x:.1}")
+    }
+}
+
+/// A count with thousands separated: `1,000,000`, `10`.
+pub fn count(n: u64) -> String {
+    match n {
+        0..=99 => n.to_string(),
+        _ => number(n as f64),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_grouped_by_thousands() {
+        assert_eq!(number(1_234_567.4), "1,234,567");
+        assert_eq!(number(999.0), "999");
+        assert_eq!(number(42.24), "42.2");
+        assert_eq!(number(-1234.0), "-1,234");
+        assert_eq!(count(10), "10");
+        assert_eq!(count(1_000_000), "1,000,000");
     }
 }

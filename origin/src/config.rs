@@ -87,6 +87,14 @@ pub struct Cli {
     /// Checkpoint when the open WAL segment reaches this size.
     #[arg(long, env = "ORIGIN_CHECKPOINT_BYTES", default_value = "64MiB", value_parser = parse_size)]
     pub checkpoint_bytes: u64,
+    /// Log kept on disk for small streams' bytes (older than the last
+    /// checkpoint) before the oldest segment is cleaned into their files.
+    #[arg(long, env = "ORIGIN_LOG_RETAIN_BYTES", default_value = "1GiB", value_parser = parse_size)]
+    pub log_retain_bytes: u64,
+    /// Streams' own files kept open at most (0: a quarter of the
+    /// descriptor limit found at start, 64 to 4,096).
+    #[arg(long, env = "ORIGIN_OPEN_FILES", default_value_t = 0)]
+    pub open_files: usize,
     /// Streams under this path prefix belong to the account `default`.
     #[arg(long, env = "ORIGIN_DEFAULT_PREFIX", default_value = "/v1/stream/")]
     pub default_prefix: String,
@@ -151,6 +159,8 @@ impl Cli {
     pub fn store_config(&self) -> StoreConfig {
         let mut c = StoreConfig::new(self.data.clone());
         c.checkpoint_bytes = self.checkpoint_bytes;
+        c.log_retain_bytes = self.log_retain_bytes;
+        c.open_files = self.open_files;
         c.commit_delay = self.commit_delay;
         match self.object_store.as_deref() {
             None => {}

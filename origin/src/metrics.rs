@@ -98,6 +98,9 @@ pub struct Metrics {
     chunk_cache_hits: AtomicU64,
     chunk_cache_misses: AtomicU64,
     dropped_bytes: AtomicU64,
+    promotions: AtomicU64,
+    promoted_bytes: AtomicU64,
+    promotion_errors: AtomicU64,
     unsealed_bytes: AtomicI64,
     snapshots_published: AtomicU64,
     long_polls_waiting: AtomicI64,
@@ -152,6 +155,16 @@ impl Metrics {
     /// Sealed bytes removed from local stream files.
     pub fn dropped(&self, bytes: u64) {
         self.dropped_bytes.fetch_add(bytes, Relaxed);
+    }
+
+    /// A stream's log-only bytes were copied into its own file.
+    pub fn promoted(&self, bytes: u64) {
+        self.promotions.fetch_add(1, Relaxed);
+        self.promoted_bytes.fetch_add(bytes, Relaxed);
+    }
+
+    pub fn promotion_failed(&self) {
+        self.promotion_errors.fetch_add(1, Relaxed);
     }
 
     /// Complete chunks waiting to be sealed, in bytes (the writer sets it).
@@ -222,6 +235,9 @@ impl Metrics {
             ("ds_chunk_cache_hits_total", &self.chunk_cache_hits),
             ("ds_chunk_cache_misses_total", &self.chunk_cache_misses),
             ("ds_local_dropped_bytes_total", &self.dropped_bytes),
+            ("ds_promotions_total", &self.promotions),
+            ("ds_promoted_bytes_total", &self.promoted_bytes),
+            ("ds_promotion_errors_total", &self.promotion_errors),
             ("ds_snapshots_published_total", &self.snapshots_published),
         ];
         for (name, v) in counters {

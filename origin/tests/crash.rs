@@ -20,12 +20,56 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
-const STREAMS: usize = 6;
-const WRITERS: usize = 24;
 const CYCLES: usize = 6;
-/// Acknowledged appends each cycle adds at least: 6 × 400 appends of ~13.5 KB
-/// on average put ~5 MiB into each stream, past the first chunk boundary.
-const MIN_ACKS_PER_CYCLE: usize = 400;
+
+/// How large a crash run is.
+#[derive(Clone, Copy)]
+struct Scale {
+    streams: usize,
+    writers: usize,
+    /// Acknowledged appends each cycle adds at least.
+    min_acks_per_cycle: usize,
+    /// Every third message is ~40 KB, so streams pass 4 MiB chunk
+    /// boundaries (and the run checks that chunks were sealed).
+    large: bool,
+}
+
+/// Few streams, large appends: 6 × 400 appends of ~13.5 KB on average put
+/// ~5 MiB into each stream, past the first chunk boundary.
+const FEW_LARGE: Scale = Scale {
+    streams: 6,
+    writers: 24,
+    min_acks_per_cycle: 400,
+    large: true,
+};
+
+/// Many small streams (their bytes stay in the log; small checkpoints
+/// clean it into their files): each writer appends round-robin over its
+/// share of the streams.
+const MANY_SMALL: Scale = Scale {
+    streams: 3_000,
+    writers: 48,
+    min_acks_per_cycle: 3_000,
+    large: false,
+};
+
+impl Scale {
+    fn per_writer(&self) -> u64 {
+        (self.streams / self.writers).max(1) as u64
+    }
+
+    /// The stream writer `w` sends its `seq`th message to.
+    fn stream_of(&self, w: usize, seq: u64) -> usize {
+        (w + (seq % self.per_writer()) as usize * self.writers) % self.streams
+    }
+
+    /// The producer sequence number of that message in its stream (a
+    /// producer's numbers are per stream: each of the writer's streams sees
+    /// every `per_writer`th message of it).
+    fn producer_seq(&self, seq: u64) -> u64 {
+        seq / self.per_writer()
+    }
+}
 
 fn acked_total(acked: &Mutex<Vec<Vec<u64>>>) -> usize {
     acked.lock().iter().map(Vec::len).sum()
@@ -34,14 +78,36 @@ fn acked_total(acked: &Mutex<Vec<Vec<u64>>>) -> usize {
 struct Proc {
     child: Child,
     addr: SocketAddr,
+    /// The origin's log lines after the first.
+    log: std::sync::mpsc::Receiver<String>,
+}
+
+impl Proc {
+    /// Records the start replayed from the log (its "recovered" line).
+    fn records_replayed(&self) -> u64 {
+        loop {
+            let line = self
+                .log
+                .recv_timeout(Duration::from_secs(30))
+                .expect("a recovered line");
+            if line.contains("recovered") {
+                return line
+                    .split_whitespace()
+                    .find_map(|w| w.strip_prefix("records=").and_then(|n| n.parse().ok()))
+                    .unwrap_or_else(|| panic!("no records= in {line}"));
+            }
+        }
+    }
 }
 
 fn spawn_origin(data: &Path) -> Proc {
     let mut child = Command::new(env!("CARGO_BIN_EXE_origin"))
         .args(["--listen", "127.0.0.1:0", "--data"])
         .arg(data)
-        // Small segments so kills also land around checkpoints and rotations.
-        .args(["--checkpoint-bytes", "256KiB"])
+        // Small segments so kills also land around checkpoints and rotations,
+        // and a small log retention so small streams are cleaned into their
+        // own files between kills.
+        .args(["--checkpoint-bytes", "256KiB", "--log-retain-bytes", "1MiB"])
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
@@ -57,8 +123,13 @@ fn spawn_origin(data: &Path) -> Proc {
         .or_else(|| first.rsplit(' ').next().and_then(|a| a.parse().ok()))
         .unwrap_or_else(|| panic!("no address in the first log line: {first}"));
     // Keep draining stdout so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines.by_ref() {});
-    Proc { child, addr }
+    let (tx, log) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.by_ref().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    Proc { child, addr, log }
 }
 
 /// A tiny deterministic generator (seeded per run, printed on failure).
@@ -72,12 +143,12 @@ impl Rng {
     }
 }
 
-fn message(writer: usize, seq: u64) -> String {
+fn message(scale: Scale, writer: usize, seq: u64) -> String {
     // Varied sizes so records straddle pages and frames; every third message
     // is large, so streams pass 4 MiB chunk boundaries and kills also land
     // while chunks are sealed and dropped from local disk.
     let mut pad = (writer * 37 + seq as usize * 11) % 300;
-    if seq.is_multiple_of(3) {
+    if scale.large && seq.is_multiple_of(3) {
         pad += 40_000;
     }
     format!("w{writer:02}-s{seq:06}-{}\n", "x".repeat(pad))
@@ -85,6 +156,21 @@ fn message(writer: usize, seq: u64) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_appends_survive_sigkill_exactly_once() {
+    crash_run(FEW_LARGE).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_appends_to_many_small_streams_survive_sigkill_exactly_once() {
+    crash_run(MANY_SMALL).await;
+}
+
+async fn crash_run(scale: Scale) {
+    let Scale {
+        streams,
+        writers,
+        min_acks_per_cycle,
+        ..
+    } = scale;
     let dir = tempfile::tempdir().unwrap();
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -99,16 +185,16 @@ async fn acknowledged_appends_survive_sigkill_exactly_once() {
         .unwrap();
 
     // Per writer: the next seq to send (a seq without an answer is sent again).
-    let next_seq: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(vec![0; WRITERS]));
+    let next_seq: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(vec![0; writers]));
     // Per writer: seqs acknowledged (200, or 204 as a duplicate of an earlier apply).
-    let acked: Arc<Mutex<Vec<Vec<u64>>>> = Arc::new(Mutex::new(vec![Vec::new(); WRITERS]));
+    let acked: Arc<Mutex<Vec<Vec<u64>>>> = Arc::new(Mutex::new(vec![Vec::new(); writers]));
     let mut kills = 0;
 
     for cycle in 0..CYCLES {
         let mut proc = spawn_origin(dir.path());
         let base = format!("http://{}", proc.addr);
         if cycle == 0 {
-            for s in 0..STREAMS {
+            for s in 0..streams {
                 let r = client
                     .put(format!("{base}/v1/stream/crash/s{s}"))
                     .header("content-type", "text/plain")
@@ -120,7 +206,7 @@ async fn acknowledged_appends_survive_sigkill_exactly_once() {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let mut tasks = Vec::new();
-        for w in 0..WRITERS {
+        for w in 0..writers {
             let (client, base, stop, next_seq, acked) = (
                 client.clone(),
                 base.clone(),
@@ -132,12 +218,15 @@ async fn acknowledged_appends_survive_sigkill_exactly_once() {
                 while !stop.load(Ordering::Relaxed) {
                     let seq = next_seq.lock()[w];
                     let resp = client
-                        .post(format!("{base}/v1/stream/crash/s{}", w % STREAMS))
+                        .post(format!(
+                            "{base}/v1/stream/crash/s{}",
+                            scale.stream_of(w, seq)
+                        ))
                         .header("content-type", "text/plain")
                         .header("producer-id", format!("w{w}"))
                         .header("producer-epoch", "0")
-                        .header("producer-seq", seq.to_string())
-                        .body(message(w, seq))
+                        .header("producer-seq", scale.producer_seq(seq).to_string())
+                        .body(message(scale, w, seq))
                         .send()
                         .await;
                     match resp {
@@ -159,7 +248,7 @@ async fn acknowledged_appends_survive_sigkill_exactly_once() {
         let run_ms = 150 + rng.next() % 700;
         tokio::time::sleep(Duration::from_millis(run_ms)).await;
         let deadline = Instant::now() + Duration::from_secs(60);
-        while acked_total(&acked) < (cycle + 1) * MIN_ACKS_PER_CYCLE {
+        while acked_total(&acked) < (cycle + 1) * min_acks_per_cycle {
             assert!(Instant::now() < deadline, "the load does not progress");
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -177,7 +266,7 @@ async fn acknowledged_appends_survive_sigkill_exactly_once() {
     let proc = spawn_origin(dir.path());
     let base = format!("http://{}", proc.addr);
     let mut seen: HashMap<usize, Vec<u64>> = HashMap::new();
-    for s in 0..STREAMS {
+    for s in 0..streams {
         let mut offset = "-1".to_owned();
         let mut body = String::new();
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -200,6 +289,7 @@ async fn acknowledged_appends_survive_sigkill_exactly_once() {
                 "reading stream {s} does not finish"
             );
         }
+        let mut last_in_stream: HashMap<usize, u64> = HashMap::new();
         for line in body.lines() {
             let (w, rest) = line
                 .strip_prefix('w')
@@ -210,17 +300,31 @@ async fn acknowledged_appends_survive_sigkill_exactly_once() {
             let seq: u64 = rest[..6].parse().unwrap();
             assert_eq!(
                 format!("{line}\n"),
-                message(w, seq),
+                message(scale, w, seq),
                 "a message was changed"
             );
-            assert_eq!(w % STREAMS, s, "message of writer {w} in stream {s}");
+            assert_eq!(
+                scale.stream_of(w, seq),
+                s,
+                "message {seq} of writer {w} in stream {s}"
+            );
+            let last = last_in_stream.insert(w, seq);
+            assert!(
+                last.is_none_or(|last| last < seq),
+                "writer {w}: seq {seq} after a later one in stream {s} (seed {seed})"
+            );
             seen.entry(w).or_default().push(seq);
         }
+    }
+    // Each writer's messages are spread over its streams, in order within
+    // each: together they must be 0, 1, 2, ...
+    for got in seen.values_mut() {
+        got.sort_unstable();
     }
     let (total, bytes) = {
         let acked = acked.lock();
         let mut total = 0;
-        for w in 0..WRITERS {
+        for w in 0..writers {
             let got = seen.remove(&w).unwrap_or_default();
             // Exactly once and in order: the log holds 0, 1, 2, ... with no gap
             // and no repeat (a retried seq never applies twice).
@@ -236,7 +340,7 @@ async fn acknowledged_appends_survive_sigkill_exactly_once() {
             total += got.len();
         }
         assert!(
-            total > WRITERS * CYCLES,
+            total > writers * CYCLES,
             "the load made too little progress to mean anything: {total} appends"
         );
         // The load passed chunk boundaries: chunks were sealed (and dropped from
@@ -244,14 +348,18 @@ async fn acknowledged_appends_survive_sigkill_exactly_once() {
         // together for an upload to finish, by this last start, which seals the
         // chunks that were complete and not yet sealed (so wait for it, within a
         // deadline, rather than count at once).
-        let bytes: usize = (0..WRITERS)
-            .flat_map(|w| (0..acked[w].len() as u64).map(move |seq| message(w, seq).len()))
+        let bytes: usize = (0..writers)
+            .flat_map(|w| (0..acked[w].len() as u64).map(move |seq| message(scale, w, seq).len()))
             .sum();
         (total, bytes)
     };
+    if !scale.large {
+        eprintln!("crash test: {kills} kills, {total} appends to {streams} streams verified ({bytes} bytes)");
+        return;
+    }
     assert!(
-        bytes / STREAMS > 4 << 20,
-        "the load did not reach a chunk boundary: {bytes} bytes in {STREAMS} streams"
+        bytes / streams > 4 << 20,
+        "the load did not reach a chunk boundary: {bytes} bytes in {streams} streams"
     );
     let objects = dir.path().join("objects");
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -437,9 +545,12 @@ async fn state_survives_sigkill_and_a_torn_tail_is_dropped() {
     assert!(status.success(), "SIGTERM stops cleanly: {status:?}");
     // The stop checkpointed, retiring every segment the crash recovery had
     // replayed: the next start replays nothing.
-    let segments = std::fs::read_dir(dir.path().join("wal")).unwrap().count();
-    assert_eq!(segments, 1, "only the fresh, empty segment is left");
     let proc = spawn_origin(dir.path());
+    assert_eq!(
+        proc.records_replayed(),
+        0,
+        "the stop's checkpoint covers the whole log"
+    );
     let base3 = format!("http://{}", proc.addr);
     let body = client
         .get(format!("{}?offset=-1", json.replace(&base2, &base3)))

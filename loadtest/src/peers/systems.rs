@@ -16,6 +16,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 use crate::append::{connect, send};
+use crate::compare::address_in;
 
 /// Which numbers a system's numbers are compared with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +48,8 @@ pub enum Kind {
     Edge,
     Ursula,
     Node,
+    /// Electric's Rust server, the `durable-streams` crate.
+    Electric,
 }
 
 #[derive(Debug)]
@@ -85,6 +88,12 @@ pub static SYSTEMS: &[System] = &[
         durability: "Ursula 0.11.5, one Raft voter on its disk WAL; fsync resolves to `always`: a batch is fsynced before the ack",
     },
     System {
+        name: "electric",
+        kind: Kind::Electric,
+        class: Class::Durable,
+        durability: "Electric's durable-streams 0.1.5, default `--durability wal`: written to the stream's file (page cache) and staged in one of its WAL shards (one per core); the ack waits for that shard's group-commit fdatasync of the WAL (stream files are fdatasynced at a checkpoint every 3 s, off the ack path; producer dedup state reaches disk at that checkpoint, not before the ack)",
+    },
+    System {
         name: "node-file",
         kind: Kind::Node,
         class: Class::Durable,
@@ -110,12 +119,19 @@ pub static SYSTEMS: &[System] = &[
     },
 ];
 
+/// How the benchmark's user installs Electric's server (never CI: it
+/// compiles for minutes).
+pub const ELECTRIC_INSTALL: &str =
+    "cargo install durable-streams --version 0.1.5 --locked --root ~/.cache/ds-peers/electric";
+
 /// Where the systems' programs are.
 #[derive(Clone, Debug)]
 pub struct Programs {
     pub origin: PathBuf,
     pub edge: PathBuf,
     pub ursula: PathBuf,
+    /// Electric's `durable-streams-server`.
+    pub electric: PathBuf,
     /// The folder with `server.mjs` and its installed `node_modules`.
     pub node_dir: PathBuf,
     pub node: PathBuf,
@@ -145,6 +161,12 @@ impl Programs {
                 format!(
                     "no Ursula binary at {} (cargo install ursula --version 0.11.5 --locked --root ~/.cache/ds-peers/ursula)",
                     self.ursula.display()
+                )
+            }),
+            Kind::Electric => (!self.electric.is_file()).then(|| {
+                format!(
+                    "no Electric server at {} ({ELECTRIC_INSTALL})",
+                    self.electric.display()
                 )
             }),
             Kind::Node => {
@@ -183,6 +205,14 @@ pub struct Running {
 impl Running {
     pub fn pid(&self) -> u32 {
         self.child.id().unwrap_or(0)
+    }
+
+    /// Every process of the system (the edge and the origin behind it).
+    pub fn pids(&self) -> Vec<u32> {
+        std::iter::once(&self.child)
+            .chain(self.behind.as_ref())
+            .filter_map(Child::id)
+            .collect()
     }
 
     pub async fn stop(mut self) {
@@ -226,6 +256,16 @@ pub async fn start(system: &System, programs: &Programs, dir: &Path) -> anyhow::
             first_line_start(cmd, &log, "/v1/stream/").await
         }
         Kind::Ursula => start_ursula(system, programs, dir, &log).await,
+        Kind::Electric => {
+            // It prints the address it was asked for, not the one it bound
+            // (`--port 0` would print port 0), so it gets a free port.
+            let mut cmd = Command::new(&programs.electric);
+            cmd.args(["--host", "127.0.0.1", "--port"])
+                .arg(free_port()?.to_string())
+                .arg("--data-dir")
+                .arg(dir.join("data"));
+            first_line_start(cmd, &log, "/v1/stream/").await
+        }
     }
 }
 
@@ -275,10 +315,7 @@ async fn first_line_start(
         .await
         .context("no address within 30 s")??
         .with_context(|| format!("the server exited; see {}", log.display()))?;
-    let addr = first
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("addr=").unwrap_or(w).parse().ok())
-        .with_context(|| format!("no address in {first:?}"))?;
+    let addr = address_in(&first).with_context(|| format!("no address in {first:?}"))?;
     // Keep draining stdout so the server never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Ok(Running {

@@ -71,10 +71,10 @@ impl StreamCore {
             }
         }
         match current {
-            Some(c) if c == meta => Ok(SnapshotDecision::Same),
+            Some(c) if **c == *meta => Ok(SnapshotDecision::Same),
             Some(c) if c.offset >= meta.offset => Err(SnapshotRefusal::Conflict),
             _ => Ok(SnapshotDecision::Publish {
-                replaced: current.cloned(),
+                replaced: current.map(|c| (**c).clone()),
             }),
         }
     }
@@ -135,7 +135,7 @@ mod tests {
             c.decide_snapshot(&meta(50, "a"), None),
             Ok(SnapshotDecision::Publish { replaced: None })
         );
-        c.snapshot = Some(meta(50, "a"));
+        c.snapshot = Some(Box::new(meta(50, "a")));
         assert_eq!(
             c.decide_snapshot(&meta(50, "a"), None),
             Ok(SnapshotDecision::Same)
@@ -165,7 +165,7 @@ mod tests {
     fn retention_follows_the_latest_snapshot() {
         let mut c = core(100);
         assert_eq!(c.decide_retain(0), Err(RetainRefusal::NotLatestSnapshot));
-        c.snapshot = Some(meta(50, "a"));
+        c.snapshot = Some(Box::new(meta(50, "a")));
         assert_eq!(c.decide_retain(40), Err(RetainRefusal::NotLatestSnapshot));
         assert_eq!(c.decide_retain(50), Ok(true));
         c.retained = 50;

@@ -7,6 +7,7 @@
 //! `Stream-Seq`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use shared::content_type::same_media_type;
@@ -21,8 +22,10 @@ use super::Millis;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamCore {
     pub id: u64,
-    pub path: String,
-    pub incarnation: String,
+    /// Shared with the stream's view and the maps that index it (one copy
+    /// per stream; an origin holds a million).
+    pub path: Arc<str>,
+    pub incarnation: Arc<str>,
     pub config: StreamConfig,
     pub created_at: Millis,
     /// Bytes in the stream: the next append's offset.
@@ -37,9 +40,9 @@ pub struct StreamCore {
     /// Reads before this offset answer 410 (a snapshot replaced them).
     #[serde(default)]
     pub retained: u64,
-    /// The latest published snapshot.
+    /// The latest published snapshot (boxed: most streams have none).
     #[serde(default)]
-    pub snapshot: Option<super::snapshot::SnapshotMeta>,
+    pub snapshot: Option<Box<super::snapshot::SnapshotMeta>>,
 }
 
 /// An append as the writer loop sees it: headers already parsed, the body
@@ -91,8 +94,8 @@ pub enum AppendRefusal {
 impl StreamCore {
     pub fn new(
         id: u64,
-        path: String,
-        incarnation: String,
+        path: Arc<str>,
+        incarnation: Arc<str>,
         config: StreamConfig,
         created_at: Millis,
     ) -> Self {

@@ -76,9 +76,9 @@ pub fn open_cacheable(
         )));
     }
     let view = state.store.get(stream).ok_or(ApiError::NotFound)?;
-    if view.incarnation != token {
+    if *view.incarnation != *token {
         return Err(ApiError::Store(StoreError::IncarnationMismatch {
-            current: view.incarnation.clone(),
+            current: view.incarnation.to_string(),
         }));
     }
     view.touch(state.store.clock().now_ms());

@@ -80,7 +80,7 @@ async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body
         // who reads it.
         state
             .store
-            .set_public(path.clone(), created.view.incarnation.clone(), p)
+            .set_public(path.clone(), created.view.incarnation.to_string(), p)
             .await?;
     }
     let mut resp = Response::new(Body::empty());

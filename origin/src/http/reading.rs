@@ -76,9 +76,9 @@ pub fn stream_headers(resp: &mut Response<Body>, view: &StreamView) {
 /// 412 when the request names an incarnation the stream no longer has.
 pub fn check_incarnation(view: &StreamView, headers: &HeaderMap) -> Result<(), ApiError> {
     match request::incarnation(headers)? {
-        Some(i) if i != view.incarnation => Err(ApiError::Store(
+        Some(i) if *i != *view.incarnation => Err(ApiError::Store(
             crate::store::StoreError::IncarnationMismatch {
-                current: view.incarnation.clone(),
+                current: view.incarnation.to_string(),
             },
         )),
         _ => Ok(()),

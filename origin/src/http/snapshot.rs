@@ -232,7 +232,7 @@ async fn publish(
         .store
         .snapshot(
             stream.to_owned(),
-            Some(view.incarnation.clone()),
+            Some(view.incarnation.to_string()),
             meta,
             expect,
         )
@@ -297,7 +297,11 @@ async fn retain(
     let view = open(state, stream, &req)?;
     state
         .store
-        .retain(stream.to_owned(), Some(view.incarnation.clone()), offset)
+        .retain(
+            stream.to_owned(),
+            Some(view.incarnation.to_string()),
+            offset,
+        )
         .await?;
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = StatusCode::NO_CONTENT;

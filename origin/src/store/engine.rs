@@ -2,7 +2,6 @@
 //! Recovery drives the same steps from the log, so a replayed stream is
 //! built exactly as the live one was.
 
-use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,25 +10,51 @@ use bytes::Bytes;
 
 use super::FastMap;
 
-use super::cold::Cold;
 use super::layout;
 use super::record::{CreateRecord, Record};
-use super::view::{StreamView, Tail};
+use super::saved::{Extent, SavedStream};
+use super::view::{Disk, StreamView, Tail};
+use super::warm::Warm;
 use crate::core::stream::{AppendEffect, StreamCore};
 use crate::core::Millis;
 
 pub struct Entry {
     pub core: StreamCore,
-    pub file: Arc<File>,
     pub view: Arc<StreamView>,
 }
 
+/// Where a record's payload is in the log.
+#[derive(Clone, Copy, Debug)]
+pub struct LogPos {
+    pub segment: u64,
+    pub pos: u64,
+}
+
 impl Entry {
-    /// Applies a decided append: its bytes to the hot tail, its effect to
-    /// the core.
-    pub fn apply(&mut self, effect: &AppendEffect, payload: &Bytes) {
-        self.view.buffer.lock().push(payload);
+    /// Applies a decided append: its bytes to the hot tail (logged at `at`),
+    /// its effect to the core. Returns the extent it made, if any.
+    pub fn apply(&mut self, effect: &AppendEffect, payload: &Bytes, at: LogPos) -> Option<Extent> {
+        let extent = (!payload.is_empty()).then(|| Extent {
+            segment: at.segment,
+            pos: u32::try_from(at.pos).expect("segments are rotated before 4 GiB"),
+            len: payload.len() as u32,
+            start: effect.start,
+        });
+        if let Some(e) = extent {
+            self.view.warm.lock().push(e, payload);
+        }
         self.core.apply(effect);
+        extent
+    }
+
+    /// The stream as a checkpoint keeps it.
+    pub fn saved(&self) -> SavedStream {
+        let warm = self.view.warm.lock();
+        SavedStream {
+            core: self.core.clone(),
+            file_len: warm.file_len(),
+            extents: warm.extents().to_vec(),
+        }
     }
 
     pub fn tail(&self) -> Tail {
@@ -44,91 +69,104 @@ impl Entry {
 
 pub struct Engine {
     pub data: PathBuf,
-    pub entries: FastMap<String, Entry>,
-    pub paths_by_id: FastMap<u64, String>,
+    /// Boxed: a map's slack (up to half its slots, at a power of two) then
+    /// costs a pointer per slot, not a whole entry.
+    pub entries: FastMap<Arc<str>, Box<Entry>>,
+    pub paths_by_id: FastMap<u64, Arc<str>>,
     pub next_id: u64,
-    /// Where sealed bytes are read from (none without object storage).
-    pub cold: Option<Arc<Cold>>,
+    /// The files, log segments and object storage streams read through.
+    pub disk: Arc<Disk>,
+    /// Per log segment: the extents that point into it. A segment with
+    /// none (and older than the last checkpoint) can be deleted.
+    pub pins: FastMap<u64, u64>,
 }
 
 impl Engine {
-    pub fn new(data: PathBuf, next_id: u64, cold: Option<Arc<Cold>>) -> Self {
+    pub fn new(data: PathBuf, next_id: u64, disk: Arc<Disk>) -> Self {
         Engine {
             data,
             entries: FastMap::default(),
             paths_by_id: FastMap::default(),
             next_id,
-            cold,
+            disk,
+            pins: FastMap::default(),
         }
-    }
-
-    fn open_file(&self, id: u64, fresh: bool) -> io::Result<File> {
-        let mut opts = OpenOptions::new();
-        opts.read(true).write(true).create(true);
-        if fresh {
-            opts.truncate(true);
-        }
-        opts.open(layout::stream_file(&self.data, id))
     }
 
     /// Adds a stream from its state (checkpoint) without touching its bytes.
-    pub fn restore(&mut self, core: StreamCore, now: Millis) -> io::Result<()> {
-        let file = Arc::new(self.open_file(core.id, false)?);
-        self.insert(core, file, now);
-        Ok(())
+    pub fn restore(&mut self, saved: SavedStream, now: Millis) {
+        for e in &saved.extents {
+            *self.pins.entry(e.segment).or_default() += 1;
+        }
+        self.insert(saved.core, Warm::new(saved.file_len, saved.extents), now);
     }
 
-    fn insert(&mut self, core: StreamCore, file: Arc<File>, now: Millis) {
-        let view = Arc::new(StreamView::new(
-            &core,
-            Arc::clone(&file),
-            now,
-            self.cold.clone(),
-        ));
+    fn insert(&mut self, core: StreamCore, warm: Warm, now: Millis) {
+        let view = Arc::new(StreamView::new(&core, warm, now, Arc::clone(&self.disk)));
+        let gone = view.forget_sealed(core.sealed);
+        self.unpin(&gone);
         self.next_id = self.next_id.max(core.id + 1);
         self.paths_by_id.insert(core.id, core.path.clone());
         self.entries
-            .insert(core.path.clone(), Entry { core, file, view });
+            .insert(core.path.clone(), Box::new(Entry { core, view }));
     }
 
-    /// Creates a stream with its initial body (buffered, see [`TailBuffer`]).
-    ///
-    /// [`TailBuffer`]: super::tail_buffer::TailBuffer
-    pub fn create(&mut self, rec: &CreateRecord, payload: &Bytes, now: Millis) -> io::Result<()> {
-        let file = Arc::new(self.open_file(rec.id, true)?);
+    /// Creates a stream with its initial body, logged at `at`. No file is
+    /// made: its bytes stay in the log until it outgrows it (see `warm`).
+    pub fn create(&mut self, rec: &CreateRecord, payload: &Bytes, now: Millis, at: LogPos) {
         let core = StreamCore::new(
             rec.id,
-            rec.path.clone(),
-            rec.incarnation.clone(),
+            rec.path.as_str().into(),
+            rec.incarnation.as_str().into(),
             rec.config.clone(),
             rec.created_at,
         );
-        self.insert(core, file, now);
-        self.append(&rec.path, &rec.initial, payload);
+        // A stale file of a create that was lost in a crash (ids are given
+        // again then) must not show: the first promotion writes from 0.
+        self.disk.files.forget(rec.id);
+        self.insert(core, Warm::new(0, Vec::new()), now);
+        self.append(&rec.path, &rec.initial, payload, at);
         // Not yet visible to readers (the writer registers it after commit).
-        let entry = &self.entries[&rec.path];
+        let entry = &self.entries[rec.path.as_str()];
         entry.view.publish(entry.tail());
-        Ok(())
     }
 
-    /// Applies an append to the stream's state and buffers its bytes.
-    pub fn append(&mut self, path: &str, effect: &AppendEffect, payload: &Bytes) {
-        self.entries
+    /// Applies an append to the stream's state and keeps where its bytes are.
+    pub fn append(&mut self, path: &str, effect: &AppendEffect, payload: &Bytes, at: LogPos) {
+        let entry = self
+            .entries
             .get_mut(path)
-            .expect("appends name a live stream")
-            .apply(effect, payload);
+            .expect("appends name a live stream");
+        if let Some(e) = entry.apply(effect, payload, at) {
+            *self.pins.entry(e.segment).or_default() += 1;
+        }
+    }
+
+    /// Forgets extents that no stream needs any more.
+    pub fn unpin(&mut self, extents: &[Extent]) {
+        for e in extents {
+            if let Some(n) = self.pins.get_mut(&e.segment) {
+                *n -= 1;
+                if *n == 0 {
+                    self.pins.remove(&e.segment);
+                }
+            }
+        }
     }
 
     /// Removes a stream from the table. Its file stays until the delete is
     /// durable ([`Engine::remove_file`]); open handles keep reading it.
-    pub fn delete(&mut self, path: &str) -> Option<Entry> {
+    pub fn delete(&mut self, path: &str) -> Option<Box<Entry>> {
         let entry = self.entries.remove(path)?;
         self.paths_by_id.remove(&entry.core.id);
+        let extents = entry.view.warm.lock().extents().to_vec();
+        self.unpin(&extents);
         Some(entry)
     }
 
     /// Unlinks a deleted stream's file.
-    pub fn remove_file(data: &std::path::Path, id: u64) {
+    pub fn remove_file(data: &std::path::Path, files: &super::files::StreamFiles, id: u64) {
+        files.forget(id);
         if let Err(e) = std::fs::remove_file(layout::stream_file(data, id)) {
             if e.kind() != io::ErrorKind::NotFound {
                 tracing::warn!(error = %e, id, "could not remove a deleted stream's file");
@@ -138,18 +176,19 @@ impl Engine {
 
     pub fn entry_by_id(&mut self, id: u64) -> Option<&mut Entry> {
         let path = self.paths_by_id.get(&id)?;
-        self.entries.get_mut(path)
+        self.entries.get_mut(path).map(|e| &mut **e)
     }
 
-    /// Replays one logged record (recovery).
-    pub fn replay(&mut self, record: Record, now: Millis) -> io::Result<()> {
+    /// Replays one logged record (recovery), whose payload is at `at`.
+    pub fn replay(&mut self, record: Record, now: Millis, at: LogPos) -> io::Result<()> {
         match record {
             Record::Create(rec, payload) => {
-                if let Some(old) = self.entries.get(&rec.path) {
+                if let Some(old) = self.entries.get(rec.path.as_str()) {
                     let old = old.core.path.clone();
                     self.delete(&old);
                 }
-                self.create(&rec, &payload, now)
+                self.create(&rec, &payload, now, at);
+                Ok(())
             }
             Record::Append {
                 id,
@@ -172,23 +211,20 @@ impl Engine {
                         ),
                     ));
                 }
-                self.append(&path, &effect, &payload);
+                self.append(&path, &effect, &payload, at);
                 Ok(())
             }
             Record::Sealed { id, through } => {
-                if let Some(path) = self.paths_by_id.get(&id) {
-                    let core = &mut self
-                        .entries
-                        .get_mut(path)
-                        .expect("indexed streams exist")
-                        .core;
-                    core.sealed = core.sealed.max(through);
+                if let Some(entry) = self.entry_by_id(id) {
+                    entry.core.sealed = entry.core.sealed.max(through);
+                    let gone = entry.view.forget_sealed(through);
+                    self.unpin(&gone);
                 }
                 Ok(())
             }
             Record::Snapshot { id, meta } => {
                 if let Some(entry) = self.entry_by_id(id) {
-                    entry.core.snapshot = Some(meta);
+                    entry.core.snapshot = Some(Box::new(meta));
                 }
                 Ok(())
             }
@@ -212,5 +248,31 @@ impl Engine {
                 Ok(())
             }
         }
+    }
+}
+#[cfg(test)]
+mod size_probe {
+    #[test]
+    fn sizes() {
+        eprintln!("StreamView {}", std::mem::size_of::<super::StreamView>());
+        eprintln!("Entry {}", std::mem::size_of::<super::Entry>());
+        eprintln!(
+            "StreamCore {}",
+            std::mem::size_of::<crate::core::stream::StreamCore>()
+        );
+        eprintln!("Warm {}", std::mem::size_of::<super::Warm>());
+        eprintln!("HeaderMap {}", std::mem::size_of::<http::HeaderMap>());
+        eprintln!(
+            "TailWatch {}",
+            std::mem::size_of::<crate::store::tail_watch::TailWatch>()
+        );
+        eprintln!(
+            "SnapshotMeta {}",
+            std::mem::size_of::<crate::core::snapshot::SnapshotMeta>()
+        );
+        eprintln!(
+            "StreamConfig {}",
+            std::mem::size_of::<crate::core::config::StreamConfig>()
+        );
     }
 }

@@ -1,16 +1,20 @@
 //! Durable storage of streams on local disk.
 //!
 //! One write-ahead log for all streams gives every append the same durability
-//! and lets concurrent appends share one sync (group commit); each stream's
-//! bytes are also written to a file of its own, which reads use. Checkpoints
-//! make the log short again. See `docs/decisions/0002-local-log.md`.
+//! and lets concurrent appends share one sync (group commit). The log is also
+//! where a small stream's bytes stay; a stream that outgrows it gets a file
+//! of its own. Checkpoints, written incrementally, let recovery replay only
+//! the newest log. See `docs/decisions/0002-local-log.md` and
+//! `docs/decisions/0007-stream-layout.md`.
 //!
 //! - [`writer`]: the single thread that changes streams (the I/O shell around
 //!   the pure core); [`scheduling`]: how it asks to run promptly;
 //!   [`publisher`]: how its durable batches reach the runtime.
 //! - [`record`], [`checkpoint`]: the two persisted formats.
 //! - [`recovery`]: startup from checkpoint and log.
-//! - [`view`]: what readers see; [`tail_buffer`]: the hot tail in memory.
+//! - [`view`]: what readers see; [`warm`]: where a stream's unsealed bytes
+//!   are (its own file, log extents, memory); [`segments`], [`files`]: the
+//!   log segments and stream files they are read from, with bounded handles.
 //! - [`invalidations`]: the feed of deletes, creates, retention and replaced snapshots for edges.
 //! - [`sealer`]: copies complete chunks into object storage; [`cold`]: reads
 //!   them back through a bounded cache once their local copy is dropped.
@@ -19,23 +23,27 @@
 /// foldhash, seeded per process like std's `RandomState` (so crafted paths
 /// cannot aim at collisions), costs a tenth of SipHash per lookup.
 pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 pub mod checkpoint;
 pub mod cold;
 pub mod engine;
 pub mod error;
+pub mod files;
 pub mod invalidations;
 pub mod janitor;
 pub mod layout;
 pub mod publisher;
 pub mod record;
 pub mod recovery;
+pub mod saved;
 pub mod scheduling;
 pub mod sealer;
-pub mod tail_buffer;
+pub mod segments;
 pub mod tail_watch;
 pub mod view;
 pub mod wal;
+pub mod warm;
 pub mod writer;
 
 use std::path::PathBuf;
@@ -96,6 +104,13 @@ pub struct StoreConfig {
     /// How long garbage in object storage waits before it is deleted, so
     /// that reads which started before it became garbage finish.
     pub gc_grace: Duration,
+    /// Streams' own files kept open at most (see `files`); 0 picks a
+    /// quarter of the descriptor limit found at start (64 to 4,096).
+    pub open_files: usize,
+    /// Log segments older than the last checkpoint that small streams'
+    /// bytes keep on disk, in bytes, before the oldest is cleaned (its
+    /// streams promoted into their own files; see `writer::cleaning`).
+    pub log_retain_bytes: u64,
 }
 
 /// When an append is acknowledged.
@@ -130,8 +145,25 @@ impl StoreConfig {
             max_unsealed_bytes: 1024 * 1024 * 1024,
             seal_retry_max: Duration::from_secs(5),
             gc_grace: Duration::from_secs(60),
+            open_files: 0,
+            log_retain_bytes: 1024 * 1024 * 1024,
         }
     }
+
+    /// The cap on open stream files: as configured, or from the limit.
+    pub fn open_files_cap(&self) -> usize {
+        if self.open_files > 0 {
+            return self.open_files;
+        }
+        (descriptor_limit() / 4).clamp(64, 4096) as usize
+    }
+}
+
+/// The soft limit on open descriptors (RLIMIT_NOFILE).
+pub fn descriptor_limit() -> u64 {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(1 << 20)
 }
 
 /// The handle request handlers use. Cheap to clone.
@@ -176,8 +208,41 @@ impl Store {
                 Arc::clone(&metrics),
             ))
         });
-        let (engine, mut wal, report) =
-            recovery::recover(&config.data, clock.now_ms(), cold.clone())?;
+        let files_cap = config.open_files_cap();
+        tracing::info!(
+            descriptor_limit = descriptor_limit(),
+            open_stream_files = files_cap,
+            "stream files open at most"
+        );
+        let now = clock.now_ms();
+        let recovered = recovery::recover(&config.data, now, |segments| {
+            Ok(view::Disk {
+                files: files::StreamFiles::new(&config.data, files_cap),
+                segments: segments::Segments::open_all(&config.data, segments)?,
+                cold,
+            })
+        })?;
+        let recovery::Recovered {
+            engine,
+            mut wal,
+            report,
+            touched,
+            segment_sizes,
+        } = recovered;
+        let live: FastSet<u64> = engine.paths_by_id.keys().copied().collect();
+        let below = engine.next_id;
+        let sweep_dir = config.data.clone();
+        std::thread::Builder::new()
+            .name("sweep-files".into())
+            .spawn(
+                move || match recovery::sweep_stream_files(&sweep_dir, &live, below) {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(removed = n, "removed files of deleted streams"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not sweep the files of deleted streams")
+                    }
+                },
+            )?;
         wal.sync = config.durability == Durability::Sync;
         wal.fill_limit = config.checkpoint_bytes;
         wal.begin();
@@ -206,6 +271,7 @@ impl Store {
         );
         writer.invalidations = Some(Arc::clone(&invalidations));
         writer.replayed_bytes = report.bytes_replayed;
+        writer.restored(touched, segment_sizes, now);
         if let Some(objects) = &objects {
             let (gc, garbage) = mpsc::unbounded_channel();
             tokio::spawn(
@@ -226,7 +292,7 @@ impl Store {
             tokio::spawn(sealer.run(queue));
             writer.seal_jobs = Some(jobs);
             // Chunks that were ready but not sealed before the last stop.
-            let paths: Vec<String> = writer.engine.entries.keys().cloned().collect();
+            let paths: Vec<Arc<str>> = writer.engine.entries.keys().cloned().collect();
             for path in paths {
                 writer.queue_seals(&path);
             }

@@ -132,15 +132,15 @@ impl Publisher {
                 }
                 AfterCommit::Unregister(view) => {
                     let mut reg = self.registry.write();
-                    if reg.get(&view.path).is_some_and(|v| Arc::ptr_eq(v, &view)) {
-                        reg.remove(&view.path);
+                    if reg.get(&*view.path).is_some_and(|v| Arc::ptr_eq(v, &view)) {
+                        reg.remove(&*view.path);
                     }
                     drop(reg);
                     view.publish(Tail {
                         gone: true,
                         ..view.tail()
                     });
-                    Engine::remove_file(&self.data, view.id);
+                    Engine::remove_file(&self.data, &view.disk().files, view.id);
                 }
                 AfterCommit::Publish(view, tail) => view.publish(tail),
                 AfterCommit::Appended(reply, result) => {

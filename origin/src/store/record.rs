@@ -94,8 +94,10 @@ pub enum FrameError {
     Malformed(&'static str),
 }
 
-/// Appends one framed record to `out`.
-pub fn encode(record: &Record, out: &mut Vec<u8>) {
+/// Appends one framed record to `out`; returns where its payload starts in
+/// `out` (the frame's end for records without one). Small streams' bytes
+/// are read from the log there (see `warm`).
+pub fn encode(record: &Record, out: &mut Vec<u8>) -> usize {
     let at = out.len();
     out.extend_from_slice(&[0; HEADER]);
     out.push(VERSION);
@@ -168,6 +170,15 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) {
     let crc = crc32fast::hash(&out[at + HEADER..]);
     out[at..at + 4].copy_from_slice(&(body_len as u32).to_le_bytes());
     out[at + 4..at + 8].copy_from_slice(&crc.to_le_bytes());
+    out.len() - payload_len(record)
+}
+
+/// The bytes of a record's payload (the end of its body).
+pub fn payload_len(record: &Record) -> usize {
+    match record {
+        Record::Create(_, payload) | Record::Append { payload, .. } => payload.len(),
+        _ => 0,
+    }
 }
 
 /// Reads the frame at the start of `buf`: `Ok(None)` at a clean end (no

@@ -4,21 +4,26 @@
 //! process died; it was never acknowledged (acks follow the sync), so the log
 //! is cut there. A bad frame in any earlier segment is real corruption and
 //! stops the start, rather than silently dropping acknowledged appends.
-//! Finally every stream file is cut to its stream's length, dropping bytes
-//! written ahead of a sync that never completed, and files of streams that no
-//! longer exist are removed.
+//!
+//! Nothing here costs per stream held beyond building its state in memory:
+//! no stream file is opened (files open on demand, see `files`), and bytes
+//! a stream file may hold past what its stream knows (written ahead of a
+//! checkpoint that never completed) are never read and are overwritten by
+//! its next promotion. Files of streams that no longer exist are removed by
+//! a background sweep once the origin serves.
 
-use std::collections::HashSet;
+use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
 use super::checkpoint;
-use super::cold::Cold;
-use super::engine::Engine;
+use super::engine::{Engine, LogPos};
 use super::layout;
-use super::record;
+use super::record::{self, Record};
+use super::view::Disk;
 use super::wal::{self, Wal};
+use super::FastSet;
 use crate::core::Millis;
 
 /// What recovery found.
@@ -32,27 +37,50 @@ pub struct RecoveryReport {
     pub torn_bytes_dropped: u64,
 }
 
+/// The store as recovery rebuilt it.
+pub struct Recovered {
+    pub engine: Engine,
+    pub wal: Wal,
+    pub report: RecoveryReport,
+    /// Streams the replayed log changed: the first checkpoint writes them.
+    pub touched: FastSet<u64>,
+    /// Sizes of the segments before the open one.
+    pub segment_sizes: BTreeMap<u64, u64>,
+}
+
 pub fn recover(
     data: &Path,
     now: Millis,
-    cold: Option<Arc<Cold>>,
-) -> io::Result<(Engine, Wal, RecoveryReport)> {
+    disk: impl FnOnce(&[u64]) -> io::Result<Disk>,
+) -> io::Result<Recovered> {
     std::fs::create_dir_all(layout::wal_dir(data))?;
     std::fs::create_dir_all(layout::streams_dir(data))?;
+    move_legacy_stream_files(data)?;
     let mut report = RecoveryReport::default();
-    let ckpt = checkpoint::read(data).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let segments_present = wal::list_segments(data)?;
+    let disk = Arc::new(disk(&segments_present)?);
+    let ckpt = checkpoint::load(data).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     let (mut engine, replay_from) = match ckpt {
         Some(c) => {
-            let mut engine = Engine::new(data.to_owned(), c.next_stream_id, cold.clone());
-            for core in c.streams {
-                engine.restore(core, now)?;
+            let mut engine = Engine::new(data.to_owned(), c.next_stream_id, Arc::clone(&disk));
+            engine.entries.reserve(c.streams.len());
+            engine.paths_by_id.reserve(c.streams.len());
+            for saved in c.streams {
+                engine.restore(saved, now);
             }
             (engine, c.replay_from_segment)
         }
-        None => (Engine::new(data.to_owned(), 1, cold), 0),
+        None => (Engine::new(data.to_owned(), 1, Arc::clone(&disk)), 0),
     };
-    let segments: Vec<u64> = wal::list_segments(data)?
-        .into_iter()
+    let mut touched = FastSet::default();
+    let mut segment_sizes = BTreeMap::new();
+    for &seg in segments_present.iter().filter(|&&n| n < replay_from) {
+        let size = std::fs::metadata(layout::segment_path(data, seg))?.len();
+        segment_sizes.insert(seg, size);
+    }
+    let segments: Vec<u64> = segments_present
+        .iter()
+        .copied()
         .filter(|&n| n >= replay_from)
         .collect();
     let last = segments.last().copied();
@@ -63,7 +91,14 @@ pub fn recover(
         loop {
             match record::decode(&buf[at..]) {
                 Ok(Some((rec, used))) => {
-                    engine.replay(rec, now)?;
+                    let pos = LogPos {
+                        segment: seg,
+                        pos: (at + used - record::payload_len(&rec)) as u64,
+                    };
+                    if let Some(id) = stream_of(&rec) {
+                        touched.insert(id);
+                    }
+                    engine.replay(rec, now, pos)?;
                     at += used;
                     report.records_replayed += 1;
                 }
@@ -87,44 +122,95 @@ pub fn recover(
                 }
             }
         }
+        segment_sizes.insert(seg, at as u64);
         report.bytes_replayed += at as u64;
         report.segments_replayed += 1;
     }
-    // Cut each stream file to what it held at the checkpoint (dropping bytes
-    // written ahead of a sync that never completed), then write the replayed
-    // tail after it; remove files of deleted streams.
-    let live: HashSet<u64> = engine.entries.values().map(|e| e.core.id).collect();
-    for entry in engine.entries.values() {
-        let flushed = entry.view.flushed();
-        if entry.file.metadata()?.len() != flushed {
-            entry.file.set_len(flushed)?;
-        }
-        entry.view.flush()?;
-        debug_assert_eq!(entry.view.flushed(), entry.core.len);
-        // Readers see the replayed state, not the one the view was built with.
-        entry.view.publish(entry.tail());
-        entry.view.set_snapshot(entry.core.snapshot.clone());
-        // Sealed chunks are read from object storage (replay may have
-        // written some of their bytes again).
-        entry.view.drop_sealed(entry.core.sealed);
-    }
-    for dirent in std::fs::read_dir(layout::streams_dir(data))? {
-        let dirent = dirent?;
-        if let Some(id) = dirent
-            .file_name()
-            .to_str()
-            .and_then(layout::parse_stream_file)
-        {
-            if !live.contains(&id) {
-                std::fs::remove_file(dirent.path())?;
-            }
+    // Readers see the replayed state, not the one the view was built with.
+    for &id in &touched {
+        if let Some(entry) = engine.entry_by_id(id) {
+            entry.view.publish(entry.tail());
+            entry.view.set_snapshot(entry.core.snapshot.clone());
         }
     }
     report.streams = engine.entries.len();
     let next_segment = segments
         .last()
         .map_or(replay_from, |n| n + 1)
-        .max(replay_from);
+        .max(replay_from)
+        .max(segments_present.last().map_or(0, |n| n + 1));
     let wal = Wal::create(data, next_segment)?;
-    Ok((engine, wal, report))
+    disk.segments.add(next_segment, wal.file());
+    Ok(Recovered {
+        engine,
+        wal,
+        report,
+        touched,
+        segment_sizes,
+    })
+}
+
+/// The stream a record changes.
+fn stream_of(rec: &Record) -> Option<u64> {
+    Some(match rec {
+        Record::Create(c, _) => c.id,
+        Record::Append { id, .. }
+        | Record::Delete { id, .. }
+        | Record::Sealed { id, .. }
+        | Record::Snapshot { id, .. }
+        | Record::Retain { id, .. }
+        | Record::Visibility { id, .. } => *id,
+    })
+}
+
+/// Stream files of the layout before the fan-out folders move into them.
+fn move_legacy_stream_files(data: &Path) -> io::Result<()> {
+    for dirent in std::fs::read_dir(layout::streams_dir(data))? {
+        let dirent = dirent?;
+        let Some(id) = dirent
+            .file_name()
+            .to_str()
+            .and_then(layout::parse_stream_file)
+        else {
+            continue;
+        };
+        let to = layout::stream_file(data, id);
+        if let Some(dir) = to.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::rename(dirent.path(), to)?;
+    }
+    Ok(())
+}
+
+/// Removes the files of streams that no longer exist (deleted just before a
+/// crash): every stream file whose id is below `below` and not in `live`.
+/// Runs on a thread of its own after the start; ids at or above `below`
+/// belong to streams created since, which it never touches.
+pub fn sweep_stream_files(data: &Path, live: &FastSet<u64>, below: u64) -> io::Result<u64> {
+    let mut removed = 0;
+    for dir in std::fs::read_dir(layout::streams_dir(data))? {
+        let dir = dir?;
+        if !dir.file_type()?.is_dir() {
+            continue;
+        }
+        for dirent in std::fs::read_dir(dir.path())? {
+            let dirent = dirent?;
+            let Some(id) = dirent
+                .file_name()
+                .to_str()
+                .and_then(layout::parse_stream_file)
+            else {
+                continue;
+            };
+            if id < below && !live.contains(&id) {
+                match std::fs::remove_file(dirent.path()) {
+                    Ok(()) => removed += 1,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+    }
+    Ok(removed)
 }

@@ -2,15 +2,15 @@
 //! publishes a new [`Tail`] only after the bytes under it are durable, so a
 //! reader never sees an append that a crash could take back.
 //!
-//! Bytes live in three places, and a read may span all of them: sealed
-//! chunks whose local copy is gone come from object storage ([`Cold`]), older
-//! unsealed bytes from the stream's file, the newest from memory
-//! ([`TailBuffer`]). The file's sealed prefix is dropped (a hole punched) only
-//! after `dropped` moved past it, and a read of the file checks `dropped`
-//! again afterwards: a read that raced with a drop starts over from object
-//! storage instead of returning the hole's zeros.
+//! Bytes live in four places, and a read may span all of them: sealed
+//! chunks whose local copy is gone come from object storage ([`Cold`]), then
+//! the stream's own file, then the log segments that logged the newest
+//! appends, the newest of all also in memory (see [`Warm`]). The file's
+//! sealed prefix is dropped (a hole punched) only after `dropped` moved past
+//! it, and a read of local bytes checks `dropped` again afterwards: a read
+//! that raced with a drop starts over from object storage instead of
+//! returning the hole's zeros.
 
-use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,8 +20,11 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use super::cold::{Cold, ColdUnavailable};
-use super::tail_buffer::TailBuffer;
+use super::files::{Open, StreamFiles};
+use super::saved::Extent;
+use super::segments::Segments;
 use super::tail_watch::{TailReceiver, TailWatch};
+use super::warm::{Located, Warm};
 
 use crate::core::config::StreamConfig;
 use crate::core::snapshot::SnapshotMeta;
@@ -41,8 +44,8 @@ pub struct Tail {
 
 pub struct StreamView {
     pub id: u64,
-    pub path: String,
-    pub incarnation: String,
+    pub path: Arc<str>,
+    pub incarnation: Arc<str>,
     /// `incarnation` as a ready header value (it goes on every answer).
     pub incarnation_header: http::HeaderValue,
     pub config: StreamConfig,
@@ -50,18 +53,22 @@ pub struct StreamView {
     json: bool,
     pub created_at: Millis,
     tail: TailWatch,
-    file: Arc<File>,
-    /// The hot tail not yet in the file (written by the writer thread only).
-    pub(crate) buffer: Mutex<TailBuffer>,
+    /// Where the unsealed bytes are (changed by the writer thread only).
+    pub(crate) warm: Mutex<Warm>,
     last_access: AtomicU64,
-    /// Bytes `[0, dropped)` are sealed and no longer read from the file.
+    /// Bytes `[0, dropped)` are sealed and no longer read locally.
     dropped: AtomicU64,
-    cold: Option<Arc<Cold>>,
-    snapshot: parking_lot::RwLock<Option<SnapshotMeta>>,
+    disk: Arc<Disk>,
+    snapshot: parking_lot::RwLock<Option<Box<SnapshotMeta>>>,
     public: std::sync::atomic::AtomicBool,
-    /// A slot the HTTP layer fills once with the headers its answers about
-    /// this stream share (see `http::append`).
-    pub answer_template: std::sync::OnceLock<http::HeaderMap>,
+}
+
+/// What every stream reads its local and sealed bytes through.
+pub struct Disk {
+    pub files: StreamFiles,
+    pub segments: Segments,
+    /// Sealed chunks (none without object storage).
+    pub cold: Option<Arc<Cold>>,
 }
 
 /// Why a read failed.
@@ -74,13 +81,9 @@ pub enum ReadError {
 }
 
 impl StreamView {
-    /// The view of a stream as `core` describes it, with its bytes in `file`.
-    pub fn new(
-        core: &StreamCore,
-        file: Arc<File>,
-        last_access: Millis,
-        cold: Option<Arc<Cold>>,
-    ) -> Self {
+    /// The view of a stream as `core` describes it, its bytes where `warm`
+    /// says.
+    pub fn new(core: &StreamCore, warm: Warm, last_access: Millis, disk: Arc<Disk>) -> Self {
         let tail = Tail {
             next: core.len,
             closed: core.closed,
@@ -97,15 +100,18 @@ impl StreamView {
             json: core.config.is_json(),
             created_at: core.created_at,
             tail: TailWatch::new(tail),
-            buffer: Mutex::new(TailBuffer::new(tail.next)),
-            file,
+            warm: Mutex::new(warm),
             last_access: AtomicU64::new(last_access),
             dropped: AtomicU64::new(0),
-            cold,
+            disk,
             snapshot: parking_lot::RwLock::new(core.snapshot.clone()),
             public: std::sync::atomic::AtomicBool::new(core.config.public),
-            answer_template: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The files, log segments and object storage the stream reads through.
+    pub(crate) fn disk(&self) -> &Arc<Disk> {
+        &self.disk
     }
 
     /// Whether anyone may read the stream without a credential.
@@ -119,10 +125,10 @@ impl StreamView {
 
     /// The latest published snapshot.
     pub fn snapshot(&self) -> Option<SnapshotMeta> {
-        self.snapshot.read().clone()
+        self.snapshot.read().as_deref().cloned()
     }
 
-    pub(crate) fn set_snapshot(&self, meta: Option<SnapshotMeta>) {
+    pub(crate) fn set_snapshot(&self, meta: Option<Box<SnapshotMeta>>) {
         *self.snapshot.write() = meta;
     }
 
@@ -160,19 +166,13 @@ impl StreamView {
         self.json
     }
 
-    fn read_file(&self, start: u64, end: u64) -> io::Result<Vec<u8>> {
-        let mut buf = vec![0; (end - start) as usize];
-        self.file.read_exact_at(&mut buf, start)?;
-        Ok(buf)
-    }
-
     /// Reads durable bytes `[start, end)` (`end` must not pass the tail).
     pub async fn read(self: &Arc<Self>, start: u64, end: u64) -> Result<Bytes, ReadError> {
         loop {
             let dropped = self.dropped.load(Ordering::Acquire);
             let warm_from = start.max(dropped).min(end);
             let cold = if start < warm_from {
-                let cold = self.cold.as_ref().ok_or_else(|| {
+                let cold = self.disk.cold.as_ref().ok_or_else(|| {
                     io::Error::other("sealed bytes were dropped without object storage")
                 })?;
                 cold.read(self.id, &self.path, &self.incarnation, start, warm_from)
@@ -197,51 +197,86 @@ impl StreamView {
         }
     }
 
-    /// Unsealed bytes: the hot tail from memory, older bytes from the file,
-    /// inline when small (they are in the page cache) and on the blocking
-    /// pool when large.
+    /// Unsealed bytes: the hot tail from memory, older bytes from the file
+    /// and the log, inline when small (they are in the page cache) and on
+    /// the blocking pool when large.
     async fn read_warm(self: &Arc<Self>, start: u64, end: u64) -> io::Result<Bytes> {
         const INLINE: u64 = 64 * 1024;
-        let located = self.buffer.lock().locate(start, end);
-        let file_part = match located.file {
-            None => return Ok(located.memory.unwrap_or_default()),
-            Some((s, e)) if e - s <= INLINE => self.read_file(s, e)?,
-            Some((s, e)) => {
-                let me = Arc::clone(self);
-                tokio::task::spawn_blocking(move || me.read_file(s, e))
-                    .await
-                    .map_err(io::Error::other)??
-            }
-        };
-        let mut out = file_part;
+        let located = self.warm.lock().locate(start, end);
+        if located.file.is_none() && located.log.is_empty() {
+            return Ok(located.memory.unwrap_or_default());
+        }
+        if end - start <= INLINE {
+            return self.gather(located).map(Bytes::from);
+        }
+        let me = Arc::clone(self);
+        tokio::task::spawn_blocking(move || me.gather(located))
+            .await
+            .map_err(io::Error::other)?
+            .map(Bytes::from)
+    }
+
+    /// Reads what `located` names, in order.
+    pub(crate) fn gather(&self, located: Located) -> io::Result<Vec<u8>> {
+        let mut out = Vec::new();
+        if let Some((s, e)) = located.file {
+            let file = self.disk.files.get(self.id, Open::Existing)?;
+            out.resize((e - s) as usize, 0);
+            file.read_exact_at(&mut out, s)?;
+        }
+        self.disk.segments.read_into(&located.log, &mut out)?;
         if let Some(memory) = located.memory {
             out.extend_from_slice(&memory);
         }
-        Ok(out.into())
+        Ok(out)
     }
 
     /// Sealed bytes `[0, through)` are durable in object storage: reads of
     /// them go there from now on, and their local copy is released (a hole
-    /// punched into the file; its size stays). Returns the bytes released.
-    pub(crate) fn drop_sealed(&self, through: u64) -> u64 {
-        if self.cold.is_none() {
-            return 0;
+    /// punched into the file, whose size stays; their log extents
+    /// forgotten). Returns the bytes released and the extents forgotten.
+    pub(crate) fn drop_sealed(&self, through: u64) -> (u64, Vec<Extent>) {
+        if self.disk.cold.is_none() {
+            return (0, Vec::new());
         }
         let before = self.dropped.fetch_max(through, Ordering::AcqRel);
         if before >= through {
-            return 0;
+            return (0, Vec::new());
+        }
+        let (file_len, gone) = {
+            let mut warm = self.warm.lock();
+            let file_len = warm.file_len();
+            (file_len, warm.drop_before(through))
+        };
+        let punch = through.min(file_len);
+        if punch == 0 {
+            return (through - before, gone);
         }
         use rustix::fs::{fallocate, FallocateFlags};
         let flags = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
-        // Punch from 0: bytes of the range that the tail buffer wrote after
-        // an earlier punch are released too.
-        match fallocate(&*self.file, flags, 0, through) {
-            Ok(()) => through - before,
-            Err(e) => {
-                tracing::warn!(stream = %self.path, error = %e, "could not release sealed bytes from the stream file");
-                0
-            }
+        // Punch from 0: bytes of the range that a promotion wrote after an
+        // earlier punch are released too.
+        let punched = self
+            .disk
+            .files
+            .get(self.id, Open::Existing)
+            .and_then(|f| fallocate(&*f, flags, 0, punch).map_err(io::Error::from));
+        if let Err(e) = punched {
+            tracing::warn!(stream = %self.path, error = %e, "could not release sealed bytes from the stream file");
         }
+        (through - before, gone)
+    }
+
+    /// Sealed bytes `[0, through)` are read from object storage, as
+    /// [`StreamView::drop_sealed`], without punching the file (recovery: it
+    /// was punched before the restart, or is at this stream's next drop,
+    /// which punches from 0). Returns the extents forgotten.
+    pub(crate) fn forget_sealed(&self, through: u64) -> Vec<Extent> {
+        if self.disk.cold.is_none() || through == 0 {
+            return Vec::new();
+        }
+        self.dropped.fetch_max(through, Ordering::AcqRel);
+        self.warm.lock().drop_before(through)
     }
 
     /// Where the locally held bytes start.
@@ -249,23 +284,36 @@ impl StreamView {
         self.dropped.load(Ordering::Acquire)
     }
 
-    /// Writes the buffered tail to the file (writer thread). Returns the
-    /// number of bytes written.
-    pub(crate) fn flush(&self) -> io::Result<u64> {
-        let (at, bytes) = self.buffer.lock().unflushed();
+    /// Copies the bytes only in the log (and memory) into the stream's own
+    /// file (writer thread). Returns the bytes written and the extents no
+    /// longer needed.
+    pub(crate) fn promote(&self) -> io::Result<(u64, Vec<Extent>)> {
+        let (at, located) = {
+            let warm = self.warm.lock();
+            (warm.file_len(), warm.promotion())
+        };
+        let bytes = self.gather(located)?;
         if bytes.is_empty() {
-            return Ok(0);
+            return Ok((0, Vec::new()));
         }
-        self.file.write_all_at(&bytes, at)?;
-        self.buffer.lock().mark_flushed(bytes.len() as u64);
-        Ok(bytes.len() as u64)
+        let how = Open::Create;
+        let file = self.disk.files.get(self.id, how)?;
+        file.write_all_at(&bytes, at)?;
+        let gone = self.warm.lock().promoted();
+        Ok((bytes.len() as u64, gone))
     }
 
-    pub(crate) fn pending(&self) -> u64 {
-        self.buffer.lock().pending()
+    /// Bytes held in memory.
+    pub(crate) fn memory_len(&self) -> u64 {
+        self.warm.lock().memory_len()
     }
 
-    pub(crate) fn flushed(&self) -> u64 {
-        self.buffer.lock().flushed()
+    pub(crate) fn wants_promotion(&self) -> bool {
+        self.warm.lock().wants_promotion()
+    }
+
+    /// Drops the memory copy of the newest bytes; returns the bytes released.
+    pub(crate) fn drop_memory(&self) -> u64 {
+        self.warm.lock().drop_memory()
     }
 }

@@ -93,6 +93,11 @@ impl Wal {
         self.segment
     }
 
+    /// The open segment's file (readers read small streams' bytes from it).
+    pub fn file(&self) -> Arc<File> {
+        Arc::clone(&self.file)
+    }
+
     /// Appends a batch of frames and makes it durable.
     pub fn append_durably(&mut self, frames: &[u8]) -> io::Result<()> {
         let end = self.written + frames.len() as u64;

@@ -5,9 +5,11 @@
 //! buffer to the WAL once (group commit: every append of a batch shares one
 //! `fdatasync`), and only then publishes the new tails and answers. Commands
 //! that arrive while it syncs form the next batch, so the batch grows with
-//! the load. A failed write or sync aborts the process: after a failed fsync
-//! the page cache cannot be trusted, and recovery from the log is the only
-//! safe way on.
+//! the load. A failed write or sync of the log aborts the process: after a
+//! failed fsync the page cache cannot be trusted, and recovery from the log
+//! is the only safe way on. Everything else the writer writes (streams'
+//! own files) is a copy of bytes already in the log: a failure there is
+//! logged and tried again later, and the log keeps the bytes meanwhile.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,12 +21,12 @@ use shared::invalidation::Change;
 use tokio::sync::{mpsc, oneshot};
 
 use super::engine::Engine;
+use super::engine::LogPos;
 use super::error::StoreError;
 use super::janitor::Garbage;
 use super::publisher::Publisher;
 use super::record::{self, CreateRecord, Record};
 use super::sealer::SealJob;
-use super::tail_buffer::FLUSH_BYTES;
 use super::view::{StreamView, Tail};
 use super::wal::Wal;
 use super::{FastMap, StoreConfig};
@@ -36,12 +38,16 @@ use crate::core::stream::{AppendDecision, AppendEffect, AppendRequest};
 use crate::metrics::Metrics;
 
 mod checkpointing;
+mod cleaning;
+mod expiry;
+pub use expiry::EXPIRE_PER_TICK;
+mod memory;
 mod sealing;
 mod stream_meta;
 use crate::objects::keys;
 
 /// Streams by path, as readers see them: only durable state.
-pub type Registry = Arc<RwLock<FastMap<String, Arc<StreamView>>>>;
+pub type Registry = Arc<RwLock<FastMap<Arc<str>, Arc<StreamView>>>>;
 
 pub struct Created {
     pub view: Arc<StreamView>,
@@ -142,14 +148,24 @@ pub struct Writer {
     pub config: StoreConfig,
     pub metrics: Arc<Metrics>,
     checkpoint_running: Arc<AtomicBool>,
+    /// The last checkpoint failed: the next one writes every stream.
+    checkpoint_failed: Arc<AtomicBool>,
+    /// A stream's file was written since the last checkpoint.
+    promoted_since_checkpoint: bool,
     last_checkpoint: Instant,
-    /// Streams with buffered bytes not yet in their files, by id.
-    /// (Whether it reached `FLUSH_BYTES`.)
-    dirty: FastMap<u64, (Arc<StreamView>, bool)>,
-    /// Ids of dirty streams that reached `FLUSH_BYTES`.
-    full: Vec<u64>,
-    /// Bytes buffered in all dirty streams.
-    buffered_total: u64,
+    /// Streams holding a memory copy of their newest bytes, by id.
+    in_memory: FastMap<u64, Arc<StreamView>>,
+    /// Bytes of those copies, all streams together.
+    memory_total: u64,
+    /// Streams to promote into their own files after this batch.
+    to_promote: Vec<Arc<StreamView>>,
+    /// Streams changed since the last checkpoint (by id; gone ones were
+    /// deleted): the next checkpoint writes only these.
+    touched: super::FastSet<u64>,
+    /// When idle streams may expire (see `expiry`).
+    expiry: expiry::ExpiryQueue,
+    /// The log segment being cleaned and the streams still to promote off it.
+    cleaning: cleaning::Cleaning,
     publisher: Arc<Publisher>,
     /// Where complete chunks go to be sealed (none without object storage).
     pub seal_jobs: Option<mpsc::UnboundedSender<SealJob>>,
@@ -189,10 +205,15 @@ impl Writer {
             config,
             metrics,
             checkpoint_running: Arc::new(AtomicBool::new(false)),
+            checkpoint_failed: Arc::new(AtomicBool::new(false)),
+            promoted_since_checkpoint: false,
             last_checkpoint: Instant::now(),
-            dirty: FastMap::default(),
-            full: Vec::new(),
-            buffered_total: 0,
+            in_memory: FastMap::default(),
+            memory_total: 0,
+            to_promote: Vec::new(),
+            touched: super::FastSet::default(),
+            expiry: expiry::ExpiryQueue::default(),
+            cleaning: cleaning::Cleaning::default(),
             publisher,
             seal_jobs: None,
             pending_seals: Vec::new(),
@@ -203,6 +224,29 @@ impl Writer {
             pending_gc: Vec::new(),
             replayed_bytes: 0,
             invalidations: None,
+        }
+    }
+
+    /// Takes over what recovery found: the streams its replay changed (the
+    /// first checkpoint writes them), the sizes of the older segments, and
+    /// every stream's expiry (counted from `now`, as a restart resets idle
+    /// time).
+    pub fn restored(
+        &mut self,
+        touched: super::FastSet<u64>,
+        sizes: std::collections::BTreeMap<u64, u64>,
+        now: u64,
+    ) {
+        // Replay kept the replayed bytes in memory; they are in the log.
+        for &id in &touched {
+            if let Some(entry) = self.engine.entry_by_id(id) {
+                entry.view.drop_memory();
+            }
+        }
+        self.touched = touched;
+        self.cleaning.sizes = sizes;
+        for entry in self.engine.entries.values() {
+            self.expiry.schedule(&entry.core.config, entry.core.id, now);
         }
     }
 
@@ -240,7 +284,7 @@ impl Writer {
             }
             last_batch = count;
             self.commit(&mut frames, &mut after, count);
-            self.flush_buffers(false);
+            self.after_batch();
             if stopping {
                 break;
             }
@@ -258,40 +302,6 @@ impl Writer {
         self.publisher.close();
     }
 
-    /// Notes that `view` gained `bytes` of buffered tail.
-    fn buffered(&mut self, view: &Arc<StreamView>, bytes: u64) {
-        self.buffered_total += bytes;
-        let full = view.pending() >= FLUSH_BYTES;
-        let entry = self
-            .dirty
-            .entry(view.id)
-            .or_insert_with(|| (Arc::clone(view), false));
-        entry.1 |= full;
-        if full {
-            self.full.push(view.id);
-        }
-    }
-
-    /// Writes buffered tails to their files: those of streams that reached
-    /// `FLUSH_BYTES`, or every one when all together pass
-    /// `buffered_bytes_limit` (or when `all`).
-    fn flush_buffers(&mut self, all: bool) {
-        if all || self.buffered_total > self.config.buffered_bytes_limit {
-            for (view, _) in self.dirty.values() {
-                flush(view);
-            }
-            self.dirty.clear();
-            self.full.clear();
-            self.buffered_total = 0;
-            return;
-        }
-        for id in std::mem::take(&mut self.full) {
-            if let Some((view, true)) = self.dirty.remove(&id) {
-                self.buffered_total -= flush(&view);
-            }
-        }
-    }
-
     fn commit(&mut self, frames: &mut Vec<u8>, after: &mut Vec<AfterCommit>, commands: usize) {
         if !frames.is_empty() {
             let started = Instant::now();
@@ -304,8 +314,11 @@ impl Writer {
             frames.clear();
         }
         self.hand_over_seals();
-        for (view, through) in self.pending_drops.drain(..) {
-            self.metrics.dropped(view.drop_sealed(through));
+        for (view, through) in std::mem::take(&mut self.pending_drops) {
+            let (released, gone) = view.drop_sealed(through);
+            self.metrics.dropped(released);
+            self.engine.unpin(&gone);
+            self.touched.insert(view.id);
         }
         if let Some(gc) = &self.gc {
             let now = tokio::time::Instant::now();
@@ -358,15 +371,15 @@ impl Writer {
                 reply,
             } => {
                 self.expire_if_due(&path, now, frames, after);
-                let result = match self.engine.entries.get(&path) {
+                let result = match self.engine.entries.get(path.as_str()) {
                     None => Err(StoreError::NotFound),
                     Some(e)
                         if incarnation
                             .as_ref()
-                            .is_some_and(|i| *i != e.core.incarnation) =>
+                            .is_some_and(|i| **i != *e.core.incarnation) =>
                     {
                         Err(StoreError::IncarnationMismatch {
-                            current: e.core.incarnation.clone(),
+                            current: e.core.incarnation.to_string(),
                         })
                     }
                     Some(_) => {
@@ -389,11 +402,15 @@ impl Writer {
             } => {
                 self.expire_if_due(&path, now, frames, after);
                 let result = self.snapshot(&path, incarnation, meta, expect_digest, frames);
-                let view = self.engine.entries.get(&path).map(|e| Arc::clone(&e.view));
+                let view = self
+                    .engine
+                    .entries
+                    .get(path.as_str())
+                    .map(|e| Arc::clone(&e.view));
                 let latest = self
                     .engine
                     .entries
-                    .get(&path)
+                    .get(path.as_str())
                     .and_then(|e| e.core.snapshot.clone());
                 if let (Ok(_), Some(view)) = (&result, view.clone()) {
                     after.push(AfterCommit::Reply(Box::new(move || {
@@ -434,18 +451,7 @@ impl Writer {
                     let _ = reply.send(result);
                 })));
             }
-            Command::Tick => {
-                let expired: Vec<String> = self
-                    .engine
-                    .entries
-                    .values()
-                    .filter(|e| e.core.config.is_expired(e.view.last_access(), now))
-                    .map(|e| e.core.path.clone())
-                    .collect();
-                for path in expired {
-                    self.delete(&path, now, frames, after);
-                }
-            }
+            Command::Tick => self.expire_due(now, frames, after),
         }
     }
 
@@ -473,9 +479,10 @@ impl Writer {
                 self.unsealed -= waiting.min(self.unsealed);
                 self.metrics.set_unsealed(self.unsealed);
             }
-            if let Some((view, _)) = self.dirty.remove(&entry.core.id) {
-                self.buffered_total -= view.pending();
+            if let Some(view) = self.in_memory.remove(&entry.core.id) {
+                self.memory_total -= view.memory_len().min(self.memory_total);
             }
+            self.touched.insert(entry.core.id);
             record::encode(
                 &Record::Delete {
                     id: entry.core.id,
@@ -505,7 +512,7 @@ impl Writer {
         frames: &mut Vec<u8>,
         after: &mut Vec<AfterCommit>,
     ) -> Result<Created, StoreError> {
-        if let Some(existing) = self.engine.entries.get(&path) {
+        if let Some(existing) = self.engine.entries.get(path.as_str()) {
             if existing.core.config.same_as(&config) && existing.core.closed == closed {
                 return Ok(Created {
                     view: Arc::clone(&existing.view),
@@ -534,15 +541,17 @@ impl Writer {
                 at: now,
             },
         };
-        if let Err(e) = self.engine.create(&rec, &payload, now) {
-            tracing::error!(error = %e, "could not create a stream file; stopping");
-            std::process::abort();
-        }
         let record = Record::Create(rec, payload);
-        record::encode(&record, frames);
-        let entry = &self.engine.entries[&path];
+        let at = self.log_pos(record::encode(&record, frames));
+        let Record::Create(rec, payload) = record else {
+            unreachable!("just built")
+        };
+        self.engine.create(&rec, &payload, now, at);
+        let entry = &self.engine.entries[path.as_str()];
         let (view, tail) = (Arc::clone(&entry.view), entry.tail());
-        self.buffered(&view, tail.next);
+        self.touched.insert(view.id);
+        self.expiry.schedule(&entry.core.config, view.id, now);
+        self.in_memory(&view, tail.next);
         self.queue_seals(&path);
         after.push(AfterCommit::Register(Arc::clone(&view)));
         let incarnation = view.incarnation.clone();
@@ -571,7 +580,7 @@ impl Writer {
         let sealing_behind = self.sealing_behind();
         // One lookup: the stream is looked up once, not once per step (an
         // expired stream is deleted here, as `expire_if_due` would).
-        let Some(entry) = self.engine.entries.get_mut(view.path.as_str()) else {
+        let Some(entry) = self.engine.entries.get_mut(&*view.path) else {
             return Err(StoreError::NotFound);
         };
         if entry.core.config.is_expired(entry.view.last_access(), now) {
@@ -579,9 +588,9 @@ impl Writer {
             return Err(StoreError::NotFound);
         }
         if let Some(inc) = incarnation {
-            if inc != entry.core.incarnation {
+            if *inc != *entry.core.incarnation {
                 return Err(StoreError::IncarnationMismatch {
-                    current: entry.core.incarnation.clone(),
+                    current: entry.core.incarnation.to_string(),
                 });
             }
         }
@@ -614,20 +623,31 @@ impl Writer {
             Ok(AppendDecision::AlreadyClosed) => AppendOutcome::AlreadyClosed,
             Ok(AppendDecision::Apply(effect)) => {
                 let id = entry.core.id;
-                entry.apply(&effect, &payload);
+                let record = Record::Append {
+                    id,
+                    effect,
+                    payload,
+                };
+                let pos = record::encode(&record, frames);
+                let at = LogPos {
+                    segment: self.wal.segment(),
+                    pos: self.wal.written + pos as u64,
+                };
+                let Record::Append {
+                    effect, payload, ..
+                } = record
+                else {
+                    unreachable!("just built")
+                };
+                if let Some(e) = entry.apply(&effect, &payload, at) {
+                    *self.engine.pins.entry(e.segment).or_default() += 1;
+                }
                 let tail = entry.tail();
                 let sealed = entry.core.sealed;
-                self.buffered(&view, effect.len);
+                self.touched.insert(id);
+                self.in_memory(&view, effect.len);
                 self.queue_seals_of(&view, tail.next, tail.closed, sealed);
                 let start = effect.start;
-                record::encode(
-                    &Record::Append {
-                        id,
-                        effect,
-                        payload,
-                    },
-                    frames,
-                );
                 // Published with its answer (see `AfterCommit::Appended`).
                 return Ok(Appended {
                     outcome: AppendOutcome::Applied { start },
@@ -683,17 +703,6 @@ fn gather_with(
             return;
         }
         sleep(left.min(delay / 4));
-    }
-}
-
-/// Writes a stream's buffered tail to its file; returns the bytes written.
-fn flush(view: &StreamView) -> u64 {
-    match view.flush() {
-        Ok(n) => n,
-        Err(e) => {
-            tracing::error!(error = %e, stream = view.id, "could not write a stream file; stopping");
-            std::process::abort();
-        }
     }
 }
 

@@ -1,14 +1,25 @@
-//! Checkpoints: rotate the log, then write every stream's state and sync
-//! the stream files on a thread of their own, so the writer goes on.
+//! Checkpoints: rotate the log, then write the states of the streams
+//! changed since the last checkpoint (a delta; see `store::checkpoint`) on
+//! a thread of their own, so the writer goes on. The cost follows the
+//! streams touched, not the streams held: an idle stream costs nothing.
+//!
+//! Order on the checkpoint thread: streams' own files written since the
+//! last checkpoint are synced (one `syncfs` for all), then the delta is
+//! written durably, then the log segments that nothing points into any more
+//! are deleted. A crash anywhere leaves the previous checkpoint and every
+//! segment it needs.
 
-use std::fs::File;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::super::checkpoint::{self, Checkpoint};
-use super::super::wal;
+use super::super::checkpoint::{self, Delta};
+use super::super::layout;
 use super::Writer;
+
+/// A segment is rotated early, checkpoint or not, past this size: log
+/// extents address bytes in a segment with 32 bits.
+const SEGMENT_HARD_LIMIT: u64 = 1 << 31;
 
 impl Writer {
     /// Rotates the WAL and writes a checkpoint in the background when the
@@ -19,56 +30,85 @@ impl Writer {
         let unretired = self.wal.written + self.replayed_bytes;
         let due = unretired >= self.config.checkpoint_bytes
             || (unretired > 0 && self.last_checkpoint.elapsed() >= self.config.checkpoint_interval);
+        if self.wal.written >= SEGMENT_HARD_LIMIT && self.checkpoint_running.load(Ordering::Acquire)
+        {
+            self.replayed_bytes += self.wal.written;
+            self.rotate();
+            return;
+        }
         if !(due || now && unretired > 0) || self.checkpoint_running.swap(true, Ordering::AcqRel) {
             return;
         }
-        let replay_from = match self.wal.rotate() {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::error!(error = %e, "could not start a new WAL segment; stopping");
-                std::process::abort();
-            }
-        };
+        let replay_from = self.rotate();
         self.last_checkpoint = Instant::now();
         self.replayed_bytes = 0;
-        // The checkpoint's lengths must be in the files it syncs.
-        self.flush_buffers(true);
-        for entry in self.engine.entries.values_mut() {
-            entry.core.forget_idle_producers(self.clock.now_ms());
+        let at = self.clock.now_ms();
+        let full = self.checkpoint_failed.swap(false, Ordering::AcqRel);
+        let ids: Vec<u64> = if full {
+            self.engine.entries.values().map(|e| e.core.id).collect()
+        } else {
+            self.touched.drain().collect()
+        };
+        self.touched.clear();
+        let mut changed = Vec::with_capacity(ids.len());
+        let mut deleted = Vec::new();
+        for id in ids {
+            match self.engine.entry_by_id(id) {
+                Some(entry) => {
+                    entry.core.forget_idle_producers(at);
+                    changed.push(entry.saved());
+                }
+                None => deleted.push(id),
+            }
         }
-        let snapshot = Checkpoint {
+        self.start_cleaning(replay_from);
+        let retire = self.unpinned_before(replay_from);
+        for n in &retire {
+            self.cleaning.sizes.remove(n);
+        }
+        let delta = Delta {
             replay_from_segment: replay_from,
             next_stream_id: self.engine.next_id,
-            streams: self
-                .engine
-                .entries
-                .values()
-                .map(|e| e.core.clone())
-                .collect(),
+            changed,
+            deleted,
         };
-        let files: Vec<Arc<File>> = self
-            .engine
-            .entries
-            .values()
-            .map(|e| Arc::clone(&e.file))
-            .collect();
+        let sync_files = std::mem::take(&mut self.promoted_since_checkpoint);
         let data = self.engine.data.clone();
+        let disk = Arc::clone(&self.engine.disk);
         let running = Arc::clone(&self.checkpoint_running);
+        let failed = Arc::clone(&self.checkpoint_failed);
         let metrics = Arc::clone(&self.metrics);
         let job = move || {
             let started = Instant::now();
             let result = (|| -> std::io::Result<()> {
-                for f in &files {
-                    f.sync_data()?;
+                if sync_files {
+                    let dir = std::fs::File::open(&data)?;
+                    rustix::fs::syncfs(&dir)?;
                 }
-                checkpoint::write(&data, &snapshot)?;
-                wal::remove_segments_before(&data, replay_from)
+                let report = checkpoint::write(&data, &delta)?;
+                // The delta is durable either way; a failed compaction is
+                // tried again at the next checkpoint.
+                if let Some(Err(e)) = report.compaction {
+                    tracing::warn!(error = %e, "could not compact the checkpoint");
+                }
+                for n in retire {
+                    disk.segments.remove(n);
+                    match std::fs::remove_file(layout::segment_path(&data, n)) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                        _ => {}
+                    }
+                }
+                Ok(())
             })();
             match result {
                 Ok(()) => metrics.checkpoint(started.elapsed()),
                 // The old checkpoint and every segment after it are still in
-                // place, so recovery stays correct; the next try may succeed.
-                Err(e) => tracing::error!(error = %e, "checkpoint failed"),
+                // place, so recovery stays correct; the next checkpoint
+                // writes every stream, so nothing this one held is missed.
+                Err(e) => {
+                    failed.store(true, Ordering::Release);
+                    tracing::error!(error = %e, "checkpoint failed");
+                }
             }
             running.store(false, Ordering::Release);
         };
@@ -79,6 +119,22 @@ impl Writer {
                 .name("checkpoint".into())
                 .spawn(job)
                 .expect("spawn the checkpoint thread");
+        }
+    }
+
+    /// Starts the next log segment; returns its number.
+    fn rotate(&mut self) -> u64 {
+        let (old, size) = (self.wal.segment(), self.wal.written);
+        match self.wal.rotate() {
+            Ok(n) => {
+                self.cleaning.sizes.insert(old, size);
+                self.engine.disk.segments.add(n, self.wal.file());
+                n
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "could not start a new WAL segment; stopping");
+                std::process::abort();
+            }
         }
     }
 }

@@ -23,8 +23,8 @@ impl Writer {
     ) -> Result<&Entry, StoreError> {
         let entry = self.engine.entries.get(path).ok_or(StoreError::NotFound)?;
         match incarnation {
-            Some(i) if i != entry.core.incarnation => Err(StoreError::IncarnationMismatch {
-                current: entry.core.incarnation.clone(),
+            Some(i) if *i != *entry.core.incarnation => Err(StoreError::IncarnationMismatch {
+                current: entry.core.incarnation.to_string(),
             }),
             _ => Ok(entry),
         }
@@ -64,7 +64,7 @@ impl Writer {
             frames,
         );
         let entry = self.engine.entries.get_mut(path).expect("checked above");
-        entry.core.snapshot = Some(meta);
+        entry.core.snapshot = Some(Box::new(meta));
         Ok(replaces)
     }
 
@@ -112,13 +112,14 @@ impl Writer {
     pub(super) fn invalidate(
         &self,
         after: &mut Vec<AfterCommit>,
-        path: String,
-        incarnation: String,
+        path: impl Into<Arc<str>>,
+        incarnation: impl Into<Arc<str>>,
         change: Change,
         retained: Option<u64>,
     ) {
         if let Some(feed) = &self.invalidations {
             let feed = Arc::clone(feed);
+            let (path, incarnation) = (path.into(), incarnation.into());
             after.push(AfterCommit::Reply(Box::new(move || {
                 feed.push(&path, &incarnation, change, retained)
             })));

@@ -1,20 +1,27 @@
-//! The checkpoint format (version 1): every stream's state as of the start of
-//! one WAL segment, so recovery replays only the segments after it and restart
-//! time does not grow with the size of the log.
+//! The checkpoint format of version 1, kept so that a data directory written
+//! before incremental checkpoints still starts (its file becomes the first
+//! base, see `super::load`) and so the callers that still write it keep
+//! working until they move to [`super::write`].
+//!
+//! Every stream's state as of the start of one WAL segment, as one JSON
+//! document in one file:
 //!
 //! ```text
-//! "DSCK" version:u8 crc:u32le json
+//! DATA/checkpoint:  "DSCK" version:u8 crc:u32le json
 //! ```
 //! The file is written to a temporary name, synced, and renamed over the old
-//! one, so a crash leaves either the old checkpoint or the new one.
+//! one, so a crash leaves either the old checkpoint or the new one. In this
+//! version every stream file held all of its stream's bytes at the
+//! checkpoint.
 
 use std::io::{self, Write};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::layout;
+use super::error::{CheckpointError, Corruption};
 use crate::core::stream::StreamCore;
+use crate::store::layout;
 
 const MAGIC: &[u8; 4] = b"DSCK";
 pub const VERSION: u8 = 1;
@@ -27,16 +34,6 @@ pub struct Checkpoint {
     pub streams: Vec<StreamCore>,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum CheckpointError {
-    #[error("checkpoint I/O: {0}")]
-    Io(#[from] io::Error),
-    #[error("the checkpoint is corrupt: {0}")]
-    Corrupt(&'static str),
-    #[error("the checkpoint does not parse: {0}")]
-    Json(#[from] serde_json::Error),
-}
-
 pub fn encode(c: &Checkpoint) -> Vec<u8> {
     let json = serde_json::to_vec(c).expect("checkpoints serialize");
     let mut out = Vec::with_capacity(json.len() + 9);
@@ -47,24 +44,27 @@ pub fn encode(c: &Checkpoint) -> Vec<u8> {
     out
 }
 
-pub fn decode(buf: &[u8]) -> Result<Checkpoint, CheckpointError> {
+pub fn decode(buf: &[u8]) -> Result<Checkpoint, Corruption> {
     if buf.len() < 9 || &buf[..4] != MAGIC {
-        return Err(CheckpointError::Corrupt("bad magic"));
+        return Err(Corruption::Format("bad magic"));
     }
     if buf[4] != VERSION {
-        return Err(CheckpointError::Corrupt("unknown version"));
+        return Err(Corruption::Format("unknown version"));
     }
     let crc = u32::from_le_bytes(buf[5..9].try_into().expect("4 bytes"));
     if crc32fast::hash(&buf[9..]) != crc {
-        return Err(CheckpointError::Corrupt("checksum mismatch"));
+        return Err(Corruption::Format("checksum mismatch"));
     }
     Ok(serde_json::from_slice(&buf[9..])?)
 }
 
 /// Reads the checkpoint, if one was ever written.
 pub fn read(data: &Path) -> Result<Option<Checkpoint>, CheckpointError> {
-    match std::fs::read(layout::checkpoint_path(data)) {
-        Ok(buf) => decode(&buf).map(Some),
+    let path = layout::checkpoint_path(data);
+    match std::fs::read(&path) {
+        Ok(buf) => decode(&buf)
+            .map(Some)
+            .map_err(|reason| CheckpointError::Corrupt { file: path, reason }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e.into()),
     }
@@ -86,7 +86,7 @@ pub fn write(data: &Path, c: &Checkpoint) -> io::Result<()> {
 mod tests {
     use super::*;
     use crate::core::config::{Expiry, StreamConfig};
-    use crate::core::producer::{ProducerClaim, Receipt};
+    use crate::core::producer::ProducerClaim;
     use crate::core::stream::AppendEffect;
     use proptest::prelude::*;
 
@@ -96,7 +96,13 @@ mod tests {
             expiry: Expiry::IdleSecs(id),
             public: false,
         };
-        let mut s = StreamCore::new(id, format!("/s/{id}"), format!("inc{id}"), cfg, 5);
+        let mut s = StreamCore::new(
+            id,
+            format!("/s/{id}").into(),
+            format!("inc{id}").into(),
+            cfg,
+            5,
+        );
         let producer = producer.map(|(id, epoch, _seq)| ProducerClaim { id, epoch, seq: 0 });
         s.apply(&AppendEffect {
             start: 0,
@@ -128,12 +134,7 @@ mod tests {
         let mut buf = encode(&c);
         let last = buf.len() - 2;
         buf[last] ^= 1;
-        assert!(matches!(decode(&buf), Err(CheckpointError::Corrupt(_))));
-        assert_eq!(c.streams[0].producers.len(), 0);
-        let _ = Receipt {
-            seq: 0,
-            start: 0,
-            end: 0,
-        };
+        assert!(matches!(decode(&buf), Err(Corruption::Format(_))));
+        assert!(decode(&buf[..5]).is_err());
     }
 }

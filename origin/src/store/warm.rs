@@ -1,0 +1,298 @@
+//! Where a stream's unsealed bytes are on local disk, and the newest of them
+//! in memory (the pure part of the layout: no I/O here).
+//!
+//! Every appended byte is in the write-ahead log once its batch is durable,
+//! so the log is where a small stream's bytes stay: an [`Extent`] per append
+//! names the segment and position. Writing each touched stream's bytes to a
+//! file of its own cost a file write per stream per checkpoint, which with
+//! a million streams touched round-robin was one file write per append (see
+//! `docs/decisions/0007-stream-layout.md`). A stream gets its bytes copied
+//! into its own file ("promoted") only once it has gathered
+//! [`PROMOTE_BYTES`] or [`MAX_EXTENTS`] appends since the last time, or when
+//! the log segment holding them is to be cleaned; either way the copy is
+//! amortised over many appends.
+//!
+//! ```text
+//! [0, file_len)        the stream's own file (its dropped prefix a hole)
+//! [file_len, end)      extents of the log, contiguous and in order
+//! [mem_start, end)     also in memory (the hot tail live readers ask for)
+//! ```
+//! The memory copy is a cache: it can be dropped at any time (the writer
+//! does when all streams together hold too much), since the bytes are in the
+//! log.
+
+use bytes::Bytes;
+
+use super::saved::Extent;
+
+/// A stream is promoted into its own file once this much of it is only in
+/// the log...
+pub const PROMOTE_BYTES: u64 = 64 * 1024;
+/// ...or once it has this many extents (which bounds their memory: 24 bytes
+/// each).
+pub const MAX_EXTENTS: usize = 16;
+
+#[derive(Debug, Default)]
+pub struct Warm {
+    file_len: u64,
+    extents: Vec<Extent>,
+    end: u64,
+    mem_start: u64,
+    bytes: Vec<u8>,
+}
+
+/// Where the bytes of a range are.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Located {
+    /// `[start, end)` to read from the stream's file, if any.
+    pub file: Option<(u64, u64)>,
+    /// Pieces to read from the log, in order (clipped to the range).
+    pub log: Vec<Extent>,
+    /// The rest, copied out of memory.
+    pub memory: Option<Bytes>,
+}
+
+impl Warm {
+    /// A stream whose file holds `[0, file_len)` and whose log extents are
+    /// `extents` (as a checkpoint saved them).
+    pub fn new(file_len: u64, extents: Vec<Extent>) -> Self {
+        let end = extents.last().map_or(file_len, Extent::end);
+        Warm {
+            file_len,
+            extents,
+            end,
+            mem_start: end,
+            bytes: Vec::new(),
+        }
+    }
+
+    /// An append of `bytes` at the end, logged at `extent`.
+    pub fn push(&mut self, extent: Extent, bytes: &[u8]) {
+        debug_assert_eq!(extent.start, self.end);
+        debug_assert_eq!(u64::from(extent.len), bytes.len() as u64);
+        if bytes.is_empty() {
+            return;
+        }
+        self.extents.push(extent);
+        self.end = extent.end();
+        self.bytes.extend_from_slice(bytes);
+    }
+
+    pub fn file_len(&self) -> u64 {
+        self.file_len
+    }
+
+    pub fn extents(&self) -> &[Extent] {
+        &self.extents
+    }
+
+    /// Bytes held in memory.
+    pub fn memory_len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+
+    /// Whether the stream should be promoted into its own file.
+    pub fn wants_promotion(&self) -> bool {
+        self.end - self.file_len >= PROMOTE_BYTES || self.extents.len() >= MAX_EXTENTS
+    }
+
+    /// Drops the memory copy; returns the bytes released.
+    pub fn drop_memory(&mut self) -> u64 {
+        let n = self.bytes.len() as u64;
+        self.bytes = Vec::new();
+        self.mem_start = self.end;
+        n
+    }
+
+    /// What a promotion writes: at `file_len`, the log pieces then the
+    /// memory copy, which together are `[file_len, end)`.
+    pub fn promotion(&self) -> Located {
+        let mut located = self.locate(self.file_len, self.end);
+        located.file = None;
+        located
+    }
+
+    /// The promotion was written: the file holds everything. Returns the
+    /// extents no longer needed.
+    pub fn promoted(&mut self) -> Vec<Extent> {
+        self.file_len = self.end;
+        self.drop_memory();
+        std::mem::take(&mut self.extents)
+    }
+
+    /// Bytes `[0, through)` are no longer read locally (sealed): returns
+    /// the extents wholly before `through`, which are forgotten. `file_len`
+    /// moves up to the first byte still in the log, so the layout stays
+    /// contiguous (the file's part below `through` is a hole either way).
+    pub fn drop_before(&mut self, through: u64) -> Vec<Extent> {
+        let keep = self.extents.partition_point(|e| e.end() <= through);
+        let gone: Vec<Extent> = self.extents.drain(..keep).collect();
+        if let Some(last) = gone.last() {
+            self.file_len = self.file_len.max(last.end());
+        }
+        if self.extents.is_empty() {
+            self.file_len = self.file_len.max(through.min(self.end));
+        }
+        gone
+    }
+
+    /// Where `[start, end)` is, for a range within `[file_len's hole, end)`.
+    pub fn locate(&self, start: u64, end: u64) -> Located {
+        debug_assert!(start <= end && end <= self.end);
+        let mut located = Located::default();
+        if start < self.file_len {
+            located.file = Some((start, end.min(self.file_len)));
+        }
+        let log_to = end.min(self.mem_start);
+        let log_from = start.max(self.file_len);
+        if log_from < log_to {
+            let first = self.extents.partition_point(|e| e.end() <= log_from);
+            for e in &self.extents[first..] {
+                if e.start >= log_to {
+                    break;
+                }
+                let s = e.start.max(log_from);
+                let t = e.end().min(log_to);
+                located.log.push(Extent {
+                    segment: e.segment,
+                    pos: e.pos + (s - e.start) as u32,
+                    len: (t - s) as u32,
+                    start: s,
+                });
+            }
+        }
+        if end > self.mem_start {
+            let from = (start.max(self.mem_start) - self.mem_start) as usize;
+            let to = (end - self.mem_start) as usize;
+            located.memory = Some(Bytes::copy_from_slice(&self.bytes[from..to]));
+        }
+        located
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A fake log: every append's bytes at increasing positions of one
+    /// segment, with a gap between (like frame headers).
+    struct Model {
+        warm: Warm,
+        all: Vec<u8>,
+        log: Vec<u8>,
+        file: Vec<u8>,
+    }
+
+    impl Model {
+        fn new() -> Self {
+            Model {
+                warm: Warm::new(0, Vec::new()),
+                all: Vec::new(),
+                log: Vec::new(),
+                file: Vec::new(),
+            }
+        }
+
+        fn append(&mut self, bytes: &[u8]) {
+            self.log.extend_from_slice(&[0xEE; 3]);
+            let extent = Extent {
+                segment: 1,
+                pos: self.log.len() as u32,
+                len: bytes.len() as u32,
+                start: self.all.len() as u64,
+            };
+            self.log.extend_from_slice(bytes);
+            self.all.extend_from_slice(bytes);
+            self.warm.push(extent, bytes);
+        }
+
+        fn gather(&self, l: &Located) -> Vec<u8> {
+            let mut out = Vec::new();
+            if let Some((s, e)) = l.file {
+                out.extend_from_slice(&self.file[s as usize..e as usize]);
+            }
+            for e in &l.log {
+                out.extend_from_slice(&self.log[e.pos as usize..e.pos as usize + e.len as usize]);
+            }
+            if let Some(m) = &l.memory {
+                out.extend_from_slice(m);
+            }
+            out
+        }
+
+        fn promote(&mut self) {
+            let at = self.warm.file_len() as usize;
+            let bytes = self.gather(&self.warm.promotion());
+            self.file.resize(at, 0);
+            self.file.extend_from_slice(&bytes);
+            self.warm.promoted();
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Append(Vec<u8>),
+        DropMemory,
+        Promote,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => proptest::collection::vec(any::<u8>(), 1..40).prop_map(Op::Append),
+            1 => Just(Op::DropMemory),
+            1 => Just(Op::Promote),
+        ]
+    }
+
+    proptest! {
+        /// Whatever the mix of appends, dropped memory and promotions,
+        /// every range reads back as appended.
+        #[test]
+        fn every_range_reads_back(ops in proptest::collection::vec(op(), 1..30), a in 0u64..800, b in 0u64..800) {
+            let mut m = Model::new();
+            for op in ops {
+                match op {
+                    Op::Append(bytes) => m.append(&bytes),
+                    Op::DropMemory => { m.warm.drop_memory(); }
+                    Op::Promote => m.promote(),
+                }
+            }
+            let len = m.all.len() as u64;
+            let (start, end) = (a.min(b).min(len), a.max(b).min(len));
+            let got = m.gather(&m.warm.locate(start, end));
+            prop_assert_eq!(&got[..], &m.all[start as usize..end as usize]);
+        }
+    }
+
+    #[test]
+    fn promotion_is_asked_for_by_size_or_count() {
+        let mut m = Model::new();
+        for _ in 0..MAX_EXTENTS - 1 {
+            m.append(b"x");
+        }
+        assert!(!m.warm.wants_promotion());
+        m.append(b"x");
+        assert!(m.warm.wants_promotion());
+        m.promote();
+        assert!(!m.warm.wants_promotion());
+        assert!(m.warm.extents().is_empty());
+        m.append(&vec![1; PROMOTE_BYTES as usize]);
+        assert!(m.warm.wants_promotion());
+    }
+
+    #[test]
+    fn dropping_a_sealed_prefix_forgets_its_extents() {
+        let mut m = Model::new();
+        m.append(b"aaaa");
+        m.append(b"bbbb");
+        m.append(b"cccc");
+        let gone = m.warm.drop_before(8);
+        assert_eq!(gone.len(), 2);
+        assert_eq!(m.warm.file_len(), 8);
+        assert_eq!(m.gather(&m.warm.locate(8, 12)), b"cccc");
+        // Straddling: the extent stays.
+        assert!(m.warm.drop_before(10).is_empty());
+        assert_eq!(m.gather(&m.warm.locate(10, 12)), b"cc");
+    }
+}

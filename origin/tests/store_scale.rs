@@ -1,0 +1,94 @@
+//! The store at scale, driven directly on an injected clock: expiring many
+//! streams at once is spread over ticks ([`EXPIRE_PER_TICK`] each) while
+//! appends to other streams go on, and a tick costs the streams due, not
+//! the streams held.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use origin::clock::ManualClock;
+use origin::core::config::{Expiry, StreamConfig};
+use origin::core::stream::AppendRequest;
+use origin::metrics::Metrics;
+use origin::store::writer::EXPIRE_PER_TICK;
+use origin::store::{Durability, Store, StoreConfig};
+
+fn config(expiry: Expiry) -> StreamConfig {
+    StreamConfig {
+        content_type: "text/plain".into(),
+        expiry,
+        public: false,
+    }
+}
+
+fn append(len: usize) -> AppendRequest {
+    AppendRequest {
+        content_type: Some("text/plain".into()),
+        payload_len: len as u64,
+        producer: None,
+        stream_seq: None,
+        close: false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mass_expiry_is_spread_over_ticks_while_appends_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = StoreConfig::new(dir.path().to_owned());
+    cfg.object_store = None;
+    cfg.durability = Durability::Async;
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let (store, _) = Store::open(cfg, clock.clone(), Arc::new(Metrics::default())).unwrap();
+    let expiring = EXPIRE_PER_TICK * 2 + EXPIRE_PER_TICK / 2;
+    let creates = (0..expiring).map(|i| {
+        let store = store.clone();
+        async move {
+            store
+                .create(
+                    format!("/v1/stream/ttl/{i}"),
+                    config(Expiry::IdleSecs(1)),
+                    false,
+                    Bytes::from_static(b"x"),
+                )
+                .await
+                .unwrap();
+        }
+    });
+    futures::future::join_all(creates).await;
+    let keep = store
+        .create(
+            "/v1/stream/keep".into(),
+            config(Expiry::Never),
+            false,
+            Bytes::new(),
+        )
+        .await
+        .unwrap()
+        .view;
+    assert_eq!(store.stream_count(), expiring + 1);
+
+    clock.advance(2_000);
+    let mut left = expiring;
+    for tick in 1..=3 {
+        store.tick().await;
+        // An append behind the tick answers once the tick's batch is
+        // durable and published: the deletions are visible then.
+        let r = store
+            .append(Arc::clone(&keep), None, append(1), Bytes::from_static(b"k"))
+            .await
+            .unwrap();
+        assert_eq!(r.tail.next, tick as u64, "the append during expiry applied");
+        left -= left.min(EXPIRE_PER_TICK);
+        assert_eq!(
+            store.stream_count(),
+            left + 1,
+            "tick {tick} deletes at most {EXPIRE_PER_TICK} streams"
+        );
+    }
+    assert_eq!(
+        store.stream_count(),
+        1,
+        "only the stream without a TTL is left"
+    );
+    store.shutdown().await;
+}
