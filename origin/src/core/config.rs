@@ -18,8 +18,9 @@ pub enum Expiry {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamConfig {
-    /// As the creator sent it (or `application/octet-stream`).
-    pub content_type: String,
+    /// As the creator sent it (or `application/octet-stream`); shared by
+    /// every stream of the same type (see `store::engine`'s interning).
+    pub content_type: std::sync::Arc<str>,
     pub expiry: Expiry,
     /// Whether reads may be served without a credential (issue: access control).
     #[serde(default)]

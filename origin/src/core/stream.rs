@@ -156,7 +156,7 @@ impl StreamCore {
                 .is_some_and(|ct| same_media_type(ct, &self.config.content_type));
             if !matches {
                 return Err(AppendRefusal::ContentTypeMismatch {
-                    expected: self.config.content_type.clone(),
+                    expected: self.config.content_type.to_string(),
                 });
             }
         }

@@ -151,6 +151,6 @@ fn answer_headers(view: &StreamView) -> HeaderMap {
         map
     });
     let mut map = TEMPLATE.clone();
-    map.insert(h::STREAM_INCARNATION, view.incarnation_header.clone());
+    map.insert(h::STREAM_INCARNATION, view.incarnation_header());
     map
 }

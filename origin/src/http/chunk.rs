@@ -132,7 +132,7 @@ async fn run(
     let content_type = if view.is_json() {
         NDJSON
     } else {
-        view.config.content_type.as_str()
+        &*view.config.content_type
     };
     set(&mut resp, http::header::CONTENT_TYPE, content_type);
     set(&mut resp, h::STREAM_OFFSET, start);

@@ -56,7 +56,7 @@ async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body
         .to_owned();
     let body = read_body(state, req).await?;
     let config = StreamConfig {
-        content_type,
+        content_type: content_type.into(),
         expiry,
         public: public.unwrap_or(false),
     };
@@ -90,7 +90,11 @@ async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body
         StatusCode::OK
     };
     stream_headers(&mut resp, &created.view);
-    set(&mut resp, "content-type", &created.view.config.content_type);
+    set(
+        &mut resp,
+        "content-type",
+        &*created.view.config.content_type,
+    );
     set(&mut resp, h::STREAM_NEXT_OFFSET, Offset(created.tail.next));
     if created.tail.closed {
         set(&mut resp, h::STREAM_CLOSED, "true");

@@ -24,7 +24,7 @@ pub async fn head(state: Shared, path: String, req: Request) -> Response<Body> {
     let tail = view.tail();
     let mut resp = Response::new(Body::empty());
     stream_headers(&mut resp, &view);
-    set(&mut resp, "content-type", &view.config.content_type);
+    set(&mut resp, "content-type", &*view.config.content_type);
     set(&mut resp, h::STREAM_NEXT_OFFSET, Offset(tail.next));
     if tail.closed {
         set(&mut resp, h::STREAM_CLOSED, "true");

@@ -70,7 +70,7 @@ pub fn set<K: http::header::IntoHeaderName>(
 
 /// Headers every answer about a stream carries.
 pub fn stream_headers(resp: &mut Response<Body>, view: &StreamView) {
-    set(resp, h::STREAM_INCARNATION, view.incarnation_header.clone());
+    set(resp, h::STREAM_INCARNATION, view.incarnation_header());
 }
 
 /// 412 when the request names an incarnation the stream no longer has.
@@ -241,12 +241,12 @@ pub fn shape_body(view: &StreamView, mode: JsonReads, bytes: Bytes) -> (Bytes, S
         match mode {
             JsonReads::Array => (
                 Bytes::from(ndjson_to_array(&bytes)),
-                view.config.content_type.clone(),
+                view.config.content_type.to_string(),
             ),
             JsonReads::Ndjson => (bytes, shared::content_type::NDJSON.to_owned()),
         }
     } else {
-        (bytes, view.config.content_type.clone())
+        (bytes, view.config.content_type.to_string())
     }
 }
 

@@ -176,7 +176,7 @@ async fn run(
     let data_type = if json && !array {
         NDJSON
     } else {
-        view.config.content_type.as_str()
+        &*view.config.content_type
     };
     set(&mut resp, h::STREAM_DATA_CONTENT_TYPE, data_type);
     if base64 {

@@ -232,7 +232,7 @@ fn decode_body(body: &[u8]) -> Result<Record, FrameError> {
             let initial = r.effect()?;
             let payload = r.payload(initial.len)?;
             let config = StreamConfig {
-                content_type,
+                content_type: content_type.into(),
                 expiry,
                 public,
             };
@@ -451,7 +451,7 @@ mod tests {
                             _ => Expiry::At(v),
                         };
                         let config = StreamConfig {
-                            content_type: ct,
+                            content_type: ct.into(),
                             expiry: if tag == 0 { Expiry::Never } else { expiry },
                             public,
                         };

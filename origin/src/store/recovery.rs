@@ -164,7 +164,10 @@ fn stream_of(rec: &Record) -> Option<u64> {
 }
 
 /// Stream files of the layout before the fan-out folders move into them.
+/// The moves are made durable (one `syncfs`) before the start goes on, so
+/// the version-1 checkpoint is never removed while a move could be undone.
 fn move_legacy_stream_files(data: &Path) -> io::Result<()> {
+    let mut moved = false;
     for dirent in std::fs::read_dir(layout::streams_dir(data))? {
         let dirent = dirent?;
         let Some(id) = dirent
@@ -179,6 +182,10 @@ fn move_legacy_stream_files(data: &Path) -> io::Result<()> {
             std::fs::create_dir_all(dir)?;
         }
         std::fs::rename(dirent.path(), to)?;
+        moved = true;
+    }
+    if moved {
+        rustix::fs::syncfs(std::fs::File::open(data)?)?;
     }
     Ok(())
 }

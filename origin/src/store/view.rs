@@ -46,8 +46,6 @@ pub struct StreamView {
     pub id: u64,
     pub path: Arc<str>,
     pub incarnation: Arc<str>,
-    /// `incarnation` as a ready header value (it goes on every answer).
-    pub incarnation_header: http::HeaderValue,
     pub config: StreamConfig,
     /// `config.is_json()`, asked on every append and read.
     json: bool,
@@ -94,8 +92,6 @@ impl StreamView {
             id: core.id,
             path: core.path.clone(),
             incarnation: core.incarnation.clone(),
-            incarnation_header: http::HeaderValue::from_str(&core.incarnation)
-                .expect("incarnation tokens are header-safe"),
             config: core.config.clone(),
             json: core.config.is_json(),
             created_at: core.created_at,
@@ -112,6 +108,13 @@ impl StreamView {
     /// The files, log segments and object storage the stream reads through.
     pub(crate) fn disk(&self) -> &Arc<Disk> {
         &self.disk
+    }
+
+    /// `incarnation` as a header value (it goes on every answer). Made per
+    /// answer rather than kept: a copy per stream costs a million streams
+    /// 70 MB, the copy per answer about as much as the clone it replaces.
+    pub fn incarnation_header(&self) -> http::HeaderValue {
+        http::HeaderValue::from_str(&self.incarnation).expect("incarnation tokens are header-safe")
     }
 
     /// Whether anyone may read the stream without a credential.
@@ -200,20 +203,36 @@ impl StreamView {
     /// Unsealed bytes: the hot tail from memory, older bytes from the file
     /// and the log, inline when small (they are in the page cache) and on
     /// the blocking pool when large.
+    ///
+    /// A log segment can be deleted while a read of it waits (the stream was
+    /// promoted or sealed meanwhile, and a checkpoint retired the segment):
+    /// the read then looks again, since the bytes are elsewhere now.
     async fn read_warm(self: &Arc<Self>, start: u64, end: u64) -> io::Result<Bytes> {
         const INLINE: u64 = 64 * 1024;
-        let located = self.warm.lock().locate(start, end);
-        if located.file.is_none() && located.log.is_empty() {
-            return Ok(located.memory.unwrap_or_default());
+        const LOOKS: usize = 4;
+        let mut looks = 0;
+        loop {
+            looks += 1;
+            let (generation, located) = {
+                let warm = self.warm.lock();
+                (warm.generation(), warm.locate(start, end))
+            };
+            if located.file.is_none() && located.log.is_empty() {
+                return Ok(located.memory.unwrap_or_default());
+            }
+            let read = if end - start <= INLINE {
+                self.gather(located)
+            } else {
+                let me = Arc::clone(self);
+                tokio::task::spawn_blocking(move || me.gather(located))
+                    .await
+                    .map_err(io::Error::other)?
+            };
+            match read {
+                Err(_) if looks < LOOKS && self.warm.lock().generation() != generation => {}
+                other => return other.map(Bytes::from),
+            }
         }
-        if end - start <= INLINE {
-            return self.gather(located).map(Bytes::from);
-        }
-        let me = Arc::clone(self);
-        tokio::task::spawn_blocking(move || me.gather(located))
-            .await
-            .map_err(io::Error::other)?
-            .map(Bytes::from)
     }
 
     /// Reads what `located` names, in order.
@@ -285,22 +304,22 @@ impl StreamView {
     }
 
     /// Copies the bytes only in the log (and memory) into the stream's own
-    /// file (writer thread). Returns the bytes written and the extents no
-    /// longer needed.
-    pub(crate) fn promote(&self) -> io::Result<(u64, Vec<Extent>)> {
+    /// file (writer thread). Returns the bytes written, the extents no
+    /// longer needed and the memory copy's bytes released.
+    pub(crate) fn promote(&self) -> io::Result<(u64, Vec<Extent>, u64)> {
         let (at, located) = {
             let warm = self.warm.lock();
             (warm.file_len(), warm.promotion())
         };
         let bytes = self.gather(located)?;
         if bytes.is_empty() {
-            return Ok((0, Vec::new()));
+            return Ok((0, Vec::new(), 0));
         }
         let how = Open::Create;
         let file = self.disk.files.get(self.id, how)?;
         file.write_all_at(&bytes, at)?;
-        let gone = self.warm.lock().promoted();
-        Ok((bytes.len() as u64, gone))
+        let (gone, released) = self.warm.lock().promoted();
+        Ok((bytes.len() as u64, gone, released))
     }
 
     /// Bytes held in memory.

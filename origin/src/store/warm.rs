@@ -39,6 +39,7 @@ pub struct Warm {
     end: u64,
     mem_start: u64,
     bytes: Vec<u8>,
+    generation: u64,
 }
 
 /// Where the bytes of a range are.
@@ -63,6 +64,7 @@ impl Warm {
             end,
             mem_start: end,
             bytes: Vec::new(),
+            generation: 0,
         }
     }
 
@@ -73,6 +75,10 @@ impl Warm {
         if bytes.is_empty() {
             return;
         }
+        // One slot at a time: an idle stream keeps the few it has, not a
+        // vector's doubled capacity (at most `MAX_EXTENTS`, so the copies
+        // cost little).
+        self.extents.reserve_exact(1);
         self.extents.push(extent);
         self.end = extent.end();
         self.bytes.extend_from_slice(bytes);
@@ -113,11 +119,18 @@ impl Warm {
     }
 
     /// The promotion was written: the file holds everything. Returns the
-    /// extents no longer needed.
-    pub fn promoted(&mut self) -> Vec<Extent> {
+    /// extents no longer needed and the memory copy's bytes released.
+    pub fn promoted(&mut self) -> (Vec<Extent>, u64) {
         self.file_len = self.end;
-        self.drop_memory();
-        std::mem::take(&mut self.extents)
+        self.generation += 1;
+        let released = self.drop_memory();
+        (std::mem::take(&mut self.extents), released)
+    }
+
+    /// Moves whenever extents are forgotten (a promotion, a sealed prefix
+    /// dropped): a read that found a log segment gone looks again if it did.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Bytes `[0, through)` are no longer read locally (sealed): returns
@@ -127,6 +140,7 @@ impl Warm {
     pub fn drop_before(&mut self, through: u64) -> Vec<Extent> {
         let keep = self.extents.partition_point(|e| e.end() <= through);
         let gone: Vec<Extent> = self.extents.drain(..keep).collect();
+        self.generation += 1;
         if let Some(last) = gone.last() {
             self.file_len = self.file_len.max(last.end());
         }

@@ -148,8 +148,8 @@ pub struct Writer {
     pub config: StoreConfig,
     pub metrics: Arc<Metrics>,
     checkpoint_running: Arc<AtomicBool>,
-    /// The last checkpoint failed: the next one writes every stream.
-    checkpoint_failed: Arc<AtomicBool>,
+    /// What the last checkpoint, which failed, was to write.
+    checkpoint_failed: Arc<parking_lot::Mutex<Option<checkpointing::Failed>>>,
     /// A stream's file was written since the last checkpoint.
     promoted_since_checkpoint: bool,
     last_checkpoint: Instant,
@@ -205,7 +205,7 @@ impl Writer {
             config,
             metrics,
             checkpoint_running: Arc::new(AtomicBool::new(false)),
-            checkpoint_failed: Arc::new(AtomicBool::new(false)),
+            checkpoint_failed: Arc::default(),
             promoted_since_checkpoint: false,
             last_checkpoint: Instant::now(),
             in_memory: FastMap::default(),
@@ -315,6 +315,11 @@ impl Writer {
         }
         self.hand_over_seals();
         for (view, through) in std::mem::take(&mut self.pending_drops) {
+            // Deleted in this batch: its extents were unpinned with it, and
+            // its file goes.
+            if !self.engine.paths_by_id.contains_key(&view.id) {
+                continue;
+            }
             let (released, gone) = view.drop_sealed(through);
             self.metrics.dropped(released);
             self.engine.unpin(&gone);
@@ -551,7 +556,8 @@ impl Writer {
         let (view, tail) = (Arc::clone(&entry.view), entry.tail());
         self.touched.insert(view.id);
         self.expiry.schedule(&entry.core.config, view.id, now);
-        self.in_memory(&view, tail.next);
+        let promote = view.wants_promotion();
+        self.in_memory(&view, tail.next, promote);
         self.queue_seals(&path);
         after.push(AfterCommit::Register(Arc::clone(&view)));
         let incarnation = view.incarnation.clone();
@@ -639,13 +645,14 @@ impl Writer {
                 else {
                     unreachable!("just built")
                 };
-                if let Some(e) = entry.apply(&effect, &payload, at) {
-                    *self.engine.pins.entry(e.segment).or_default() += 1;
-                }
+                let (extent, promote) = entry.apply(&effect, &payload, at);
                 let tail = entry.tail();
                 let sealed = entry.core.sealed;
+                if let Some(e) = extent {
+                    self.engine.pin(&e, id);
+                }
                 self.touched.insert(id);
-                self.in_memory(&view, effect.len);
+                self.in_memory(&view, effect.len, promote);
                 self.queue_seals_of(&view, tail.next, tail.closed, sealed);
                 let start = effect.start;
                 // Published with its answer (see `AfterCommit::Appended`).

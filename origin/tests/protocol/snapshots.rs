@@ -318,6 +318,78 @@ async fn retention_advances_to_the_latest_snapshot_and_survives_a_restart() {
     assert_eq!(latest.bytes().await.unwrap(), &b"S4"[..]);
 }
 
+/// Checkpoints write only the streams changed since the last one: a
+/// change that is a stream's only one in a checkpoint's span (a snapshot,
+/// retention, visibility) is in that checkpoint, so it survives a restart
+/// whose log starts after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_alone_in_a_checkpoint_survives_a_restart() {
+    let small = |data| {
+        let mut c = origin::store::StoreConfig::new(data);
+        c.checkpoint_bytes = 64 * 1024;
+        c
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let api =
+        Api::on(TestOrigin::start_in(dir.path().to_owned(), HttpConfig::default(), small).await);
+    let (path, token) = stream_with(&api, "alone", "0123456789").await;
+    let filler = stream_path("alone-filler");
+    api.create(&filler, "application/octet-stream").await;
+    checkpoint(&api, &filler).await;
+    assert_eq!(publish(&api, &path, 4, b"S4").await.status(), 204);
+    checkpoint(&api, &filler).await;
+    let r = api
+        .put(&format!("{path}/snapshot/{}/retain", offset(4)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    checkpoint(&api, &filler).await;
+    let r = api
+        .put(&path)
+        .header("content-type", "application/octet-stream")
+        .header("stream-public", "true")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    checkpoint(&api, &filler).await;
+
+    let Api { origin, .. } = api;
+    let (data, _) = origin.stop().await;
+    let api = Api::on(TestOrigin::start_in(data, HttpConfig::default(), small).await);
+    check_retained(&api, &path, &token).await;
+    let latest = api.get(&format!("{path}/snapshot")).send().await.unwrap();
+    assert_eq!(latest.bytes().await.unwrap(), &b"S4"[..]);
+    let head = api.head(&path).send().await.unwrap();
+    assert_eq!(header(&head, "stream-public").as_deref(), Some("true"));
+    drop(dir);
+}
+
+/// Another stream's appends carry the log past a checkpoint.
+async fn checkpoint(api: &Api, filler: &str) {
+    let before = checkpoints(api).await;
+    while checkpoints(api).await == before {
+        api.append(filler, "application/octet-stream", vec![b'f'; 32 * 1024])
+            .await;
+    }
+}
+
+async fn checkpoints(api: &Api) -> u64 {
+    let text = api
+        .get("/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("ds_checkpoints_total "))
+        .and_then(|n| n.parse().ok())
+        .expect("ds_checkpoints_total")
+}
+
 async fn check_retained(api: &Api, path: &str, token: &str) {
     let head = api.head(path).send().await.unwrap();
     assert_eq!(header(&head, "stream-retained-offset"), Some(offset(4)));

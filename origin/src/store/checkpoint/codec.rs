@@ -351,7 +351,7 @@ pub mod strategies {
                     path: path.into(),
                     incarnation: incarnation.into(),
                     config: StreamConfig {
-                        content_type,
+                        content_type: content_type.into(),
                         expiry,
                         public,
                     },
@@ -421,7 +421,7 @@ mod tests {
     #[test]
     fn the_shortest_record() {
         let config = StreamConfig {
-            content_type: String::new(),
+            content_type: "".into(),
             expiry: Expiry::Never,
             public: false,
         };

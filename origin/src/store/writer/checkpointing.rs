@@ -21,6 +21,16 @@ use super::Writer;
 /// extents address bytes in a segment with 32 bits.
 const SEGMENT_HARD_LIMIT: u64 = 1 << 31;
 
+/// What a failed checkpoint leaves for the next one.
+pub struct Failed {
+    /// The streams it was to write (changed or deleted).
+    streams: Vec<u64>,
+    /// The segments it was to delete, with their sizes.
+    retire: Vec<(u64, u64)>,
+    /// Whether it was to sync stream files.
+    sync_files: bool,
+}
+
 impl Writer {
     /// Rotates the WAL and writes a checkpoint in the background when the
     /// open segment is large or old enough (or at once when `now`).
@@ -29,6 +39,7 @@ impl Writer {
         // segments that recovery replayed and no checkpoint has retired yet.
         let unretired = self.wal.written + self.replayed_bytes;
         let due = unretired >= self.config.checkpoint_bytes
+            || self.wal.written >= SEGMENT_HARD_LIMIT
             || (unretired > 0 && self.last_checkpoint.elapsed() >= self.config.checkpoint_interval);
         if self.wal.written >= SEGMENT_HARD_LIMIT && self.checkpoint_running.load(Ordering::Acquire)
         {
@@ -43,13 +54,15 @@ impl Writer {
         self.last_checkpoint = Instant::now();
         self.replayed_bytes = 0;
         let at = self.clock.now_ms();
-        let full = self.checkpoint_failed.swap(false, Ordering::AcqRel);
-        let ids: Vec<u64> = if full {
-            self.engine.entries.values().map(|e| e.core.id).collect()
-        } else {
-            self.touched.drain().collect()
-        };
-        self.touched.clear();
+        // What a failed checkpoint was to write is written by this one.
+        if let Some(failed) = self.checkpoint_failed.lock().take() {
+            self.touched.extend(failed.streams);
+            self.cleaning.sizes.extend(failed.retire);
+            self.promoted_since_checkpoint |= failed.sync_files;
+        }
+        // A fresh set: the old one's capacity (from a burst of touched
+        // streams) is not kept for idle ones.
+        let ids: Vec<u64> = std::mem::take(&mut self.touched).into_iter().collect();
         let mut changed = Vec::with_capacity(ids.len());
         let mut deleted = Vec::new();
         for id in ids {
@@ -62,10 +75,11 @@ impl Writer {
             }
         }
         self.start_cleaning(replay_from);
-        let retire = self.unpinned_before(replay_from);
-        for n in &retire {
-            self.cleaning.sizes.remove(n);
-        }
+        let retire: Vec<(u64, u64)> = self
+            .unpinned_before(replay_from)
+            .into_iter()
+            .filter_map(|n| self.cleaning.sizes.remove(&n).map(|size| (n, size)))
+            .collect();
         let delta = Delta {
             replay_from_segment: replay_from,
             next_stream_id: self.engine.next_id,
@@ -91,7 +105,7 @@ impl Writer {
                 if let Some(Err(e)) = report.compaction {
                     tracing::warn!(error = %e, "could not compact the checkpoint");
                 }
-                for n in retire {
+                for &(n, _) in &retire {
                     disk.segments.remove(n);
                     match std::fs::remove_file(layout::segment_path(&data, n)) {
                         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
@@ -104,9 +118,20 @@ impl Writer {
                 Ok(()) => metrics.checkpoint(started.elapsed()),
                 // The old checkpoint and every segment after it are still in
                 // place, so recovery stays correct; the next checkpoint
-                // writes every stream, so nothing this one held is missed.
+                // writes what this one held (deletions included), retires
+                // its segments and syncs its files.
                 Err(e) => {
-                    failed.store(true, Ordering::Release);
+                    let streams = delta
+                        .changed
+                        .iter()
+                        .map(|s| s.core.id)
+                        .chain(delta.deleted.iter().copied())
+                        .collect();
+                    *failed.lock() = Some(Failed {
+                        streams,
+                        retire,
+                        sync_files,
+                    });
                     tracing::error!(error = %e, "checkpoint failed");
                 }
             }

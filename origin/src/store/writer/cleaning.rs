@@ -5,10 +5,10 @@
 //! into its own file, [`CLEAN_PER_BATCH`] streams after each batch, and the
 //! next checkpoint deletes the segment.
 //!
-//! Finding the streams costs one pass over the stream table per cleaned
-//! segment (a few milliseconds at a million streams, once per segment's
-//! worth of log at most); the promotions are each one file write of that
-//! stream's log-only bytes, which under a round-robin load over many
+//! The streams are found through `Engine::by_segment` (the streams that
+//! got extents in each segment), so cleaning costs the streams in that
+//! segment, not the streams held; the promotions are each one file write of
+//! that stream's log-only bytes, which under a round-robin load over many
 //! streams gathered several appends each while the segments were kept.
 
 use std::collections::BTreeMap;
@@ -55,11 +55,17 @@ impl Writer {
         else {
             return;
         };
-        self.cleaning.left = self
+        let mut ids = self
             .engine
-            .entries
-            .values()
-            .filter(|e| {
+            .by_segment
+            .get(&oldest)
+            .cloned()
+            .unwrap_or_default();
+        ids.sort_unstable();
+        ids.dedup();
+        // Those that still have bytes there (others moved on since).
+        ids.retain(|&id| {
+            self.engine.entry_by_id(id).is_some_and(|e| {
                 e.view
                     .warm
                     .lock()
@@ -67,8 +73,8 @@ impl Writer {
                     .iter()
                     .any(|x| x.segment == oldest)
             })
-            .map(|e| e.core.id)
-            .collect();
+        });
+        self.cleaning.left = ids;
         tracing::info!(
             segment = oldest,
             streams = self.cleaning.left.len(),

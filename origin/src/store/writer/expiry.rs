@@ -6,7 +6,8 @@
 //! stream *could* expire; when that comes, the stream's real deadline is
 //! asked again, and the stream is either deleted or queued again at it. A
 //! tick therefore costs the streams due, not the streams held, and at most
-//! [`EXPIRE_PER_TICK`] are deleted per tick, so a million streams expiring
+//! [`EXAMINE_PER_TICK`] are looked at and [`EXPIRE_PER_TICK`] deleted per
+//! tick, so a million streams expiring
 //! at once are deleted over a few minutes while appends go on (reads and
 //! writes of an expired stream answer 404 at once either way: they check
 //! the deadline themselves).
@@ -19,6 +20,9 @@ use crate::core::Millis;
 
 /// Deletions of expired streams per tick (one tick a second).
 pub const EXPIRE_PER_TICK: usize = 10_000;
+/// Streams looked at per tick, deleted or queued again (kept alive by reads
+/// since they were queued): a tick's work stays bounded either way.
+pub const EXAMINE_PER_TICK: usize = 4 * EXPIRE_PER_TICK;
 
 /// Streams by the earliest moment they may expire.
 #[derive(Default)]
@@ -68,12 +72,15 @@ impl Writer {
         frames: &mut Vec<u8>,
         after: &mut Vec<AfterCommit>,
     ) {
-        let mut deleted = 0;
-        while deleted < EXPIRE_PER_TICK {
-            let due = self.expiry.take_due(now, EXPIRE_PER_TICK);
+        let (mut deleted, mut examined) = (0, 0);
+        while deleted < EXPIRE_PER_TICK && examined < EXAMINE_PER_TICK {
+            let due = self
+                .expiry
+                .take_due(now, EXPIRE_PER_TICK.min(EXAMINE_PER_TICK - examined));
             if due.is_empty() {
                 break;
             }
+            examined += due.len();
             for id in due {
                 let Some(entry) = self.engine.entry_by_id(id) else {
                     continue; // deleted meanwhile

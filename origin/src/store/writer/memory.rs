@@ -23,8 +23,9 @@ impl Writer {
         }
     }
 
-    /// Notes that `view`'s memory copy grew by `added` bytes (an append).
-    pub(super) fn in_memory(&mut self, view: &Arc<StreamView>, added: u64) {
+    /// Notes that `view`'s memory copy grew by `added` bytes (an append),
+    /// and whether the stream wants its own file now.
+    pub(super) fn in_memory(&mut self, view: &Arc<StreamView>, added: u64, promote: bool) {
         if added == 0 {
             return;
         }
@@ -32,7 +33,7 @@ impl Writer {
             .entry(view.id)
             .or_insert_with(|| Arc::clone(view));
         self.memory_total += added;
-        if view.wants_promotion() {
+        if promote {
             self.to_promote.push(Arc::clone(view));
         }
     }
@@ -44,21 +45,27 @@ impl Writer {
         }
         self.clean_some();
         if self.memory_total > self.config.buffered_bytes_limit {
-            for view in self.in_memory.values() {
+            // A fresh map: the old one's capacity is not kept for idle
+            // streams.
+            for view in std::mem::take(&mut self.in_memory).into_values() {
                 view.drop_memory();
             }
-            self.in_memory.clear();
             self.memory_total = 0;
         }
     }
 
     /// Copies a stream's log-only bytes into its own file.
     pub(super) fn promote(&mut self, view: &Arc<StreamView>) {
-        if !self.engine.entries.contains_key(&*view.path) {
-            return; // deleted since
+        // Deleted since (its extents were unpinned with it; a path created
+        // again is another stream, with another id).
+        if !self.engine.paths_by_id.contains_key(&view.id) {
+            return;
         }
         match view.promote() {
-            Ok((written, gone)) => {
+            Ok((written, gone, released)) => {
+                if self.in_memory.remove(&view.id).is_some() {
+                    self.memory_total -= released.min(self.memory_total);
+                }
                 if written > 0 {
                     self.engine.unpin(&gone);
                     self.touched.insert(view.id);

@@ -83,6 +83,7 @@ impl Writer {
         self.metrics.set_unsealed(self.unsealed);
         core.sealed = through;
         record::encode(&Record::Sealed { id, through }, frames);
+        self.touched.insert(id);
         self.pending_drops.push((Arc::clone(&entry.view), through));
         // Sealed after retention passed it: garbage already.
         if through <= core.retained {

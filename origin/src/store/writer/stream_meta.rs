@@ -63,6 +63,7 @@ impl Writer {
             },
             frames,
         );
+        self.touched.insert(id);
         let entry = self.engine.entries.get_mut(path).expect("checked above");
         entry.core.snapshot = Some(Box::new(meta));
         Ok(replaces)
@@ -86,6 +87,7 @@ impl Writer {
         }
         let id = entry.core.id;
         record::encode(&Record::Retain { id, offset }, frames);
+        self.touched.insert(id);
         let entry = self.engine.entries.get_mut(path).expect("checked above");
         let before = entry.core.retained;
         entry.core.retained = offset;
@@ -142,6 +144,7 @@ impl Writer {
         );
         if before != public {
             record::encode(&Record::Visibility { id, public }, frames);
+            self.touched.insert(id);
             let entry = self.engine.entries.get_mut(path).expect("checked");
             entry.core.config.public = public;
         }
