@@ -16,7 +16,7 @@
 //!   paths to views: a key and a pointer each, 24 B a slot, at a load of
 //!   48–96 % (about 50 B per stream each at a million).
 //! - [`Warm`](super::warm::Warm)'s extents (24 B each, allocated one at a
-//!   time, at most 16) and its memory copy of the newest bytes (all streams
+//!   time, at most 32) and its memory copy of the newest bytes (all streams
 //!   together within `StoreConfig::buffered_bytes_limit`, 64 MiB: 67 B per
 //!   stream at a million, nothing when idle for long), and an 8 B id in
 //!   [`Engine::by_segment`] per extent.

@@ -33,6 +33,7 @@ pub mod files;
 pub mod invalidations;
 pub mod janitor;
 pub mod layout;
+pub mod promoter;
 pub mod publisher;
 pub mod record;
 pub mod recovery;
@@ -298,6 +299,12 @@ impl Store {
             }
             writer.hand_over_seals();
         }
+        let (promotions, promoter_jobs) = std::sync::mpsc::channel();
+        let promoter_writer = tx.clone();
+        std::thread::Builder::new()
+            .name("promoter".into())
+            .spawn(move || promoter::run(promoter_jobs, promoter_writer))?;
+        writer.promoter = Some(promotions);
         let handle = std::thread::Builder::new()
             .name("wal-writer".into())
             .spawn(move || writer.run(rx))?;

@@ -303,23 +303,28 @@ impl StreamView {
         self.dropped.load(Ordering::Acquire)
     }
 
-    /// Copies the bytes only in the log (and memory) into the stream's own
-    /// file (writer thread). Returns the bytes written, the extents no
-    /// longer needed and the memory copy's bytes released.
-    pub(crate) fn promote(&self) -> io::Result<(u64, Vec<Extent>, u64)> {
-        let (at, located) = {
+    /// Copies the bytes only in the log (and memory), as they are now, into
+    /// the stream's own file (the promoter's thread; see `promoter`).
+    /// Returns the end it copied up to and the bytes written; the writer
+    /// then forgets the extents before that end
+    /// ([`StreamView::promoted_through`]).
+    pub(crate) fn promote(&self) -> io::Result<(u64, u64)> {
+        let (at, through, located) = {
             let warm = self.warm.lock();
-            (warm.file_len(), warm.promotion())
+            (warm.file_len(), warm.end(), warm.promotion())
         };
         let bytes = self.gather(located)?;
-        if bytes.is_empty() {
-            return Ok((0, Vec::new(), 0));
+        if !bytes.is_empty() {
+            let file = self.disk.files.get(self.id, Open::Create)?;
+            file.write_all_at(&bytes, at)?;
         }
-        let how = Open::Create;
-        let file = self.disk.files.get(self.id, how)?;
-        file.write_all_at(&bytes, at)?;
-        let (gone, released) = self.warm.lock().promoted();
-        Ok((bytes.len() as u64, gone, released))
+        Ok((through, bytes.len() as u64))
+    }
+
+    /// The file holds `[0, through)` (writer thread, after a promotion):
+    /// returns the extents no longer needed and the memory released.
+    pub(crate) fn promoted_through(&self, through: u64) -> (Vec<Extent>, u64) {
+        self.warm.lock().promoted_through(through)
     }
 
     /// Bytes held in memory.

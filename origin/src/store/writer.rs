@@ -103,6 +103,13 @@ pub enum Command {
     Shutdown,
     /// Bytes `[0, through)` of stream `id` are sealed in object storage.
     Sealed { id: u64, through: u64 },
+    /// The promoter copied stream `id`'s bytes up to `through` into its
+    /// file (`None`: it could not; they stay in the log).
+    Promoted {
+        id: u64,
+        through: Option<u64>,
+        written: u64,
+    },
     /// Make `meta` (already in object storage) the latest snapshot.
     Snapshot {
         path: String,
@@ -159,6 +166,10 @@ pub struct Writer {
     memory_total: u64,
     /// Streams to promote into their own files after this batch.
     to_promote: Vec<Arc<StreamView>>,
+    /// Where promotions go (see `promoter`; none: done on this thread).
+    pub promoter: Option<std::sync::mpsc::Sender<Arc<StreamView>>>,
+    /// Streams handed to the promoter and not yet back.
+    promoting: super::FastSet<u64>,
     /// Streams changed since the last checkpoint (by id; gone ones were
     /// deleted): the next checkpoint writes only these.
     touched: super::FastSet<u64>,
@@ -211,6 +222,8 @@ impl Writer {
             in_memory: FastMap::default(),
             memory_total: 0,
             to_promote: Vec::new(),
+            promoter: None,
+            promoting: super::FastSet::default(),
             touched: super::FastSet::default(),
             expiry: expiry::ExpiryQueue::default(),
             cleaning: cleaning::Cleaning::default(),
@@ -398,6 +411,11 @@ impl Writer {
             }
             Command::Shutdown => {}
             Command::Sealed { id, through } => self.sealed(id, through, frames),
+            Command::Promoted {
+                id,
+                through,
+                written,
+            } => self.promoted(id, through, written),
             Command::Snapshot {
                 path,
                 incarnation,

@@ -54,29 +54,66 @@ impl Writer {
         }
     }
 
-    /// Copies a stream's log-only bytes into its own file.
+    /// Has a stream's log-only bytes copied into its own file: by the
+    /// promoter, once at a time per stream (on this thread when there is
+    /// none).
     pub(super) fn promote(&mut self, view: &Arc<StreamView>) {
         // Deleted since (its extents were unpinned with it; a path created
         // again is another stream, with another id).
-        if !self.engine.paths_by_id.contains_key(&view.id) {
+        if !self.engine.paths_by_id.contains_key(&view.id) || self.promoting.contains(&view.id) {
             return;
         }
-        match view.promote() {
-            Ok((written, gone, released)) => {
-                if self.in_memory.remove(&view.id).is_some() {
-                    self.memory_total -= released.min(self.memory_total);
-                }
-                if written > 0 {
-                    self.engine.unpin(&gone);
-                    self.touched.insert(view.id);
-                    self.promoted_since_checkpoint = true;
-                    self.metrics.promoted(written);
+        match &self.promoter {
+            Some(promoter) => {
+                if promoter.send(Arc::clone(view)).is_ok() {
+                    self.promoting.insert(view.id);
                 }
             }
-            Err(e) => {
-                tracing::warn!(stream = %view.path, error = %e, "could not copy a stream's bytes into its file; they stay in the log");
-                self.metrics.promotion_failed();
+            None => {
+                let (through, written) = match view.promote() {
+                    Ok((through, written)) => (Some(through), written),
+                    Err(e) => {
+                        tracing::warn!(stream = %view.path, error = %e, "could not copy a stream's bytes into its file; they stay in the log");
+                        (None, 0)
+                    }
+                };
+                self.promoting.insert(view.id);
+                self.promoted(view.id, through, written);
             }
+        }
+    }
+
+    /// A promotion came back: the extents it covered are forgotten (their
+    /// segments may go), the memory copy below it released.
+    pub(super) fn promoted(&mut self, id: u64, through: Option<u64>, written: u64) {
+        self.promoting.remove(&id);
+        let Some(through) = through else {
+            self.metrics.promotion_failed();
+            return;
+        };
+        let Some(view) = self.engine.entry_by_id(id).map(|e| Arc::clone(&e.view)) else {
+            // Deleted meanwhile: the file written after its removal goes.
+            super::super::engine::Engine::remove_file(
+                &self.engine.data,
+                &self.engine.disk.files,
+                id,
+            );
+            return;
+        };
+        let (gone, released) = view.promoted_through(through);
+        self.engine.unpin(&gone);
+        self.memory_total -= released.min(self.memory_total);
+        if view.memory_len() == 0 {
+            self.in_memory.remove(&id);
+        }
+        self.touched.insert(id);
+        self.promoted_since_checkpoint = true;
+        if written > 0 {
+            self.metrics.promoted(written);
+        }
+        // Appends that came meanwhile may want another.
+        if view.wants_promotion() {
+            self.to_promote.push(view);
         }
     }
 }
