@@ -45,6 +45,17 @@ pub struct Entry {
     pub view: Arc<StreamView>,
 }
 
+/// What applying an append did to a stream's layout.
+#[derive(Debug, Default)]
+pub struct Applied {
+    pub extent: Option<Extent>,
+    /// Bytes copied into memory, and memory released.
+    pub kept: u64,
+    pub released: u64,
+    /// Whether the stream now wants its own file.
+    pub promote: bool,
+}
+
 /// Where a record's payload is in the log.
 #[derive(Clone, Copy, Debug)]
 pub struct LogPos {
@@ -53,29 +64,28 @@ pub struct LogPos {
 }
 
 impl Entry {
-    /// Applies a decided append: its bytes to the hot tail (logged at `at`),
-    /// its effect to the core. Returns the extent it made, if any, and
-    /// whether the stream now wants its own file (one look at its layout).
-    pub fn apply(
-        &mut self,
-        effect: &AppendEffect,
-        payload: &Bytes,
-        at: LogPos,
-    ) -> (Option<Extent>, bool) {
+    /// Applies a decided append: its bytes to the layout (logged at `at`;
+    /// in memory too while someone waits for them), its effect to the core.
+    pub fn apply(&mut self, effect: &AppendEffect, payload: &Bytes, at: LogPos) -> Applied {
         let extent = (!payload.is_empty()).then(|| Extent {
             segment: at.segment,
             pos: u32::try_from(at.pos).expect("segments are rotated before 4 GiB"),
             len: payload.len() as u32,
             start: effect.start,
         });
-        let mut promote = false;
+        let mut applied = Applied {
+            extent,
+            ..Applied::default()
+        };
         if let Some(e) = extent {
+            let keep = self.view.has_waiters();
             let mut warm = self.view.warm.lock();
-            warm.push(e, payload);
-            promote = warm.wants_promotion();
+            applied.released = warm.push(e, payload, keep);
+            applied.kept = if keep { payload.len() as u64 } else { 0 };
+            applied.promote = warm.wants_promotion();
         }
         self.core.apply(effect);
-        (extent, promote)
+        applied
     }
 
     /// The stream as a checkpoint keeps it.
@@ -194,7 +204,7 @@ impl Engine {
             .get_mut(path)
             .expect("appends name a live stream");
         let id = entry.core.id;
-        if let (Some(e), _) = entry.apply(effect, payload, at) {
+        if let Some(e) = entry.apply(effect, payload, at).extent {
             self.pin(&e, id);
         }
     }

@@ -19,10 +19,13 @@ use super::view::StreamView;
 use super::writer::Command;
 
 /// Promotes the streams it is handed, in order, until the writer goes.
-pub fn run(jobs: std::sync::mpsc::Receiver<Arc<StreamView>>, writer: mpsc::Sender<Command>) {
-    while let Ok(view) = jobs.recv() {
-        let done = match view.promote() {
-            Ok((through, written)) => Command::Promoted {
+/// A job: the stream and the durable end to promote it up to.
+pub type Job = (Arc<StreamView>, u64);
+
+pub fn run(jobs: std::sync::mpsc::Receiver<Job>, writer: mpsc::Sender<Command>) {
+    while let Ok((view, through)) = jobs.recv() {
+        let done = match view.promote(through) {
+            Ok(written) => Command::Promoted {
                 id: view.id,
                 through: Some(through),
                 written,

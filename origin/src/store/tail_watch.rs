@@ -63,6 +63,11 @@ impl TailWatch {
         }
     }
 
+    /// Whether a receiver waits in `changed` now.
+    pub fn has_waiters(&self) -> bool {
+        self.shared.waiting.load(Ordering::SeqCst) > 0
+    }
+
     /// A receiver that has seen the current end.
     pub fn subscribe(&self) -> TailReceiver {
         let seen = self.shared.current.lock().1;

@@ -139,6 +139,11 @@ impl StreamView {
         self.tail.get()
     }
 
+    /// Whether a reader waits for the next tail (a long-poll, an SSE tail).
+    pub fn has_waiters(&self) -> bool {
+        self.tail.has_waiters()
+    }
+
     /// A receiver that wakes on every published tail.
     pub fn watch_tail(&self) -> TailReceiver {
         self.tail.subscribe()
@@ -303,22 +308,30 @@ impl StreamView {
         self.dropped.load(Ordering::Acquire)
     }
 
-    /// Copies the bytes only in the log (and memory), as they are now, into
+    /// Copies the bytes only in the log (and memory) up to `through` into
     /// the stream's own file (the promoter's thread; see `promoter`).
-    /// Returns the end it copied up to and the bytes written; the writer
-    /// then forgets the extents before that end
+    /// `through` must be durable: the writer names the end it had when its
+    /// last batch was durable, since the extents of a batch being built
+    /// point at log not yet written. Returns the bytes written; the writer
+    /// then forgets the extents before `through`
     /// ([`StreamView::promoted_through`]).
-    pub(crate) fn promote(&self) -> io::Result<(u64, u64)> {
-        let (at, through, located) = {
+    pub(crate) fn promote(&self, through: u64) -> io::Result<u64> {
+        let (at, located) = {
             let warm = self.warm.lock();
-            (warm.file_len(), warm.end(), warm.promotion())
+            (warm.file_len(), warm.promotion(through))
         };
         let bytes = self.gather(located)?;
         if !bytes.is_empty() {
             let file = self.disk.files.get(self.id, Open::Create)?;
             file.write_all_at(&bytes, at)?;
         }
-        Ok((through, bytes.len() as u64))
+        Ok(bytes.len() as u64)
+    }
+
+    /// Where the stream's bytes end now (the writer thread: after a batch
+    /// is durable, all of them are).
+    pub(crate) fn logged_end(&self) -> u64 {
+        self.warm.lock().end()
     }
 
     /// The file holds `[0, through)` (writer thread, after a promotion):

@@ -167,7 +167,7 @@ pub struct Writer {
     /// Streams to promote into their own files after this batch.
     to_promote: Vec<Arc<StreamView>>,
     /// Where promotions go (see `promoter`; none: done on this thread).
-    pub promoter: Option<std::sync::mpsc::Sender<Arc<StreamView>>>,
+    pub promoter: Option<std::sync::mpsc::Sender<super::promoter::Job>>,
     /// Streams handed to the promoter and not yet back.
     promoting: super::FastSet<u64>,
     /// Streams changed since the last checkpoint (by id; gone ones were
@@ -574,8 +574,12 @@ impl Writer {
         let (view, tail) = (Arc::clone(&entry.view), entry.tail());
         self.touched.insert(view.id);
         self.expiry.schedule(&entry.core.config, view.id, now);
-        let promote = view.wants_promotion();
-        self.in_memory(&view, tail.next, promote);
+        let applied = super::engine::Applied {
+            kept: view.memory_len(),
+            promote: view.wants_promotion(),
+            ..Default::default()
+        };
+        self.in_memory(&view, &applied);
         self.queue_seals(&path);
         after.push(AfterCommit::Register(Arc::clone(&view)));
         let incarnation = view.incarnation.clone();
@@ -663,14 +667,14 @@ impl Writer {
                 else {
                     unreachable!("just built")
                 };
-                let (extent, promote) = entry.apply(&effect, &payload, at);
+                let applied = entry.apply(&effect, &payload, at);
                 let tail = entry.tail();
                 let sealed = entry.core.sealed;
-                if let Some(e) = extent {
-                    self.engine.pin(&e, id);
+                if let Some(e) = &applied.extent {
+                    self.engine.pin(e, id);
                 }
                 self.touched.insert(id);
-                self.in_memory(&view, effect.len, promote);
+                self.in_memory(&view, &applied);
                 self.queue_seals_of(&view, tail.next, tail.closed, sealed);
                 let start = effect.start;
                 // Published with its answer (see `AfterCommit::Appended`).

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use super::super::engine::LogPos;
+use super::super::engine::{Applied, LogPos};
 use super::super::view::StreamView;
 use super::Writer;
 
@@ -23,18 +23,23 @@ impl Writer {
         }
     }
 
-    /// Notes that `view`'s memory copy grew by `added` bytes (an append),
-    /// and whether the stream wants its own file now.
-    pub(super) fn in_memory(&mut self, view: &Arc<StreamView>, added: u64, promote: bool) {
-        if added == 0 {
-            return;
-        }
-        self.in_memory
-            .entry(view.id)
-            .or_insert_with(|| Arc::clone(view));
-        self.memory_total += added;
-        if promote {
+    /// Notes what an append did to `view`'s memory copy, and queues the
+    /// stream's promotion if it wants its own file now.
+    pub(super) fn in_memory(&mut self, view: &Arc<StreamView>, applied: &Applied) {
+        if applied.promote {
             self.to_promote.push(Arc::clone(view));
+        }
+        if applied.released > 0 {
+            self.memory_total -= applied.released.min(self.memory_total);
+            if applied.kept == 0 {
+                self.in_memory.remove(&view.id);
+            }
+        }
+        if applied.kept > 0 {
+            self.in_memory
+                .entry(view.id)
+                .or_insert_with(|| Arc::clone(view));
+            self.memory_total += applied.kept;
         }
     }
 
@@ -63,15 +68,17 @@ impl Writer {
         if !self.engine.paths_by_id.contains_key(&view.id) || self.promoting.contains(&view.id) {
             return;
         }
+        // Called between batches: every byte logged so far is durable.
+        let through = view.logged_end();
         match &self.promoter {
             Some(promoter) => {
-                if promoter.send(Arc::clone(view)).is_ok() {
+                if promoter.send((Arc::clone(view), through)).is_ok() {
                     self.promoting.insert(view.id);
                 }
             }
             None => {
-                let (through, written) = match view.promote() {
-                    Ok((through, written)) => (Some(through), written),
+                let (through, written) = match view.promote(through) {
+                    Ok(written) => (Some(through), written),
                     Err(e) => {
                         tracing::warn!(stream = %view.path, error = %e, "could not copy a stream's bytes into its file; they stay in the log");
                         (None, 0)
