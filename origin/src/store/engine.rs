@@ -6,7 +6,7 @@
 //! An origin holds a million mostly idle streams, so every per-stream byte
 //! is accounted for (sizes on x86-64; measured with `ds-load streams`: 982 B
 //! of RSS per stream at a million streams of 200 B each, all of it below):
-//! - [`StreamView`] (232 B + its `Arc`, a 256 B allocation): what readers
+//! - [`StreamView`] (240 B + its `Arc`, a 256 B allocation): what readers
 //!   see. Its tail watch is one more allocation (~96 B).
 //! - [`Entry`] (184 B, boxed): the writer's [`StreamCore`] and the view.
 //! - The path (one `Arc<str>` shared by the core, the view and all three
@@ -56,11 +56,13 @@ pub struct Applied {
     pub promote: bool,
 }
 
-/// Where a record's payload is in the log.
+/// Where a record's payload is in the log, and the writer batch that
+/// logged it (0 in recovery).
 #[derive(Clone, Copy, Debug)]
 pub struct LogPos {
     pub segment: u64,
     pub pos: u64,
+    pub batch: u64,
 }
 
 impl Entry {
@@ -78,8 +80,9 @@ impl Entry {
             ..Applied::default()
         };
         if let Some(e) = extent {
-            let keep = self.view.has_waiters();
+            let waiters = self.view.has_waiters();
             let mut warm = self.view.warm.lock();
+            let keep = warm.hot(at.batch) || waiters;
             applied.released = warm.push(e, payload, keep);
             applied.kept = if keep { payload.len() as u64 } else { 0 };
             applied.promote = warm.wants_promotion();
@@ -341,7 +344,7 @@ mod tests {
     fn per_stream_structures_stay_small() {
         use std::mem::size_of;
         assert!(
-            size_of::<super::StreamView>() <= 232,
+            size_of::<super::StreamView>() <= 240,
             "{}",
             size_of::<super::StreamView>()
         );

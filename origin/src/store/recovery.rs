@@ -94,6 +94,7 @@ pub fn recover(
                     let pos = LogPos {
                         segment: seg,
                         pos: (at + used - record::payload_len(&rec)) as u64,
+                        batch: 0,
                     };
                     if let Some(id) = stream_of(&rec) {
                         touched.insert(id);

@@ -20,14 +20,20 @@
 //! The memory copy is a cache: it can be dropped at any time (the writer
 //! does when all streams together hold too much), since the bytes are in the
 //! log. It is kept only while someone waits for the stream's next bytes (a
-//! long-poll or an SSE tail, who read them at once); for every other stream
-//! an append copies nothing into memory, which at a hundred thousand
-//! streams written round-robin cost the writer a tenth of its time in fresh
-//! pages and their release.
+//! long-poll or an SSE tail, who read them at once) or the stream is written
+//! often ([`HOT_BATCHES`]); for every other stream an append copies nothing
+//! into memory, which at a hundred thousand streams written round-robin cost
+//! the writer a tenth of its time in fresh pages and their release.
 
 use bytes::Bytes;
 
 use super::saved::Extent;
+
+/// An append keeps a memory copy when it comes within this many writer
+/// batches of the stream's last one (a stream written often: its
+/// promotion then copies from memory rather than reading the log), or when
+/// someone waits for the stream's next bytes.
+pub const HOT_BATCHES: u64 = 16;
 
 /// A stream is promoted into its own file once this much of it is only in
 /// the log...
@@ -45,6 +51,8 @@ pub struct Warm {
     mem_start: u64,
     bytes: Vec<u8>,
     generation: u64,
+    /// The writer batch of the last append (see [`Warm::hot`]).
+    last_batch: u64,
 }
 
 /// Where the bytes of a range are.
@@ -70,13 +78,24 @@ impl Warm {
             mem_start: end,
             bytes: Vec::new(),
             generation: 0,
+            last_batch: 0,
         }
     }
 
+    /// Whether an append in writer batch `batch` (0: none, as in recovery)
+    /// comes soon enough after the stream's last one to keep a memory copy,
+    /// and notes it as the last.
+    pub fn hot(&mut self, batch: u64) -> bool {
+        let hot = batch != 0
+            && self.last_batch != 0
+            && batch.saturating_sub(self.last_batch) <= HOT_BATCHES;
+        self.last_batch = batch;
+        hot
+    }
+
     /// An append of `bytes` at the end, logged at `extent`; kept in memory
-    /// too when `keep` (someone waits for the stream's next bytes), else the
-    /// memory copy is dropped (it must reach the end). Returns the memory
-    /// released.
+    /// too when `keep`, else the memory copy is dropped (it must reach the
+    /// end). Returns the memory released.
     pub fn push(&mut self, extent: Extent, bytes: &[u8], keep: bool) -> u64 {
         debug_assert_eq!(extent.start, self.end);
         debug_assert_eq!(u64::from(extent.len), bytes.len() as u64);

@@ -170,6 +170,8 @@ pub struct Writer {
     pub promoter: Option<std::sync::mpsc::Sender<super::promoter::Job>>,
     /// Streams handed to the promoter and not yet back.
     promoting: super::FastSet<u64>,
+    /// Batches so far (from 1; see `warm::HOT_BATCHES`).
+    batches: u64,
     /// Streams changed since the last checkpoint (by id; gone ones were
     /// deleted): the next checkpoint writes only these.
     touched: super::FastSet<u64>,
@@ -224,6 +226,7 @@ impl Writer {
             to_promote: Vec::new(),
             promoter: None,
             promoting: super::FastSet::default(),
+            batches: 1,
             touched: super::FastSet::default(),
             expiry: expiry::ExpiryQueue::default(),
             cleaning: cleaning::Cleaning::default(),
@@ -297,6 +300,7 @@ impl Writer {
             }
             last_batch = count;
             self.commit(&mut frames, &mut after, count);
+            self.batches += 1;
             self.after_batch();
             if stopping {
                 break;
@@ -660,6 +664,7 @@ impl Writer {
                 let at = LogPos {
                     segment: self.wal.segment(),
                     pos: self.wal.written + pos as u64,
+                    batch: self.batches,
                 };
                 let Record::Append {
                     effect, payload, ..

@@ -20,6 +20,7 @@ impl Writer {
         LogPos {
             segment: self.wal.segment(),
             pos: self.wal.written + offset as u64,
+            batch: self.batches,
         }
     }
 
