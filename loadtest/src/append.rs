@@ -154,22 +154,12 @@ pub async fn run(args: &Args) -> anyhow::Result<Summary> {
             (lat, errors, first_error)
         }));
     }
-    tokio::time::sleep(Duration::from_secs(args.workload.warmup)).await;
-    measuring.store(true, Ordering::Relaxed);
-    let started = Instant::now();
-    tokio::time::sleep(Duration::from_secs(args.workload.seconds)).await;
-    measuring.store(false, Ordering::Relaxed);
-    let elapsed = started.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    let mut all = Vec::new();
-    let (mut errors, mut first_error) = (0, None);
-    for t in tasks {
-        let (lat, e, first) = t.await?;
-        all.extend(lat);
-        errors += e;
-        first_error = first_error.or(first);
-    }
-    let mut summary = Summary::from_latencies(all, errors, elapsed);
-    summary.first_error = first_error;
-    Ok(summary)
+    crate::stats::measure_window(
+        tasks,
+        &measuring,
+        &stop,
+        Duration::from_secs(args.workload.warmup),
+        Duration::from_secs(args.workload.seconds),
+    )
+    .await
 }

@@ -93,24 +93,7 @@ pub async fn append(p: &Pooled) -> anyhow::Result<Summary> {
             })
         })
         .collect();
-    tokio::time::sleep(p.warmup).await;
-    measuring.store(true, Ordering::Relaxed);
-    let started = Instant::now();
-    tokio::time::sleep(p.seconds).await;
-    measuring.store(false, Ordering::Relaxed);
-    let elapsed = started.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    let mut all = Vec::new();
-    let (mut errors, mut first_error) = (0, None);
-    for t in tasks {
-        let (lat, e, first) = t.await?;
-        all.extend(lat);
-        errors += e;
-        first_error = first_error.or(first);
-    }
-    let mut summary = Summary::from_latencies(all, errors, elapsed);
-    summary.first_error = first_error;
-    Ok(summary)
+    crate::stats::measure_window(tasks, &measuring, &stop, p.warmup, p.seconds).await
 }
 
 /// Connection `c` of `connections`: its streams, round and round.

@@ -14,6 +14,39 @@ pub struct Summary {
     pub first_error: Option<String>,
 }
 
+/// What one load task measured: latencies (µs), failures, the first one.
+pub type TaskResult = (Vec<u32>, u64, Option<String>);
+
+/// Runs a load's window: `warmup`, then `seconds` with `measuring` set,
+/// then `stop` set; gathers its tasks into one summary.
+pub async fn measure_window(
+    tasks: Vec<tokio::task::JoinHandle<TaskResult>>,
+    measuring: &std::sync::atomic::AtomicBool,
+    stop: &std::sync::atomic::AtomicBool,
+    warmup: Duration,
+    seconds: Duration,
+) -> anyhow::Result<Summary> {
+    use std::sync::atomic::Ordering;
+    tokio::time::sleep(warmup).await;
+    measuring.store(true, Ordering::Relaxed);
+    let started = std::time::Instant::now();
+    tokio::time::sleep(seconds).await;
+    measuring.store(false, Ordering::Relaxed);
+    let elapsed = started.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let mut all = Vec::new();
+    let (mut errors, mut first_error) = (0, None);
+    for t in tasks {
+        let (lat, e, first) = t.await?;
+        all.extend(lat);
+        errors += e;
+        first_error = first_error.or(first);
+    }
+    let mut summary = Summary::from_latencies(all, errors, elapsed);
+    summary.first_error = first_error;
+    Ok(summary)
+}
+
 impl Summary {
     pub fn from_latencies(mut lat_us: Vec<u32>, errors: u64, elapsed: Duration) -> Self {
         lat_us.sort_unstable();

@@ -10,14 +10,12 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::process::{count_files, Proc};
 use parking_lot::Mutex;
 
 const CYCLES: usize = 6;
@@ -75,61 +73,19 @@ fn acked_total(acked: &Mutex<Vec<Vec<u64>>>) -> usize {
     acked.lock().iter().map(Vec::len).sum()
 }
 
-struct Proc {
-    child: Child,
-    addr: SocketAddr,
-    /// The origin's log lines after the first.
-    log: std::sync::mpsc::Receiver<String>,
-}
-
-impl Proc {
-    /// Records the start replayed from the log (its "recovered" line).
-    fn records_replayed(&self) -> u64 {
-        loop {
-            let line = self
-                .log
-                .recv_timeout(Duration::from_secs(30))
-                .expect("a recovered line");
-            if line.contains("recovered") {
-                return line
-                    .split_whitespace()
-                    .find_map(|w| w.strip_prefix("records=").and_then(|n| n.parse().ok()))
-                    .unwrap_or_else(|| panic!("no records= in {line}"));
-            }
-        }
-    }
-}
-
 fn spawn_origin(data: &Path) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_origin"))
-        .args(["--listen", "127.0.0.1:0", "--data"])
-        .arg(data)
-        // Small segments so kills also land around checkpoints and rotations,
-        // and a small log retention so small streams are cleaned into their
-        // own files between kills.
-        .args(["--checkpoint-bytes", "256KiB", "--log-retain-bytes", "1MiB"])
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn origin");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let first = lines.next().expect("a first log line").expect("read log");
-    let addr = first
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("addr=").and_then(|a| a.parse().ok()))
-        .or_else(|| first.rsplit(' ').next().and_then(|a| a.parse().ok()))
-        .unwrap_or_else(|| panic!("no address in the first log line: {first}"));
-    // Keep draining stdout so the child never blocks on a full pipe.
-    let (tx, log) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in lines.by_ref().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    Proc { child, addr, log }
+    // Small segments so kills also land around checkpoints and rotations,
+    // and a small log retention so small streams are cleaned into their own
+    // files between kills.
+    let args: [&std::ffi::OsStr; 6] = [
+        "--data".as_ref(),
+        data.as_os_str(),
+        "--checkpoint-bytes".as_ref(),
+        "256KiB".as_ref(),
+        "--log-retain-bytes".as_ref(),
+        "1MiB".as_ref(),
+    ];
+    common::process::spawn(&[], &args)
 }
 
 /// A tiny deterministic generator (seeded per run, printed on failure).
@@ -378,13 +334,6 @@ async fn crash_run(scale: Scale) {
     drop(proc);
 }
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Writes a torn frame (a header promising more bytes than follow) and some
 /// garbage right after the last whole frame of the newest WAL segment, as a
 /// write cut short by a crash leaves it (over the zeros the segment was
@@ -581,19 +530,4 @@ async fn post_json(
         .send()
         .await
         .unwrap()
-}
-
-fn count_files(dir: &Path) -> usize {
-    std::fs::read_dir(dir).map_or(0, |entries| {
-        entries
-            .map(|e| {
-                let e = e.unwrap();
-                if e.file_type().unwrap().is_dir() {
-                    count_files(&e.path())
-                } else {
-                    1
-                }
-            })
-            .sum()
-    })
 }

@@ -8,53 +8,31 @@
 //! the run pass through checkpoints, cleaning (small streams promoted into
 //! their own files) and segment deletion.
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
+mod common;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::process::{count_files, Proc};
 use futures::StreamExt;
 
 const NOFILE: u32 = 256;
 
-struct Proc {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn spawn_origin(data: &Path) -> Proc {
-    let mut child = Command::new("prlimit")
-        .arg(format!("--nofile={NOFILE}:{NOFILE}"))
-        .arg(env!("CARGO_BIN_EXE_origin"))
-        .args(["--listen", "127.0.0.1:0", "--data"])
-        .arg(data)
-        .args(["--checkpoint-bytes", "512KiB", "--log-retain-bytes", "6MiB"])
-        .args(["--object-store", "none"])
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn origin under prlimit");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let first = lines.next().expect("a first log line").expect("read log");
-    let addr = first
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("addr=").and_then(|a| a.parse().ok()))
-        .unwrap_or_else(|| panic!("no address in the first log line: {first}"));
-    std::thread::spawn(move || for _ in lines.by_ref() {});
-    Proc { child, addr }
+    let limit = format!("--nofile={NOFILE}:{NOFILE}");
+    let args: [&std::ffi::OsStr; 8] = [
+        "--data".as_ref(),
+        data.as_os_str(),
+        "--checkpoint-bytes".as_ref(),
+        "512KiB".as_ref(),
+        "--log-retain-bytes".as_ref(),
+        "6MiB".as_ref(),
+        "--object-store".as_ref(),
+        "none".as_ref(),
+    ];
+    common::process::spawn(&["prlimit", &limit], &args)
 }
 
 fn open_fds(pid: u32) -> usize {
@@ -204,19 +182,4 @@ async fn many_streams_under_a_low_descriptor_limit_survive_sigkill() {
         "{after} descriptors open after the reads (limit {NOFILE})"
     );
     eprintln!("{n} streams: peak {peak} descriptors, {files} stream files, {at_start} open after the restart, {after} after its reads");
-}
-
-fn count_files(dir: &Path) -> usize {
-    std::fs::read_dir(dir).map_or(0, |entries| {
-        entries
-            .map(|e| {
-                let e = e.unwrap();
-                if e.file_type().unwrap().is_dir() {
-                    count_files(&e.path())
-                } else {
-                    1
-                }
-            })
-            .sum()
-    })
 }

@@ -169,26 +169,34 @@ fn stream_of(rec: &Record) -> Option<u64> {
 /// the version-1 checkpoint is never removed while a move could be undone.
 fn move_legacy_stream_files(data: &Path) -> io::Result<()> {
     let mut moved = false;
-    for dirent in std::fs::read_dir(layout::streams_dir(data))? {
-        let dirent = dirent?;
-        let Some(id) = dirent
-            .file_name()
-            .to_str()
-            .and_then(layout::parse_stream_file)
-        else {
-            continue;
-        };
+    for (id, path) in stream_files_in(&layout::streams_dir(data))? {
         let to = layout::stream_file(data, id);
         if let Some(dir) = to.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        std::fs::rename(dirent.path(), to)?;
+        std::fs::rename(path, to)?;
         moved = true;
     }
     if moved {
         rustix::fs::syncfs(std::fs::File::open(data)?)?;
     }
     Ok(())
+}
+
+/// The stream files directly in `dir`, by id.
+fn stream_files_in(dir: &Path) -> io::Result<Vec<(u64, std::path::PathBuf)>> {
+    let mut out = Vec::new();
+    for dirent in std::fs::read_dir(dir)? {
+        let dirent = dirent?;
+        if let Some(id) = dirent
+            .file_name()
+            .to_str()
+            .and_then(layout::parse_stream_file)
+        {
+            out.push((id, dirent.path()));
+        }
+    }
+    Ok(out)
 }
 
 /// Removes the files of streams that no longer exist (deleted just before a
@@ -202,17 +210,9 @@ pub fn sweep_stream_files(data: &Path, live: &FastSet<u64>, below: u64) -> io::R
         if !dir.file_type()?.is_dir() {
             continue;
         }
-        for dirent in std::fs::read_dir(dir.path())? {
-            let dirent = dirent?;
-            let Some(id) = dirent
-                .file_name()
-                .to_str()
-                .and_then(layout::parse_stream_file)
-            else {
-                continue;
-            };
+        for (id, path) in stream_files_in(&dir.path())? {
             if id < below && !live.contains(&id) {
-                match std::fs::remove_file(dirent.path()) {
+                match std::fs::remove_file(path) {
                     Ok(()) => removed += 1,
                     Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                     Err(e) => return Err(e),

@@ -2,6 +2,7 @@
 //! loopback port with its own data directory, and small HTTP helpers.
 #![allow(dead_code)]
 
+pub mod process;
 pub mod s3;
 
 use std::net::SocketAddr;
