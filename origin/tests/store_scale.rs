@@ -92,3 +92,84 @@ async fn a_mass_expiry_is_spread_over_ticks_while_appends_go_on() {
     );
     store.shutdown().await;
 }
+
+/// Streams written with many small appends keep them in the log while all
+/// streams' extents stay within `max_log_extents`; past it, the heavy ones
+/// (16 extents or more) are promoted into their own files, and every byte
+/// reads back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heavy_streams_are_promoted_once_all_extents_pass_their_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = StoreConfig::new(dir.path().to_owned());
+    cfg.object_store = None;
+    cfg.durability = Durability::Async;
+    cfg.max_log_extents = 200;
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let (store, _) = Store::open(cfg, clock, Arc::new(Metrics::default())).unwrap();
+    let mut views = Vec::new();
+    for s in 0..20 {
+        let created = store
+            .create(
+                format!("/v1/stream/heavy/{s}"),
+                config(Expiry::Never),
+                false,
+                Bytes::new(),
+            )
+            .await
+            .unwrap();
+        views.push(created.view);
+    }
+    let files = || {
+        std::fs::read_dir(dir.path().join("streams"))
+            .unwrap()
+            .flat_map(|d| std::fs::read_dir(d.unwrap().path()).into_iter().flatten())
+            .count()
+    };
+    // 20 streams × 9 appends: 180 extents, within the bound: no file.
+    for round in 0..9u8 {
+        for view in &views {
+            store
+                .append(
+                    Arc::clone(view),
+                    None,
+                    append(1),
+                    Bytes::from(vec![b'a' + round]),
+                )
+                .await
+                .unwrap();
+        }
+    }
+    assert_eq!(
+        files(),
+        0,
+        "within the bound, small streams stay in the log"
+    );
+    // Past it: every stream is heavy (16+), and they are promoted.
+    for round in 9..20u8 {
+        for view in &views {
+            store
+                .append(
+                    Arc::clone(view),
+                    None,
+                    append(1),
+                    Bytes::from(vec![b'a' + round]),
+                )
+                .await
+                .unwrap();
+        }
+    }
+    // The promoter writes the files on its own thread: wait for the first.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while files() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "heavy streams were promoted into their own files"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let expected: Vec<u8> = (0..20u8).map(|r| b'a' + r).collect();
+    for view in &views {
+        assert_eq!(&view.read(0, 20).await.unwrap()[..], &expected[..]);
+    }
+    store.shutdown().await;
+}

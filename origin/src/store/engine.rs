@@ -16,7 +16,9 @@
 //!   paths to views: a key and a pointer each, 24 B a slot, at a load of
 //!   48–96 % (about 50 B per stream each at a million).
 //! - [`Warm`](super::warm::Warm)'s extents (24 B each, allocated one at a
-//!   time, at most 32) and its memory copy of the newest bytes (all streams
+//!   time up to 16; a stream keeps more, up to 256, only while all streams
+//!   together hold fewer than `StoreConfig::max_log_extents`, 2 million or
+//!   48 MB) and its memory copy of the newest bytes (all streams
 //!   together within `StoreConfig::buffered_bytes_limit`, 64 MiB: 67 B per
 //!   stream at a million, nothing when idle for long), and an 8 B id in
 //!   [`Engine::by_segment`] per extent.
@@ -54,6 +56,8 @@ pub struct Applied {
     pub released: u64,
     /// Whether the stream now wants its own file.
     pub promote: bool,
+    /// Whether it just reached `warm::HEAVY_EXTENTS`.
+    pub heavy: bool,
 }
 
 /// Where a record's payload is in the log, and the writer batch that
@@ -86,6 +90,7 @@ impl Entry {
             applied.released = warm.push(e, payload, keep);
             applied.kept = if keep { payload.len() as u64 } else { 0 };
             applied.promote = warm.wants_promotion();
+            applied.heavy = warm.became_heavy();
         }
         self.core.apply(effect);
         applied
@@ -127,6 +132,8 @@ pub struct Engine {
     /// extent, so with repeats; stale once a stream moved on), so that
     /// cleaning a segment looks at its streams, not at every stream.
     pub by_segment: FastMap<u64, Vec<u64>>,
+    /// Extents of all streams together (see `warm::HEAVY_EXTENTS`).
+    pub extents_total: u64,
     /// Content types, one copy each for all the streams of that type (most
     /// streams share a handful), up to [`INTERNED_TYPES`]; rarer ones past
     /// that keep a copy of their own.
@@ -146,6 +153,7 @@ impl Engine {
             disk,
             pins: FastMap::default(),
             by_segment: FastMap::default(),
+            extents_total: 0,
             types: super::FastSet::default(),
         }
     }
@@ -214,6 +222,7 @@ impl Engine {
 
     /// Stream `id` has an extent in `e`'s segment.
     pub fn pin(&mut self, e: &Extent, id: u64) {
+        self.extents_total += 1;
         *self.pins.entry(e.segment).or_default() += 1;
         let ids = self.by_segment.entry(e.segment).or_default();
         if ids.last() != Some(&id) {
@@ -230,6 +239,7 @@ impl Engine {
                 e.segment
             );
             if let Some(n) = self.pins.get_mut(&e.segment) {
+                self.extents_total -= 1;
                 *n -= 1;
                 if *n == 0 {
                     self.pins.remove(&e.segment);

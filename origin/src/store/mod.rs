@@ -112,6 +112,9 @@ pub struct StoreConfig {
     /// bytes keep on disk, in bytes, before the oldest is cleaned (its
     /// streams promoted into their own files; see `writer::cleaning`).
     pub log_retain_bytes: u64,
+    /// Log extents of all streams together (24 B each) past which streams
+    /// with 16 or more are promoted into their own files (see `warm`).
+    pub max_log_extents: u64,
 }
 
 /// When an append is acknowledged.
@@ -148,6 +151,7 @@ impl StoreConfig {
             gc_grace: Duration::from_secs(60),
             open_files: 0,
             log_retain_bytes: 1024 * 1024 * 1024,
+            max_log_extents: 2_000_000,
         }
     }
 

@@ -8,7 +8,8 @@
 //! a million streams touched round-robin was one file write per append (see
 //! `docs/decisions/0007-stream-layout.md`). A stream gets its bytes copied
 //! into its own file ("promoted") only once it has gathered
-//! [`PROMOTE_BYTES`] or [`MAX_EXTENTS`] appends since the last time, or when
+//! [`PROMOTE_BYTES`] or [`MAX_EXTENTS`] appends since the last time (or
+//! [`HEAVY_EXTENTS`] once all streams hold too many extents), or when
 //! the log segment holding them is to be cleaned; either way the copy is
 //! amortised over many appends.
 //!
@@ -38,10 +39,15 @@ pub const HOT_BATCHES: u64 = 16;
 /// A stream is promoted into its own file once this much of it is only in
 /// the log...
 pub const PROMOTE_BYTES: u64 = 64 * 1024;
-/// ...or once it has this many extents (which bounds their memory: 24 bytes
-/// each, 768 B at most for a stream that went idle just before; 16 cost a
-/// quarter more appends/s at 15,000 streams, in file creations).
-pub const MAX_EXTENTS: usize = 32;
+/// ...or once it has this many extents (24 bytes each: 6 KiB at most)...
+pub const MAX_EXTENTS: usize = 256;
+/// ...or, with this many, once all streams' extents together pass
+/// `StoreConfig::max_log_extents` (the writer promotes these "heavy" streams
+/// then). So an idle stream keeps at most 16 extents (384 B) for long, and
+/// a stream written with small appends gets its file per 64 KiB rather
+/// than per 16 appends: creating files was the cost (a new inode each; at
+/// 15,000 streams promoted per 16 appends, a third fewer appends/s).
+pub const HEAVY_EXTENTS: usize = 16;
 
 #[derive(Debug, Default)]
 pub struct Warm {
@@ -102,10 +108,12 @@ impl Warm {
         if bytes.is_empty() {
             return 0;
         }
-        // One slot at a time: an idle stream keeps the few it has, not a
-        // vector's doubled capacity (at most `MAX_EXTENTS`, so the copies
-        // cost little).
-        self.extents.reserve_exact(1);
+        // One slot at a time up to a heavy stream's count: an idle stream
+        // keeps the few it has, not a vector's doubled capacity; past it the
+        // vector grows as vectors do.
+        if self.extents.len() < HEAVY_EXTENTS {
+            self.extents.reserve_exact(1);
+        }
         self.extents.push(extent);
         self.end = extent.end();
         if keep {
@@ -132,6 +140,11 @@ impl Warm {
     /// Whether the stream should be promoted into its own file.
     pub fn wants_promotion(&self) -> bool {
         self.end - self.file_len >= PROMOTE_BYTES || self.extents.len() >= MAX_EXTENTS
+    }
+
+    /// Whether the stream has just become heavy (see [`HEAVY_EXTENTS`]).
+    pub fn became_heavy(&self) -> bool {
+        self.extents.len() == HEAVY_EXTENTS
     }
 
     /// Drops the memory copy; returns the bytes released.

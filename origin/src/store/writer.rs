@@ -172,6 +172,9 @@ pub struct Writer {
     promoting: super::FastSet<u64>,
     /// Batches so far (from 1; see `warm::HOT_BATCHES`).
     batches: u64,
+    /// Streams with `warm::HEAVY_EXTENTS` extents or more, promoted once
+    /// all streams' extents pass `StoreConfig::max_log_extents`.
+    heavy: super::FastSet<u64>,
     /// Streams changed since the last checkpoint (by id; gone ones were
     /// deleted): the next checkpoint writes only these.
     touched: super::FastSet<u64>,
@@ -227,6 +230,7 @@ impl Writer {
             promoter: None,
             promoting: super::FastSet::default(),
             batches: 1,
+            heavy: super::FastSet::default(),
             touched: super::FastSet::default(),
             expiry: expiry::ExpiryQueue::default(),
             cleaning: cleaning::Cleaning::default(),
@@ -263,6 +267,9 @@ impl Writer {
         self.cleaning.sizes = sizes;
         for entry in self.engine.entries.values() {
             self.expiry.schedule(&entry.core.config, entry.core.id, now);
+            if entry.view.warm.lock().extents().len() >= super::warm::HEAVY_EXTENTS {
+                self.heavy.insert(entry.core.id);
+            }
         }
     }
 
@@ -677,6 +684,9 @@ impl Writer {
                 let sealed = entry.core.sealed;
                 if let Some(e) = &applied.extent {
                     self.engine.pin(e, id);
+                }
+                if applied.heavy {
+                    self.heavy.insert(id);
                 }
                 self.touched.insert(id);
                 self.in_memory(&view, &applied);

@@ -50,6 +50,7 @@ impl Writer {
             self.promote(&view);
         }
         self.clean_some();
+        self.promote_heavy();
         if self.memory_total > self.config.buffered_bytes_limit {
             // A fresh map: the old one's capacity is not kept for idle
             // streams.
@@ -57,6 +58,27 @@ impl Writer {
                 view.drop_memory();
             }
             self.memory_total = 0;
+        }
+    }
+
+    /// When all streams' extents passed their bound, promotes the heavy
+    /// streams (1,024 per batch); the promotions bring the total down.
+    fn promote_heavy(&mut self) {
+        if self.engine.extents_total <= self.config.max_log_extents {
+            return;
+        }
+        let batch: Vec<u64> = self
+            .heavy
+            .iter()
+            .take(super::cleaning::CLEAN_PER_BATCH)
+            .copied()
+            .collect();
+        for id in batch {
+            self.heavy.remove(&id);
+            let view = self.engine.entry_by_id(id).map(|e| Arc::clone(&e.view));
+            if let Some(view) = view {
+                self.promote(&view);
+            }
         }
     }
 
@@ -95,6 +117,7 @@ impl Writer {
     /// segments may go), the memory copy below it released.
     pub(super) fn promoted(&mut self, id: u64, through: Option<u64>, written: u64) {
         self.promoting.remove(&id);
+        self.heavy.remove(&id);
         let Some(through) = through else {
             self.metrics.promotion_failed();
             return;
@@ -109,6 +132,9 @@ impl Writer {
             return;
         };
         let (gone, released) = view.promoted_through(through);
+        if view.warm.lock().extents().len() >= super::super::warm::HEAVY_EXTENTS {
+            self.heavy.insert(id);
+        }
         self.engine.unpin(&gone);
         self.memory_total -= released.min(self.memory_total);
         if view.memory_len() == 0 {
