@@ -126,38 +126,14 @@ async fn heavy_streams_are_promoted_once_all_extents_pass_their_bound() {
             .count()
     };
     // 20 streams × 9 appends: 180 extents, within the bound: no file.
-    for round in 0..9u8 {
-        for view in &views {
-            store
-                .append(
-                    Arc::clone(view),
-                    None,
-                    append(1),
-                    Bytes::from(vec![b'a' + round]),
-                )
-                .await
-                .unwrap();
-        }
-    }
+    append_rounds(&store, &views, 0..9).await;
     assert_eq!(
         files(),
         0,
         "within the bound, small streams stay in the log"
     );
     // Past it: every stream is heavy (16+), and they are promoted.
-    for round in 9..20u8 {
-        for view in &views {
-            store
-                .append(
-                    Arc::clone(view),
-                    None,
-                    append(1),
-                    Bytes::from(vec![b'a' + round]),
-                )
-                .await
-                .unwrap();
-        }
-    }
+    append_rounds(&store, &views, 9..20).await;
     // The promoter writes the files on its own thread: wait for the first.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while files() == 0 {
@@ -172,4 +148,25 @@ async fn heavy_streams_are_promoted_once_all_extents_pass_their_bound() {
         assert_eq!(&view.read(0, 20).await.unwrap()[..], &expected[..]);
     }
     store.shutdown().await;
+}
+
+/// One byte (`a` + round) appended to every stream, round by round.
+async fn append_rounds(
+    store: &Store,
+    views: &[Arc<origin::store::StreamView>],
+    rounds: std::ops::Range<u8>,
+) {
+    for round in rounds {
+        for view in views {
+            store
+                .append(
+                    Arc::clone(view),
+                    None,
+                    append(1),
+                    Bytes::from(vec![b'a' + round]),
+                )
+                .await
+                .unwrap();
+        }
+    }
 }
