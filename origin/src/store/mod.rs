@@ -266,6 +266,11 @@ impl Store {
         let gc_grace = config.gc_grace;
         let data = config.data.clone();
         let invalidations = Arc::new(invalidations::Invalidations::default());
+        let (promotions, promoter_jobs) = std::sync::mpsc::channel();
+        let promoter_writer = tx.clone();
+        std::thread::Builder::new()
+            .name("promoter".into())
+            .spawn(move || promoter::run(promoter_jobs, promoter_writer))?;
         let mut writer = Writer::new(
             engine,
             wal,
@@ -273,6 +278,7 @@ impl Store {
             config,
             metrics,
             Arc::clone(&publisher),
+            promotions,
         );
         writer.invalidations = Some(Arc::clone(&invalidations));
         writer.replayed_bytes = report.bytes_replayed;
@@ -303,12 +309,6 @@ impl Store {
             }
             writer.hand_over_seals();
         }
-        let (promotions, promoter_jobs) = std::sync::mpsc::channel();
-        let promoter_writer = tx.clone();
-        std::thread::Builder::new()
-            .name("promoter".into())
-            .spawn(move || promoter::run(promoter_jobs, promoter_writer))?;
-        writer.promoter = Some(promotions);
         let handle = std::thread::Builder::new()
             .name("wal-writer".into())
             .spawn(move || writer.run(rx))?;

@@ -173,6 +173,21 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) -> usize {
     out.len() - payload_len(record)
 }
 
+impl Record {
+    /// The stream the record changes.
+    pub fn stream_id(&self) -> u64 {
+        match self {
+            Record::Create(c, _) => c.id,
+            Record::Append { id, .. }
+            | Record::Delete { id, .. }
+            | Record::Sealed { id, .. }
+            | Record::Snapshot { id, .. }
+            | Record::Retain { id, .. }
+            | Record::Visibility { id, .. } => *id,
+        }
+    }
+}
+
 /// The bytes of a record's payload (the end of its body).
 pub fn payload_len(record: &Record) -> usize {
     match record {

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use super::checkpoint;
 use super::engine::{Engine, LogPos};
 use super::layout;
-use super::record::{self, Record};
+use super::record;
 use super::view::Disk;
 use super::wal::{self, Wal};
 use super::FastSet;
@@ -96,9 +96,7 @@ pub fn recover(
                         pos: (at + used - record::payload_len(&rec)) as u64,
                         batch: 0,
                     };
-                    if let Some(id) = stream_of(&rec) {
-                        touched.insert(id);
-                    }
+                    touched.insert(rec.stream_id());
                     engine.replay(rec, now, pos)?;
                     at += used;
                     report.records_replayed += 1;
@@ -148,19 +146,6 @@ pub fn recover(
         report,
         touched,
         segment_sizes,
-    })
-}
-
-/// The stream a record changes.
-fn stream_of(rec: &Record) -> Option<u64> {
-    Some(match rec {
-        Record::Create(c, _) => c.id,
-        Record::Append { id, .. }
-        | Record::Delete { id, .. }
-        | Record::Sealed { id, .. }
-        | Record::Snapshot { id, .. }
-        | Record::Retain { id, .. }
-        | Record::Visibility { id, .. } => *id,
     })
 }
 

@@ -168,8 +168,8 @@ pub struct Writer {
     memory_total: u64,
     /// Streams to promote into their own files after this batch.
     to_promote: Vec<Arc<StreamView>>,
-    /// Where promotions go (see `promoter`; none: done on this thread).
-    pub promoter: Option<std::sync::mpsc::Sender<super::promoter::Job>>,
+    /// Where promotions go (see `promoter`).
+    promoter: std::sync::mpsc::Sender<super::promoter::Job>,
     /// Streams handed to the promoter and not yet back.
     promoting: super::FastSet<u64>,
     /// Batches so far (from 1; see `warm::HOT_BATCHES`).
@@ -215,6 +215,7 @@ impl Writer {
         config: StoreConfig,
         metrics: Arc<Metrics>,
         publisher: Arc<Publisher>,
+        promoter: std::sync::mpsc::Sender<super::promoter::Job>,
     ) -> Self {
         Writer {
             engine,
@@ -229,7 +230,7 @@ impl Writer {
             in_memory: FastMap::default(),
             memory_total: 0,
             to_promote: Vec::new(),
-            promoter: None,
+            promoter,
             promoting: super::FastSet::default(),
             batches: 1,
             heavy: super::FastSet::default(),

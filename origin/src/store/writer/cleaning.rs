@@ -91,15 +91,7 @@ impl Writer {
         }
         let at = self.cleaning.left.len().saturating_sub(CLEAN_PER_BATCH);
         let batch = self.cleaning.left.split_off(at);
-        for id in batch {
-            let view = self
-                .engine
-                .entry_by_id(id)
-                .map(|e| std::sync::Arc::clone(&e.view));
-            if let Some(view) = view {
-                self.promote(&view);
-            }
-        }
+        self.promote_ids(batch);
         if self.cleaning.left.is_empty() {
             self.cleaning.segment = None;
         }

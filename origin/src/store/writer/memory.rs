@@ -73,18 +73,14 @@ impl Writer {
             .take(super::cleaning::CLEAN_PER_BATCH)
             .copied()
             .collect();
-        for id in batch {
-            self.heavy.remove(&id);
-            let view = self.engine.entry_by_id(id).map(|e| Arc::clone(&e.view));
-            if let Some(view) = view {
-                self.promote(&view);
-            }
+        for id in &batch {
+            self.heavy.remove(id);
         }
+        self.promote_ids(batch);
     }
 
-    /// Has a stream's log-only bytes copied into its own file: by the
-    /// promoter, once at a time per stream (on this thread when there is
-    /// none).
+    /// Has a stream's log-only bytes copied into its own file by the
+    /// promoter, once at a time per stream.
     pub(super) fn promote(&mut self, view: &Arc<StreamView>) {
         // Deleted since (its extents were unpinned with it; a path created
         // again is another stream, with another id).
@@ -93,22 +89,17 @@ impl Writer {
         }
         // Called between batches: every byte logged so far is durable.
         let through = view.logged_end();
-        match &self.promoter {
-            Some(promoter) => {
-                if promoter.send((Arc::clone(view), through)).is_ok() {
-                    self.promoting.insert(view.id);
-                }
-            }
-            None => {
-                let (through, written) = match view.promote(through) {
-                    Ok(written) => (Some(through), written),
-                    Err(e) => {
-                        tracing::warn!(stream = %view.path, error = %e, "could not copy a stream's bytes into its file; they stay in the log");
-                        (None, 0)
-                    }
-                };
-                self.promoting.insert(view.id);
-                self.promoted(view.id, through, written);
+        if self.promoter.send((Arc::clone(view), through)).is_ok() {
+            self.promoting.insert(view.id);
+        }
+    }
+
+    /// Promotes the streams with these ids that still exist.
+    pub(super) fn promote_ids(&mut self, ids: impl IntoIterator<Item = u64>) {
+        for id in ids {
+            let view = self.engine.entry_by_id(id).map(|e| Arc::clone(&e.view));
+            if let Some(view) = view {
+                self.promote(&view);
             }
         }
     }
