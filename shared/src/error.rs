@@ -26,6 +26,9 @@ pub enum ErrorCode {
     SnapshotConflict,
     PreconditionFailed,
     Gone,
+    /// 410: the stream was deleted, and forks of it still read its bytes
+    /// (its path is taken until they go).
+    StreamDeleted,
     PayloadTooLarge,
     RangeNotSatisfiable,
     /// 401: missing, unknown, expired or revoked credential.
@@ -58,6 +61,7 @@ impl ErrorCode {
             ErrorCode::ProducerEpochStale => "PRODUCER_EPOCH_STALE",
             ErrorCode::PreconditionFailed => "INCARNATION_MISMATCH",
             ErrorCode::Gone => "OFFSET_TRIMMED",
+            ErrorCode::StreamDeleted => "STREAM_DELETED",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
             ErrorCode::RangeNotSatisfiable => "RANGE_NOT_SATISFIABLE",
             ErrorCode::Unauthorized => "UNAUTHORIZED",
@@ -86,7 +90,7 @@ impl ErrorCode {
             | ErrorCode::StreamSeqConflict
             | ErrorCode::ProducerSeqConflict
             | ErrorCode::SnapshotConflict => 409,
-            ErrorCode::Gone => 410,
+            ErrorCode::Gone | ErrorCode::StreamDeleted => 410,
             ErrorCode::PreconditionFailed => 412,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::RangeNotSatisfiable => 416,

@@ -18,6 +18,10 @@ pub const STREAM_SNAPSHOT_OFFSET: HeaderName = HeaderName::from_static("stream-s
 pub const STREAM_SNAPSHOT_DIGEST: HeaderName = HeaderName::from_static("stream-snapshot-digest");
 pub const STREAM_IMMUTABLE: HeaderName = HeaderName::from_static("stream-immutable");
 /// `true`: anyone may read the stream without a credential.
+/// The fork headers of a `PUT` (protocol §4.2): request-only.
+pub const STREAM_FORKED_FROM: HeaderName = HeaderName::from_static("stream-forked-from");
+pub const STREAM_FORK_OFFSET: HeaderName = HeaderName::from_static("stream-fork-offset");
+pub const STREAM_FORK_SUB_OFFSET: HeaderName = HeaderName::from_static("stream-fork-sub-offset");
 pub const STREAM_PUBLIC: HeaderName = HeaderName::from_static("stream-public");
 /// Publish only if the latest snapshot has this digest.
 pub const STREAM_SNAPSHOT_MATCH: HeaderName = HeaderName::from_static("stream-snapshot-match");

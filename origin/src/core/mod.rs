@@ -7,6 +7,7 @@
 //! a stream after a crash is the stream before it.
 
 pub mod config;
+pub mod fork;
 pub mod invalidation_log;
 pub mod json;
 pub mod producer;

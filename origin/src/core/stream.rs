@@ -43,6 +43,14 @@ pub struct StreamCore {
     /// The latest published snapshot (boxed: most streams have none).
     #[serde(default)]
     pub snapshot: Option<Box<super::snapshot::SnapshotMeta>>,
+    /// Set on a fork: the source whose bytes `[0, at)` it reads (boxed:
+    /// most streams are not forks).
+    #[serde(default)]
+    pub fork: Option<Box<super::fork::ForkOf>>,
+    /// Deleted (or expired) while forks still read it: its path answers
+    /// 410 until the last of them goes (see `core::fork`).
+    #[serde(default)]
+    pub soft_deleted: bool,
 }
 
 /// An append as the writer loop sees it: headers already parsed, the body
@@ -112,6 +120,8 @@ impl StreamCore {
             sealed: 0,
             retained: 0,
             snapshot: None,
+            fork: None,
+            soft_deleted: false,
         }
     }
 

@@ -45,9 +45,7 @@ async fn run(state: &Shared, path: &str, req: Request) -> Result<Response<Body>,
     let content_type = request::text(headers, &http::header::CONTENT_TYPE)?
         .filter(|c| !c.trim().is_empty())
         .map(str::to_owned);
-    let Some(view) = state.store.get(path) else {
-        return Err(ApiError::NotFound);
-    };
+    let view = state.store.find(path)?;
     let body = read_body(state, req).await?;
     if body.bytes.is_empty() && !close {
         return Err(ApiError::Invalid(

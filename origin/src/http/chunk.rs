@@ -75,7 +75,7 @@ pub fn open_cacheable(
             "{token:?} is not an incarnation token this server gives"
         )));
     }
-    let view = state.store.get(stream).ok_or(ApiError::NotFound)?;
+    let view = state.store.find(stream)?;
     if *view.incarnation != *token {
         return Err(ApiError::Store(StoreError::IncarnationMismatch {
             current: view.incarnation.to_string(),

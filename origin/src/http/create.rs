@@ -13,6 +13,7 @@ use shared::paths::validate_stream_path;
 
 use super::body::read_body;
 use super::error::ApiError;
+use super::fork;
 use super::reading::{set, stream_headers};
 use super::request;
 use super::Shared;
@@ -28,16 +29,18 @@ pub async fn create(state: Shared, path: String, req: Request) -> Response<Body>
 async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body>, ApiError> {
     validate_stream_path(&path).map_err(|why| ApiError::bad(why.to_owned()))?;
     let headers = req.headers();
-    let content_type = match request::text(headers, &http::header::CONTENT_TYPE)? {
+    let sent_type = match request::text(headers, &http::header::CONTENT_TYPE)? {
         Some(ct) if !ct.trim().is_empty() => {
             if !content_type::is_valid(ct) {
                 return Err(ApiError::bad(format!("{ct:?} is not a media type")));
             }
-            ct.to_owned()
+            Some(ct.to_owned())
         }
-        _ => "application/octet-stream".to_owned(),
+        _ => None,
     };
     let expiry = request::expiry(headers)?;
+    let fork = fork::request(headers, sent_type.as_deref(), expiry)?;
+    let content_type = sent_type.unwrap_or_else(|| "application/octet-stream".to_owned());
     let closed = request::stream_closed(headers);
     let public = match request::text(headers, &h::STREAM_PUBLIC)? {
         None => None,
@@ -55,12 +58,21 @@ async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body
         .unwrap_or("localhost")
         .to_owned();
     let body = read_body(state, req).await?;
+    let plan = match fork {
+        Some(f) => Some(fork::plan(state, f).await?),
+        None => None,
+    };
+    // A fork's content type is its source's.
+    let json = match plan.as_ref().and_then(|p| p.resolved.as_ref()) {
+        Some(r) => r.config.is_json(),
+        None => content_type::is_json(&content_type),
+    };
     let config = StreamConfig {
         content_type: content_type.into(),
         expiry,
         public: public.unwrap_or(false),
     };
-    let payload = if config.is_json() && !body.bytes.is_empty() {
+    let payload = if json && !body.bytes.is_empty() {
         Bytes::from(
             json::to_ndjson(&body.bytes, true)
                 .map_err(|e| ApiError::Invalid(ErrorCode::InvalidJson, e.to_string()))?,
@@ -69,10 +81,20 @@ async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body
         body.bytes.clone()
     };
     let len = payload.len();
-    let created = state
-        .store
-        .create(path.clone(), config, closed, payload)
-        .await?;
+    let created = match plan {
+        Some(plan) => {
+            state
+                .store
+                .fork(path.clone(), plan, closed, payload)
+                .await?
+        }
+        None => {
+            state
+                .store
+                .create(path.clone(), config, closed, payload)
+                .await?
+        }
+    };
     if created.created {
         state.metrics.appended(len);
     } else if let Some(p) = public.filter(|p| *p != created.view.is_public()) {

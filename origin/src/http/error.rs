@@ -8,6 +8,7 @@ use shared::error::{ErrorBody, ErrorCode};
 use shared::headers as h;
 use shared::offset::Offset;
 
+use crate::core::fork::ForkRefusal;
 use crate::core::producer::ProducerRefusal;
 use crate::core::snapshot::{RetainRefusal, SnapshotRefusal};
 use crate::core::stream::AppendRefusal;
@@ -193,6 +194,26 @@ fn store_error(e: StoreError) -> Response<Body> {
         }
         StoreError::Refused { refusal, tail } => refusal_response(refusal, &tail),
         StoreError::SnapshotRefused(refusal) => snapshot_refusal(refusal),
+        StoreError::SoftDeleted => error_response(
+            ErrorCode::StreamDeleted,
+            "the stream was deleted; forks of it still read its bytes, and its path is taken until they go",
+        ),
+        StoreError::ForkSourceDeleted => error_response(
+            ErrorCode::StreamExists,
+            "the fork's source was deleted (forks of it still read it, but no new fork can be made)",
+        ),
+        StoreError::ForkRefused(ForkRefusal::ContentTypeMismatch { source }) => error_response(
+            ErrorCode::ContentTypeMismatch,
+            format!("a fork has its source's content type, {source:?}"),
+        ),
+        StoreError::ForkRefused(ForkRefusal::BeyondTail { tail }) => {
+            let mut r = error_response(
+                ErrorCode::InvalidOffset,
+                "the fork point is past the source's end",
+            );
+            set(&mut r, h::STREAM_NEXT_OFFSET, Offset(tail));
+            r
+        }
         StoreError::RetainRefused(RetainRefusal::NotLatestSnapshot) => error_response(
             ErrorCode::SnapshotNotFound,
             "retention advances only to the latest snapshot's offset",

@@ -15,8 +15,9 @@ use super::Shared;
 use crate::core::config::Expiry;
 
 pub async fn head(state: Shared, path: String, req: Request) -> Response<Body> {
-    let Some(view) = state.store.get(&path) else {
-        return ApiError::NotFound.into_response();
+    let view = match state.store.find(&path) {
+        Ok(view) => view,
+        Err(e) => return ApiError::from(e).into_response(),
     };
     if let Err(e) = check_incarnation(&view, req.headers()) {
         return e.into_response();

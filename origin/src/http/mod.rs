@@ -11,6 +11,7 @@ pub mod chunk;
 pub mod create;
 pub mod delete;
 pub mod error;
+pub mod fork;
 pub mod head;
 pub mod invalidations;
 pub mod long_poll;
@@ -192,7 +193,18 @@ async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
         || req.headers().contains_key(http::header::ORIGIN);
     let credentialed = req.headers().contains_key(http::header::AUTHORIZATION);
     let target = classify(path);
-    if let Some((stream, access)) = shared::auth::request_access(&target, &method) {
+    // A fork reads its source: the credential must reach it too (checked
+    // first, so the caller kept is the target's).
+    let source = (method == Method::PUT)
+        .then(|| req.headers().get(&shared::headers::STREAM_FORKED_FROM))
+        .flatten()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let checks = source
+        .as_deref()
+        .map(|s| (s, shared::auth::Access::Read))
+        .into_iter()
+        .chain(shared::auth::request_access(&target, &method));
+    for (stream, access) in checks {
         if let Err(refused) = admit(&state, &mut req, stream, access) {
             let mut refused = *refused;
             state.metrics.request("refused", refused.status().as_u16());

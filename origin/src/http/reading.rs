@@ -93,7 +93,7 @@ pub fn open_for_read(
     path: &str,
     headers: &HeaderMap,
 ) -> Result<Arc<StreamView>, ApiError> {
-    let view = state.store.get(path).ok_or(ApiError::NotFound)?;
+    let view = state.store.find(path)?;
     check_incarnation(&view, headers)?;
     view.touch(state.store.clock().now_ms());
     Ok(view)

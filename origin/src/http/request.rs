@@ -63,7 +63,7 @@ pub fn incarnation(headers: &HeaderMap) -> Result<Option<String>, ApiError> {
 }
 
 /// A non-negative decimal integer without sign, leading zeros or exponent.
-fn strict_uint(s: &str) -> Option<u64> {
+pub fn strict_uint(s: &str) -> Option<u64> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) || (s.len() > 1 && s.starts_with('0'))
     {
         return None;

@@ -113,7 +113,7 @@ fn open(
     stream: &str,
     req: &Request,
 ) -> Result<std::sync::Arc<StreamView>, ApiError> {
-    let view = state.store.get(stream).ok_or(ApiError::NotFound)?;
+    let view = state.store.find(stream)?;
     check_incarnation(&view, req.headers())?;
     Ok(view)
 }

@@ -8,7 +8,9 @@
 //! of RSS per stream at a million streams of 200 B each, all of it below):
 //! - [`StreamView`] (240 B + its `Arc`, a 256 B allocation): what readers
 //!   see. Its tail watch is one more allocation (~96 B).
-//! - [`Entry`] (184 B, boxed): the writer's [`StreamCore`] and the view.
+//! - [`Entry`] (192 B, boxed, a 192 B allocation): the writer's
+//!   [`StreamCore`] and the view. A fork's link to its source is one more
+//!   boxed 32 B (and 24 B in its view), only on forks.
 //! - The path (one `Arc<str>` shared by the core, the view and all three
 //!   maps), the incarnation (one `Arc<str>`), the content type (interned:
 //!   shared by all streams of a type).
@@ -37,7 +39,7 @@ use super::FastMap;
 use super::layout;
 use super::record::{CreateRecord, Record};
 use super::saved::{Extent, SavedStream};
-use super::view::{Disk, StreamView, Tail};
+use super::view::{Disk, Inherited, StreamView, Tail};
 use super::warm::Warm;
 use crate::core::stream::{AppendEffect, StreamCore};
 use crate::core::Millis;
@@ -138,6 +140,18 @@ pub struct Engine {
     /// streams share a handful), up to [`INTERNED_TYPES`]; rarer ones past
     /// that keep a copy of their own.
     types: super::FastSet<Arc<str>>,
+    /// Per stream that has forks: how many (soft-deleted ones included,
+    /// since they still read it). Rebuilt from the forks at recovery.
+    pub forks: FastMap<u64, u32>,
+}
+
+/// What deleting a stream did.
+pub enum Deletion {
+    /// Forks still read it: it stays, soft-deleted (see `core::fork`).
+    Soft(Arc<StreamView>),
+    /// Removed: the stream, then each source it was the last fork of that
+    /// was soft-deleted, removed with it.
+    Removed(Vec<Box<Entry>>),
 }
 
 /// Distinct content types shared (see [`Engine::types`]).
@@ -155,6 +169,7 @@ impl Engine {
             by_segment: FastMap::default(),
             extents_total: 0,
             types: super::FastSet::default(),
+            forks: FastMap::default(),
         }
     }
 
@@ -179,7 +194,21 @@ impl Engine {
 
     fn insert(&mut self, mut core: StreamCore, warm: Warm, now: Millis) {
         core.config.content_type = self.intern(&core.config.content_type);
-        let view = Arc::new(StreamView::new(&core, warm, now, Arc::clone(&self.disk)));
+        let inherited = core.fork.as_deref().and_then(|f| {
+            *self.forks.entry(f.source).or_default() += 1;
+            let parent = self.view_by_id(f.source);
+            if parent.is_none() {
+                tracing::error!(stream = %core.path, source = f.source, "a fork's source is missing; its inherited bytes cannot be read");
+            }
+            parent.map(|parent| Inherited { parent, at: f.at })
+        });
+        let view = Arc::new(StreamView::new(
+            &core,
+            warm,
+            now,
+            Arc::clone(&self.disk),
+            inherited,
+        ));
         let gone = view.forget_sealed(core.sealed);
         self.unpin(&gone);
         self.next_id = self.next_id.max(core.id + 1);
@@ -188,20 +217,35 @@ impl Engine {
             .insert(core.path.clone(), Box::new(Entry { core, view }));
     }
 
+    fn view_by_id(&self, id: u64) -> Option<Arc<StreamView>> {
+        let path = self.paths_by_id.get(&id)?;
+        self.entries.get(path).map(|e| Arc::clone(&e.view))
+    }
+
     /// Creates a stream with its initial body, logged at `at`. No file is
     /// made: its bytes stay in the log until it outgrows it (see `warm`).
+    /// A fork starts at its fork point: its bytes before it are its
+    /// source's, and its chunks before the grid boundary below it are its
+    /// source's too (the chunk across that boundary is the fork's own,
+    /// sealed with the source's bytes it holds).
     pub fn create(&mut self, rec: &CreateRecord, payload: &Bytes, now: Millis, at: LogPos) {
-        let core = StreamCore::new(
+        let mut core = StreamCore::new(
             rec.id,
             rec.path.as_str().into(),
             rec.incarnation.as_str().into(),
             rec.config.clone(),
             rec.created_at,
         );
+        if let Some(f) = rec.fork {
+            core.len = f.at;
+            core.sealed = f.at - f.at % shared::offset::CHUNK_BYTES;
+            core.fork = Some(Box::new(f));
+        }
+        let start = core.len;
         // A stale file of a create that was lost in a crash (ids are given
         // again then) must not show: the first promotion writes from 0.
         self.disk.files.forget(rec.id);
-        self.insert(core, Warm::new(0, Vec::new()), now);
+        self.insert(core, Warm::new(start, Vec::new()), now);
         self.append(&rec.path, &rec.initial, payload, at);
         // Not yet visible to readers (the writer registers it after commit).
         let entry = &self.entries[rec.path.as_str()];
@@ -249,11 +293,49 @@ impl Engine {
         }
     }
 
-    /// Removes a stream from the table. Its file stays until the delete is
-    /// durable ([`Engine::remove_file`]); open handles keep reading it.
-    pub fn delete(&mut self, path: &str) -> Option<Box<Entry>> {
+    /// Deletes a stream: soft when forks still read it, else it is removed
+    /// from the table, and with it each soft-deleted source it was the last
+    /// fork of. Nothing for a missing or already soft-deleted stream. A
+    /// removed stream's file stays until the delete is durable
+    /// ([`Engine::remove_file`]); open handles keep reading it.
+    pub fn delete(&mut self, path: &str) -> Option<Deletion> {
+        let entry = self.entries.get_mut(path)?;
+        if entry.core.soft_deleted {
+            return None;
+        }
+        if self.forks.get(&entry.core.id).is_some_and(|n| *n > 0) {
+            entry.core.soft_deleted = true;
+            return Some(Deletion::Soft(Arc::clone(&entry.view)));
+        }
+        let mut removed = vec![self.remove(path)?];
+        while let Some(source) = removed
+            .last()
+            .and_then(|e| e.core.fork.as_deref())
+            .map(|f| f.source)
+        {
+            let Some(n) = self.forks.get_mut(&source) else {
+                break;
+            };
+            *n -= 1;
+            if *n > 0 {
+                break;
+            }
+            self.forks.remove(&source);
+            let Some(path) = self.paths_by_id.get(&source).cloned() else {
+                break;
+            };
+            if !self.entries[&path].core.soft_deleted {
+                break;
+            }
+            removed.extend(self.remove(&path));
+        }
+        Some(Deletion::Removed(removed))
+    }
+
+    fn remove(&mut self, path: &str) -> Option<Box<Entry>> {
         let entry = self.entries.remove(path)?;
         self.paths_by_id.remove(&entry.core.id);
+        self.forks.remove(&entry.core.id);
         let extents = entry.view.warm.lock().extents().to_vec();
         self.unpin(&extents);
         Some(entry)
@@ -280,7 +362,7 @@ impl Engine {
             Record::Create(rec, payload) => {
                 if let Some(old) = self.entries.get(rec.path.as_str()) {
                     let old = old.core.path.clone();
-                    self.delete(&old);
+                    self.remove(&old);
                 }
                 self.create(&rec, &payload, now, at);
                 Ok(())
@@ -358,8 +440,9 @@ mod tests {
             "{}",
             size_of::<super::StreamView>()
         );
+        // 192: mimalloc's size class that 184 fell in already.
         assert!(
-            size_of::<super::Entry>() <= 184,
+            size_of::<super::Entry>() <= 192,
             "{}",
             size_of::<super::Entry>()
         );

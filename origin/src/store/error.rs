@@ -1,6 +1,7 @@
 //! What a store operation can answer besides success.
 
 use super::view::Tail;
+use crate::core::fork::ForkRefusal;
 use crate::core::snapshot::{RetainRefusal, SnapshotRefusal};
 use crate::core::stream::AppendRefusal;
 
@@ -23,4 +24,12 @@ pub enum StoreError {
     SnapshotRefused(SnapshotRefusal),
     #[error("retention refused: {0:?}")]
     RetainRefused(RetainRefusal),
+    /// The stream was deleted while forks still read it (410).
+    #[error("the stream was deleted; forks of it still read its bytes")]
+    SoftDeleted,
+    /// A fork of a stream that was deleted (409).
+    #[error("the fork's source was deleted")]
+    ForkSourceDeleted,
+    #[error("fork refused: {0:?}")]
+    ForkRefused(ForkRefusal),
 }

@@ -58,6 +58,25 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::Clock;
 use crate::core::config::StreamConfig;
+use crate::core::fork::ForkRequest;
+
+/// A fork as the request handler resolved it against its source.
+pub struct ForkPlan {
+    pub request: ForkRequest,
+    /// None when the source was not there (a second `PUT` of an existing
+    /// fork still matches without it).
+    pub resolved: Option<ResolvedFork>,
+}
+
+pub struct ResolvedFork {
+    /// The source as the handler found it (the writer checks it is still
+    /// the stream at its path).
+    pub source: Arc<StreamView>,
+    pub anchor: u64,
+    /// Where the inherited prefix ends.
+    pub at: u64,
+    pub config: StreamConfig,
+}
 use crate::core::snapshot::SnapshotMeta;
 use crate::core::stream::AppendRequest;
 use crate::metrics::Metrics;
@@ -405,9 +424,28 @@ impl Store {
         self.publisher.help();
     }
 
+    /// The stream at `path`, unless it does not exist, has expired or was
+    /// deleted (soft-deleted ones included: see [`Store::find`]).
     pub fn get(&self, path: &str) -> Option<Arc<StreamView>> {
-        let view = self.registry.read().get(path).cloned()?;
-        (!view.is_expired(self.clock.now_ms())).then_some(view)
+        self.find(path).ok()
+    }
+
+    /// The stream at `path`, or why there is none: `SoftDeleted` for a
+    /// stream deleted while forks still read it (410), `NotFound` else.
+    pub fn find(&self, path: &str) -> Result<Arc<StreamView>, StoreError> {
+        let view = self
+            .registry
+            .read()
+            .get(path)
+            .cloned()
+            .ok_or(StoreError::NotFound)?;
+        if view.is_soft_deleted() {
+            return Err(StoreError::SoftDeleted);
+        }
+        if view.is_expired(self.clock.now_ms()) {
+            return Err(StoreError::NotFound);
+        }
+        Ok(view)
     }
 
     pub fn stream_count(&self) -> usize {
@@ -441,6 +479,24 @@ impl Store {
         self.call(|reply| Command::Create {
             path,
             config,
+            closed,
+            payload,
+            reply,
+        })
+        .await
+    }
+
+    /// Creates a fork at `path` as `plan` says (see `core::fork`).
+    pub async fn fork(
+        &self,
+        path: String,
+        plan: ForkPlan,
+        closed: bool,
+        payload: Bytes,
+    ) -> Result<Created, StoreError> {
+        self.call(|reply| Command::Fork {
+            path,
+            plan,
             closed,
             payload,
             reply,

@@ -4,6 +4,8 @@
 //! frame  = len:u32le crc:u32le body[len]        crc = CRC-32 of body
 //! body   = version:u8 kind:u8 fields…
 //! Create = id created_at path incarnation content_type expiry public effect payload
+//! Fork   = id created_at path incarnation content_type expiry public
+//!          source at anchor sub effect payload      a fork of stream `source`
 //! Append = id effect payload
 //! Delete = id at
 //! Sealed = id through            bytes [0, through) are in object storage
@@ -20,6 +22,7 @@
 use bytes::Bytes;
 
 use crate::core::config::{Expiry, StreamConfig};
+use crate::core::fork::ForkOf;
 use crate::core::producer::ProducerClaim;
 use crate::core::snapshot::SnapshotMeta;
 use crate::core::stream::AppendEffect;
@@ -37,6 +40,7 @@ const KIND_SEALED: u8 = 4;
 const KIND_SNAPSHOT: u8 = 5;
 const KIND_RETAIN: u8 = 6;
 const KIND_VISIBILITY: u8 = 7;
+const KIND_FORK: u8 = 8;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CreateRecord {
@@ -47,6 +51,8 @@ pub struct CreateRecord {
     pub config: StreamConfig,
     /// The initial body (and whether the create also closed the stream).
     pub initial: AppendEffect,
+    /// Set when the stream is a fork (logged as a `Fork` record).
+    pub fork: Option<ForkOf>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,7 +109,11 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) -> usize {
     out.push(VERSION);
     match record {
         Record::Create(c, payload) => {
-            out.push(KIND_CREATE);
+            out.push(if c.fork.is_some() {
+                KIND_FORK
+            } else {
+                KIND_CREATE
+            });
             put_u64(out, c.id);
             put_u64(out, c.created_at);
             put_str(out, &c.path);
@@ -124,6 +134,12 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) -> usize {
                 }
             }
             out.push(c.config.public as u8);
+            if let Some(f) = &c.fork {
+                put_u64(out, f.source);
+                put_u64(out, f.at);
+                put_u64(out, f.anchor);
+                put_u64(out, f.sub);
+            }
             put_effect(out, &c.initial);
             out.extend_from_slice(payload);
         }
@@ -229,7 +245,7 @@ fn decode_body(body: &[u8]) -> Result<Record, FrameError> {
         return Err(FrameError::Malformed("unknown version"));
     }
     let record = match r.u8()? {
-        KIND_CREATE => {
+        kind @ (KIND_CREATE | KIND_FORK) => {
             let id = r.u64()?;
             let created_at = r.u64()?;
             let path = r.str()?;
@@ -244,6 +260,16 @@ fn decode_body(body: &[u8]) -> Result<Record, FrameError> {
                 _ => return Err(FrameError::Malformed("unknown expiry")),
             };
             let public = r.u8()? != 0;
+            let fork = if kind == KIND_FORK {
+                Some(ForkOf {
+                    source: r.u64()?,
+                    at: r.u64()?,
+                    anchor: r.u64()?,
+                    sub: r.u64()?,
+                })
+            } else {
+                None
+            };
             let initial = r.effect()?;
             let payload = r.payload(initial.len)?;
             let config = StreamConfig {
@@ -259,6 +285,7 @@ fn decode_body(body: &[u8]) -> Result<Record, FrameError> {
                     incarnation,
                     config,
                     initial,
+                    fork,
                 },
                 payload,
             )
@@ -456,10 +483,11 @@ mod tests {
                 0u8..3,
                 any::<u64>(),
                 any::<bool>(),
-                effect_strategy()
+                effect_strategy(),
+                proptest::option::of(any::<(u64, u64, u64, u64)>())
             )
                 .prop_map(
-                    |(id, path, incarnation, ct, tag, v, public, (initial, p))| {
+                    |(id, path, incarnation, ct, tag, v, public, (initial, p), fork)| {
                         let expiry = match tag {
                             0 => Expiry::Never,
                             1 => Expiry::IdleSecs(v),
@@ -478,6 +506,12 @@ mod tests {
                                 incarnation,
                                 config,
                                 initial,
+                                fork: fork.map(|(source, at, anchor, sub)| ForkOf {
+                                    source,
+                                    at,
+                                    anchor,
+                                    sub,
+                                }),
                             },
                             p.into(),
                         )

@@ -65,6 +65,9 @@ pub fn recover(
             let mut engine = Engine::new(data.to_owned(), c.next_stream_id, Arc::clone(&disk));
             engine.entries.reserve(c.streams.len());
             engine.paths_by_id.reserve(c.streams.len());
+            // A fork's source comes first (its id is lower): its view is
+            // what the fork reads through. Bases and merges keep that order.
+            debug_assert!(c.streams.is_sorted_by_key(|s| s.core.id));
             for saved in c.streams {
                 engine.restore(saved, now);
             }

@@ -59,6 +59,18 @@ pub struct StreamView {
     disk: Arc<Disk>,
     snapshot: parking_lot::RwLock<Option<Box<SnapshotMeta>>>,
     public: std::sync::atomic::AtomicBool,
+    /// Deleted while forks still read it (see `core::fork`).
+    soft_deleted: std::sync::atomic::AtomicBool,
+    /// A fork's source, whose bytes `[0, at)` it reads (boxed: most streams
+    /// are not forks).
+    fork: Option<Box<Inherited>>,
+}
+
+/// The prefix a fork reads from its source's view (which its `Arc` keeps:
+/// a source is not removed while a fork of it exists).
+pub struct Inherited {
+    pub parent: Arc<StreamView>,
+    pub at: u64,
 }
 
 /// What every stream reads its local and sealed bytes through.
@@ -81,7 +93,13 @@ pub enum ReadError {
 impl StreamView {
     /// The view of a stream as `core` describes it, its bytes where `warm`
     /// says.
-    pub fn new(core: &StreamCore, warm: Warm, last_access: Millis, disk: Arc<Disk>) -> Self {
+    pub fn new(
+        core: &StreamCore,
+        warm: Warm,
+        last_access: Millis,
+        disk: Arc<Disk>,
+        fork: Option<Inherited>,
+    ) -> Self {
         let tail = Tail {
             next: core.len,
             closed: core.closed,
@@ -102,7 +120,24 @@ impl StreamView {
             disk,
             snapshot: parking_lot::RwLock::new(core.snapshot.clone()),
             public: std::sync::atomic::AtomicBool::new(core.config.public),
+            soft_deleted: std::sync::atomic::AtomicBool::new(core.soft_deleted),
+            fork: fork.map(Box::new),
         }
+    }
+
+    /// Whether the stream was deleted while forks still read it: its path
+    /// answers 410.
+    pub fn is_soft_deleted(&self) -> bool {
+        self.soft_deleted.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_soft_deleted(&self) {
+        self.soft_deleted.store(true, Ordering::Release);
+    }
+
+    /// A fork's source and the end of what it inherits.
+    pub fn inherited(&self) -> Option<&Inherited> {
+        self.fork.as_deref()
     }
 
     /// The files, log segments and object storage the stream reads through.
@@ -135,8 +170,16 @@ impl StreamView {
         *self.snapshot.write() = meta;
     }
 
+    /// The durable end. A fork cannot read before its source's retention
+    /// either (the source's snapshot replaced those bytes for every reader
+    /// of them), so its retained offset is at least that, up to its fork
+    /// point.
     pub fn tail(&self) -> Tail {
-        self.tail.get()
+        let mut tail = self.tail.get();
+        if let Some(f) = &self.fork {
+            tail.retained = tail.retained.max(f.parent.tail().retained.min(f.at));
+        }
+        tail
     }
 
     /// Whether a reader waits for the next tail (a long-poll, an SSE tail).
@@ -174,8 +217,26 @@ impl StreamView {
         self.json
     }
 
-    /// Reads durable bytes `[start, end)` (`end` must not pass the tail).
+    /// Reads durable bytes `[start, end)` (`end` must not pass the tail):
+    /// a fork's inherited part through its source, the rest its own.
     pub async fn read(self: &Arc<Self>, start: u64, end: u64) -> Result<Bytes, ReadError> {
+        let Some(f) = self.fork.as_deref().filter(|f| start < f.at) else {
+            return self.read_own(start, end).await;
+        };
+        let mid = end.min(f.at);
+        let inherited = Box::pin(f.parent.read(start, mid)).await?;
+        if mid == end {
+            return Ok(inherited);
+        }
+        let own = self.read_own(mid, end).await?;
+        let mut out = Vec::with_capacity((end - start) as usize);
+        out.extend_from_slice(&inherited);
+        out.extend_from_slice(&own);
+        Ok(out.into())
+    }
+
+    /// Reads the stream's own bytes `[start, end)`.
+    async fn read_own(self: &Arc<Self>, start: u64, end: u64) -> Result<Bytes, ReadError> {
         loop {
             let dropped = self.dropped.load(Ordering::Acquire);
             let warm_from = start.max(dropped).min(end);

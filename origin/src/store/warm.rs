@@ -56,9 +56,12 @@ pub struct Warm {
     end: u64,
     mem_start: u64,
     bytes: Vec<u8>,
-    generation: u64,
+    /// Compared for equality only, so it may wrap (32 bits: a stream's
+    /// `Warm` is one of a million).
+    generation: u32,
     /// The writer batch of the last append (see [`Warm::hot`]).
-    last_batch: u64,
+    /// Its low 32 bits: only the distance to the next batch counts.
+    last_batch: u32,
 }
 
 /// Where the bytes of a range are.
@@ -92,9 +95,12 @@ impl Warm {
     /// comes soon enough after the stream's last one to keep a memory copy,
     /// and notes it as the last.
     pub fn hot(&mut self, batch: u64) -> bool {
+        // Batch numbers start at 1; a low half of 0 after a wrap only
+        // costs one append its memory copy.
+        let batch = batch as u32;
         let hot = batch != 0
             && self.last_batch != 0
-            && batch.saturating_sub(self.last_batch) <= HOT_BATCHES;
+            && u64::from(batch.wrapping_sub(self.last_batch)) <= HOT_BATCHES;
         self.last_batch = batch;
         hot
     }
@@ -180,7 +186,7 @@ impl Warm {
         let keep = self.extents.partition_point(|e| e.end() <= through);
         let gone: Vec<Extent> = self.extents.drain(..keep).collect();
         self.file_len = self.file_len.max(through);
-        self.generation += 1;
+        self.generation = self.generation.wrapping_add(1);
         let released = if self.mem_start < through {
             let cut = (through.min(self.end) - self.mem_start) as usize;
             self.bytes.drain(..cut);
@@ -203,7 +209,7 @@ impl Warm {
 
     /// Moves whenever extents are forgotten (a promotion, a sealed prefix
     /// dropped): a read that found a log segment gone looks again if it did.
-    pub fn generation(&self) -> u64 {
+    pub fn generation(&self) -> u32 {
         self.generation
     }
 
@@ -214,7 +220,7 @@ impl Warm {
     pub fn drop_before(&mut self, through: u64) -> Vec<Extent> {
         let keep = self.extents.partition_point(|e| e.end() <= through);
         let gone: Vec<Extent> = self.extents.drain(..keep).collect();
-        self.generation += 1;
+        self.generation = self.generation.wrapping_add(1);
         if let Some(last) = gone.last() {
             self.file_len = self.file_len.max(last.end());
         }

@@ -25,7 +25,7 @@ use super::engine::LogPos;
 use super::error::StoreError;
 use super::janitor::Garbage;
 use super::publisher::Publisher;
-use super::record::{self, CreateRecord, Record};
+use super::record::{self, Record};
 use super::sealer::SealJob;
 use super::view::{StreamView, Tail};
 use super::wal::Wal;
@@ -34,11 +34,13 @@ use crate::clock::Clock;
 use crate::core::config::StreamConfig;
 use crate::core::producer::Receipt;
 use crate::core::snapshot::SnapshotMeta;
-use crate::core::stream::{AppendDecision, AppendEffect, AppendRequest};
+use crate::core::stream::{AppendDecision, AppendRequest};
 use crate::metrics::Metrics;
 
 mod checkpointing;
 mod cleaning;
+mod creating;
+mod deleting;
 mod expiry;
 pub use expiry::EXPIRE_PER_TICK;
 mod gathering;
@@ -46,7 +48,6 @@ use gathering::gather;
 mod memory;
 mod sealing;
 mod stream_meta;
-use crate::objects::keys;
 
 /// Streams by path, as readers see them: only durable state.
 pub type Registry = Arc<RwLock<FastMap<Arc<str>, Arc<StreamView>>>>;
@@ -82,6 +83,14 @@ pub enum Command {
     Create {
         path: String,
         config: StreamConfig,
+        closed: bool,
+        payload: Bytes,
+        reply: oneshot::Sender<Result<Created, StoreError>>,
+    },
+    /// A fork (see `creating`).
+    Fork {
+        path: String,
+        plan: super::ForkPlan,
         closed: bool,
         payload: Bytes,
         reply: oneshot::Sender<Result<Created, StoreError>>,
@@ -387,6 +396,19 @@ impl Writer {
                     let _ = reply.send(result);
                 })));
             }
+            Command::Fork {
+                path,
+                plan,
+                closed,
+                payload,
+                reply,
+            } => {
+                self.expire_if_due(&path, now, frames, after);
+                let result = self.fork(path, plan, closed, payload, now, frames, after);
+                after.push(AfterCommit::Reply(Box::new(move || {
+                    let _ = reply.send(result);
+                })));
+            }
             Command::Append {
                 view,
                 incarnation,
@@ -405,6 +427,7 @@ impl Writer {
                 self.expire_if_due(&path, now, frames, after);
                 let result = match self.engine.entries.get(path.as_str()) {
                     None => Err(StoreError::NotFound),
+                    Some(e) if e.core.soft_deleted => Err(StoreError::SoftDeleted),
                     Some(e)
                         if incarnation
                             .as_ref()
@@ -492,119 +515,6 @@ impl Writer {
         }
     }
 
-    fn expire_if_due(
-        &mut self,
-        path: &str,
-        now: u64,
-        frames: &mut Vec<u8>,
-        after: &mut Vec<AfterCommit>,
-    ) {
-        let due = self
-            .engine
-            .entries
-            .get(path)
-            .is_some_and(|e| e.core.config.is_expired(e.view.last_access(), now));
-        if due {
-            self.delete(path, now, frames, after);
-        }
-    }
-
-    fn delete(&mut self, path: &str, now: u64, frames: &mut Vec<u8>, after: &mut Vec<AfterCommit>) {
-        if let Some(entry) = self.engine.delete(path) {
-            if let Some(requested) = self.seal_requested.remove(&entry.core.id) {
-                let waiting = requested.saturating_sub(entry.core.sealed);
-                self.unsealed -= waiting.min(self.unsealed);
-                self.metrics.set_unsealed(self.unsealed);
-            }
-            if let Some(view) = self.in_memory.remove(&entry.core.id) {
-                self.memory_total -= view.memory_len().min(self.memory_total);
-            }
-            self.touched.insert(entry.core.id);
-            record::encode(
-                &Record::Delete {
-                    id: entry.core.id,
-                    at: now,
-                },
-                frames,
-            );
-            self.pending_gc
-                .push(Garbage::Prefix(keys::incarnation_prefix(
-                    &entry.core.path,
-                    &entry.core.incarnation,
-                )));
-            let (path, incarnation) = (entry.core.path.clone(), entry.core.incarnation.clone());
-            after.push(AfterCommit::Unregister(entry.view));
-            self.invalidate(after, path, incarnation, Change::Deleted, None);
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn create(
-        &mut self,
-        path: String,
-        config: StreamConfig,
-        closed: bool,
-        payload: Bytes,
-        now: u64,
-        frames: &mut Vec<u8>,
-        after: &mut Vec<AfterCommit>,
-    ) -> Result<Created, StoreError> {
-        if let Some(existing) = self.engine.entries.get(path.as_str()) {
-            if existing.core.config.same_as(&config) && existing.core.closed == closed {
-                return Ok(Created {
-                    view: Arc::clone(&existing.view),
-                    created: false,
-                    tail: existing.tail(),
-                });
-            }
-            return Err(StoreError::ConfigMismatch);
-        }
-        if self.sealing_behind() {
-            return Err(StoreError::SealingBehind);
-        }
-        let id = self.engine.next_id;
-        let rec = CreateRecord {
-            id,
-            created_at: now,
-            path: path.clone(),
-            incarnation: new_incarnation(id),
-            config,
-            initial: AppendEffect {
-                start: 0,
-                len: payload.len() as u64,
-                close: closed,
-                producer: None,
-                stream_seq: None,
-                at: now,
-            },
-        };
-        let record = Record::Create(rec, payload);
-        let at = self.log_pos(record::encode(&record, frames));
-        let Record::Create(rec, payload) = record else {
-            unreachable!("just built")
-        };
-        self.engine.create(&rec, &payload, now, at);
-        let entry = &self.engine.entries[path.as_str()];
-        let (view, tail) = (Arc::clone(&entry.view), entry.tail());
-        self.touched.insert(view.id);
-        self.expiry.schedule(&entry.core.config, view.id, now);
-        let applied = super::engine::Applied {
-            kept: view.memory_len(),
-            promote: view.wants_promotion(),
-            ..Default::default()
-        };
-        self.in_memory(&view, &applied);
-        self.queue_seals(&path);
-        after.push(AfterCommit::Register(Arc::clone(&view)));
-        let incarnation = view.incarnation.clone();
-        self.invalidate(after, path, incarnation, Change::Created, None);
-        Ok(Created {
-            view,
-            created: true,
-            tail,
-        })
-    }
-
     /// Appends to the stream at `view`'s path. The answer carries the
     /// stream's view: `view` itself when it is still the stream there (no
     /// reference count bounced between the cores for it).
@@ -625,6 +535,9 @@ impl Writer {
         let Some(entry) = self.engine.entries.get_mut(&*view.path) else {
             return Err(StoreError::NotFound);
         };
+        if entry.core.soft_deleted {
+            return Err(StoreError::SoftDeleted);
+        }
         if entry.core.config.is_expired(entry.view.last_access(), now) {
             self.delete(&view.path, now, frames, after);
             return Err(StoreError::NotFound);

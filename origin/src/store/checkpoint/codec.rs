@@ -10,7 +10,14 @@
 //! producers: count (id epoch last_seq last_active receipts: count (seq start end-start)*)*
 //! sealed retained snapshot(0 | 1 offset len digest content_type)
 //! file_len extents: count (segment pos len start)*
+//! [1 fork(0 | 1 source at anchor sub) soft_deleted]
 //! ```
+//! The last part (forks, soft deletes) is written only for a stream that
+//! has one of them, so every record of an origin that never forked is
+//! byte for byte what it was before forks (files stay version 2, and a
+//! compaction may move old and new records together). A cut that removes
+//! exactly that part is caught by the record's length frame and the file's
+//! checksum, as every cut is.
 //! A receipt keeps its length rather than its end (wrapping, so any pair
 //! round-trips): the end of a receipt is a large offset, its length a small
 //! number, and receipts are most of a busy producer's bytes.
@@ -23,6 +30,7 @@ use std::collections::{BTreeMap, VecDeque};
 use super::error::Corruption;
 use super::wire::{put_bool, put_len, put_str, put_u64, Reader};
 use crate::core::config::{Expiry, StreamConfig};
+use crate::core::fork::ForkOf;
 use crate::core::producer::{ProducerState, Receipt};
 use crate::core::snapshot::SnapshotMeta;
 use crate::core::stream::StreamCore;
@@ -59,6 +67,8 @@ pub fn encode(s: &SavedStream, out: &mut Vec<u8>) {
         sealed,
         retained,
         snapshot,
+        fork,
+        soft_deleted,
     } = core;
     let StreamConfig {
         content_type,
@@ -121,6 +131,23 @@ pub fn encode(s: &SavedStream, out: &mut Vec<u8>) {
         put_u64(out, pos.into());
         put_u64(out, len.into());
         put_u64(out, start);
+    }
+    if fork.is_some() || *soft_deleted {
+        out.push(1);
+        put_bool(out, fork.is_some());
+        if let Some(ForkOf {
+            source,
+            at,
+            anchor,
+            sub,
+        }) = fork.as_deref()
+        {
+            put_u64(out, *source);
+            put_u64(out, *at);
+            put_u64(out, *anchor);
+            put_u64(out, *sub);
+        }
+        put_bool(out, *soft_deleted);
     }
 }
 
@@ -201,6 +228,28 @@ pub fn decode(record: &[u8]) -> Result<SavedStream, Corruption> {
             start: r.u64()?,
         });
     }
+    let (fork, soft_deleted) = if r.finish("").is_ok() {
+        (None, false)
+    } else {
+        if r.byte()? != 1 {
+            return Err(bad("unknown part after a stream's extents"));
+        }
+        let fork = if r.bool()? {
+            Some(Box::new(ForkOf {
+                source: r.u64()?,
+                at: r.u64()?,
+                anchor: r.u64()?,
+                sub: r.u64()?,
+            }))
+        } else {
+            None
+        };
+        let soft_deleted = r.bool()?;
+        if fork.is_none() && !soft_deleted {
+            return Err(bad("an empty fork part"));
+        }
+        (fork, soft_deleted)
+    };
     r.finish("bytes are left after a stream's record")?;
     let core = StreamCore {
         id,
@@ -219,6 +268,8 @@ pub fn decode(record: &[u8]) -> Result<SavedStream, Corruption> {
         sealed,
         retained,
         snapshot: snapshot.map(Box::new),
+        fork,
+        soft_deleted,
     };
     Ok(SavedStream {
         core,
@@ -316,8 +367,10 @@ pub mod strategies {
         let tail = (
             0..u64::MAX / 2,
             vec((any::<u64>(), any::<u32>(), any::<u32>()), 0..4),
+            option::of(any::<(u64, u64, u64, u64)>()),
+            any::<bool>(),
         );
-        (core, tail).prop_map(|(core, (file_len, runs))| {
+        (core, tail).prop_map(|(core, (file_len, runs, fork, soft_deleted))| {
             let (
                 id,
                 path,
@@ -363,6 +416,15 @@ pub mod strategies {
                     sealed,
                     retained,
                     snapshot: snapshot.map(Box::new),
+                    fork: fork.map(|(source, at, anchor, sub)| {
+                        Box::new(ForkOf {
+                            source,
+                            at,
+                            anchor,
+                            sub,
+                        })
+                    }),
+                    soft_deleted,
                 },
                 file_len,
                 extents,
@@ -396,7 +458,17 @@ mod tests {
         #[test]
         fn every_cut_is_an_error(s in saved_stream()) {
             let bytes = encoded(&s);
+            // The cut that drops exactly the fork part is a record of the
+            // stream without it (the frame and checksum catch that cut).
+            let mut plain = s.clone();
+            plain.core.fork = None;
+            plain.core.soft_deleted = false;
+            let legacy = encoded(&plain).len();
             for cut in 0..bytes.len() {
+                if cut == legacy && cut < bytes.len() {
+                    prop_assert_eq!(decode(&bytes[..cut]).unwrap(), plain.clone());
+                    continue;
+                }
                 prop_assert!(decode(&bytes[..cut]).is_err());
             }
             let mut longer = bytes.clone();

@@ -85,6 +85,9 @@ impl Writer {
                 let Some(entry) = self.engine.entry_by_id(id) else {
                     continue; // deleted meanwhile
                 };
+                if entry.core.soft_deleted {
+                    continue; // expired already; it goes with its last fork
+                }
                 match entry.core.config.expires_at(entry.view.last_access()) {
                     Some(at) if at <= now && deleted < EXPIRE_PER_TICK => {
                         let path = entry.core.path.clone();

@@ -1,0 +1,182 @@
+//! Creating a stream, plain or as a fork (see `core::fork`): one log record
+//! either way, so a fork exists with its whole prefix or not at all.
+//!
+//! The request handler resolved the fork against its source (the fork
+//! point, the inherited configuration: reading a JSON source to count
+//! messages is I/O, which this thread does not do); here it is checked
+//! again against the stream table, which is what counts.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use shared::invalidation::Change;
+
+use super::super::error::StoreError;
+use super::super::record::{self, CreateRecord, Record};
+use super::super::ForkPlan;
+use super::{new_incarnation, AfterCommit, Created, Writer};
+use crate::core::config::StreamConfig;
+use crate::core::fork::{self, ForkOf, ForkRefusal};
+use crate::core::stream::AppendEffect;
+
+impl Writer {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn create(
+        &mut self,
+        path: String,
+        config: StreamConfig,
+        closed: bool,
+        payload: Bytes,
+        now: u64,
+        frames: &mut Vec<u8>,
+        after: &mut Vec<AfterCommit>,
+    ) -> Result<Created, StoreError> {
+        if let Some(existing) = self.engine.entries.get(path.as_str()) {
+            // A soft-deleted stream's path is taken until its forks go; a
+            // plain create does not name a fork.
+            let same = !existing.core.soft_deleted
+                && existing.core.fork.is_none()
+                && existing.core.config.same_as(&config)
+                && existing.core.closed == closed;
+            if same {
+                return Ok(Created {
+                    view: Arc::clone(&existing.view),
+                    created: false,
+                    tail: existing.tail(),
+                });
+            }
+            return Err(StoreError::ConfigMismatch);
+        }
+        self.make(path, config, None, closed, payload, now, frames, after)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn fork(
+        &mut self,
+        path: String,
+        plan: ForkPlan,
+        closed: bool,
+        payload: Bytes,
+        now: u64,
+        frames: &mut Vec<u8>,
+        after: &mut Vec<AfterCommit>,
+    ) -> Result<Created, StoreError> {
+        if let Some(existing) = self.engine.entries.get(path.as_str()) {
+            let same = !existing.core.soft_deleted
+                && existing.core.closed == closed
+                && existing.core.fork.as_deref().is_some_and(|f| {
+                    let source = self.engine.paths_by_id.get(&f.source);
+                    let source_matches = source.is_some_and(|p| **p == *plan.request.from);
+                    fork::same_fork(f, &existing.core.config, source_matches, &plan.request)
+                });
+            if same {
+                return Ok(Created {
+                    view: Arc::clone(&existing.view),
+                    created: false,
+                    tail: existing.tail(),
+                });
+            }
+            return Err(StoreError::ConfigMismatch);
+        }
+        let Some(resolved) = plan.resolved else {
+            return Err(StoreError::NotFound);
+        };
+        let source = match self.engine.entries.get(plan.request.from.as_str()) {
+            Some(s) if Arc::ptr_eq(&s.view, &resolved.source) => s,
+            // Deleted, or deleted and created again, since the handler
+            // looked: the source it resolved against is gone.
+            _ => return Err(StoreError::NotFound),
+        };
+        if source.core.soft_deleted {
+            return Err(StoreError::ForkSourceDeleted);
+        }
+        if source
+            .core
+            .config
+            .is_expired(source.view.last_access(), now)
+        {
+            return Err(StoreError::NotFound);
+        }
+        if resolved.at > source.core.len {
+            return Err(StoreError::ForkRefused(ForkRefusal::BeyondTail {
+                tail: source.core.len,
+            }));
+        }
+        let of = ForkOf {
+            source: source.core.id,
+            at: resolved.at,
+            anchor: resolved.anchor,
+            sub: plan.request.sub,
+        };
+        self.make(
+            path,
+            resolved.config,
+            Some(of),
+            closed,
+            payload,
+            now,
+            frames,
+            after,
+        )
+    }
+
+    /// Logs and applies a new stream (a fork when `fork` is set).
+    #[allow(clippy::too_many_arguments)]
+    fn make(
+        &mut self,
+        path: String,
+        config: StreamConfig,
+        fork: Option<ForkOf>,
+        closed: bool,
+        payload: Bytes,
+        now: u64,
+        frames: &mut Vec<u8>,
+        after: &mut Vec<AfterCommit>,
+    ) -> Result<Created, StoreError> {
+        if self.sealing_behind() {
+            return Err(StoreError::SealingBehind);
+        }
+        let id = self.engine.next_id;
+        let rec = CreateRecord {
+            id,
+            created_at: now,
+            path: path.clone(),
+            incarnation: new_incarnation(id),
+            config,
+            initial: AppendEffect {
+                start: fork.map_or(0, |f| f.at),
+                len: payload.len() as u64,
+                close: closed,
+                producer: None,
+                stream_seq: None,
+                at: now,
+            },
+            fork,
+        };
+        let record = Record::Create(rec, payload);
+        let at = self.log_pos(record::encode(&record, frames));
+        let Record::Create(rec, payload) = record else {
+            unreachable!("just built")
+        };
+        self.engine.create(&rec, &payload, now, at);
+        let entry = &self.engine.entries[path.as_str()];
+        let (view, tail) = (Arc::clone(&entry.view), entry.tail());
+        self.touched.insert(view.id);
+        self.expiry.schedule(&entry.core.config, view.id, now);
+        let applied = super::super::engine::Applied {
+            kept: view.memory_len(),
+            promote: view.wants_promotion(),
+            ..Default::default()
+        };
+        self.in_memory(&view, &applied);
+        self.queue_seals(&path);
+        after.push(AfterCommit::Register(Arc::clone(&view)));
+        let incarnation = view.incarnation.clone();
+        self.invalidate(after, path, incarnation, Change::Created, None);
+        Ok(Created {
+            view,
+            created: true,
+            tail,
+        })
+    }
+}
