@@ -13,6 +13,9 @@
 //! - `restart-time`: fills an origin, kills it, and times the restart.
 //! - `seal-bench`: append p99 with and without sealing into s3s-fs, seal
 //!   throughput, and cold vs warm catch-up from object storage.
+//! - `fork-bench`: fork creation time for a source with 1 GiB sealed and
+//!   one with 64 MiB unsealed, next to plain creates, and the bytes object
+//!   storage gains per fork.
 //! - `sse-fanout`, `catchup-compare`: the edge (see `edge.rs`).
 //! - `peers`: the ceiling, the origin, Ursula, Electric's Rust server and the
 //!   Node reference server in one run (appends, catch-up, long-poll and SSE
@@ -32,6 +35,7 @@ mod append;
 mod ceiling;
 mod compare;
 mod edge;
+mod fork;
 mod forward;
 mod interleave;
 mod peers;
@@ -64,6 +68,7 @@ enum Cmd {
     CompareAppend(compare::Args),
     RestartTime(restart::Args),
     SealBench(seal::Args),
+    ForkBench(fork::Args),
     SseFanout(edge::FanoutArgs),
     CatchupCompare(edge::CatchupArgs),
     Peers(peers::Args),
@@ -84,6 +89,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::CompareAppend(a) => compare::run(a).await,
         Cmd::RestartTime(a) => restart::run(a).await,
         Cmd::SealBench(a) => seal::run(a).await,
+        Cmd::ForkBench(a) => fork::run(a).await,
         Cmd::SseFanout(a) => edge::fanout(a).await,
         Cmd::CatchupCompare(a) => edge::catchup(a).await,
         Cmd::Peers(a) => peers::run(a).await,

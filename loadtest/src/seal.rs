@@ -37,7 +37,7 @@ pub struct Args {
 
 const MIB: usize = 1 << 20;
 
-async fn start_s3s(bin: &Path, root: &Path) -> anyhow::Result<(Child, String)> {
+pub(crate) async fn start_s3s(bin: &Path, root: &Path) -> anyhow::Result<(Child, String)> {
     std::fs::create_dir_all(root.join("chunks"))?;
     let mut child = Command::new(bin)
         .args(["--host", "127.0.0.1", "--port", "0"])
@@ -63,7 +63,7 @@ async fn start_s3s(bin: &Path, root: &Path) -> anyhow::Result<(Child, String)> {
     Ok((child, endpoint))
 }
 
-fn origin_cmd(bin: &Path, data: &Path, store: &str, endpoint: &str) -> Command {
+pub(crate) fn origin_cmd(bin: &Path, data: &Path, store: &str, endpoint: &str) -> Command {
     let mut cmd = Command::new(bin);
     cmd.args(["--listen", "127.0.0.1:0", "--data"])
         .arg(data)
@@ -77,7 +77,7 @@ fn origin_cmd(bin: &Path, data: &Path, store: &str, endpoint: &str) -> Command {
     cmd
 }
 
-async fn metric(addr: SocketAddr, name: &str) -> anyhow::Result<f64> {
+pub(crate) async fn metric(addr: SocketAddr, name: &str) -> anyhow::Result<f64> {
     let mut c = connect(addr).await?;
     let resp = c
         .send_request(Request::get("/metrics").body(Full::new(Bytes::new()))?)
@@ -89,7 +89,7 @@ async fn metric(addr: SocketAddr, name: &str) -> anyhow::Result<f64> {
         .unwrap_or(0.0))
 }
 
-async fn stop(mut child: Child) {
+pub(crate) async fn stop(mut child: Child) {
     if let Some(pid) = child.id() {
         let _ = std::process::Command::new("kill")
             .args(["-TERM", &pid.to_string()])
@@ -99,7 +99,7 @@ async fn stop(mut child: Child) {
 }
 
 /// Reads a stream from the start to its end; returns the bytes read.
-async fn read_all(addr: SocketAddr, path: &str) -> anyhow::Result<usize> {
+pub(crate) async fn read_all(addr: SocketAddr, path: &str) -> anyhow::Result<usize> {
     let mut c = connect(addr).await?;
     let mut offset = "-1".to_owned();
     let mut total = 0;

@@ -8,6 +8,8 @@
 //! bytes served.
 
 mod common;
+#[path = "crash/forks.rs"]
+mod forks;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -144,6 +146,8 @@ async fn crash_run(scale: Scale) {
     let next_seq: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(vec![0; writers]));
     // Per writer: seqs acknowledged (200, or 204 as a duplicate of an earlier apply).
     let acked: Arc<Mutex<Vec<Vec<u64>>>> = Arc::new(Mutex::new(vec![Vec::new(); writers]));
+    // Forks made under the same kills (see `forks`).
+    let forks_asked = Arc::new(Mutex::new(Vec::new()));
     let mut kills = 0;
 
     for cycle in 0..CYCLES {
@@ -197,6 +201,14 @@ async fn crash_run(scale: Scale) {
                 }
             }));
         }
+        tasks.push(tokio::spawn(forks::run(
+            client.clone(),
+            base.clone(),
+            streams,
+            cycle,
+            stop.clone(),
+            forks_asked.clone(),
+        )));
         // Let the load run for a random while, then kill without warning.
         // A cycle also lasts until it got its share of acknowledgements, so
         // that a slow machine still carries the streams past chunk
@@ -272,6 +284,17 @@ async fn crash_run(scale: Scale) {
             seen.entry(w).or_default().push(seq);
         }
     }
+    let asked = forks_asked.lock().clone();
+    let forks_present = forks::verify(&client, &base, &asked).await;
+    let forks_acked = asked.iter().filter(|a| a.acknowledged).count();
+    assert!(
+        forks_acked >= CYCLES,
+        "too few forks were made: {forks_acked}"
+    );
+    eprintln!(
+        "crash test: {} forks asked for, {forks_acked} acknowledged, {forks_present} present, each its source's prefix",
+        asked.len()
+    );
     // Each writer's messages are spread over its streams, in order within
     // each: together they must be 0, 1, 2, ...
     for got in seen.values_mut() {

@@ -1,7 +1,13 @@
 //! A seeded differential test: random operations on the origin (creates of
 //! binary, text and JSON streams, appends across the 4 MiB chunk grid,
-//! closes, snapshots, retention, deletes and recreations), and after each
-//! one a few random reads sent to the origin and through the edge alike.
+//! closes, snapshots, retention, deletes and recreations, forks of a
+//! stream into another path at its end or earlier, forks of forks, deletes
+//! of sources that forks still read (soft deletes: their path answers 410)
+//! and of forks (which take their soft-deleted sources with them); see
+//! `differential_forks.rs`), and after each one a few random reads sent to
+//! the origin and through the edge alike (chunk URLs of forks over the
+//! range they inherit, and reads and writes that change nothing on
+//! soft-deleted paths, among them).
 //! Every answer through the edge must be the origin's: status, body, every
 //! `Stream-*` header (`Stream-Cursor` by presence only: it is time-based),
 //! `ETag`, `Content-Type`, `Cache-Control`, `Vary`, `Location`,
@@ -22,11 +28,19 @@
 //!   recreation, retention and published snapshot (which replaces the
 //!   previous one) before reading, to tell mismatches the edge loses with
 //!   prompt invalidation (within its bound) from those that stay.
+//! - `DIFF_TRACE=1`: print every operation as it is done.
 //!
 //! The setup follows the seed (`seed % 4`): 1 the origin seals into a
 //! bucket the edge reads; 2 the origin seals, the edge fills from the
 //! origin; 3 as 1 with the origin reading JSON streams as arrays by
 //! default; 0 no object storage at all (snapshots answer 400).
+//!
+//! The model learns every stream's state from the origin's `HEAD` of every
+//! path after each operation; it chooses valid operations and states what
+//! the protocol promises of deletes and forks (a delete's and a fork's
+//! status, which paths then answer 200, 410 or 404). Where the origin
+//! answers otherwise, the test fails too, with the list of those
+//! "surprises".
 //!
 //! A seed fixes the operations and the requests (the model follows the
 //! origin's answers, which are deterministic); what the edge answers may
@@ -43,6 +57,8 @@ use reqwest::Method;
 
 use crate::common::*;
 
+#[path = "differential_forks.rs"]
+mod forks;
 #[path = "differential_ops.rs"]
 mod ops;
 #[path = "differential_reads.rs"]
@@ -52,7 +68,7 @@ const CHUNK: u64 = 4 << 20;
 /// The largest an incarnation of a stream grows.
 const MAX_STREAM: u64 = 9 << 20;
 /// Streams (paths) per seed.
-const SLOTS: usize = 3;
+const SLOTS: usize = 4;
 /// Mismatch lines in the failure message (all of them go to stderr).
 const SHOWN: usize = 40;
 
@@ -64,6 +80,7 @@ struct Knobs {
     reads: usize,
     budget: u64,
     settle: Duration,
+    trace: bool,
 }
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -86,6 +103,7 @@ impl Knobs {
             reads: env_u64("DIFF_READS").unwrap_or(5) as usize,
             budget: env_u64("DIFF_MIB").unwrap_or(20) << 20,
             settle: Duration::from_millis(env_u64("DIFF_SETTLE_MS").unwrap_or(0)),
+            trace: env_u64("DIFF_TRACE").unwrap_or(0) != 0,
         }
     }
 }
@@ -226,6 +244,8 @@ struct Incarnation {
     boundaries: Vec<u64>,
     /// Offsets of the snapshots published, the latest last.
     snapshots: Vec<u64>,
+    /// What it was forked from, when it is a fork.
+    fork: Option<forks::ForkOf>,
 }
 
 /// A stream path and its incarnations.
@@ -234,6 +254,9 @@ struct Slot {
     alias: String,
     current: Option<Incarnation>,
     old: Vec<Incarnation>,
+    /// Soft-deleted: the latest of `old` was deleted while forks still read
+    /// it; the path answers 410 (409 to a `PUT`) until they go.
+    gone: bool,
     /// The last operation that a cache may not have learned of (delete,
     /// recreate, retain, close, snapshot): `kind@op`, and when.
     last_change: (String, Option<Instant>),
@@ -436,6 +459,9 @@ struct Run<'a> {
     mismatches: Vec<Mismatch>,
     /// Messages appended so far (JSON messages number themselves).
     messages: u64,
+    /// Where the origin answered otherwise than the model expects.
+    surprises: Vec<String>,
+    fork_stats: forks::Stats,
 }
 
 fn hex(o: u64) -> String {
@@ -463,6 +489,7 @@ impl<'a> Run<'a> {
                 alias: format!("s{i}"),
                 current: None,
                 old: Vec::new(),
+                gone: false,
                 last_change: ("none".into(), None),
                 invalidated: None,
             })
@@ -483,6 +510,8 @@ impl<'a> Run<'a> {
             by_status: BTreeMap::new(),
             mismatches: Vec::new(),
             messages: 0,
+            surprises: Vec::new(),
+            fork_stats: forks::Stats::default(),
         }
     }
 
@@ -490,6 +519,9 @@ impl<'a> Run<'a> {
         for op in 0..self.knobs.ops {
             self.op = op;
             let (slot, invalidating) = self.step().await;
+            if self.knobs.trace {
+                eprintln!("seed {} op {op}: {}", self.seed, self.op_desc);
+            }
             if invalidating && !self.knobs.settle.is_zero() {
                 tokio::time::sleep(self.knobs.settle).await;
             }
@@ -515,8 +547,21 @@ impl<'a> Run<'a> {
     /// whether a cache may miss it (delete, recreate, retain, a published
     /// snapshot).
     async fn step(&mut self) -> (usize, bool) {
+        let (slot, invalidating) = self.operate().await;
+        // A fork, a delete or a source's retention may change other paths.
+        self.sync_all(slot).await;
+        (slot, invalidating)
+    }
+
+    async fn operate(&mut self) -> (usize, bool) {
         let i = self.rng.below(SLOTS as u64) as usize;
+        if self.slots[i].gone {
+            return self.gone_step(i).await;
+        }
         let Some(cur) = self.slots[i].current.clone() else {
+            if let Some(src) = self.fork_source(i) {
+                return self.fork_step(src, i).await;
+            }
             let kind = self.random_kind();
             let recreate = self.slots[i].incarnations() > 0;
             let status = self.create(i, kind).await;
@@ -538,7 +583,11 @@ impl<'a> Run<'a> {
             (5, "delete"),
             (5, "recreate"),
             (2, "put-again"),
+            (8, "fork"),
         ];
+        if cur.fork.is_some() {
+            menu.push((2, "fork-again"));
+        }
         if !cur.closed {
             menu.push((4, "close"));
         }
@@ -598,6 +647,14 @@ impl<'a> Run<'a> {
                 self.changed(i, "delete");
                 true
             }
+            "fork" => {
+                let dst = (i + 1 + self.rng.below(SLOTS as u64 - 1) as usize) % SLOTS;
+                return self.fork_step(i, dst).await;
+            }
+            "fork-again" => {
+                self.op_desc = self.fork_again(i, &cur).await;
+                false
+            }
             "recreate" => {
                 let deleted = self.delete(i).await;
                 let kind = self.random_kind();
@@ -626,7 +683,10 @@ impl<'a> Run<'a> {
 
     fn changed(&mut self, i: usize, what: &str) {
         let at = (format!("{what}@{}", self.op), Instant::now());
-        if matches!(what, "delete" | "recreate" | "retain" | "snapshot") {
+        if matches!(
+            what,
+            "delete" | "recreate" | "retain" | "snapshot" | "cascade" | "source-retain"
+        ) {
             self.slots[i].invalidated = Some(at.clone());
         }
         self.slots[i].last_change = (at.0, Some(at.1));
@@ -643,16 +703,24 @@ async fn random_operations_on_the_origin_read_the_same_through_the_edge() {
     let mut by_class: BTreeMap<&'static str, usize> = BTreeMap::new();
     let mut by_status: BTreeMap<u16, usize> = BTreeMap::new();
     let mut mismatches: Vec<Mismatch> = Vec::new();
+    let mut surprises: Vec<String> = Vec::new();
     for &seed in &knobs.seeds {
         let t = Instant::now();
         let mut run = Run::new(seed, &knobs).await;
         run.run().await;
+        let f = &run.fork_stats;
         eprintln!(
-            "differential: seed {seed} ({:?}): {} ops, {} MiB appended, {} reads compared, \
-             {} mismatches, {:.1} s",
+            "differential: seed {seed} ({:?}): {} ops, {} MiB appended, {} forks (and {} refused), \
+             {} soft deletes, {} with their last fork, {} retained with their source, \
+             {} reads compared, {} mismatches, {:.1} s",
             Setup::of(seed),
             knobs.ops,
             run.appended >> 20,
+            f.made,
+            f.refused,
+            f.soft_deleted,
+            f.cascaded,
+            f.source_retained,
             run.reads,
             run.mismatches.len(),
             t.elapsed().as_secs_f64()
@@ -665,6 +733,7 @@ async fn random_operations_on_the_origin_read_the_same_through_the_edge() {
             *by_status.entry(*c).or_default() += n;
         }
         mismatches.append(&mut run.mismatches);
+        surprises.append(&mut run.surprises);
     }
     let fields: usize = mismatches.iter().map(|m| m.fields.len()).sum();
     let mut categories: BTreeMap<String, (usize, &Mismatch)> = BTreeMap::new();
@@ -689,8 +758,17 @@ async fn random_operations_on_the_origin_read_the_same_through_the_edge() {
     let _ = writeln!(summary, "  reads by kind: {}", kinds.join(", "));
     let statuses: Vec<String> = by_status.iter().map(|(c, n)| format!("{c} {n}")).collect();
     let _ = writeln!(summary, "  origin statuses: {}", statuses.join(", "));
+    let _ = writeln!(
+        summary,
+        "  the origin otherwise than the model expects: {}",
+        surprises.len()
+    );
+    for s in &surprises {
+        let _ = writeln!(summary, "    {s}");
+    }
     eprintln!("{summary}");
     if mismatches.is_empty() {
+        assert!(surprises.is_empty(), "the model is wrong:\n{summary}");
         return;
     }
     eprintln!("differential: every mismatch:");

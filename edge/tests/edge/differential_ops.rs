@@ -4,16 +4,26 @@
 use super::*;
 
 impl Run<'_> {
-    /// Deletes slot `i`'s stream at the origin, and learns what is left.
+    /// Deletes slot `i`'s stream at the origin, and learns what is left
+    /// (of every path: a delete may soft-delete the stream, or take
+    /// soft-deleted sources with it).
     pub(super) async fn delete(&mut self, i: usize) -> u16 {
+        let (expected, heads) = self.expect_delete(i);
         let r = self
             .http
             .delete(self.origin(&self.slots[i].path))
             .send()
             .await
             .expect("delete");
-        self.sync(i, None).await;
-        r.status().as_u16()
+        let status = r.status().as_u16();
+        let what = format!("DELETE {}", self.slots[i].alias);
+        self.expect(&what, &[expected], status);
+        let got = self.sync_all(i).await;
+        if status == 204 && got[i] == 410 {
+            self.fork_stats.soft_deleted += 1;
+        }
+        self.expect_heads(&format!("HEAD after {what}"), &heads, &got);
+        status
     }
 
     pub(super) fn random_kind(&mut self) -> Kind {
@@ -33,8 +43,8 @@ impl Run<'_> {
         status
     }
 
-    /// Learns the stream's state from the origin's `HEAD`.
-    pub(super) async fn sync(&mut self, i: usize, kind: Option<Kind>) {
+    /// Learns the stream's state from the origin's `HEAD`; its status.
+    pub(super) async fn sync(&mut self, i: usize, kind: Option<Kind>) -> u16 {
         let r = self
             .http
             .head(self.origin(&self.slots[i].path))
@@ -42,12 +52,16 @@ impl Run<'_> {
             .await
             .expect("head");
         let slot = &mut self.slots[i];
-        if r.status() == 404 {
+        let status = r.status().as_u16();
+        if status == 404 || status == 410 {
             if let Some(cur) = slot.current.take() {
                 slot.old.push(cur);
             }
-            return;
+            // 410: deleted while forks read it (the latest of `old`).
+            slot.gone = status == 410 && !slot.old.is_empty();
+            return status;
         }
+        slot.gone = false;
         assert_eq!(r.status(), 200, "HEAD {} on the origin", slot.path);
         let token = header_of(&r, "stream-incarnation").expect("an incarnation");
         let num = |name: &str| {
@@ -73,6 +87,7 @@ impl Run<'_> {
                 retained,
                 boundaries: vec![0],
                 snapshots: Vec::new(),
+                fork: None,
             });
         }
         let cur = slot.current.as_mut().expect("current");
@@ -82,6 +97,7 @@ impl Run<'_> {
         if cur.boundaries.last() != Some(&len) {
             cur.boundaries.push(len);
         }
+        status
     }
 
     /// How many bytes the next append stores, about.
@@ -264,6 +280,10 @@ impl Run<'_> {
             return *self.rng.pick(&[0, 1, CHUNK]);
         };
         let len = inc.len;
+        if let Some(f) = inc.fork.as_ref().filter(|_| self.rng.chance(12)) {
+            // At and around the fork point.
+            return *self.rng.pick(&[f.at, f.at.saturating_sub(1), f.at + 1]);
+        }
         match self.rng.below(11) {
             0 => 0,
             1 | 2 => len,

@@ -5,6 +5,9 @@ use super::*;
 
 impl Run<'_> {
     pub(super) fn request(&mut self, i: usize) -> Req {
+        if self.slots[i].gone && self.rng.chance(12) {
+            return self.soft_deleted_write(i);
+        }
         let path = self.slots[i].path.clone();
         let latest = self.slots[i].latest().cloned();
         let get = |target: String, class| Req {
@@ -57,19 +60,28 @@ impl Run<'_> {
                     .map(|c| c.token.clone())
                     .unwrap_or_else(|| "1-0123456789abcdef".into());
                 let current = self.slots[i].current.as_ref().map(|c| &c.token) == Some(&token);
-                let at = if self.rng.chance(50) {
+                let fork = inc.as_ref().and_then(|c| c.fork.clone());
+                let inherited = match &fork {
+                    Some(f) if self.rng.chance(50) => self.inherited_offset(f),
+                    _ => None,
+                };
+                let at = if let Some(at) = inherited {
+                    at
+                } else if self.rng.chance(50) {
                     let len = inc.as_ref().map_or(0, |c| c.len);
                     self.rng.below(len / CHUNK + 2) * CHUNK
                 } else {
                     self.offset_in(inc.as_ref())
                 };
+                let class = match &fork {
+                    Some(f) if at < f.at => "chunk fork inherited",
+                    Some(_) => "chunk fork own",
+                    None if current => "chunk current",
+                    None => "chunk old",
+                };
                 get(
                     format!("{path}/incarnation/{token}/chunk/{}", hex(at)),
-                    if current {
-                        "chunk current"
-                    } else {
-                        "chunk old"
-                    },
+                    class,
                 )
             }
             // A snapshot.
@@ -143,6 +155,27 @@ impl Run<'_> {
             if let Some(tag) = self.etags.get(&self.key(&req)) {
                 req.headers.push(("if-none-match", tag.clone()));
             }
+        }
+        // Reads of forks and of soft-deleted paths, counted apart.
+        let fork = self.slots[i]
+            .current
+            .as_ref()
+            .is_some_and(|c| c.fork.is_some());
+        let group = req.class.split(' ').next().unwrap_or("");
+        if self.slots[i].gone {
+            req.class = match group {
+                "head" => "head soft-deleted",
+                "chunk" => "chunk soft-deleted",
+                "snapshot" => "snapshot soft-deleted",
+                _ => "read soft-deleted",
+            };
+        } else if fork && group != "chunk" {
+            req.class = match group {
+                "head" => "head fork",
+                "snapshot" => "snapshot fork",
+                "long-poll" => "long-poll fork",
+                _ => "read fork",
+            };
         }
         req
     }

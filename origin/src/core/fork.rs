@@ -53,6 +53,11 @@ pub enum ForkRefusal {
     ContentTypeMismatch { source: String },
     /// The fork point is past the source's end (400).
     BeyondTail { tail: u64 },
+    /// The source is a fork this many deep already (400).
+    TooDeep { max: usize },
+    /// A JSON sub-offset must end within this many bytes of its anchor
+    /// (one request's worth): counting messages reads them (400).
+    SubOffsetTooFar { limit: u64 },
 }
 
 /// The configuration of a new fork of a stream configured as `source`:

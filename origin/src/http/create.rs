@@ -58,10 +58,14 @@ async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body
         .unwrap_or("localhost")
         .to_owned();
     let body = read_body(state, req).await?;
-    let plan = match fork {
-        Some(f) => Some(fork::plan(state, f).await?),
+    let mut plan = match fork {
+        Some(f) => Some(fork::plan(state, &path, f).await?),
         None => None,
     };
+    // Who reads a fork without a credential is its creator's choice.
+    if let Some(r) = plan.as_mut().and_then(|p| p.resolved.as_mut()) {
+        r.config.public = public.unwrap_or(false);
+    }
     // A fork's content type is its source's.
     let json = match plan.as_ref().and_then(|p| p.resolved.as_ref()) {
         Some(r) => r.config.is_json(),

@@ -214,6 +214,14 @@ fn store_error(e: StoreError) -> Response<Body> {
             set(&mut r, h::STREAM_NEXT_OFFSET, Offset(tail));
             r
         }
+        StoreError::ForkRefused(ForkRefusal::TooDeep { max }) => error_response(
+            ErrorCode::BadRequest,
+            format!("the source is a fork {max} deep: forks chain at most {max} deep"),
+        ),
+        StoreError::ForkRefused(ForkRefusal::SubOffsetTooFar { limit }) => error_response(
+            ErrorCode::BadRequest,
+            format!("a JSON sub-offset must end within {limit} bytes of its anchor"),
+        ),
         StoreError::RetainRefused(RetainRefusal::NotLatestSnapshot) => error_response(
             ErrorCode::SnapshotNotFound,
             "retention advances only to the latest snapshot's offset",

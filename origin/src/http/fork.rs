@@ -11,8 +11,10 @@
 //! `Stream-Fork-Sub-Offset` counts past the anchor: bytes on a binary
 //! stream, messages on a JSON stream (found by reading the source's NDJSON
 //! from the anchor: the only part of a fork that costs time with its size,
-//! and only with the sub-offset's). It may reach the source's end and no
-//! further. A JSON fork point must fall between messages.
+//! and only with the sub-offset's, at most one request's worth, 8 MiB: the
+//! messages of one append, as the reference server bounds it). It may
+//! reach the source's end and no further. A JSON fork point must fall
+//! between messages.
 
 use http::HeaderMap;
 use shared::headers as h;
@@ -83,17 +85,19 @@ fn fork_offset(v: &str) -> Option<u64> {
         .flatten()
 }
 
-/// Resolves `req` against its source (None when there is none: the
-/// writer then only matches an existing fork at the path).
-pub async fn plan(state: &Shared, req: ForkRequest) -> Result<ForkPlan, ApiError> {
+/// Resolves `req` for `path` against its source (not when a stream is at
+/// `path`, or no source: the writer then only matches what is there).
+pub async fn plan(state: &Shared, path: &str, req: ForkRequest) -> Result<ForkPlan, ApiError> {
+    let unresolved = |request| ForkPlan {
+        request,
+        resolved: None,
+    };
+    if matches!(state.store.find(path), Ok(_) | Err(StoreError::SoftDeleted)) {
+        return Ok(unresolved(req));
+    }
     let source = match state.store.find(&req.from) {
         Ok(view) => view,
-        Err(StoreError::NotFound) => {
-            return Ok(ForkPlan {
-                request: req,
-                resolved: None,
-            })
-        }
+        Err(StoreError::NotFound) => return Ok(unresolved(req)),
         Err(StoreError::SoftDeleted) => {
             return Err(ApiError::Store(StoreError::ForkSourceDeleted));
         }
@@ -103,7 +107,7 @@ pub async fn plan(state: &Shared, req: ForkRequest) -> Result<ForkPlan, ApiError
     let tail = source.tail().next;
     let anchor = req.offset.unwrap_or(tail);
     let at = if source.is_json() {
-        json_point(&source, anchor, req.sub, tail).await?
+        json_point(&source, anchor, req.sub, tail, state.config.max_body).await?
     } else {
         fork::binary_point(anchor, req.sub, tail).map_err(refused)?
     };
@@ -123,12 +127,13 @@ fn refused(r: ForkRefusal) -> ApiError {
 }
 
 /// The end of the `sub`-th message from `anchor` of a JSON source, which
-/// must itself fall between messages.
+/// must itself fall between messages, within `limit` bytes of it.
 async fn json_point(
     source: &std::sync::Arc<StreamView>,
     anchor: u64,
     sub: u64,
     tail: u64,
+    limit: u64,
 ) -> Result<u64, ApiError> {
     if anchor > tail {
         return Err(refused(ForkRefusal::BeyondTail { tail }));
@@ -140,11 +145,15 @@ async fn json_point(
         ));
     }
     let (mut at, mut left) = (anchor, sub);
+    let bound = tail.min(anchor.saturating_add(limit));
     while left > 0 {
         if at >= tail {
             return Err(refused(ForkRefusal::BeyondTail { tail }));
         }
-        let end = tail.min(at.saturating_add(COUNT_STEP));
+        if at >= bound {
+            return Err(refused(ForkRefusal::SubOffsetTooFar { limit }));
+        }
+        let end = bound.min(at.saturating_add(COUNT_STEP));
         let bytes = source.read(at, end).await?;
         for (i, b) in bytes.iter().enumerate() {
             if *b == b'\n' {

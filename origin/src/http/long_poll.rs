@@ -67,7 +67,11 @@ async fn run(
         waited.unwrap_or_else(|| rx.borrow())
     };
     if tail.gone {
-        return Err(ApiError::NotFound);
+        return Err(if view.is_soft_deleted() {
+            ApiError::Store(crate::store::StoreError::SoftDeleted)
+        } else {
+            ApiError::NotFound
+        });
     }
     let now = state.store.clock().now_ms();
     if tail.next <= start {

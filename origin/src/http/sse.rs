@@ -112,7 +112,12 @@ async fn run(
             }
             let tail = rx.borrow_and_update();
             if tail.gone {
-                let body = ErrorBody::new(ErrorCode::NotFound, "the stream was deleted").to_json();
+                let code = if task_view.is_soft_deleted() {
+                    ErrorCode::StreamDeleted
+                } else {
+                    ErrorCode::NotFound
+                };
+                let body = ErrorBody::new(code, "the stream was deleted").to_json();
                 let _ = tx
                     .send(Ok(Bytes::from(named_json_event("error", &body))))
                     .await;

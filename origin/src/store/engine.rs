@@ -313,14 +313,9 @@ impl Engine {
             .and_then(|e| e.core.fork.as_deref())
             .map(|f| f.source)
         {
-            let Some(n) = self.forks.get_mut(&source) else {
-                break;
-            };
-            *n -= 1;
-            if *n > 0 {
-                break;
+            if self.forks.contains_key(&source) {
+                break; // other forks still read it
             }
-            self.forks.remove(&source);
             let Some(path) = self.paths_by_id.get(&source).cloned() else {
                 break;
             };
@@ -332,10 +327,20 @@ impl Engine {
         Some(Deletion::Removed(removed))
     }
 
+    /// Takes a stream out of the table, its extents and its count as a
+    /// fork of its source with it.
     fn remove(&mut self, path: &str) -> Option<Box<Entry>> {
         let entry = self.entries.remove(path)?;
         self.paths_by_id.remove(&entry.core.id);
         self.forks.remove(&entry.core.id);
+        if let Some(f) = entry.core.fork.as_deref() {
+            if let Some(n) = self.forks.get_mut(&f.source) {
+                *n -= 1;
+                if *n == 0 {
+                    self.forks.remove(&f.source);
+                }
+            }
+        }
         let extents = entry.view.warm.lock().extents().to_vec();
         self.unpin(&extents);
         Some(entry)
@@ -357,11 +362,33 @@ impl Engine {
     }
 
     /// Replays one logged record (recovery), whose payload is at `at`.
-    pub fn replay(&mut self, record: Record, now: Millis, at: LogPos) -> io::Result<()> {
+    /// Returns the ids of the sources a delete removed with its stream.
+    pub fn replay(&mut self, record: Record, now: Millis, at: LogPos) -> io::Result<Vec<u64>> {
+        if let Record::Delete { id, .. } = record {
+            let mut removed = Vec::new();
+            if let Some(path) = self.paths_by_id.get(&id).cloned() {
+                match self.delete(&path) {
+                    // Nothing reads yet: a soft delete is marked at once.
+                    Some(Deletion::Soft(view)) => view.set_soft_deleted(true),
+                    Some(Deletion::Removed(entries)) => {
+                        removed.extend(entries.iter().map(|e| e.core.id));
+                    }
+                    None => {}
+                }
+            }
+            return Ok(removed);
+        }
+        self.replay_change(record, now, at).map(|()| Vec::new())
+    }
+
+    fn replay_change(&mut self, record: Record, now: Millis, at: LogPos) -> io::Result<()> {
         match record {
             Record::Create(rec, payload) => {
+                // Never written so (a create finds the path free), but a
+                // stale stream there goes first.
                 if let Some(old) = self.entries.get(rec.path.as_str()) {
                     let old = old.core.path.clone();
+                    tracing::error!(path = %old, "the log creates a stream where one exists; the old one goes");
                     self.remove(&old);
                 }
                 self.create(&rec, &payload, now, at);
@@ -418,12 +445,7 @@ impl Engine {
                 }
                 Ok(())
             }
-            Record::Delete { id, .. } => {
-                if let Some(path) = self.paths_by_id.get(&id).cloned() {
-                    self.delete(&path);
-                }
-                Ok(())
-            }
+            Record::Delete { .. } => unreachable!("replayed above"),
         }
     }
 }

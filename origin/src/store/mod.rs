@@ -134,6 +134,9 @@ pub struct StoreConfig {
     /// Log extents of all streams together (24 B each) past which streams
     /// with 16 or more are promoted into their own files (see `warm`).
     pub max_log_extents: u64,
+    /// Forks in a chain at most (a fork of a fork of …): a read of the
+    /// newest walks the chain, so past it a fork answers 400.
+    pub max_fork_depth: usize,
 }
 
 /// When an append is acknowledged.
@@ -171,6 +174,7 @@ impl StoreConfig {
             open_files: 0,
             log_retain_bytes: 1024 * 1024 * 1024,
             max_log_extents: 2_000_000,
+            max_fork_depth: 32,
         }
     }
 

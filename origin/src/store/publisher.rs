@@ -136,6 +136,7 @@ impl Publisher {
                         reg.remove(&*view.path);
                     }
                     drop(reg);
+                    view.set_soft_deleted(false);
                     view.publish(Tail {
                         gone: true,
                         ..view.tail()

@@ -100,7 +100,9 @@ pub fn recover(
                         batch: 0,
                     };
                     touched.insert(rec.stream_id());
-                    engine.replay(rec, now, pos)?;
+                    // A delete may remove soft-deleted sources with its
+                    // stream: the next checkpoint must drop them too.
+                    touched.extend(engine.replay(rec, now, pos)?);
                     at += used;
                     report.records_replayed += 1;
                 }

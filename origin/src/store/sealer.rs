@@ -73,7 +73,7 @@ impl Sealer {
             HashMap::new();
         while let Some(job) = jobs.recv().await {
             // Dropping a deleted stream's sender ends its worker.
-            workers.retain(|_, (_, view)| !view.tail().gone);
+            workers.retain(|_, (_, view)| !view.is_removed());
             let id = job.view.id;
             let (tx, _) = workers.entry(id).or_insert_with(|| {
                 let (tx, rx) = mpsc::unbounded_channel();
@@ -93,7 +93,7 @@ impl Sealer {
         while let Some(job) = jobs.recv().await {
             let mut wait = FIRST_RETRY;
             loop {
-                if job.view.tail().gone {
+                if job.view.is_removed() {
                     break;
                 }
                 let permit = uploads.acquire().await.expect("never closed");

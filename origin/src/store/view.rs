@@ -131,13 +131,28 @@ impl StreamView {
         self.soft_deleted.load(Ordering::Acquire)
     }
 
-    pub(crate) fn set_soft_deleted(&self) {
-        self.soft_deleted.store(true, Ordering::Release);
+    /// Set when forks keep the deleted stream (before its tail is
+    /// published gone, so whoever sees it gone sees this); cleared when it
+    /// is removed at last (gone then means removed).
+    pub(crate) fn set_soft_deleted(&self, soft: bool) {
+        self.soft_deleted.store(soft, Ordering::Release);
+    }
+
+    /// Removed for good: its tail is gone and it is not kept for forks
+    /// (sealing it stops).
+    pub fn is_removed(&self) -> bool {
+        self.tail().gone && !self.is_soft_deleted()
     }
 
     /// A fork's source and the end of what it inherits.
     pub fn inherited(&self) -> Option<&Inherited> {
         self.fork.as_deref()
+    }
+
+    /// Forks between this stream and the first that is none (0 for a
+    /// stream that is not a fork).
+    pub fn fork_depth(&self) -> usize {
+        std::iter::successors(self.inherited(), |f| f.parent.inherited()).count()
     }
 
     /// The files, log segments and object storage the stream reads through.
@@ -224,7 +239,17 @@ impl StreamView {
             return self.read_own(start, end).await;
         };
         let mid = end.min(f.at);
-        let inherited = Box::pin(f.parent.read(start, mid)).await?;
+        // Below the source's retention its bytes may be gone; no reader
+        // of the fork asks for them (its retention is at least that), but
+        // sealing the fork's first chunk spans them: zeros stand in.
+        let kept_from = f.parent.tail().retained.clamp(start, mid);
+        let inherited = if kept_from > start {
+            let mut part = vec![0; (kept_from - start) as usize];
+            part.extend_from_slice(&Box::pin(f.parent.read(kept_from, mid)).await?);
+            Bytes::from(part)
+        } else {
+            Box::pin(f.parent.read(start, mid)).await?
+        };
         if mid == end {
             return Ok(inherited);
         }
@@ -346,6 +371,13 @@ impl StreamView {
             .files
             .get(self.id, Open::Existing)
             .and_then(|f| fallocate(&*f, flags, 0, punch).map_err(io::Error::from));
+        // No file: nothing to release (a fork's bytes below its fork point
+        // are its source's; a stream never promoted has none).
+        if let Err(e) = punched.as_ref().map_err(|e| e.kind()) {
+            if e == io::ErrorKind::NotFound {
+                return (through - before, gone);
+            }
+        }
         if let Err(e) = punched {
             tracing::warn!(stream = %self.path, error = %e, "could not release sealed bytes from the stream file");
         }

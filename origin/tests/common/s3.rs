@@ -93,6 +93,26 @@ impl S3sFs {
         Objects::new(open_with(Self::URL, &settings).unwrap())
     }
 
+    /// The objects' files on the server's disk, by path under its root
+    /// (s3s-fs keeps one file per object; its sidecar files start with a
+    /// dot and are left out).
+    pub fn object_files(&self) -> Vec<String> {
+        fn walk(dir: &std::path::Path, root: &std::path::Path, out: &mut Vec<String>) {
+            for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, root, out);
+                } else if !e.file_name().to_string_lossy().starts_with('.') {
+                    out.push(p.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(self.root.path(), self.root.path(), &mut out);
+        out.sort();
+        out
+    }
+
     /// The store's URL for the origin.
     pub const URL: &'static str = "s3://chunks/origin-test";
 

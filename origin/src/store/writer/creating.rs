@@ -90,6 +90,10 @@ impl Writer {
         if source.core.soft_deleted {
             return Err(StoreError::ForkSourceDeleted);
         }
+        let max = self.config.max_fork_depth;
+        if source.view.fork_depth() >= max {
+            return Err(StoreError::ForkRefused(ForkRefusal::TooDeep { max }));
+        }
         if source
             .core
             .config

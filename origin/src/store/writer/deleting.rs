@@ -57,7 +57,7 @@ impl Writer {
                 );
                 let (path, incarnation) = (view.path.clone(), view.incarnation.clone());
                 after.push(AfterCommit::Reply(Box::new(move || {
-                    view.set_soft_deleted();
+                    view.set_soft_deleted(true);
                     view.publish(Tail {
                         gone: true,
                         ..view.tail()

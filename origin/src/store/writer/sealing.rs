@@ -42,7 +42,14 @@ impl Writer {
             .unwrap_or(0)
             .max(sealed);
         let mut queued = false;
+        // A closed fork's last chunk that holds only inherited bytes is not
+        // sealed: its source keeps them (an upload of up to 4 MiB for an
+        // empty fork is not worth it).
+        let inherited = view.inherited().map_or(0, |f| f.at);
         for (start, end) in crate::core::seal::all_sealable(len, closed, requested) {
+            if end <= inherited {
+                continue;
+            }
             self.pending_seals.push(SealJob {
                 view: Arc::clone(view),
                 start,

@@ -93,7 +93,13 @@ impl Writer {
         entry.core.retained = offset;
         // Sealed chunks that now lie wholly before retention are garbage;
         // the rest become garbage when they are sealed.
-        let first = before - before % CHUNK_BYTES;
+        // A fork's chunks before its fork point's are its source's.
+        let own = entry
+            .core
+            .fork
+            .as_deref()
+            .map_or(0, |f| f.at - f.at % CHUNK_BYTES);
+        let first = (before - before % CHUNK_BYTES).max(own);
         let mut start = first;
         while start + CHUNK_BYTES <= offset && start + CHUNK_BYTES <= entry.core.sealed {
             self.pending_gc.push(Garbage::Key(keys::chunk(
