@@ -292,73 +292,6 @@ struct Req {
     slot: usize,
 }
 
-/// One answer, as compared.
-struct Got {
-    status: u16,
-    headers: BTreeMap<String, String>,
-    body: Bytes,
-}
-
-fn compared(name: &str) -> bool {
-    name.starts_with("stream-")
-        || matches!(
-            name,
-            "etag"
-                | "content-type"
-                | "cache-control"
-                | "vary"
-                | "location"
-                | "content-location"
-                | "content-range"
-                | "accept-ranges"
-                | "retry-after"
-        )
-}
-
-/// The fields in which two answers differ: (field, origin's, edge's).
-fn differences(o: &Got, e: &Got) -> Vec<(String, String, String)> {
-    let mut out = Vec::new();
-    if o.status != e.status {
-        out.push(("status".into(), o.status.to_string(), e.status.to_string()));
-    }
-    let names: std::collections::BTreeSet<&String> =
-        o.headers.keys().chain(e.headers.keys()).collect();
-    for name in names {
-        let (a, b) = (o.headers.get(name), e.headers.get(name));
-        let differ = if name == "stream-cursor" {
-            a.is_some() != b.is_some()
-        } else {
-            a != b
-        };
-        if differ {
-            let show = |v: Option<&String>| match v {
-                Some(v) if name == "stream-cursor" => format!("present ({v})"),
-                Some(v) => v.clone(),
-                None => "(absent)".into(),
-            };
-            out.push((name.clone(), show(a), show(b)));
-        }
-    }
-    if o.body != e.body {
-        let at = o
-            .body
-            .iter()
-            .zip(e.body.iter())
-            .position(|(a, b)| a != b)
-            .unwrap_or(o.body.len().min(e.body.len()));
-        let show = |b: &Bytes| {
-            let end = (at + 24).min(b.len());
-            format!(
-                "{} bytes, at {at}: {:?}",
-                b.len(),
-                String::from_utf8_lossy(&b[at.min(end)..end])
-            )
-        };
-        out.push(("body".into(), show(&o.body), show(&e.body)));
-    }
-    out
-}
-
 /// One read whose answer through the edge differs from the origin's.
 struct Mismatch {
     seed: u64,
@@ -583,10 +516,13 @@ impl<'a> Run<'a> {
             (5, "delete"),
             (5, "recreate"),
             (2, "put-again"),
-            (8, "fork"),
+            (if cur.len > 0 { 8 } else { 2 }, "fork"),
         ];
         if cur.fork.is_some() {
             menu.push((2, "fork-again"));
+        }
+        if self.forked(&cur) {
+            menu.push((10, "retain-forked"));
         }
         if !cur.closed {
             menu.push((4, "close"));
@@ -651,6 +587,7 @@ impl<'a> Run<'a> {
                 let dst = (i + 1 + self.rng.below(SLOTS as u64 - 1) as usize) % SLOTS;
                 return self.fork_step(i, dst).await;
             }
+            "retain-forked" => return self.retain_under_forks(i, &cur).await,
             "fork-again" => {
                 self.op_desc = self.fork_again(i, &cur).await;
                 false

@@ -10,13 +10,18 @@
 //! earlier offset the model knows to be valid (any byte offset up to the
 //! end of a binary or text stream, the end of an append of a JSON stream),
 //! or, now and then, where the origin must refuse (past the end, inside a
-//! JSON message, from a soft-deleted or missing source, with another
-//! content type). A stream that forks still read (soft-deleted ones too)
+//! JSON message, before the source's retention, from a soft-deleted or
+//! missing source, with another content type). A stream that forks still read (soft-deleted ones too)
 //! is soft-deleted by a `DELETE`: its path answers 410 (409 to a `PUT`)
 //! until its last fork goes, which takes it along (and its own source, if
-//! that is soft-deleted and this was its last fork). The model states each
-//! of these statuses before the origin answers ([`Run::expect`]); the
-//! origin's `HEAD` of every path then tells it what there is.
+//! that is soft-deleted and this was its last fork). A fork reads nothing
+//! its source's retention dropped: its retained offset follows its
+//! source's up to its fork point, so sources that forks read are retained
+//! there on purpose ([`Run::retain_under_forks`]; the origin then sends
+//! edges a retention event for each fork whose retention moved). A fork
+//! before its source's retained offset answers 410. The model states each of these statuses before the
+//! origin answers ([`Run::expect`]); the origin's `HEAD` of every path
+//! then tells it what there is.
 
 use super::*;
 
@@ -184,6 +189,14 @@ impl Run<'_> {
             .copied()
             .filter(|j| self.slots[*j].current.is_some())
             .collect();
+        let long: Vec<usize> = live
+            .iter()
+            .copied()
+            .filter(|j| self.slots[*j].current.as_ref().is_some_and(|c| c.len > 0))
+            .collect();
+        if !long.is_empty() && self.rng.chance(85) {
+            return Some(*self.rng.pick(&long));
+        }
         if !live.is_empty() && !self.rng.chance(8) {
             return Some(*self.rng.pick(&live));
         }
@@ -208,18 +221,24 @@ impl Run<'_> {
         // Where, and whether the origin must refuse it (None: the model
         // cannot tell, a byte offset of a JSON stream it did not append).
         let boundaries = source.as_ref().map_or(vec![0], |s| s.boundaries.clone());
+        let retained = source.as_ref().map_or(0, |s| s.retained);
         let (named, at, valid) = match self.rng.below(100) {
             0..35 => (None, len, Some(true)),
             35..45 => (Some(len), len, Some(true)),
             45..92 => {
                 let at = if kind == Kind::Json {
-                    let earlier: Vec<u64> =
-                        boundaries.iter().copied().filter(|b| *b < len).collect();
-                    *self.rng.pick(if earlier.is_empty() {
-                        &boundaries
+                    // The origin reads the byte before a JSON fork point,
+                    // which must not be before retention.
+                    let earlier: Vec<u64> = boundaries
+                        .iter()
+                        .copied()
+                        .filter(|b| *b < len && (*b == 0 || *b > retained))
+                        .collect();
+                    if earlier.is_empty() {
+                        len
                     } else {
-                        &earlier
-                    })
+                        *self.rng.pick(&earlier)
+                    }
                 } else {
                     self.rng.range(0, len)
                 };
@@ -227,7 +246,8 @@ impl Run<'_> {
             }
             _ if kind == Kind::Json && len > 1 && self.rng.chance(50) => {
                 let at = self.rng.range(1, len - 1);
-                (Some(at), at, boundaries.contains(&at).then_some(true))
+                let known = boundaries.contains(&at) && at > retained;
+                (Some(at), at, known.then_some(true))
             }
             _ => {
                 let at = len + self.rng.range(1, 100);
@@ -284,21 +304,35 @@ impl Run<'_> {
             .expect("fork")
             .status()
             .as_u16();
-        // The origin checks the source, the request, then the path.
-        let expected: &[u16] = match (&source, valid) {
+        // What the checks of the source and the request answer, if they
+        // refuse; the origin makes them before it looks at the path (as
+        // committed) or after (when the path is taken, it only matches what
+        // is there).
+        let refused: &[u16] = match (&source, valid) {
             _ if self.slots[src].gone => &[409],
-            (None, _) if dst_free => &[404],
-            (None, _) => &[409],
+            (None, _) => &[404],
             _ if mismatched => &[409],
+            // Not before the source's retention (as a read there).
+            _ if at < retained => &[410],
             (_, Some(false)) => &[400],
             _ if self.depth(src) >= MAX_FORK_DEPTH => &[400, 409],
-            (_, None) if !dst_free => &[400, 409],
-            _ if !dst_free => &[409],
             (_, None) => &[201, 400, 503],
             (_, Some(true)) => &[201, 503],
         };
+        let expected: Vec<u16> = if dst_free {
+            refused.to_vec()
+        } else {
+            // A path taken: 409, or what refused it first.
+            let mut e = vec![409];
+            e.extend(
+                refused
+                    .iter()
+                    .filter(|s| **s != 201 && **s != 503 && **s != 404),
+            );
+            e
+        };
         let (sa, da) = (self.slots[src].alias.clone(), self.slots[dst].alias.clone());
-        self.expect(&format!("fork {sa} into {da} at {at}"), expected, status);
+        self.expect(&format!("fork {sa} into {da} at {at}"), &expected, status);
         if status == 201 {
             self.fork_stats.made += 1;
         } else {
@@ -405,6 +439,98 @@ impl Run<'_> {
         let expected: &[u16] = if source_there { &[200] } else { &[200, 409] };
         self.expect(&format!("fork {alias} again"), expected, status);
         format!("fork {alias} again: {status}")
+    }
+
+    /// The forks of `cur` (slot, fork point) that its retention can reach.
+    fn forks_of(&self, cur: &Incarnation) -> Vec<(usize, u64)> {
+        (0..SLOTS)
+            .filter_map(|j| {
+                let f = self.slots[j].live()?.fork.as_ref()?;
+                (f.source_token == cur.token && f.at > cur.retained).then_some((j, f.at))
+            })
+            .collect()
+    }
+
+    /// Whether forks read `cur` where its retention can reach.
+    pub(super) fn forked(&self, cur: &Incarnation) -> bool {
+        !self.forks_of(cur).is_empty()
+    }
+
+    /// Publishes a snapshot of slot `i`'s stream, which forks read, and
+    /// retains it there: at an offset before a fork's point mostly, so that
+    /// the fork's retained offset moves with it (a fork reads nothing its
+    /// source's retention dropped). The slot read most after it (the
+    /// fork's), and whether retention advanced.
+    pub(super) async fn retain_under_forks(
+        &mut self,
+        i: usize,
+        cur: &Incarnation,
+    ) -> (usize, bool) {
+        let forks = self.forks_of(cur);
+        let Some(&(j, at)) = forks.get(self.rng.below(forks.len() as u64) as usize) else {
+            return (i, false);
+        };
+        let floor = cur.snapshots.last().copied().unwrap_or(0).max(cur.retained);
+        let hi = if self.rng.chance(80) {
+            at.min(cur.len)
+        } else {
+            cur.len
+        };
+        let r = if cur.kind == Kind::Json {
+            let ok: Vec<u64> = cur
+                .boundaries
+                .iter()
+                .copied()
+                .filter(|b| *b > floor && *b <= hi)
+                .collect();
+            if ok.is_empty() {
+                hi
+            } else {
+                *self.rng.pick(&ok)
+            }
+        } else if hi > floor {
+            self.rng.range(floor + 1, hi)
+        } else {
+            hi
+        };
+        let path = self.slots[i].path.clone();
+        let put = |target: String| self.http.put(self.origin(&target));
+        let published = put(format!("{path}/snapshot/{}", hex(r)))
+            .header("content-type", "application/json")
+            .body(format!("{{\"state\":{r}}}"))
+            .send()
+            .await
+            .expect("snapshot")
+            .status()
+            .as_u16();
+        let retained = put(format!("{path}/snapshot/{}/retain", hex(r)))
+            .send()
+            .await
+            .expect("retain")
+            .status()
+            .as_u16();
+        if published == 204 {
+            if let Some(c) = self.slots[i].current.as_mut() {
+                if c.snapshots.last() != Some(&r) {
+                    c.snapshots.push(r);
+                }
+            }
+        }
+        self.op_desc = format!(
+            "snapshot and retain {} (forked by {} at {at}) at {r}: {published}, {retained}",
+            self.slots[i].alias, self.slots[j].alias
+        );
+        self.changed(
+            i,
+            if retained == 204 {
+                "retain"
+            } else {
+                "refused retain"
+            },
+        );
+        // Here, so that the forks note their source's retention.
+        self.sync_all(i).await;
+        (j, retained == 204)
     }
 
     /// An operation on the soft-deleted path of slot `i`: deleting a fork

@@ -1,5 +1,6 @@
 //! The differential test's reads: a random request about a stream, sent
-//! to the origin and through the edge, and the two answers compared.
+//! to the origin and through the edge, and the two answers compared
+//! ([`compared`] says which headers, [`differences`] how).
 
 use super::*;
 
@@ -205,7 +206,7 @@ impl Run<'_> {
         s
     }
 
-    pub(super) async fn send(&self, base: String, req: &Req) -> Result<Got, String> {
+    async fn send(&self, base: String, req: &Req) -> Result<Got, String> {
         let mut b = self
             .http
             .request(req.method.clone(), format!("{base}{}", req.target));
@@ -280,4 +281,71 @@ impl Run<'_> {
             fields: diffs,
         });
     }
+}
+
+/// One answer, as compared.
+struct Got {
+    status: u16,
+    headers: BTreeMap<String, String>,
+    body: Bytes,
+}
+
+fn compared(name: &str) -> bool {
+    name.starts_with("stream-")
+        || matches!(
+            name,
+            "etag"
+                | "content-type"
+                | "cache-control"
+                | "vary"
+                | "location"
+                | "content-location"
+                | "content-range"
+                | "accept-ranges"
+                | "retry-after"
+        )
+}
+
+/// The fields in which two answers differ: (field, origin's, edge's).
+fn differences(o: &Got, e: &Got) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    if o.status != e.status {
+        out.push(("status".into(), o.status.to_string(), e.status.to_string()));
+    }
+    let names: std::collections::BTreeSet<&String> =
+        o.headers.keys().chain(e.headers.keys()).collect();
+    for name in names {
+        let (a, b) = (o.headers.get(name), e.headers.get(name));
+        let differ = if name == "stream-cursor" {
+            a.is_some() != b.is_some()
+        } else {
+            a != b
+        };
+        if differ {
+            let show = |v: Option<&String>| match v {
+                Some(v) if name == "stream-cursor" => format!("present ({v})"),
+                Some(v) => v.clone(),
+                None => "(absent)".into(),
+            };
+            out.push((name.clone(), show(a), show(b)));
+        }
+    }
+    if o.body != e.body {
+        let at = o
+            .body
+            .iter()
+            .zip(e.body.iter())
+            .position(|(a, b)| a != b)
+            .unwrap_or(o.body.len().min(e.body.len()));
+        let show = |b: &Bytes| {
+            let end = (at + 24).min(b.len());
+            format!(
+                "{} bytes, at {at}: {:?}",
+                b.len(),
+                String::from_utf8_lossy(&b[at.min(end)..end])
+            )
+        };
+        out.push(("body".into(), show(&o.body), show(&e.body)));
+    }
+    out
 }

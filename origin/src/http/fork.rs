@@ -106,6 +106,11 @@ pub async fn plan(state: &Shared, path: &str, req: ForkRequest) -> Result<ForkPl
     let config = fork::config(&req, &source.config).map_err(refused)?;
     let tail = source.tail().next;
     let anchor = req.offset.unwrap_or(tail);
+    // A fork starts where a read could: not before the source's retention.
+    let retained = source.tail().retained;
+    if anchor < retained {
+        return Err(ApiError::Gone { retained });
+    }
     let at = if source.is_json() {
         json_point(&source, anchor, req.sub, tail, state.config.max_body).await?
     } else {

@@ -140,9 +140,10 @@ pub struct Engine {
     /// streams share a handful), up to [`INTERNED_TYPES`]; rarer ones past
     /// that keep a copy of their own.
     types: super::FastSet<Arc<str>>,
-    /// Per stream that has forks: how many (soft-deleted ones included,
-    /// since they still read it). Rebuilt from the forks at recovery.
-    pub forks: FastMap<u64, u32>,
+    /// Per stream that has forks: their ids (soft-deleted ones included,
+    /// since they still read it), so that a change of what they inherit
+    /// reaches them. Rebuilt from the forks at recovery.
+    pub forks: FastMap<u64, Vec<u64>>,
 }
 
 /// What deleting a stream did.
@@ -195,7 +196,7 @@ impl Engine {
     fn insert(&mut self, mut core: StreamCore, warm: Warm, now: Millis) {
         core.config.content_type = self.intern(&core.config.content_type);
         let inherited = core.fork.as_deref().and_then(|f| {
-            *self.forks.entry(f.source).or_default() += 1;
+            self.forks.entry(f.source).or_default().push(core.id);
             let parent = self.view_by_id(f.source);
             if parent.is_none() {
                 tracing::error!(stream = %core.path, source = f.source, "a fork's source is missing; its inherited bytes cannot be read");
@@ -215,6 +216,11 @@ impl Engine {
         self.paths_by_id.insert(core.id, core.path.clone());
         self.entries
             .insert(core.path.clone(), Box::new(Entry { core, view }));
+    }
+
+    /// The direct forks of stream `id`.
+    pub fn forks_of(&self, id: u64) -> &[u64] {
+        self.forks.get(&id).map_or(&[], Vec::as_slice)
     }
 
     fn view_by_id(&self, id: u64) -> Option<Arc<StreamView>> {
@@ -303,7 +309,11 @@ impl Engine {
         if entry.core.soft_deleted {
             return None;
         }
-        if self.forks.get(&entry.core.id).is_some_and(|n| *n > 0) {
+        if self
+            .forks
+            .get(&entry.core.id)
+            .is_some_and(|f| !f.is_empty())
+        {
             entry.core.soft_deleted = true;
             return Some(Deletion::Soft(Arc::clone(&entry.view)));
         }
@@ -334,9 +344,9 @@ impl Engine {
         self.paths_by_id.remove(&entry.core.id);
         self.forks.remove(&entry.core.id);
         if let Some(f) = entry.core.fork.as_deref() {
-            if let Some(n) = self.forks.get_mut(&f.source) {
-                *n -= 1;
-                if *n == 0 {
+            if let Some(ids) = self.forks.get_mut(&f.source) {
+                ids.retain(|&id| id != entry.core.id);
+                if ids.is_empty() {
                     self.forks.remove(&f.source);
                 }
             }

@@ -111,8 +111,38 @@ impl Writer {
         }
         after.push(AfterCommit::Publish(Arc::clone(&entry.view), entry.tail()));
         let (path, incarnation) = (entry.core.path.clone(), entry.core.incarnation.clone());
-        self.invalidate(after, path, incarnation, Change::Retained, Some(offset));
+        // What the stream's readers see now (a fork's own retention may
+        // be below what it inherits).
+        let was = entry.view.tail().retained;
+        let now = was.max(offset);
+        self.invalidate(after, path, incarnation, Change::Retained, Some(now));
+        self.retention_reaches_forks(id, was, now, after);
         Ok(())
+    }
+
+    /// A fork cannot read before its source's retention (up to its fork
+    /// point), so a source's retention moves its forks' too, and edges
+    /// that keep their bytes must hear of it as of the fork's own.
+    fn retention_reaches_forks(&self, id: u64, was: u64, now: u64, after: &mut Vec<AfterCommit>) {
+        let mut moved = vec![(id, was, now)];
+        while let Some((source, was, now)) = moved.pop() {
+            for &fork in self.engine.forks_of(source) {
+                let Some(path) = self.engine.paths_by_id.get(&fork) else {
+                    continue;
+                };
+                let core = &self.engine.entries[path].core;
+                let at = core.fork.as_deref().map_or(0, |f| f.at);
+                let (fork_was, fork_now) = (
+                    core.retained.max(was.min(at)),
+                    core.retained.max(now.min(at)),
+                );
+                if fork_now > fork_was {
+                    let (path, incarnation) = (core.path.clone(), core.incarnation.clone());
+                    self.invalidate(after, path, incarnation, Change::Retained, Some(fork_now));
+                    moved.push((fork, fork_was, fork_now));
+                }
+            }
+        }
     }
 
     /// Tells the edges, once the change is durable and visible and before
