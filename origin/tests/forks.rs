@@ -516,3 +516,73 @@ async fn sources_removed_with_their_last_fork_stay_removed_across_replays() {
         .unwrap();
     assert_eq!(r.status(), 201, "the path is free");
 }
+
+/// A fork without a snapshot of its own starts from its source's, when
+/// that is at or before the fork point: `HEAD` names it, and both snapshot
+/// URLs serve the source's object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_bootstraps_from_its_sources_snapshot() {
+    let api = Api::start().await;
+    let source = stream_path("snap-source");
+    let all: Vec<u8> = (0..100u8).collect();
+    api.create_with(&source, "application/octet-stream", all.clone())
+        .await;
+    let at = Offset(50);
+    let r = api
+        .put(&format!("{source}/snapshot/{at}"))
+        .body("state@50")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let digest = header(&r, "stream-snapshot-digest").unwrap();
+    let r = api
+        .put(&format!("{source}/snapshot/{at}/retain"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+
+    let forked = stream_path("snap-fork");
+    fork(&api, &forked, &source).await;
+    let head = api.head(&forked).send().await.unwrap();
+    assert_eq!(
+        header(&head, "stream-snapshot-offset").unwrap(),
+        at.to_string()
+    );
+    assert_eq!(header(&head, "stream-snapshot-digest").unwrap(), digest);
+    assert_eq!(
+        header(&head, "stream-retained-offset").unwrap(),
+        at.to_string()
+    );
+    let latest = api.get(&format!("{forked}/snapshot")).send().await.unwrap();
+    assert_eq!(latest.status(), 200);
+    assert_eq!(latest.bytes().await.unwrap(), "state@50");
+    let fork_token = token(&api, &forked).await;
+    let cacheable = api
+        .get(&format!("{forked}/incarnation/{fork_token}/snapshot/{at}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cacheable.status(), 200);
+    assert_eq!(cacheable.bytes().await.unwrap(), "state@50");
+    assert_eq!(read_from(&api, &forked, 50).await, all[50..]);
+
+    // A snapshot of the fork's own takes over.
+    let own = Offset(100);
+    let r = api
+        .put(&format!("{forked}/snapshot/{own}"))
+        .body("fork@100")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let latest = api.get(&format!("{forked}/snapshot")).send().await.unwrap();
+    assert_eq!(latest.bytes().await.unwrap(), "fork@100");
+    let head = api.head(&source).send().await.unwrap();
+    assert_eq!(
+        header(&head, "stream-snapshot-offset").unwrap(),
+        at.to_string(),
+        "the source's is its own"
+    );
+}

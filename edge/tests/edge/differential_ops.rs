@@ -306,6 +306,15 @@ impl Run<'_> {
     }
 
     /// An incarnation of slot `i` to name in a URL: mostly the current one.
+    /// The snapshots published on the incarnation with this token.
+    pub(super) fn snapshots_of(&self, token: &str) -> Vec<u64> {
+        self.slots
+            .iter()
+            .flat_map(|s| s.current.iter().chain(&s.old))
+            .find(|c| c.token == token)
+            .map_or_else(Vec::new, |c| c.snapshots.clone())
+    }
+
     pub(super) fn some_incarnation(&mut self, i: usize) -> Option<Incarnation> {
         let slot = &self.slots[i];
         if slot.current.is_some() && (slot.old.is_empty() || self.rng.chance(65)) {

@@ -91,9 +91,16 @@ impl Run<'_> {
                 let current = inc.is_some()
                     && self.slots[i].current.as_ref().map(|c| &c.token)
                         == inc.as_ref().map(|c| &c.token);
-                let published = inc
-                    .as_ref()
-                    .and_then(|c| (!c.snapshots.is_empty()).then(|| c.snapshots.clone()));
+                // A fork without snapshots of its own starts from its
+                // source's (at or before its fork point).
+                let published = inc.as_ref().and_then(|c| {
+                    let mut offsets = c.snapshots.clone();
+                    if let (true, Some(f)) = (offsets.is_empty(), &c.fork) {
+                        offsets = self.snapshots_of(&f.source_token);
+                        offsets.retain(|o| *o <= f.at);
+                    }
+                    (!offsets.is_empty()).then_some(offsets)
+                });
                 match self.rng.below(3) {
                     0 => get(format!("{path}/snapshot"), "snapshot latest"),
                     1 => {

@@ -34,7 +34,7 @@ pub async fn head(state: Shared, path: String, req: Request) -> Response<Body> {
     if view.is_public() {
         set(&mut resp, h::STREAM_PUBLIC, "true");
     }
-    if let Some(snapshot) = view.snapshot() {
+    if let Some((snapshot, _)) = view.bootstrap_snapshot() {
         set(
             &mut resp,
             h::STREAM_SNAPSHOT_OFFSET,

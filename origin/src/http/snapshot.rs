@@ -325,8 +325,8 @@ async fn read_latest(
     let wanted = offset.map(parse_offset).transpose()?;
     let view = open(state, stream, &req)?;
     view.touch(state.store.clock().now_ms());
-    let meta = latest(&view, wanted)?;
-    serve(state, &view, meta, false, Ask::of(&req)).await
+    let (meta, owner) = latest(&view, wanted)?;
+    serve(state, &view, &owner, meta, false, Ask::of(&req)).await
 }
 
 /// `GET {stream}/incarnation/{token}/snapshot/{offset}`: the latest snapshot
@@ -344,16 +344,21 @@ pub async fn read_cacheable(
     let run = async {
         let (view, wanted) = open_cacheable(&state, &stream, &token, &offset, has_query)?;
         let wanted = wanted.bytes();
-        let meta = latest(&view, Some(wanted))?;
-        serve(&state, &view, meta, true, ask).await
+        let (meta, owner) = latest(&view, Some(wanted))?;
+        serve(&state, &view, &owner, meta, true, ask).await
     };
     run.await.unwrap_or_else(IntoResponse::into_response)
 }
 
-fn latest(view: &StreamView, wanted: Option<u64>) -> Result<SnapshotMeta, ApiError> {
-    match view.snapshot() {
-        Some(m) if wanted.is_none_or(|w| w == m.offset) => Ok(m),
-        Some(m) => {
+/// The latest snapshot a reader of `view` starts from (a fork's may be
+/// its source's), and the stream whose object it is.
+fn latest(
+    view: &std::sync::Arc<StreamView>,
+    wanted: Option<u64>,
+) -> Result<(SnapshotMeta, std::sync::Arc<StreamView>), ApiError> {
+    match view.bootstrap_snapshot() {
+        Some((m, owner)) if wanted.is_none_or(|w| w == m.offset) => Ok((m, owner)),
+        Some((m, _)) => {
             let mut r = error_response(
                 ErrorCode::SnapshotNotFound,
                 "this offset is not the latest snapshot's",
@@ -434,6 +439,7 @@ impl Ask {
 async fn serve(
     state: &Shared,
     view: &StreamView,
+    owner: &StreamView,
     meta: SnapshotMeta,
     immutable: bool,
     ask: Ask,
@@ -478,8 +484,8 @@ async fn serve(
                 .objects()
                 .ok_or_else(|| ApiError::Internal("no object storage".into()))?;
             let key = keys::snapshot(
-                &view.path,
-                &view.incarnation,
+                &owner.path,
+                &owner.incarnation,
                 Offset(meta.offset),
                 &meta.digest,
             );

@@ -181,6 +181,19 @@ impl StreamView {
         self.snapshot.read().as_deref().cloned()
     }
 
+    /// The snapshot a reader of the stream starts from, and the stream
+    /// whose object it is: its own latest, or, for a fork without one, its
+    /// source's latest if that is at or before the fork point (the state
+    /// the fork inherits is the source's there).
+    pub fn bootstrap_snapshot(self: &Arc<Self>) -> Option<(SnapshotMeta, Arc<StreamView>)> {
+        if let Some(own) = self.snapshot() {
+            return Some((own, Arc::clone(self)));
+        }
+        let f = self.fork.as_deref()?;
+        let (meta, owner) = f.parent.bootstrap_snapshot()?;
+        (meta.offset <= f.at).then_some((meta, owner))
+    }
+
     pub(crate) fn set_snapshot(&self, meta: Option<Box<SnapshotMeta>>) {
         *self.snapshot.write() = meta;
     }

@@ -483,6 +483,10 @@ impl Writer {
                     let incarnation = view.incarnation.clone();
                     self.invalidate(after, path, incarnation, Change::SnapshotReplaced, None);
                 }
+                // Forks without a snapshot of their own start from this one.
+                if let (Ok(_), Some(view)) = (&result, &view) {
+                    self.snapshot_reaches_forks(view.id, after);
+                }
                 after.push(AfterCommit::Reply(Box::new(move || {
                     let _ = reply.send(result.map(|_| ()));
                 })));

@@ -120,6 +120,27 @@ impl Writer {
         Ok(())
     }
 
+    /// Forks without a snapshot of their own start from their source's
+    /// (see `StreamView::bootstrap_snapshot`): edges that keep their
+    /// snapshot answers hear that it changed, down to forks that have one
+    /// of their own.
+    pub(super) fn snapshot_reaches_forks(&self, id: u64, after: &mut Vec<AfterCommit>) {
+        let mut sources = vec![id];
+        while let Some(source) = sources.pop() {
+            for &fork in self.engine.forks_of(source) {
+                let Some(path) = self.engine.paths_by_id.get(&fork) else {
+                    continue;
+                };
+                let core = &self.engine.entries[path].core;
+                if core.snapshot.is_none() {
+                    let (path, incarnation) = (core.path.clone(), core.incarnation.clone());
+                    self.invalidate(after, path, incarnation, Change::SnapshotReplaced, None);
+                    sources.push(fork);
+                }
+            }
+        }
+    }
+
     /// A fork cannot read before its source's retention (up to its fork
     /// point), so a source's retention moves its forks' too, and edges
     /// that keep their bytes must hear of it as of the fork's own.
