@@ -26,6 +26,7 @@ locals {
     "Stream-Seq", "Stream-TTL", "Stream-Expires-At", "Stream-Closed",
   ]
 
+
   # Error answers CloudFront would otherwise cache for 10 s. Cached under a
   # key that leaves out forwarded-but-unkeyed parameters (timeout_ms,
   # consistency), one bad request could poison the key for others.
@@ -103,7 +104,15 @@ resource "aws_cloudfront_cache_policy" "stream_reads" {
     headers_config {
       header_behavior = "whitelist"
       headers {
-        items = ["Authorization", "Accept", "Stream-Incarnation"]
+        # The last six are writes' headers that do not fit in the origin
+        # request policy (10 at most): a fork's, a create's Stream-Public
+        # and a snapshot publish's. Keyed, they are forwarded; no read
+        # sends them, so no read's entry changes.
+        items = [
+          "Authorization", "Accept", "Stream-Incarnation",
+          "Stream-Forked-From", "Stream-Fork-Offset", "Stream-Fork-Sub-Offset",
+          "Stream-Public", "Stream-Snapshot-Match", "Stream-Snapshot-Parts",
+        ]
       }
     }
     cookies_config {

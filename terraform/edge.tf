@@ -42,6 +42,7 @@ resource "aws_launch_template" "edge" {
     object_store    = local.object_store
     cache_size      = var.edge_cache_size
     region          = var.region
+    open_accounts   = var.open_accounts
     extra_env       = var.edge_extra_env
     install_release = local.install_release
   }))

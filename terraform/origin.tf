@@ -47,6 +47,7 @@ resource "aws_instance" "origin" {
     data_volume_id  = aws_ebs_volume.origin_data.id
     object_store    = local.object_store
     region          = var.region
+    open_accounts   = var.open_accounts
     extra_env       = var.origin_extra_env
     install_release = local.install_release
   })

@@ -109,6 +109,17 @@ variable "origin_data_volume_throughput" {
   default     = 125
 }
 
+variable "open_accounts" {
+  description = "Accounts usable without a credential or limits (comma-separated), on the origin and the edges. Empty (the default): every stream needs a key or token, since the CDN puts them on the open internet. Name an account here only for streams anyone may write."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = can(regex("^[A-Za-z0-9_.,-]*$", var.open_accounts))
+    error_message = "open_accounts is a comma-separated list of account names."
+  }
+}
+
 variable "origin_extra_env" {
   description = "Extra environment variables for the origin's systemd unit (flags such as ORIGIN_SSE_SESSION). Not for secrets: user data is readable by anyone who can describe the instance."
   type        = map(string)

@@ -102,10 +102,12 @@ pub struct Cli {
     /// (comma-separated; "" for none).
     #[arg(long, env = "ORIGIN_OPEN_ACCOUNTS", default_value = "default")]
     pub open_accounts: String,
-    /// Requests per second per account (0: no limit).
+    /// Requests per second per credential, charged after authentication
+    /// (an account's anonymous public readers share one; 0: no limit).
     #[arg(long, env = "ORIGIN_ACCOUNT_RPS", default_value_t = 1000)]
     pub account_rps: u32,
-    /// Tails (long-polls and SSE) open at once per account (0: no limit).
+    /// Tails (long-polls and SSE) open at once per credential (an
+    /// account's anonymous public readers share one; 0: no limit).
     #[arg(long, env = "ORIGIN_ACCOUNT_TAILS", default_value_t = 16)]
     pub account_tails: u32,
     /// Longest lifetime of an exchanged token, e.g. 1h.

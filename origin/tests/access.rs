@@ -629,3 +629,120 @@ async fn secrets_never_appear_in_logs() {
     let keys_file = std::fs::read_to_string(dir.path().join("keys.json")).unwrap();
     assert!(!keys_file.contains(&secret) && !keys_file.contains(&made_secret));
 }
+
+/// Nothing the origin writes is readable by other users: the data
+/// directory is 0700 whatever it was made with, and every file and folder
+/// in it (the log, checkpoints, stream files, keys) is its owner's alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_data_directory_is_its_owners_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_origin"))
+        .args(["keys", "create", "--account", "acme", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(cli.status.success());
+    let mut proc = common::process::spawn(&[], &["--data".as_ref(), data.as_os_str()]);
+    let base = format!("http://{}", proc.addr);
+    let http = common::client();
+    let path = format!("{base}/v1/stream/modes");
+    let r = http
+        .put(&path)
+        .header("content-type", "text/plain")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    // Past a stream's log share: it gets a file of its own.
+    for _ in 0..4 {
+        let r = http
+            .post(&path)
+            .header("content-type", "text/plain")
+            .body(vec![b'x'; 32 * 1024])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 204);
+    }
+    let pid = proc.child.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    proc.child.wait().unwrap();
+    fn walk(p: &std::path::Path, seen: &mut Vec<(std::path::PathBuf, u32)>) {
+        for e in std::fs::read_dir(p).unwrap().flatten() {
+            let mode = e.metadata().unwrap().permissions().mode() & 0o777;
+            seen.push((e.path(), mode));
+            if e.file_type().unwrap().is_dir() {
+                walk(&e.path(), seen);
+            }
+        }
+    }
+    let mut seen = vec![(
+        data.clone(),
+        std::fs::metadata(&data).unwrap().permissions().mode() & 0o777,
+    )];
+    walk(&data, &mut seen);
+    let names: Vec<String> = seen
+        .iter()
+        .map(|(p, _)| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n == "keys.json"), "{names:?}");
+    assert!(
+        seen.iter().any(|(p, _)| p
+            .parent()
+            .is_some_and(|d| d.parent().is_some_and(|s| s.ends_with("streams")))),
+        "a stream file: {names:?}"
+    );
+    for (p, mode) in &seen {
+        assert_eq!(mode & 0o077, 0, "{} is {mode:o}", p.display());
+    }
+}
+
+/// Budgets are charged after authentication, per credential: requests
+/// with a refused credential spend no one's budget (anyone could exhaust
+/// an account's by sending them), and anonymous readers of a public
+/// stream have a budget of their own, not its owner's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_are_charged_after_authentication_per_credential() {
+    let api = start(LimitConfig { rps: 5, tails: 0 }).await;
+    let (_, key) = make_key(&api, serde_json::json!({"account": "acme"})).await;
+    let s = "/acme/s.budget";
+    let r = req(&api, Method::PUT, s, Some(&key))
+        .header("stream-public", "true")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    // The key with its secret changed: refused, 30 times, never 429.
+    let mut wrong = key.clone();
+    let last = wrong.pop().unwrap();
+    wrong.push(if last == 'a' { 'b' } else { 'a' });
+    for _ in 0..30 {
+        let r = req(&api, Method::HEAD, s, Some(&wrong))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401);
+    }
+    // Anonymous readers of the public stream run out of their own budget.
+    let mut anonymous = Vec::new();
+    for _ in 0..30 {
+        let r = req(&api, Method::GET, &format!("{s}?offset=-1"), None)
+            .send()
+            .await
+            .unwrap();
+        anonymous.push(r.status().as_u16());
+    }
+    assert!(anonymous.contains(&429), "{anonymous:?}");
+    // The owner's budget was spent by none of them.
+    for _ in 0..3 {
+        let r = req(&api, Method::HEAD, s, Some(&key)).send().await.unwrap();
+        assert_eq!(r.status(), 200, "the owner is served");
+    }
+}

@@ -21,6 +21,8 @@ pub enum ErrorCode {
     StreamSeqConflict,
     ProducerSeqConflict,
     ProducerEpochStale,
+    /// 409: a stream's producers are at their bound.
+    ProducerLimit,
     /// Another snapshot at the offset, a later one, or a failed
     /// `Stream-Snapshot-Match`.
     SnapshotConflict,
@@ -59,6 +61,7 @@ impl ErrorCode {
             ErrorCode::StreamSeqConflict => "STREAM_SEQ_CONFLICT",
             ErrorCode::ProducerSeqConflict => "PRODUCER_SEQ_CONFLICT",
             ErrorCode::ProducerEpochStale => "PRODUCER_EPOCH_STALE",
+            ErrorCode::ProducerLimit => "PRODUCER_LIMIT",
             ErrorCode::PreconditionFailed => "INCARNATION_MISMATCH",
             ErrorCode::Gone => "OFFSET_TRIMMED",
             ErrorCode::StreamDeleted => "STREAM_DELETED",
@@ -89,6 +92,7 @@ impl ErrorCode {
             | ErrorCode::StreamClosed
             | ErrorCode::StreamSeqConflict
             | ErrorCode::ProducerSeqConflict
+            | ErrorCode::ProducerLimit
             | ErrorCode::SnapshotConflict => 409,
             ErrorCode::Gone | ErrorCode::StreamDeleted => 410,
             ErrorCode::PreconditionFailed => 412,

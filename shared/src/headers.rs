@@ -48,7 +48,8 @@ stream-sse-data-encoding, producer-epoch, producer-seq, producer-expected-seq, p
 producer-outcome, ursula-max-request-bytes, ursula-max-snapshot-bytes, etag, location, retry-after, content-type";
 
 /// The browser-safety headers of an answer that may have a body:
-/// `nosniff`, and a resource policy that lets pages on other origins read it.
+/// `nosniff`, a resource policy that lets pages on other origins read it,
+/// and `Content-Security-Policy: sandbox`.
 pub fn insert_safety(h: &mut http::HeaderMap) {
     const CORP: HeaderName = HeaderName::from_static("cross-origin-resource-policy");
     h.insert(
@@ -56,6 +57,14 @@ pub fn insert_safety(h: &mut http::HeaderMap) {
         http::HeaderValue::from_static("nosniff"),
     );
     h.insert(CORP, http::HeaderValue::from_static("cross-origin"));
+    // A stream of `text/html` or `image/svg+xml` is whatever its writers
+    // sent: opened in a browser from the API's own origin it would run
+    // their scripts there (stored XSS). Sandboxed, it runs nothing and has
+    // an origin of its own. No answer of this API is a page meant to run.
+    h.insert(
+        http::header::CONTENT_SECURITY_POLICY,
+        http::HeaderValue::from_static("sandbox"),
+    );
 }
 
 /// CORS for any origin: credentials travel in `Authorization`, never in

@@ -17,9 +17,10 @@ use std::sync::Mutex;
 
 #[derive(Clone, Copy, Debug)]
 pub struct LimitConfig {
-    /// Requests per second per account (0: no limit).
+    /// Requests per second per budget (a key; an account's anonymous
+    /// public readers) (0: no limit).
     pub rps: u32,
-    /// Tails open at once per account (0: no limit).
+    /// Tails open at once per budget (0: no limit).
     pub tails: u32,
 }
 

@@ -53,9 +53,11 @@ impl Offset {
         self.0 / CHUNK_BYTES
     }
 
-    /// The first offset of the next chunk boundary strictly after this offset.
+    /// The first offset of the next chunk boundary strictly after this
+    /// offset (the largest offset for one in the last chunk of the range:
+    /// offsets come from requests, and no stream gets that far).
     pub fn next_chunk_boundary(self) -> Offset {
-        Offset((self.chunk_index() + 1) * CHUNK_BYTES)
+        Offset((self.chunk_index() + 1).saturating_mul(CHUNK_BYTES))
     }
 }
 
@@ -90,6 +92,16 @@ impl ReadFrom {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn the_last_chunk_of_the_range_does_not_wrap() {
+        assert_eq!(Offset(0).next_chunk_boundary(), Offset(CHUNK_BYTES));
+        assert_eq!(Offset(u64::MAX).next_chunk_boundary(), Offset(u64::MAX));
+        assert_eq!(
+            Offset(u64::MAX - CHUNK_BYTES).next_chunk_boundary(),
+            Offset(u64::MAX - u64::MAX % CHUNK_BYTES)
+        );
+    }
 
     #[test]
     fn encodes_fixed_width() {

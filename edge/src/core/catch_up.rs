@@ -49,7 +49,7 @@ pub fn plan(start: u64, max: u64, tail: u64, closed: bool) -> Option<Plan> {
     let mut pos = start;
     while pos < end {
         let chunk = pos - pos % CHUNK_BYTES;
-        let to = end.min(chunk + CHUNK_BYTES);
+        let to = end.min(chunk.saturating_add(CHUNK_BYTES));
         pieces.push(Piece {
             chunk,
             from: pos,

@@ -6,6 +6,7 @@
 
 use axum::body::Body;
 use axum::response::IntoResponse;
+use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use shared::etag::{if_none_match_hits, read_etag};
 use shared::headers as h;
@@ -61,9 +62,11 @@ async fn from_bucket(state: &Shared, path: &str) -> Option<Answer> {
     };
     let start = Offset::parse(offset)?.bytes();
     let aligned = start - start % CHUNK_BYTES;
+    // An offset from the URL: the last chunk of the range has no end.
+    let end = aligned.checked_add(CHUNK_BYTES)?;
     let stream_state = state.states.recent(state, stream).await?;
     if stream_state.incarnation != token
-        || aligned + CHUNK_BYTES >= stream_state.tail
+        || end >= stream_state.tail
         || start < stream_state.retained
     {
         return None;
@@ -74,7 +77,6 @@ async fn from_bucket(state: &Shared, path: &str) -> Option<Answer> {
     if bytes.len() as u64 != CHUNK_BYTES {
         return None;
     }
-    let end = aligned + CHUNK_BYTES;
     let mut headers = stream_state.headers.clone();
     // What only a read answer says: its range, its shape (`Vary`), and
     // where the stream now begins.
@@ -110,7 +112,12 @@ async fn from_bucket(state: &Shared, path: &str) -> Option<Answer> {
     Some(Answer {
         status: StatusCode::OK,
         headers,
-        body: bytes.slice((start - aligned) as usize..),
+        // The cache weighs what an answer holds: a slice of the object
+        // would keep all 4 MiB of it alive under a small weight.
+        body: match (start - aligned) as usize {
+            0 => bytes,
+            from => Bytes::copy_from_slice(&bytes[from..]),
+        },
     })
 }
 

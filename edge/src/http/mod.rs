@@ -223,6 +223,14 @@ async fn dispatch(state: &Shared, req: Request<Body>) -> (&'static str, Response
 /// Routes a request to the edge's own answer, or to the origin.
 async fn route(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
     let method = req.method().clone();
+    let path = req.uri().path();
+    if path == routes::ADMIN || path.starts_with(&format!("{}/", routes::ADMIN)) {
+        let refused = error::error_response(
+            shared::error::ErrorCode::NotFound,
+            "the admin API is not served through an edge",
+        );
+        return ("admin", refused);
+    }
     match classify(req.uri().path()) {
         Target::Stream(_) => match method {
             Method::GET => read_route(state, req).await,

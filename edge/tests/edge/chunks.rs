@@ -392,3 +392,85 @@ async fn sealed_chunks_are_filled_from_the_bucket_with_the_origins_headers() {
     assert_eq!(r.bytes().await.unwrap()[..], data[2 * CHUNK..]);
     assert_eq!(s.metric(UPSTREAM_CHUNKS).await, 1);
 }
+
+/// Chunk offsets at the end of the offset range (the last chunk of the
+/// grid has no end): through the edge, with a bucket, as at the origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunk_offsets_at_the_end_of_the_range_answer_as_the_origin() {
+    let s = Stack::start_with_bucket().await;
+    let p = stream_path("chunk-max");
+    s.create(&p, "application/octet-stream").await;
+    fill(&s, &p, &pattern(CHUNK + 10, 3)).await;
+    let inc = incarnation(&s, &p).await;
+    for at in [
+        u64::MAX,
+        u64::MAX - (CHUNK as u64),
+        u64::MAX - u64::MAX % CHUNK as u64,
+    ] {
+        let path = format!("{p}/incarnation/{inc}/chunk/{}", offset(at));
+        let edge = s.http.get(s.url(&path)).send().await.unwrap();
+        let origin = s.http.get(s.origin_url(&path)).send().await.unwrap();
+        assert_eq!(origin.status(), 416, "{at:x} is past the end");
+        assert_eq!(edge.status(), origin.status(), "{at:x}");
+        assert_eq!(
+            header(&edge, "stream-next-offset"),
+            header(&origin, "stream-next-offset")
+        );
+    }
+}
+
+/// The process's resident memory, from `/proc`.
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+/// Chunk URLs at off-grid offsets of one sealed chunk, each answered from
+/// the bucket: the cache weighs each answer by what it holds (its own
+/// copy), so memory stays within the cache's size. Before, each answer was
+/// a slice that kept the whole 4 MiB object alive: 300 of them took an edge
+/// with a 64 MiB cache past a gigabyte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn off_grid_chunk_answers_are_weighed_by_what_they_hold() {
+    let cache = 64u64 << 20;
+    let s = Stack::start_with_bucket_and_cache(cache).await;
+    let p = stream_path("off-grid");
+    s.create(&p, "application/octet-stream").await;
+    fill(&s, &p, &pattern(CHUNK + 100, 5)).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while origin_metric(&s, "ds_chunks_sealed_total").await < 1 {
+        assert!(tokio::time::Instant::now() < deadline, "chunk not sealed");
+        tokio::time::sleep(POLL).await;
+    }
+    let inc = incarnation(&s, &p).await;
+    let before = rss_bytes();
+    for i in 0..300u64 {
+        // Near the end of the chunk: small answers of a 4 MiB object.
+        let at = CHUNK as u64 - 1000 - i;
+        let path = format!("{p}/incarnation/{inc}/chunk/{}", offset(at));
+        let r = s.http.get(s.url(&path)).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.bytes().await.unwrap().len() as u64, CHUNK as u64 - at);
+    }
+    assert!(
+        s.metric("edge_upstream_requests_total{kind=\"object\"}")
+            .await
+            >= 300,
+        "answered from the bucket"
+    );
+    let grown = rss_bytes().saturating_sub(before);
+    eprintln!(
+        "300 off-grid chunk answers grew the process by {} MiB",
+        grown >> 20
+    );
+    assert!(
+        grown < cache + (64 << 20),
+        "300 small answers grew the process by {} MiB",
+        grown >> 20
+    );
+}

@@ -226,3 +226,40 @@ async fn absolute_urls_name_the_edge_never_the_origin() {
         Some(format!("https://streams.example.com{q}"))
     );
 }
+
+/// The origin's admin API is never served through an edge (operators reach
+/// the origin directly): 404 with the shared error body, and nothing of
+/// the request reaches the origin. The token exchange still passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_api_is_not_served_through_the_edge() {
+    let s = Stack::start().await;
+    for (method, path) in [
+        (Method::GET, "/_admin/keys"),
+        (Method::POST, "/_admin/keys"),
+        (Method::DELETE, "/_admin/keys/k1"),
+        (Method::GET, "/_admin"),
+    ] {
+        let r = s
+            .http
+            .request(method.clone(), s.url(path))
+            .bearer_auth("admin-token")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404, "{method} {path}");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "STREAM_NOT_FOUND", "{method} {path}");
+    }
+    assert_eq!(
+        s.metric("edge_upstream_requests_total{kind=\"forward\"}")
+            .await,
+        0,
+        "nothing went to the origin"
+    );
+    let r = s.http.post(s.url("/_auth/token")).send().await.unwrap();
+    assert_ne!(
+        r.status(),
+        404,
+        "the token exchange is the origin's to answer"
+    );
+}

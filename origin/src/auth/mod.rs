@@ -67,6 +67,10 @@ pub struct Caller {
     pub account: String,
     /// None: no credential (an open account, or a read of a public stream).
     pub grant: Option<Grant>,
+    /// Whose budget (requests, open tails) the request spends: its key's
+    /// (tokens spend the key's they were exchanged for), or, without a
+    /// credential, the anonymous readers' of the account's public streams.
+    pub budget: String,
 }
 
 /// Why a request is not admitted.
@@ -151,9 +155,6 @@ impl Auth {
             return Ok(None);
         }
         let account = owner.account.to_owned();
-        self.limits
-            .request(&account, std::time::Instant::now())
-            .map_err(Refusal::RateLimited)?;
         let grant = match credential(authorization).map_err(Refusal::Denied)? {
             None if access == Access::Read && public() => None,
             None => return Err(Refusal::Denied(Denied::Unauthorized)),
@@ -164,7 +165,21 @@ impl Auth {
                 Some(g)
             }
         };
-        Ok(Some(Caller { account, grant }))
+        // Charged only once the request is known to be its caller's: a
+        // refused credential spends no one's budget, and anonymous readers
+        // of a public stream do not spend its owner's.
+        let budget = match &grant {
+            Some(g) => format!("key {}", g.key_id),
+            None => format!("public {account}"),
+        };
+        self.limits
+            .request(&budget, std::time::Instant::now())
+            .map_err(Refusal::RateLimited)?;
+        Ok(Some(Caller {
+            account,
+            grant,
+            budget,
+        }))
     }
 
     /// Opens a tail (long-poll or SSE) for the caller's account.
@@ -172,7 +187,7 @@ impl Auth {
         if self.is_open(&caller.account) {
             return Ok(None);
         }
-        self.limits.open_tail(&caller.account).map(Some)
+        self.limits.open_tail(&caller.budget).map(Some)
     }
 }
 

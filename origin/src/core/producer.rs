@@ -19,6 +19,13 @@ pub const PRODUCER_FORGET_AFTER_MS: Millis = 7 * 24 * 3600 * 1000;
 pub const RECEIPTS_KEPT: usize = 16;
 /// The largest epoch or sequence number (JavaScript's safe integers).
 pub const MAX_PRODUCER_NUMBER: u64 = (1 << 53) - 1;
+/// The longest `Producer-Id`, in bytes (400 past it): each is kept in
+/// memory and in every checkpoint for as long as its producer lives.
+pub const MAX_PRODUCER_ID_BYTES: usize = 256;
+/// Producers a stream keeps at most (one idle for seven days no longer
+/// counts): a new one past it is refused with 409 `PRODUCER_LIMIT`. With
+/// their receipts, ~1,000 producers are ~500 KB of a stream's state.
+pub const MAX_PRODUCERS_PER_STREAM: usize = 1024;
 
 /// What a request claims with its three producer headers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,6 +73,9 @@ pub enum ProducerRefusal {
     NewEpochNotAtZero,
     /// The sequence skipped ahead: 409 with the expected number.
     SeqGap { expected: u64, received: u64 },
+    /// A new producer on a stream that has [`MAX_PRODUCERS_PER_STREAM`]
+    /// live ones: 409.
+    TooMany { max: usize },
 }
 
 impl ProducerState {

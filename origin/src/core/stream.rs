@@ -173,6 +173,19 @@ impl StreamCore {
         if let Some(Err(refusal)) = producer_check {
             return Err(AppendRefusal::Producer(refusal));
         }
+        if let Some(claim) = &req.producer {
+            let known = self
+                .producers
+                .get(&claim.id)
+                .is_some_and(|p| p.is_live(now));
+            let max = producer::MAX_PRODUCERS_PER_STREAM;
+            if !known
+                && self.producers.len() >= max
+                && self.producers.values().filter(|p| p.is_live(now)).count() >= max
+            {
+                return Err(AppendRefusal::Producer(ProducerRefusal::TooMany { max }));
+            }
+        }
         if let (Some(seq), Some(last)) = (&req.stream_seq, &self.stream_seq) {
             if seq.as_bytes() <= last.as_bytes() {
                 return Err(AppendRefusal::StreamSeqConflict { last: last.clone() });
@@ -212,6 +225,10 @@ impl StreamCore {
                     *state = producer::record(Some(old), claim, receipt, effect.at);
                 }
                 None => {
+                    // At the bound, idle producers make room (see `decide_append`).
+                    if self.producers.len() >= producer::MAX_PRODUCERS_PER_STREAM {
+                        self.forget_idle_producers(effect.at);
+                    }
                     let state = producer::record(None, claim, receipt, effect.at);
                     self.producers.insert(claim.id.clone(), state);
                 }
@@ -256,6 +273,53 @@ mod tests {
             s.apply(e);
         }
         d
+    }
+
+    /// A stream keeps a bounded number of producers: a new one past it is
+    /// refused (nothing changes), known ones go on, and producers idle for
+    /// the forget window make room.
+    #[test]
+    fn producers_per_stream_are_bounded() {
+        use super::producer::{MAX_PRODUCERS_PER_STREAM, PRODUCER_FORGET_AFTER_MS};
+        let mut s = stream("text/plain");
+        let claim = |i: usize, seq: u64| AppendRequest {
+            producer: Some(ProducerClaim {
+                id: format!("p{i}"),
+                epoch: 0,
+                seq,
+            }),
+            ..req(1)
+        };
+        let at = |s: &mut StreamCore, r: &AppendRequest, now: Millis| {
+            let d = s.decide_append(r, now)?;
+            if let AppendDecision::Apply(e) = &d {
+                s.apply(e);
+            }
+            Ok::<_, AppendRefusal>(d)
+        };
+        for i in 0..MAX_PRODUCERS_PER_STREAM {
+            at(&mut s, &claim(i, 0), 1).unwrap();
+        }
+        let len = s.len;
+        assert_eq!(
+            at(&mut s, &claim(MAX_PRODUCERS_PER_STREAM, 0), 2),
+            Err(AppendRefusal::Producer(ProducerRefusal::TooMany {
+                max: MAX_PRODUCERS_PER_STREAM
+            }))
+        );
+        assert_eq!(s.len, len, "a refusal changes nothing");
+        assert!(matches!(
+            at(&mut s, &claim(7, 1), 2),
+            Ok(AppendDecision::Apply(_))
+        ));
+        // All idle past the window but one: a new producer gets in, and the
+        // idle ones are dropped to make room.
+        let later = 2 + PRODUCER_FORGET_AFTER_MS;
+        assert!(matches!(
+            at(&mut s, &claim(MAX_PRODUCERS_PER_STREAM, 0), later),
+            Ok(AppendDecision::Apply(_))
+        ));
+        assert!(s.producers.len() <= 2, "{}", s.producers.len());
     }
 
     #[test]

@@ -295,6 +295,14 @@ fn refusal_response(refusal: AppendRefusal, tail: &Tail) -> Response<Body> {
             set(&mut r, h::PRODUCER_OUTCOME, "invalid");
             r
         }
+        AppendRefusal::Producer(ProducerRefusal::TooMany { max }) => {
+            let mut r = error_response(
+                ErrorCode::ProducerLimit,
+                format!("the stream has {max} producers; a new one waits until one has been idle for 7 days"),
+            );
+            set(&mut r, h::PRODUCER_OUTCOME, "invalid");
+            r
+        }
         AppendRefusal::Producer(ProducerRefusal::SeqGap { expected, received }) => {
             let mut r = error_response(
                 ErrorCode::ProducerSeqConflict,

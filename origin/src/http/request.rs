@@ -5,7 +5,7 @@ use shared::headers as h;
 
 use super::error::ApiError;
 use crate::core::config::Expiry;
-use crate::core::producer::{ProducerClaim, MAX_PRODUCER_NUMBER};
+use crate::core::producer::{ProducerClaim, MAX_PRODUCER_ID_BYTES, MAX_PRODUCER_NUMBER};
 
 /// A header's value as text; a header that is not visible ASCII is refused.
 pub fn text<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<Option<&'a str>, ApiError> {
@@ -81,6 +81,11 @@ pub fn producer(headers: &HeaderMap) -> Result<Option<ProducerClaim>, ApiError> 
         (Some(id), Some(epoch), Some(seq)) => {
             if id.is_empty() {
                 return Err(ApiError::bad("Producer-Id must not be empty"));
+            }
+            if id.len() > MAX_PRODUCER_ID_BYTES {
+                return Err(ApiError::bad(format!(
+                    "Producer-Id is at most {MAX_PRODUCER_ID_BYTES} bytes"
+                )));
             }
             let number = |name: &str, v: &str| {
                 strict_uint(v)

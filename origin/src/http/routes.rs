@@ -6,4 +6,5 @@ pub const HEALTH: &str = "/healthz";
 /// Request headers a browser may send cross-origin.
 pub const ALLOWED_REQUEST_HEADERS: &str = "content-type, authorization, if-none-match, stream-seq, stream-ttl, \
 stream-expires-at, stream-closed, stream-incarnation, producer-id, producer-epoch, producer-seq, accept, cache-control, range, \
-stream-snapshot-match, stream-snapshot-parts, stream-public";
+stream-snapshot-match, stream-snapshot-parts, stream-public, stream-forked-from, stream-fork-offset, \
+stream-fork-sub-offset";

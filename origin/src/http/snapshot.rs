@@ -403,7 +403,8 @@ fn wanted_range(header: Option<&str>, len: u64) -> Wanted {
             len.saturating_sub(n)..len
         }
         (Some(s), None) if b.is_empty() => s..len,
-        (Some(s), Some(e)) if e >= s => s..(e + 1).min(len),
+        // `e` is the request's: the last byte of the range has no next.
+        (Some(s), Some(e)) if e >= s => s..e.saturating_add(1).min(len),
         _ => return Wanted::All,
     };
     if range.start >= len {
@@ -551,5 +552,14 @@ mod tests {
         assert_eq!(wanted_range(Some("bytes=0-1,3-4"), 10), Wanted::All);
         assert_eq!(wanted_range(Some("items=0-1"), 10), Wanted::All);
         assert_eq!(wanted_range(Some("bytes=4-2"), 10), Wanted::All);
+        // The largest last byte a request can name does not wrap.
+        assert_eq!(
+            wanted_range(Some("bytes=5-18446744073709551615"), 1000),
+            Wanted::Part(5..1000)
+        );
+        assert_eq!(
+            wanted_range(Some("bytes=18446744073709551615-"), 1000),
+            Wanted::Unsatisfiable
+        );
     }
 }

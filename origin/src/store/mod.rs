@@ -215,6 +215,13 @@ impl Store {
         clock: Arc<dyn Clock>,
         metrics: Arc<Metrics>,
     ) -> std::io::Result<(Store, RecoveryReport)> {
+        // The data directory holds every stream's bytes and the keys: its
+        // owner's alone, whatever mode it was made with.
+        std::fs::create_dir_all(&config.data)?;
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&config.data, std::fs::Permissions::from_mode(0o700))?;
+        }
         let objects = match &config.object_store {
             None => None,
             Some(url) => {

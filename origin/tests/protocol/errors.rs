@@ -148,3 +148,31 @@ async fn every_answer_carries_nosniff() {
         assert_eq!(header(&resp, "cross-origin-resource-policy"), corp, "{i}");
     }
 }
+
+/// A stream of active content (HTML, SVG) is served sandboxed: opened in
+/// a browser from the API's origin it runs no script there. Every answer
+/// with a body says so (reads, chunks, snapshots, errors).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn active_content_is_served_sandboxed() {
+    let api = Api::start().await;
+    for ct in ["text/html", "image/svg+xml"] {
+        let path = stream_path("active");
+        let created = api
+            .create_with(&path, ct, "<script>alert(document.domain)</script>")
+            .await;
+        let token = header(&created, "stream-incarnation").unwrap();
+        let answers = [
+            send(api.get(&format!("{path}?offset=-1"))).await,
+            send(api.get(&format!("{path}/incarnation/{token}/chunk/{}", offset(0)))).await,
+            send(api.get(&format!("{path}?offset=zz"))).await,
+        ];
+        for resp in answers {
+            assert_eq!(
+                header(&resp, "content-security-policy").as_deref(),
+                Some("sandbox"),
+                "{ct}: {}",
+                resp.status()
+            );
+        }
+    }
+}

@@ -428,3 +428,25 @@ async fn the_closing_append_can_be_retried_and_nothing_follows_it() {
         assert_eq!(header(&resp, "producer-seq").as_deref(), Some("1"));
     }
 }
+
+/// A `Producer-Id` is kept for as long as its producer lives (in memory
+/// and every checkpoint): 256 bytes at most; a longer one is 400 and
+/// changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_producer_id_is_at_most_256_bytes() {
+    let api = Api::start().await;
+    let path = stream_path("producer-id-length");
+    api.create(&path, "text/plain").await;
+    let longest = "p".repeat(256);
+    let r = send(produce(&api, &path, &longest, 0, 0, "a")).await;
+    assert_eq!(r.status(), 200);
+    let tail = api.tail(&path).await;
+    let too_long = "p".repeat(257);
+    expect_error(
+        send(produce(&api, &path, &too_long, 0, 0, "b")).await,
+        400,
+        "BAD_REQUEST",
+    )
+    .await;
+    assert_eq!(api.tail(&path).await, tail, "nothing appended");
+}

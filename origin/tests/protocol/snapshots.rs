@@ -421,3 +421,22 @@ async fn a_json_streams_snapshot_falls_between_messages() {
     expect_error(publish(&api, &path, 5, b"{}").await, 400, "BAD_REQUEST").await;
     assert_eq!(publish(&api, &path, 8, b"{}").await.status(), 204);
 }
+
+/// A range whose last byte is the largest number a request can name is
+/// cut at the snapshot's end (it used to wrap: `206` with an empty body
+/// and a `Content-Range` past the end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_range_to_the_largest_offset_is_cut_at_the_end() {
+    let api = Api::start().await;
+    let (path, _) = stream_with(&api, "range-max", "abcdefgh").await;
+    assert_eq!(publish(&api, &path, 8, b"0123456789").await.status(), 204);
+    let r = api
+        .get(&format!("{path}/snapshot"))
+        .header("range", "bytes=5-18446744073709551615")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 206);
+    assert_eq!(header(&r, "content-range").as_deref(), Some("bytes 5-9/10"));
+    assert_eq!(r.bytes().await.unwrap(), &b"56789"[..]);
+}

@@ -22,6 +22,9 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let cli = Cli::parse();
+    // Everything the origin writes is its own: the log, stream files,
+    // checkpoints, staged snapshots, keys (0600; folders 0700).
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
     std::fs::create_dir_all(&cli.data)
         .with_context(|| format!("creating {}", cli.data.display()))?;
     if let Some(Command::Keys { action }) = &cli.command {
