@@ -75,6 +75,17 @@ pub struct Cli {
     /// How long an SSE tail stays open before the server ends it, e.g. 60s.
     #[arg(long, env = "ORIGIN_SSE_SESSION", default_value = "60s", value_parser = parse_duration)]
     pub sse_session: Duration,
+    /// A request body that sends nothing for this long answers 408.
+    #[arg(long, env = "ORIGIN_BODY_IDLE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub body_idle_timeout: Duration,
+    /// A connection that sends no whole request head for this long (after
+    /// opening, or idle after an answer) is closed.
+    #[arg(long, env = "ORIGIN_HEADER_READ_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub header_read_timeout: Duration,
+    /// Connections served at once (0: half the descriptor limit found at
+    /// start); past it new ones wait in the kernel's backlog.
+    #[arg(long, env = "ORIGIN_MAX_CONNECTIONS", default_value_t = 0)]
+    pub max_connections: usize,
     /// When appends are acknowledged: after fdatasync (sync) or after the
     /// write to the OS (async).
     #[arg(long, env = "ORIGIN_DURABILITY", value_enum, default_value = "sync")]
@@ -191,6 +202,9 @@ impl Cli {
                 .max(self.max_body)
                 .max(self.max_snapshot),
             sse_session: self.sse_session,
+            body_idle_timeout: self.body_idle_timeout,
+            header_read_timeout: self.header_read_timeout,
+            max_connections: self.max_connections,
             auth: crate::auth::AuthConfig {
                 default_prefix: self.default_prefix.clone(),
                 open_accounts: shared::auth::account_list(&self.open_accounts),

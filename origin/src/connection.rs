@@ -32,8 +32,15 @@ const H2_START: &[u8] = b"PRI";
 
 /// Serves `stream` until the client leaves or the drain closes it, with the
 /// service `make` gives for it (given the client to watch, on HTTP/1.1).
-pub async fn serve<F, S>(stream: TcpStream, make: F, mut member: Member)
-where
+/// An HTTP/1.1 client that sends no whole request head within
+/// `header_read_timeout` of the connection being ready for one (opened, or
+/// idle after an answer) is disconnected.
+pub async fn serve<F, S>(
+    stream: TcpStream,
+    make: F,
+    mut member: Member,
+    header_read_timeout: Duration,
+) where
     F: FnOnce(Option<Peer>) -> S,
     S: HttpService<Incoming> + Clone + Send + 'static,
     S::Future: Send + 'static,
@@ -52,6 +59,8 @@ where
         let (io, peer) = peer::share(stream);
         let conn = hyper::server::conn::http1::Builder::new()
             .half_close(true)
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(header_read_timeout)
             .serve_connection(TokioIo::new(io), make(Some(peer)));
         until_drained(conn, member).await;
     }

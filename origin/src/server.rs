@@ -98,8 +98,23 @@ async fn accept_loop(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let drain = Arc::new(Drain::default());
+    let cap = match state.config.max_connections {
+        0 => (crate::store::descriptor_limit() / 2).max(64) as usize,
+        n => n,
+    };
+    tracing::info!(max_connections = cap, "connections served at once at most");
+    // A connection holds a permit for its life: at the cap, no more are
+    // accepted until one closes (they wait in the kernel's backlog).
+    let connections = Arc::new(tokio::sync::Semaphore::new(
+        cap.min(tokio::sync::Semaphore::MAX_PERMITS),
+    ));
+    let header_read_timeout = state.config.header_read_timeout;
     tokio::pin!(shutdown);
     loop {
+        let permit = tokio::select! {
+            p = Arc::clone(&connections).acquire_owned() => p.expect("never closed"),
+            _ = &mut shutdown => break,
+        };
         let (stream, _) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
@@ -131,7 +146,11 @@ async fn accept_loop(
                 })
             })
         };
-        tokio::spawn(connection::serve(stream, service, drain.enter()));
+        let member = drain.enter();
+        tokio::spawn(async move {
+            connection::serve(stream, service, member, header_read_timeout).await;
+            drop(permit);
+        });
     }
     drop(listener);
     drain.shutdown().await;

@@ -32,6 +32,8 @@ pub enum ErrorCode {
     /// (its path is taken until they go).
     StreamDeleted,
     PayloadTooLarge,
+    /// 408: a request body stalled.
+    RequestTimeout,
     RangeNotSatisfiable,
     /// 401: missing, unknown, expired or revoked credential.
     Unauthorized,
@@ -66,6 +68,7 @@ impl ErrorCode {
             ErrorCode::Gone => "OFFSET_TRIMMED",
             ErrorCode::StreamDeleted => "STREAM_DELETED",
             ErrorCode::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            ErrorCode::RequestTimeout => "REQUEST_TIMEOUT",
             ErrorCode::RangeNotSatisfiable => "RANGE_NOT_SATISFIABLE",
             ErrorCode::Unauthorized => "UNAUTHORIZED",
             ErrorCode::ExchangeRequired => "exchange_required",
@@ -96,6 +99,7 @@ impl ErrorCode {
             | ErrorCode::SnapshotConflict => 409,
             ErrorCode::Gone | ErrorCode::StreamDeleted => 410,
             ErrorCode::PreconditionFailed => 412,
+            ErrorCode::RequestTimeout => 408,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::RangeNotSatisfiable => 416,
             ErrorCode::RateLimited => 429,

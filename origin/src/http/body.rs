@@ -3,6 +3,13 @@
 //! when a request cannot get room in time). This is where the memory bound
 //! for large and many concurrent bodies lives.
 //!
+//! A body takes its room frame by frame, as its bytes arrive, not for what
+//! it declares: clients that send a large `Content-Length` and then nothing
+//! (or a trickle) hold only what they sent, and a body silent for
+//! `body_idle_timeout` answers 408 and lets go of it. Before, 40 such
+//! connections held the whole 256 MiB budget, and every append of every
+//! account answered 503 for as long as they stayed.
+//!
 //! A refused body is read to its end and dropped (up to a bound) before the
 //! 413 goes out: a server that closes a connection with request bytes still
 //! unread resets it, and a client that is still sending then sees a broken
@@ -49,42 +56,68 @@ pub async fn read_body(state: &AppState, req: Request) -> Result<BoundedBody<'_>
             _permit: None,
         });
     }
-    // Without a length, reserve room for the largest body.
-    let permit = reserve(state, declared.unwrap_or(limit)).await?;
     let mut body: Body = req.into_body();
-    let bytes = match gather(&mut body, limit).await {
+    let mut permit = None;
+    let bytes = match gather(state, &mut body, limit, &mut permit).await {
         Ok(Some(bytes)) => bytes,
         Ok(None) => {
             drop(permit);
             Box::pin(discard(body, limit)).await;
             return Err(ApiError::PayloadTooLarge { limit });
         }
-        Err(e) => {
-            return Err(ApiError::bad(format!(
-                "could not read the request body: {e}"
-            )))
-        }
+        Err(e) => return Err(e),
     };
     Ok(BoundedBody {
         bytes,
-        _permit: Some(permit),
+        _permit: permit,
     })
+}
+
+/// The body's next frame: at once when it is there (a small append's
+/// only frame is, as a rule: no timer then), else within the idle timeout.
+async fn next_frame(
+    state: &AppState,
+    body: &mut Body,
+) -> Result<Option<Result<http_body::Frame<Bytes>, axum::Error>>, ApiError> {
+    use futures::FutureExt;
+    if let Some(frame) = body.frame().now_or_never() {
+        return Ok(frame);
+    }
+    Box::pin(tokio::time::timeout(
+        state.config.body_idle_timeout,
+        body.frame(),
+    ))
+    .await
+    .map_err(|_| ApiError::BodyTimeout(state.config.body_idle_timeout))
 }
 
 /// The body's bytes, or `None` past `limit`. A body that arrives in one
 /// frame (most small appends) is kept as that frame, without a copy or a
 /// list of frames; a longer one is gathered into one buffer.
 /// (Trailers are read past and dropped: no operation uses them.)
-async fn gather(body: &mut Body, limit: u64) -> Result<Option<Bytes>, axum::Error> {
+async fn gather<'a>(
+    state: &'a AppState,
+    body: &mut Body,
+    limit: u64,
+    permit: &mut Option<SemaphorePermit<'a>>,
+) -> Result<Option<Bytes>, ApiError> {
     let mut one: Option<Bytes> = None;
     let mut many = BytesMut::new();
-    while let Some(frame) = body.frame().await {
-        let Ok(data) = frame?.into_data() else {
+    while let Some(frame) = next_frame(state, body).await? {
+        let frame =
+            frame.map_err(|e| ApiError::bad(format!("could not read the request body: {e}")))?;
+        let Ok(data) = frame.into_data() else {
             continue; // trailers
         };
         let len = one.as_ref().map_or(many.len(), Bytes::len) + data.len();
         if len as u64 > limit {
             return Ok(None);
+        }
+        // Room for what arrived, before it is kept.
+        let room = reserve(state, data.len() as u64).await?;
+        match permit {
+            Some(p) => p.merge(room),
+            None => *permit = Some(room),
         }
         match one.take() {
             None if many.is_empty() => one = Some(data),

@@ -33,6 +33,8 @@ pub enum ApiError {
     },
     /// The server cannot take the request for a moment.
     Busy(&'static str),
+    /// The request's body sent nothing for this long (408).
+    BodyTimeout(std::time::Duration),
     /// Access control refused the request.
     Denied(shared::auth::Denied),
     /// The account is over a limit: retry after this many seconds.
@@ -127,6 +129,15 @@ impl axum::response::IntoResponse for ApiError {
             ApiError::Busy(why) => {
                 let mut r = error_response(ErrorCode::Unavailable, why);
                 set(&mut r, "retry-after", 1);
+                r
+            }
+            ApiError::BodyTimeout(idle) => {
+                let mut r = error_response(
+                    ErrorCode::RequestTimeout,
+                    format!("the request body sent nothing for {} s", idle.as_secs_f64()),
+                );
+                // What is left of the body is not read: the connection goes.
+                set(&mut r, "connection", "close");
                 r
             }
             ApiError::Internal(cause) => {

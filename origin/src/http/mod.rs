@@ -50,9 +50,22 @@ pub struct HttpConfig {
     /// The largest request body.
     pub max_body: u64,
     /// Request bodies held in memory at once, in bytes; a request that cannot
-    /// get room within `ingress_wait` answers 503.
+    /// get room within `ingress_wait` answers 503. A body takes room as its
+    /// bytes arrive (not what it declares), so a body that stalls holds
+    /// only what it sent.
     pub ingress_budget: u64,
     pub ingress_wait: Duration,
+    /// A body that sends nothing for this long answers 408 (and lets go of
+    /// its room).
+    pub body_idle_timeout: Duration,
+    /// A client that has not sent a whole request head within this long
+    /// after the connection became ready for one (opened, or idle after an
+    /// answer) is disconnected: the header-read and keep-alive timeout.
+    pub header_read_timeout: Duration,
+    /// Connections served at once; past it the server stops accepting
+    /// (new ones wait in the kernel's backlog) until one closes. 0: a half
+    /// of the descriptor limit found at start.
+    pub max_connections: usize,
     /// An SSE tail is closed after this long, so caches can collapse readers.
     pub sse_session: Duration,
     /// The largest snapshot accepted in parts (advertised on HEAD).
@@ -68,6 +81,9 @@ impl Default for HttpConfig {
             max_body: 8 * 1024 * 1024,
             ingress_budget: 256 * 1024 * 1024,
             ingress_wait: Duration::from_secs(5),
+            body_idle_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(30),
+            max_connections: 0,
             sse_session: Duration::from_secs(60),
             max_snapshot: 128 * 1024 * 1024,
             auth: crate::auth::AuthConfig::default(),

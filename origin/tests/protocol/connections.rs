@@ -186,3 +186,145 @@ async fn waiting_requests_end_when_their_client_leaves() {
     );
     assert!(text[second..].ends_with("ab"), "the read's answer: {text}");
 }
+
+/// What a client reads from a raw connection until the server answers or
+/// closes it (within `within`), as text.
+async fn answer_of(conn: &mut tokio::net::TcpStream, within: Duration) -> Option<String> {
+    let mut buf = vec![0u8; 4096];
+    match tokio::time::timeout(within, conn.read(&mut buf)).await {
+        Ok(Ok(n)) => Some(String::from_utf8_lossy(&buf[..n]).into_owned()),
+        Ok(Err(_)) => Some(String::new()),
+        Err(_) => None,
+    }
+}
+
+fn stalled_post(path: &str) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 8388608\r\n\r\n"
+    )
+}
+
+/// 40 clients that send a POST's head with `Content-Length: 8 MiB` and
+/// then nothing hold none of the ingress budget (room is taken as bytes
+/// arrive): every other append goes on. Before, they held 320 MiB of the
+/// 256 MiB budget, and every append of every account answered 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_that_never_come_stop_no_other_write() {
+    let api = Api::start().await;
+    let path = stream_path("slow-bodies");
+    api.create(&path, "text/plain").await;
+    let mut stalled = Vec::new();
+    for _ in 0..40 {
+        let mut c = tokio::net::TcpStream::connect(api.origin.addr)
+            .await
+            .unwrap();
+        c.write_all(stalled_post(&path).as_bytes()).await.unwrap();
+        stalled.push(c);
+    }
+    for i in 0..10 {
+        let r = send(
+            api.post(&path)
+                .header("content-type", "text/plain")
+                .body(format!("append {i}")),
+        )
+        .await;
+        assert_eq!(r.status(), 204, "append {i} beside 40 stalled bodies");
+    }
+    drop(stalled);
+}
+
+/// A body that sends nothing for `body_idle_timeout` answers 408 (and the
+/// connection closes: the rest of the body is never read); nothing is
+/// appended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_body_answers_408() {
+    let api = Api::start_with(origin::http::HttpConfig {
+        body_idle_timeout: Duration::from_millis(300),
+        ..origin::http::HttpConfig::default()
+    })
+    .await;
+    let path = stream_path("stalled-body");
+    api.create(&path, "text/plain").await;
+    let mut c = tokio::net::TcpStream::connect(api.origin.addr)
+        .await
+        .unwrap();
+    c.write_all(stalled_post(&path).as_bytes()).await.unwrap();
+    c.write_all(b"a few bytes").await.unwrap();
+    let answer = answer_of(&mut c, Duration::from_secs(10))
+        .await
+        .expect("an answer");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("REQUEST_TIMEOUT"), "{answer}");
+    assert_eq!(api.tail(&path).await, offset(0), "nothing appended");
+}
+
+/// A connection that sends no whole request head within
+/// `header_read_timeout` (a slow client, or one idle after its answers)
+/// is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_that_never_ends_and_an_idle_connection_are_closed() {
+    let api = Api::start_with(origin::http::HttpConfig {
+        header_read_timeout: Duration::from_millis(300),
+        ..origin::http::HttpConfig::default()
+    })
+    .await;
+    let mut partial = tokio::net::TcpStream::connect(api.origin.addr)
+        .await
+        .unwrap();
+    partial
+        .write_all(b"GET /v1/stream/x HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    let closed = answer_of(&mut partial, Duration::from_secs(10)).await;
+    assert!(closed.is_some(), "the server gave up on the head");
+    let mut idle = tokio::net::TcpStream::connect(api.origin.addr)
+        .await
+        .unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let first = answer_of(&mut idle, Duration::from_secs(10)).await.unwrap();
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    let after = answer_of(&mut idle, Duration::from_secs(10)).await;
+    assert_eq!(after.as_deref(), Some(""), "the idle connection is closed");
+}
+
+/// At `max_connections` the server accepts no more until one closes: the
+/// next client waits (in the kernel's backlog), then is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_past_the_cap_wait_for_one_to_close() {
+    let api = Api::start_with(origin::http::HttpConfig {
+        max_connections: 2,
+        ..origin::http::HttpConfig::default()
+    })
+    .await;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut c = tokio::net::TcpStream::connect(api.origin.addr)
+            .await
+            .unwrap();
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let ok = answer_of(&mut c, Duration::from_secs(10)).await.unwrap();
+        assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+        held.push(c);
+    }
+    let mut third = tokio::net::TcpStream::connect(api.origin.addr)
+        .await
+        .unwrap();
+    third
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(
+        answer_of(&mut third, Duration::from_millis(300)).await,
+        None,
+        "not served while two connections are open"
+    );
+    drop(held.pop());
+    let ok = answer_of(&mut third, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+}

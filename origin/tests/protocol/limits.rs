@@ -12,7 +12,7 @@ use super::common::{expect_error, header, stream_path, Api, TestOrigin};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_ingress_budget_answers_503_with_retry_after() {
     let api = Api::start_with(HttpConfig {
-        ingress_budget: 1500,
+        ingress_budget: 1200,
         ingress_wait: Duration::from_millis(200),
         ..HttpConfig::default()
     })
@@ -20,8 +20,9 @@ async fn a_full_ingress_budget_answers_503_with_retry_after() {
     let path = stream_path("ingress");
     api.create(&path, "application/octet-stream").await;
 
-    // A body of 1,000 bytes whose second half is held back: it keeps its
-    // room in the budget until released.
+    // A body of 1,000 bytes whose second half is held back: the 500 bytes
+    // it sent keep their room in the budget until it is released, and a
+    // body of 1,000 more does not fit beside them.
     let (release, held) = tokio::sync::oneshot::channel::<()>();
     let body = futures::stream::once(async { Ok::<_, std::io::Error>(vec![b'a'; 500]) }).chain(
         futures::stream::once(async move {
