@@ -18,6 +18,8 @@ pub mod config;
 pub mod connection;
 pub mod core;
 pub mod drain;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod http;
 pub mod metrics;
 pub mod objects;

@@ -101,6 +101,8 @@ pub struct Metrics {
     promotions: AtomicU64,
     promoted_bytes: AtomicU64,
     promotion_errors: AtomicU64,
+    /// Writes refused for want of room in the log (a full disk).
+    log_full: AtomicU64,
     unsealed_bytes: AtomicI64,
     snapshots_published: AtomicU64,
     long_polls_waiting: AtomicI64,
@@ -161,6 +163,10 @@ impl Metrics {
     pub fn promoted(&self, bytes: u64) {
         self.promotions.fetch_add(1, Relaxed);
         self.promoted_bytes.fetch_add(bytes, Relaxed);
+    }
+
+    pub fn log_full(&self) {
+        self.log_full.fetch_add(1, Relaxed);
     }
 
     pub fn promotion_failed(&self) {
@@ -238,6 +244,7 @@ impl Metrics {
             ("ds_promotions_total", &self.promotions),
             ("ds_promoted_bytes_total", &self.promoted_bytes),
             ("ds_promotion_errors_total", &self.promotion_errors),
+            ("ds_log_full_refusals_total", &self.log_full),
             ("ds_snapshots_published_total", &self.snapshots_published),
         ];
         for (name, v) in counters {

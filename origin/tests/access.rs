@@ -646,7 +646,7 @@ async fn the_data_directory_is_its_owners_alone() {
         .output()
         .unwrap();
     assert!(cli.status.success());
-    let mut proc = common::process::spawn(&[], &["--data".as_ref(), data.as_os_str()]);
+    let proc = common::process::spawn(&[], &["--data".as_ref(), data.as_os_str()]);
     let base = format!("http://{}", proc.addr);
     let http = common::client();
     let path = format!("{base}/v1/stream/modes");
@@ -668,12 +668,7 @@ async fn the_data_directory_is_its_owners_alone() {
             .unwrap();
         assert_eq!(r.status(), 204);
     }
-    let pid = proc.child.id().to_string();
-    std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    proc.child.wait().unwrap();
+    proc.terminate();
     fn walk(p: &std::path::Path, seen: &mut Vec<(std::path::PathBuf, u32)>) {
         for e in std::fs::read_dir(p).unwrap().flatten() {
             let mode = e.metadata().unwrap().permissions().mode() & 0o777;

@@ -9,7 +9,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::s3::S3sFs;
+use common::s3::{wait_gone, S3sFs};
 use common::{header, stream_path, Api, TestOrigin};
 use origin::http::HttpConfig;
 use origin::objects::instrumented::Objects;
@@ -45,7 +45,12 @@ async fn wait_sealed(api: &Api, chunks: i64) {
 
 /// Reads a whole stream, following `Stream-Next-Offset`.
 async fn read_whole(api: &Api, path: &str) -> Vec<u8> {
-    let (mut offset, mut out) = ("-1".to_owned(), Vec::new());
+    read_at(api, path, "-1".to_owned()).await
+}
+
+/// Reads a stream from `offset` to its end.
+async fn read_at(api: &Api, path: &str, mut offset: String) -> Vec<u8> {
+    let mut out = Vec::new();
     loop {
         let r = api
             .get(&format!("{path}?offset={offset}"))
@@ -85,14 +90,6 @@ async fn token(api: &Api, path: &str) -> String {
 
 async fn exists(objects: &Objects, key: &object_store::path::Path) -> bool {
     objects.get(key).await.is_ok()
-}
-
-async fn wait_gone(objects: &Objects, key: &object_store::path::Path) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while exists(objects, key).await {
-        assert!(Instant::now() < deadline, "{key} was never collected");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -395,21 +392,7 @@ async fn a_fork_outlives_its_sources_retention() {
 }
 
 async fn read_from(api: &Api, path: &str, from: u64) -> Vec<u8> {
-    let (mut offset, mut out) = (Offset(from).to_string(), Vec::new());
-    loop {
-        let r = api
-            .get(&format!("{path}?offset={offset}"))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200, "read {path} at {offset}");
-        offset = header(&r, "stream-next-offset").unwrap();
-        let done = header(&r, "stream-up-to-date").is_some();
-        out.extend_from_slice(&r.bytes().await.unwrap());
-        if done {
-            return out;
-        }
-    }
+    read_at(api, path, Offset(from).to_string()).await
 }
 
 /// Chains are bounded (a read walks them): past `max_fork_depth` a fork
@@ -454,14 +437,6 @@ async fn sources_removed_with_their_last_fork_stay_removed_across_replays() {
     let spawn = || common::process::spawn(&[], &["--data".as_ref(), dir.path().as_os_str()]);
     let client = common::client();
     let (source, forked) = ("/v1/stream/zombie/source", "/v1/stream/zombie/fork");
-    let term = |mut proc: common::process::Proc| {
-        let pid = proc.child.id().to_string();
-        std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap();
-        proc.child.wait().unwrap();
-    };
 
     let proc = spawn();
     let base = format!("http://{}", proc.addr);
@@ -485,7 +460,7 @@ async fn sources_removed_with_their_last_fork_stay_removed_across_replays() {
         .await
         .unwrap();
     assert_eq!(r.status(), 204);
-    term(proc); // a checkpoint holds the soft-deleted source
+    proc.terminate(); // a checkpoint holds the soft-deleted source
 
     let proc = spawn();
     let base = format!("http://{}", proc.addr);
@@ -504,7 +479,7 @@ async fn sources_removed_with_their_last_fork_stay_removed_across_replays() {
             let r = client.head(format!("{base}{path}")).send().await.unwrap();
             assert_eq!(r.status(), 404, "{path} after restart {restart}");
         }
-        term(proc); // the replay's checkpoint, then one from it alone
+        proc.terminate(); // the replay's checkpoint, then one from it alone
     }
     let proc = spawn();
     let base = format!("http://{}", proc.addr);

@@ -7,7 +7,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::s3::S3sFs;
+use common::s3::{wait_gone, S3sFs};
 use common::{header, stream_path, Api, TestOrigin};
 use origin::http::HttpConfig;
 use origin::objects::keys;
@@ -380,18 +380,6 @@ async fn an_object_storage_outage_bounds_local_growth_and_loses_nothing() {
         .await;
     acked.extend(last);
     assert_eq!(read_paginated(&api, &path).await, acked);
-}
-
-/// Polls until `key` is gone from object storage.
-async fn wait_gone(
-    objects: &origin::objects::instrumented::Objects,
-    key: &object_store::path::Path,
-) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while objects.get(key).await.is_ok() {
-        assert!(Instant::now() < deadline, "{key} was not collected");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// A snapshot in parts (a multipart upload into s3s-fs), retention to it,

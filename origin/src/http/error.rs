@@ -205,6 +205,14 @@ fn store_error(e: StoreError) -> Response<Body> {
         }
         StoreError::Refused { refusal, tail } => refusal_response(refusal, &tail),
         StoreError::SnapshotRefused(refusal) => snapshot_refusal(refusal),
+        StoreError::LogFull => {
+            let mut r = error_response(
+                ErrorCode::Unavailable,
+                "the server's disk is full; writes resume once it has space",
+            );
+            set(&mut r, "retry-after", 5);
+            r
+        }
         StoreError::SoftDeleted => error_response(
             ErrorCode::StreamDeleted,
             "the stream was deleted; forks of it still read its bytes, and its path is taken until they go",

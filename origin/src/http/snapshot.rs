@@ -375,7 +375,7 @@ fn latest(
 
 /// What a `Range` header asks of a blob of `len` bytes.
 #[derive(Debug, PartialEq, Eq)]
-enum Wanted {
+pub(crate) enum Wanted {
     All,
     Part(Range<u64>),
     Unsatisfiable,
@@ -384,7 +384,7 @@ enum Wanted {
 /// One `bytes=` range (`a-b`, `a-`, `-n`); anything else (several ranges,
 /// other units, malformed) is ignored and the whole blob served, as HTTP
 /// allows.
-fn wanted_range(header: Option<&str>, len: u64) -> Wanted {
+pub(crate) fn wanted_range(header: Option<&str>, len: u64) -> Wanted {
     let Some(spec) = header.and_then(|h| h.trim().strip_prefix("bytes=")) else {
         return Wanted::All;
     };

@@ -32,4 +32,8 @@ pub enum StoreError {
     ForkSourceDeleted,
     #[error("fork refused: {0:?}")]
     ForkRefused(ForkRefusal),
+    /// No room in the log (a full disk, no descriptor for a new segment):
+    /// nothing was changed (503, `Retry-After`).
+    #[error("no room in the write-ahead log; writes resume once the disk has space")]
+    LogFull,
 }

@@ -20,7 +20,7 @@ use parking_lot::{Condvar, Mutex};
 use super::layout;
 
 /// Zeros are written ahead once fewer than this many prepared bytes are left...
-const PREFILL_LOW_WATER: u64 = 8 * 1024 * 1024;
+const PREFILL_LOW_WATER: u64 = 16 * 1024 * 1024;
 /// ...this many at a time...
 const PREFILL_STEP: u64 = 16 * 1024 * 1024;
 /// ...in pieces of at most this size, each synced, so the writer (which
@@ -65,8 +65,12 @@ struct PrefillState {
 impl Wal {
     /// Starts a new, empty segment.
     pub fn create(data: &Path, segment: u64) -> io::Result<Wal> {
+        // Numbers only grow (recovery starts past every segment there), so a
+        // file at this one is what an attempt that failed after making it
+        // (a full disk) left: empty, and made again.
         let file = OpenOptions::new()
-            .create_new(true)
+            .create(true)
+            .truncate(true)
             .read(true)
             .write(true)
             .open(layout::segment_path(data, segment))?;
@@ -96,6 +100,62 @@ impl Wal {
     /// The open segment's file (readers read small streams' bytes from it).
     pub fn file(&self) -> Arc<File> {
         Arc::clone(&self.file)
+    }
+
+    /// Bytes the writer may add without growing the file: prepared (zeros,
+    /// synced) past what is written. Unbounded without syncs (`async`
+    /// durability: the log grows as it is written, and no prefill runs).
+    pub fn room(&self) -> u64 {
+        if !self.sync {
+            return u64::MAX;
+        }
+        self.prefill.state.lock().ready.saturating_sub(self.written)
+    }
+
+    /// Makes room for `bytes` more (see [`Wal::room`]): waits for a fill
+    /// that runs, else fills here. A full disk answers the error and leaves
+    /// the log as it was (zeros past its end are its clean end), so the
+    /// writer can refuse what does not fit instead of stopping; once space
+    /// returns, the next call fills again.
+    pub fn prepare(&self, bytes: u64) -> io::Result<()> {
+        if !self.sync {
+            return Ok(());
+        }
+        let end = self.written.saturating_add(bytes);
+        let mut state = self.prefill.state.lock();
+        while state.filling && end > state.ready {
+            self.prefill.done.wait(&mut state);
+        }
+        if state.ready >= end {
+            return Ok(());
+        }
+        let from = state.ready.max(self.written);
+        let to = end.saturating_add(PREFILL_PIECE as u64);
+        drop(state);
+        let zeros = vec![0u8; PREFILL_PIECE];
+        let mut at = from;
+        let filled = loop {
+            if at >= to {
+                break self.file.sync_data();
+            }
+            let n = (to - at).min(PREFILL_PIECE as u64) as usize;
+            if let Err(e) = self.file.write_all_at(&zeros[..n], at) {
+                break Err(e);
+            }
+            at += n as u64;
+        };
+        let mut state = self.prefill.state.lock();
+        match filled {
+            Ok(()) => {
+                state.ready = state.ready.max(to);
+                state.failed = false;
+                Ok(())
+            }
+            Err(e) => {
+                state.failed = true;
+                Err(e)
+            }
+        }
     }
 
     /// Appends a batch of frames and makes it durable.

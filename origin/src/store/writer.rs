@@ -5,7 +5,9 @@
 //! buffer to the WAL once (group commit: every append of a batch shares one
 //! `fdatasync`), and only then publishes the new tails and answers. Commands
 //! that arrive while it syncs form the next batch, so the batch grows with
-//! the load. A failed write or sync of the log aborts the process: after a
+//! the load. A batch is written only into log room prepared beforehand, so
+//! a full disk refuses writes (`503`) rather than failing one (see `room`);
+//! a failed write or sync of the log still aborts the process: after a
 //! failed fsync the page cache cannot be trusted, and recovery from the log
 //! is the only safe way on. Everything else the writer writes (streams'
 //! own files) is a copy of bytes already in the log: a failure there is
@@ -42,6 +44,7 @@ mod cleaning;
 mod creating;
 mod deleting;
 mod expiry;
+mod room;
 pub use expiry::EXPIRE_PER_TICK;
 mod gathering;
 use gathering::gather;
@@ -293,7 +296,16 @@ impl Writer {
         let mut after = Vec::new();
         let mut stopping = false;
         let mut last_batch = 0;
-        while let Some(first) = rx.blocking_recv() {
+        // A command that did not fit into the last batch's log room.
+        let mut carried: Option<Command> = None;
+        loop {
+            let first = match carried.take() {
+                Some(cmd) => cmd,
+                None => match rx.blocking_recv() {
+                    Some(cmd) => cmd,
+                    None => break,
+                },
+            };
             // Under concurrent load, wait a moment for more commands so that
             // more appends share one sync: every sync costs the machine real
             // CPU (block layer, virtio), which the requests need. A lone
@@ -309,7 +321,14 @@ impl Writer {
                     stopping = true;
                     break;
                 }
-                self.handle(cmd, now, &mut frames, &mut after);
+                match self.fits(cmd, frames.len(), &mut after) {
+                    room::Fit::Apply(cmd) => self.handle(cmd, now, &mut frames, &mut after),
+                    room::Fit::Done => {} // refused: answered without a change
+                    room::Fit::Later(cmd) => {
+                        carried = Some(cmd);
+                        break;
+                    }
+                }
                 count += 1;
                 if count < self.config.max_batch_commands
                     && frames.len() < self.config.max_batch_bytes

@@ -52,6 +52,17 @@ pub fn spawn(runner: &[&str], args: &[&std::ffi::OsStr]) -> Proc {
 }
 
 impl Proc {
+    /// Stops the origin with SIGTERM (it checkpoints) and waits for it.
+    pub fn terminate(mut self) {
+        let pid = self.child.id().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        self.child.wait().expect("wait");
+    }
+
     /// Records the start replayed from the log (its "recovered" line).
     pub fn records_replayed(&self) -> u64 {
         loop {

@@ -132,6 +132,19 @@ impl S3sFs {
     }
 }
 
+/// Polls until `key` is gone from object storage (garbage collection is
+/// asynchronous; a generous deadline).
+pub async fn wait_gone(objects: &Objects, key: &object_store::path::Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while objects.get(key).await.is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{key} was never collected"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 impl Drop for S3sFs {
     fn drop(&mut self) {
         self.stop();

@@ -35,10 +35,10 @@
 pub mod legacy;
 
 mod chain;
-mod codec;
+pub(crate) mod codec;
 mod error;
 mod files;
-mod format;
+pub(crate) mod format;
 mod merge;
 mod wire;
 

@@ -43,14 +43,20 @@ impl Writer {
             || (unretired > 0 && self.last_checkpoint.elapsed() >= self.config.checkpoint_interval);
         if self.wal.written >= SEGMENT_HARD_LIMIT && self.checkpoint_running.load(Ordering::Acquire)
         {
-            self.replayed_bytes += self.wal.written;
-            self.rotate();
+            let written = self.wal.written;
+            if self.rotate().is_some() {
+                self.replayed_bytes += written;
+            }
             return;
         }
         if !(due || now && unretired > 0) || self.checkpoint_running.swap(true, Ordering::AcqRel) {
             return;
         }
-        let replay_from = self.rotate();
+        let Some(replay_from) = self.rotate() else {
+            // Tried again after the next batch; the log goes on meanwhile.
+            self.checkpoint_running.store(false, Ordering::Release);
+            return;
+        };
         self.last_checkpoint = Instant::now();
         self.replayed_bytes = 0;
         let at = self.clock.now_ms();
@@ -147,18 +153,20 @@ impl Writer {
         }
     }
 
-    /// Starts the next log segment; returns its number.
-    fn rotate(&mut self) -> u64 {
+    /// Starts the next log segment; returns its number. None when it
+    /// cannot be made (a full disk, no descriptor): the open segment goes
+    /// on (see `room`), and the next checkpoint tries again.
+    fn rotate(&mut self) -> Option<u64> {
         let (old, size) = (self.wal.segment(), self.wal.written);
         match self.wal.rotate() {
             Ok(n) => {
                 self.cleaning.sizes.insert(old, size);
                 self.engine.disk.segments.add(n, self.wal.file());
-                n
+                Some(n)
             }
             Err(e) => {
-                tracing::error!(error = %e, "could not start a new WAL segment; stopping");
-                std::process::abort();
+                tracing::warn!(error = %e, "could not start a new log segment; the open one goes on");
+                None
             }
         }
     }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use shared::invalidation::Change;
 
+use super::super::engine::Entry;
 use super::super::error::StoreError;
 use super::super::record::{self, CreateRecord, Record};
 use super::super::ForkPlan;
@@ -31,21 +32,13 @@ impl Writer {
         frames: &mut Vec<u8>,
         after: &mut Vec<AfterCommit>,
     ) -> Result<Created, StoreError> {
-        if let Some(existing) = self.engine.entries.get(path.as_str()) {
-            // A soft-deleted stream's path is taken until its forks go; a
-            // plain create does not name a fork.
-            let same = !existing.core.soft_deleted
-                && existing.core.fork.is_none()
-                && existing.core.config.same_as(&config)
-                && existing.core.closed == closed;
-            if same {
-                return Ok(Created {
-                    view: Arc::clone(&existing.view),
-                    created: false,
-                    tail: existing.tail(),
-                });
-            }
-            return Err(StoreError::ConfigMismatch);
+        // A soft-deleted stream's path is taken until its forks go; a plain
+        // create does not name a fork.
+        let same = |e: &Entry| {
+            e.core.fork.is_none() && e.core.config.same_as(&config) && e.core.closed == closed
+        };
+        if let Some(answer) = self.existing(&path, same) {
+            return answer;
         }
         self.make(path, config, None, closed, payload, now, frames, after)
     }
@@ -61,22 +54,18 @@ impl Writer {
         frames: &mut Vec<u8>,
         after: &mut Vec<AfterCommit>,
     ) -> Result<Created, StoreError> {
-        if let Some(existing) = self.engine.entries.get(path.as_str()) {
-            let same = !existing.core.soft_deleted
-                && existing.core.closed == closed
-                && existing.core.fork.as_deref().is_some_and(|f| {
-                    let source = self.engine.paths_by_id.get(&f.source);
-                    let source_matches = source.is_some_and(|p| **p == *plan.request.from);
-                    fork::same_fork(f, &existing.core.config, source_matches, &plan.request)
-                });
-            if same {
-                return Ok(Created {
-                    view: Arc::clone(&existing.view),
-                    created: false,
-                    tail: existing.tail(),
-                });
-            }
-            return Err(StoreError::ConfigMismatch);
+        let paths = &self.engine.paths_by_id;
+        let same = |e: &Entry| {
+            e.core.closed == closed
+                && e.core.fork.as_deref().is_some_and(|f| {
+                    let source_matches = paths
+                        .get(&f.source)
+                        .is_some_and(|p| **p == *plan.request.from);
+                    fork::same_fork(f, &e.core.config, source_matches, &plan.request)
+                })
+        };
+        if let Some(answer) = self.existing(&path, same) {
+            return answer;
         }
         let Some(resolved) = plan.resolved else {
             return Err(StoreError::NotFound);
@@ -122,6 +111,26 @@ impl Writer {
             frames,
             after,
         )
+    }
+
+    /// The answer to a create at a path that is taken: the stream there
+    /// when it is the one asked for (and not soft-deleted), 409 otherwise;
+    /// None when the path is free.
+    fn existing(
+        &self,
+        path: &str,
+        same: impl FnOnce(&Entry) -> bool,
+    ) -> Option<Result<Created, StoreError>> {
+        let e = self.engine.entries.get(path)?;
+        Some(if !e.core.soft_deleted && same(e) {
+            Ok(Created {
+                view: Arc::clone(&e.view),
+                created: false,
+                tail: e.tail(),
+            })
+        } else {
+            Err(StoreError::ConfigMismatch)
+        })
     }
 
     /// Logs and applies a new stream (a fork when `fork` is set).
