@@ -31,6 +31,11 @@ fn store_config(server: &S3sFs) -> impl FnOnce(std::path::PathBuf) -> StoreConfi
     }
 }
 
+/// An origin on `dir` sealing into `server`.
+async fn start_sealing(dir: &std::path::Path, server: &S3sFs) -> TestOrigin {
+    TestOrigin::start_in(dir.to_owned(), HttpConfig::default(), store_config(server)).await
+}
+
 fn pattern(seed: usize, len: usize) -> Vec<u8> {
     (0..len).map(|j| (seed * 31 + j % 251) as u8).collect()
 }
@@ -96,13 +101,7 @@ async fn exists(objects: &Objects, key: &object_store::path::Path) -> bool {
 async fn a_fork_reads_its_sources_sealed_chunks_and_writes_no_object_for_them() {
     let server = S3sFs::start();
     let dir = tempfile::tempdir().unwrap();
-    let start = || {
-        TestOrigin::start_in(
-            dir.path().to_owned(),
-            HttpConfig::default(),
-            store_config(&server),
-        )
-    };
+    let start = || start_sealing(dir.path(), &server);
     let api = Api::on(start().await);
     let source = stream_path("fork-source");
     let mut all = Vec::new();
@@ -177,13 +176,7 @@ async fn a_fork_reads_its_sources_sealed_chunks_and_writes_no_object_for_them() 
 async fn objects_are_collected_only_once_no_fork_can_read_them() {
     let server = S3sFs::start();
     let dir = tempfile::tempdir().unwrap();
-    let start = || {
-        TestOrigin::start_in(
-            dir.path().to_owned(),
-            HttpConfig::default(),
-            store_config(&server),
-        )
-    };
+    let start = || start_sealing(dir.path(), &server);
     let api = Api::on(start().await);
     let objects = server.objects();
     let source = stream_path("gc-source");
@@ -322,14 +315,7 @@ async fn soft_deletes_and_chains_are_replayed_after_sigkill() {
 async fn a_fork_outlives_its_sources_retention() {
     let server = S3sFs::start();
     let dir = tempfile::tempdir().unwrap();
-    let api = Api::on(
-        TestOrigin::start_in(
-            dir.path().to_owned(),
-            HttpConfig::default(),
-            store_config(&server),
-        )
-        .await,
-    );
+    let api = Api::on(start_sealing(dir.path(), &server).await);
     let objects = server.objects();
     let source = stream_path("retained-source");
     api.create(&source, "application/octet-stream").await;
