@@ -12,7 +12,7 @@
 //! object storage gained per fork (s3s-fs's folder before and after, once
 //! sealing is idle), and one fork read back whole (its length checked).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -25,10 +25,8 @@ use crate::seal::{metric, origin_cmd, read_all, start_s3s, stop};
 
 #[derive(clap::Args)]
 pub struct Args {
-    #[arg(long, default_value = "target/release/origin")]
-    pub origin: PathBuf,
-    #[arg(long, default_value = "s3s-fs")]
-    pub s3s_fs: PathBuf,
+    #[command(flatten)]
+    pub bin: crate::seal::Binaries,
     /// The sealed source's size, in MiB.
     #[arg(long, default_value_t = 1024)]
     pub sealed_mib: usize,
@@ -151,7 +149,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("ds-fork-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let s3_root = dir.join("s3");
-    let (s3, endpoint) = start_s3s(&args.s3s_fs, &s3_root).await?;
+    let (s3, endpoint) = start_s3s(&args.bin.s3s_fs, &s3_root).await?;
     println!(
         "{} forks per source, each next to a plain create; one at a time",
         args.forks
@@ -159,13 +157,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     println!("| source | size | fork p50 | fork p99 | create p50 | create p99 | fork/create p50 | object bytes per fork |");
     println!("|---|---|---|---|---|---|---|---|");
     let sealed = origin_cmd(
-        &args.origin,
+        &args.bin.origin,
         &dir.join("sealed"),
         "s3://chunks/bench",
         &endpoint,
     );
     case("sealed", &args, sealed, args.sealed_mib, Some(&s3_root)).await?;
-    let unsealed = origin_cmd(&args.origin, &dir.join("unsealed"), "none", &endpoint);
+    let unsealed = origin_cmd(&args.bin.origin, &dir.join("unsealed"), "none", &endpoint);
     case("unsealed", &args, unsealed, args.unsealed_mib, None).await?;
     drop(s3);
     let _ = std::fs::remove_dir_all(&dir);

@@ -20,14 +20,21 @@ use tokio::process::{Child, Command};
 use crate::append::{self, connect, send};
 use crate::compare::start;
 
+/// The binaries a benchmark with object storage starts.
 #[derive(clap::Args)]
-pub struct Args {
+pub struct Binaries {
     /// The origin binary to start.
     #[arg(long, default_value = "target/release/origin")]
     pub origin: PathBuf,
     /// The s3s-fs binary.
     #[arg(long, default_value = "s3s-fs")]
     pub s3s_fs: PathBuf,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub bin: Binaries,
     #[command(flatten)]
     pub workload: append::Workload,
     /// Size of the catch-up stream, in MiB.
@@ -126,7 +133,7 @@ pub(crate) async fn read_all(addr: SocketAddr, path: &str) -> anyhow::Result<usi
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let root = std::env::temp_dir().join(format!("ds-seal-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);
-    let (s3s, endpoint) = start_s3s(&args.s3s_fs, &root.join("s3")).await?;
+    let (s3s, endpoint) = start_s3s(&args.bin.s3s_fs, &root.join("s3")).await?;
     let w = &args.workload;
     println!(
         "workload: {} streams x 1 closed-loop writer, {} B appends, {} s measured after {} s warm-up; durable (fdatasync); object storage: s3s-fs on loopback",
@@ -142,7 +149,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
 
     let (plain, addr) = start(&mut origin_cmd(
-        &args.origin,
+        &args.bin.origin,
         &root.join("a"),
         "none",
         &endpoint,
@@ -153,7 +160,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     stop(plain).await;
 
     let (sealing, addr) = start(&mut origin_cmd(
-        &args.origin,
+        &args.bin.origin,
         &root.join("b"),
         "s3://chunks/bench",
         &endpoint,
@@ -214,7 +221,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     drop(c);
     stop(sealing).await;
     let (sealing, addr) = start(&mut origin_cmd(
-        &args.origin,
+        &args.bin.origin,
         &root.join("b"),
         "s3://chunks/bench",
         &endpoint,

@@ -93,6 +93,13 @@ pub fn binary_point(anchor: u64, sub: u64, tail: u64) -> Result<u64, ForkRefusal
     }
 }
 
+/// A fork's retained offset: its own, or its source's up to its fork point
+/// if that is later (a snapshot of the source replaced those bytes for
+/// every reader of them).
+pub fn retained(own: u64, source: u64, at: u64) -> u64 {
+    own.max(source.min(at))
+}
+
 /// Whether a second `PUT` of a fork names the fork that is there: the same
 /// source, the same sub-offset, and (each only when the request sends it)
 /// the same fork offset, content type and expiry; what it leaves out was

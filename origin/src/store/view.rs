@@ -205,7 +205,8 @@ impl StreamView {
     pub fn tail(&self) -> Tail {
         let mut tail = self.tail.get();
         if let Some(f) = &self.fork {
-            tail.retained = tail.retained.max(f.parent.tail().retained.min(f.at));
+            tail.retained =
+                crate::core::fork::retained(tail.retained, f.parent.tail().retained, f.at);
         }
         tail
     }

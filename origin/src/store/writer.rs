@@ -169,6 +169,8 @@ pub struct Writer {
     pub config: StoreConfig,
     pub metrics: Arc<Metrics>,
     checkpoint_running: Arc<AtomicBool>,
+    /// Prepared log room, as the current batch found it (see `room`).
+    batch_room: u64,
     /// What the last checkpoint, which failed, was to write.
     checkpoint_failed: Arc<parking_lot::Mutex<Option<checkpointing::Failed>>>,
     /// A stream's file was written since the last checkpoint.
@@ -236,6 +238,7 @@ impl Writer {
             config,
             metrics,
             checkpoint_running: Arc::new(AtomicBool::new(false)),
+            batch_room: 0,
             checkpoint_failed: Arc::default(),
             promoted_since_checkpoint: false,
             last_checkpoint: Instant::now(),

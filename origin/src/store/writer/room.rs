@@ -67,7 +67,12 @@ impl Writer {
         // Extents address a segment with 32 bits: a segment that could not
         // be rotated (no descriptor) takes no more than that.
         let segment_left = u64::from(u32::MAX).saturating_sub(self.wal.written);
-        if self.wal.room().min(segment_left) >= written as u64 + want {
+        // Looked up once per batch: within one the log's end stays put and
+        // the prepared room only grows, so the first look holds for all.
+        if written == 0 {
+            self.batch_room = self.wal.room();
+        }
+        if self.batch_room.min(segment_left) >= written as u64 + want {
             return Fit::Apply(cmd);
         }
         if written > 0 {
@@ -81,7 +86,10 @@ impl Writer {
             self.wal.prepare(want)
         };
         match prepared {
-            Ok(()) => Fit::Apply(cmd),
+            Ok(()) => {
+                self.batch_room = self.wal.room();
+                Fit::Apply(cmd)
+            }
             Err(e) if client => {
                 self.metrics.log_full();
                 tracing::warn!(error = %e, "no room in the log; refusing a write");

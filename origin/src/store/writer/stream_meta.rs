@@ -1,6 +1,7 @@
 //! The writer's side of a stream's metadata: snapshots, retention and
 //! visibility, decided by the pure core and logged like appends.
 
+use crate::core::fork;
 use std::sync::Arc;
 
 use shared::invalidation::Change;
@@ -154,8 +155,8 @@ impl Writer {
                 let core = &self.engine.entries[path].core;
                 let at = core.fork.as_deref().map_or(0, |f| f.at);
                 let (fork_was, fork_now) = (
-                    core.retained.max(was.min(at)),
-                    core.retained.max(now.min(at)),
+                    fork::retained(core.retained, was, at),
+                    fork::retained(core.retained, now, at),
                 );
                 if fork_now > fork_was {
                     let (path, incarnation) = (core.path.clone(), core.incarnation.clone());
