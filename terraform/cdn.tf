@@ -19,11 +19,14 @@ locals {
   # read naming an incarnation must never get another incarnation's cached
   # answer). CORS needs nothing forwarded: the edge answers `*` and static
   # preflights. (An origin request policy holds at most 10 headers by
-  # default.)
+  # default.) CloudFront-Viewer-Address names the client, which the origin
+  # counts anonymous writers' share of its ingress budget by
+  # (ORIGIN_CLIENT_ADDRESS_HEADER in templates/origin.sh.tftpl).
   protocol_headers = [
     "Content-Type",
     "Producer-Id", "Producer-Epoch", "Producer-Seq",
     "Stream-Seq", "Stream-TTL", "Stream-Expires-At", "Stream-Closed",
+    "CloudFront-Viewer-Address",
   ]
 
 

@@ -16,26 +16,33 @@
 //!   the origin says is public, which the edge asks with an anonymous `HEAD`
 //!   and remembers for [`PUBLIC_TTL`] (making a stream private reaches the
 //!   edge within that time; a CDN keeps what it cached under its own rules).
-//! - **Limits** per account (requests per second, open tails) are counted
-//!   per edge, as on the origin (`shared::limits`).
+//!   What it remembers weighs at most `AccessConfig::public_memory` bytes
+//!   (paths of any length); past it the least useful verdicts are dropped
+//!   and asked again.
+//! - **Limits** (requests per second, open tails) are charged once the
+//!   caller is known, per edge, as on the origin (`shared::limits`): to the
+//!   token's key, or for anonymous readers of a public stream to that
+//!   account's public budget. A refused request spends no one's budget.
+//!   Requests with a key are the origin's to count.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use http::{HeaderMap, Method, Request, Response};
 use shared::auth::{credential, owner, Access, Credential, Denied, Verifier};
 use shared::error::ErrorCode;
-use shared::limits::{LimitConfig, Limits, TailGuard};
+use shared::limits::{budget, LimitConfig, Limits, TailGuard};
 
 use crate::metrics;
 use crate::upstream::Upstream;
 
 /// How long the edge trusts the origin's word that a stream is public.
 pub const PUBLIC_TTL: Duration = Duration::from_secs(5);
-/// Streams whose public verdict is remembered; past it the memory is cleared.
-const PUBLIC_ENTRIES: usize = 100_000;
+/// What one remembered verdict costs besides its path (the entry, its
+/// key's allocation, moka's bookkeeping).
+const PUBLIC_ENTRY_OVERHEAD: u32 = 96;
 
 #[derive(Clone, Debug)]
 pub struct AccessConfig {
@@ -44,6 +51,9 @@ pub struct AccessConfig {
     pub limits: LimitConfig,
     /// Hex Ed25519 key that verifies tokens; none: asked from the origin.
     pub token_public_key: Option<String>,
+    /// Bytes of remembered public verdicts (paths plus a fixed overhead
+    /// each); past it, verdicts are evicted and asked again.
+    pub public_memory: u64,
 }
 
 impl Default for AccessConfig {
@@ -51,11 +61,9 @@ impl Default for AccessConfig {
         AccessConfig {
             default_prefix: "/v1/stream/".into(),
             open_accounts: [shared::auth::DEFAULT_ACCOUNT.to_owned()].into(),
-            limits: LimitConfig {
-                rps: 1000,
-                tails: 16,
-            },
+            limits: LimitConfig::default(),
             token_public_key: None,
+            public_memory: 16 * 1024 * 1024,
         }
     }
 }
@@ -64,13 +72,19 @@ pub struct AccessGate {
     config: AccessConfig,
     limits: Arc<Limits>,
     verifier: tokio::sync::OnceCell<Verifier>,
-    public: Mutex<HashMap<String, (bool, Instant)>>,
+    /// Path → (public, when the origin said so), by tokio's clock.
+    public: moka::sync::Cache<String, (bool, Instant)>,
 }
 
 /// What the gate decided.
 pub enum Admit {
-    /// Served by the edge as usual (open account, or a public stream read).
+    /// Served by the edge as usual (an open account).
     Pass,
+    /// An anonymous read of a public stream: served by the edge, charged to
+    /// the account's public budget.
+    Public {
+        tail: Option<TailGuard>,
+    },
     /// A verified token: served by the edge, answers private.
     Token {
         tail: Option<TailGuard>,
@@ -117,14 +131,28 @@ impl AccessGate {
         }
         AccessGate {
             limits: Limits::new(config.limits),
-            config,
             verifier,
-            public: Mutex::new(HashMap::new()),
+            public: moka::sync::Cache::builder()
+                .max_capacity(config.public_memory)
+                .weigher(|path: &String, _| {
+                    u32::try_from(path.len())
+                        .unwrap_or(u32::MAX)
+                        .saturating_add(PUBLIC_ENTRY_OVERHEAD)
+                })
+                .build(),
+            config,
         }
     }
 
     pub fn limits(&self) -> &Arc<Limits> {
         &self.limits
+    }
+
+    /// Bytes the remembered public verdicts weigh (after moka's pending
+    /// evictions ran).
+    pub fn public_memory_used(&self) -> u64 {
+        self.public.run_pending_tasks();
+        self.public.weighted_size()
     }
 
     async fn verifier(&self, upstream: &Upstream) -> Option<&Verifier> {
@@ -147,15 +175,10 @@ impl AccessGate {
 
     /// Whether the origin says anyone may read `stream` (remembered briefly).
     async fn is_public(&self, upstream: &Upstream, stream: &str) -> Result<bool, ()> {
-        let now = Instant::now();
-        if let Some((p, at)) = self
-            .public
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(stream)
-        {
-            if now.duration_since(*at) < PUBLIC_TTL {
-                return Ok(*p);
+        let now = tokio::time::Instant::now().into_std();
+        if let Some((p, at)) = self.public.get(stream) {
+            if now.saturating_duration_since(at) < PUBLIC_TTL {
+                return Ok(p);
             }
         }
         let mut req = Request::new(Body::empty());
@@ -170,11 +193,7 @@ impl AccessGate {
             401 | 403 | 404 => false,
             _ => return Err(()),
         };
-        let mut map = self.public.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= PUBLIC_ENTRIES {
-            map.clear();
-        }
-        map.insert(stream.to_owned(), (public, now));
+        self.public.insert(stream.to_owned(), (public, now));
         Ok(public)
     }
 
@@ -191,9 +210,6 @@ impl AccessGate {
         if self.config.open_accounts.contains(owner.account) {
             return Admit::Pass;
         }
-        if let Err(after) = self.limits.request(owner.account, Instant::now()) {
-            return Admit::Refuse(limited(after.0));
-        }
         let authorization = headers
             .get(http::header::AUTHORIZATION)
             .map(|v| v.to_str().unwrap_or("\u{0}"));
@@ -201,16 +217,26 @@ impl AccessGate {
             Ok(c) => c,
             Err(d) => return Admit::Refuse(denied(d)),
         };
-        let tail = |account: &str| -> Result<Option<TailGuard>, u64> {
+        // Charged once the caller is known: a refused request spends no
+        // one's budget.
+        let charge = |budget: &str| -> Result<Option<TailGuard>, u64> {
+            let now = tokio::time::Instant::now().into_std();
+            self.limits.request(budget, now).map_err(|a| a.0)?;
             if !live {
                 return Ok(None);
             }
-            self.limits.open_tail(account).map(Some).map_err(|a| a.0)
+            self.limits
+                .open_tail(budget, now)
+                .map(Some)
+                .map_err(|a| a.0)
         };
         match cred {
             None if access == Access::Write => Admit::Refuse(denied(Denied::Unauthorized)),
             None => match self.is_public(upstream, stream).await {
-                Ok(true) => Admit::Pass,
+                Ok(true) => match charge(&budget(None, owner.account)) {
+                    Ok(tail) => Admit::Public { tail },
+                    Err(after) => Admit::Refuse(limited(after)),
+                },
                 Ok(false) => Admit::Refuse(denied(Denied::Unauthorized)),
                 // The origin cannot say: let it answer the request itself.
                 Err(()) => Admit::ToOrigin,
@@ -227,7 +253,7 @@ impl AccessGate {
                     .verify(token, now)
                     .and_then(|g| g.allows(&owner, access, now).map(|()| g))
                 {
-                    Ok(_) => match tail(owner.account) {
+                    Ok(grant) => match charge(&budget(Some(&grant), owner.account)) {
                         Ok(tail) => Admit::Token { tail },
                         Err(after) => Admit::Refuse(limited(after)),
                     },

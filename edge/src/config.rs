@@ -45,16 +45,36 @@ pub struct Cli {
     /// Tails open at once per account at this edge (0: no limit).
     #[arg(long, env = "EDGE_ACCOUNT_TAILS", default_value_t = 16)]
     pub account_tails: u32,
+    /// Rate-limit budgets (keys, public readers of an account) remembered
+    /// at once; past it new ones share one overflow budget until idle ones
+    /// (10 minutes) are swept.
+    #[arg(long, env = "EDGE_LIMIT_BUDGETS", default_value_t = 100_000)]
+    pub limit_budgets: usize,
     /// Hex Ed25519 key that verifies tokens (the origin's
     /// `GET /_auth/public-key`); unset: asked from the origin when needed.
     #[arg(long, env = "EDGE_TOKEN_PUBLIC_KEY")]
     pub token_public_key: Option<String>,
+    /// Memory for remembered "is this stream public" answers, e.g. 16MiB;
+    /// past it the least used are forgotten (and asked again).
+    #[arg(long, env = "EDGE_PUBLIC_MEMORY", default_value = "16MiB", value_parser = parse_size)]
+    pub public_memory: u64,
     /// The URL clients reach this edge at (behind a CDN: the CDN's, e.g.
     /// https://streams.example.com); absolute URLs the origin answers with
     /// (`Location`, `Content-Location`) are rewritten to it. Unset:
     /// `http://` and the `Host` the request came with.
     #[arg(long, env = "EDGE_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// A request body that sends nothing for this long answers 408.
+    #[arg(long, env = "EDGE_BODY_IDLE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub body_idle_timeout: Duration,
+    /// A connection that sends no whole request head for this long (after
+    /// opening, or idle after an answer) is closed.
+    #[arg(long, env = "EDGE_HEADER_READ_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub header_read_timeout: Duration,
+    /// Connections served at once (0: half the descriptor limit found at
+    /// start); past it new ones wait in the kernel's backlog.
+    #[arg(long, env = "EDGE_MAX_CONNECTIONS", default_value_t = 0)]
+    pub max_connections: usize,
 }
 
 impl Cli {
@@ -64,14 +84,22 @@ impl Cli {
             c.public_url = public_url;
             c.object_store = self.object_store.clone();
             c.limits.sse_session = self.sse_session;
+            c.limits.serve = shell::ServeConfig {
+                max_connections: self.max_connections,
+                header_read_timeout: self.header_read_timeout,
+                body_idle_timeout: self.body_idle_timeout,
+                ..shell::ServeConfig::default()
+            };
             c.access = crate::access::AccessConfig {
                 default_prefix: self.default_prefix.clone(),
                 open_accounts: shared::auth::account_list(&self.open_accounts),
                 limits: shared::limits::LimitConfig {
                     rps: self.account_rps,
                     tails: self.account_tails,
+                    budgets: self.limit_budgets,
                 },
                 token_public_key: self.token_public_key.clone(),
+                public_memory: self.public_memory,
             };
             c
         })
@@ -166,6 +194,10 @@ pub struct Limits {
     /// With no answer of the feed for this long, the edge answers nothing
     /// from memory (it asks the origin) until the feed answers again.
     pub feed_stale_after: Duration,
+    /// Connections: their cap (past it, no more are accepted until one
+    /// closes), the header-read / keep-alive timeout (the connection is
+    /// closed), and the body idle timeout (408).
+    pub serve: shell::ServeConfig,
 }
 
 impl Default for Limits {
@@ -183,6 +215,7 @@ impl Default for Limits {
             snapshot_fill_bytes: 256 * 1024 * 1024,
             feed_poll: Duration::from_secs(1),
             feed_stale_after: Duration::from_secs(2),
+            serve: shell::ServeConfig::default(),
         }
     }
 }

@@ -6,47 +6,13 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, ObjectStoreExt};
 
 use crate::metrics::{self, Metrics};
 
-/// Why an object-store URL could not be opened.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    #[error("unsupported object store URL {0:?}: use file:///path or s3://bucket[/prefix]")]
-    Scheme(String),
-    #[error("object store: {0}")]
-    Store(#[from] object_store::Error),
-    #[error("creating the local object folder: {0}")]
-    Io(#[from] std::io::Error),
-}
-
-/// Opens the store a URL names: `file:///abs/path`, or `s3://bucket[/prefix]`
-/// configured by the usual `AWS_*` variables (as on the origin).
-pub fn open(url: &str) -> Result<Arc<dyn ObjectStore>, OpenError> {
-    if let Some(path) = url.strip_prefix("file://") {
-        std::fs::create_dir_all(path)?;
-        return Ok(Arc::new(LocalFileSystem::new_with_prefix(path)?));
-    }
-    if let Some(rest) = url.strip_prefix("s3://") {
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        if bucket.is_empty() {
-            return Err(OpenError::Scheme(url.to_owned()));
-        }
-        let s3 = object_store::aws::AmazonS3Builder::from_env()
-            .with_bucket_name(bucket)
-            .build()?;
-        let prefix = prefix.trim_matches('/');
-        if prefix.is_empty() {
-            return Ok(Arc::new(s3));
-        }
-        return Ok(Arc::new(PrefixStore::new(s3, prefix)));
-    }
-    Err(OpenError::Scheme(url.to_owned()))
-}
+/// Opening a URL is the shell's (one opener for origin and edge).
+pub use shell::objects::{open, OpenError};
 
 pub struct ChunkObjects {
     store: Arc<dyn ObjectStore>,

@@ -2,11 +2,8 @@
 //! then let the open answers finish.
 
 use std::future::Future;
-use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto::Builder;
-use hyper_util::server::graceful::GracefulShutdown;
+use shell::Http1;
 use tokio::net::TcpListener;
 
 use crate::config::EdgeConfig;
@@ -37,46 +34,29 @@ impl Edge {
             shutdown.await;
             closing.send_replace(true);
         };
-        accept_loop(self.state, listener, shutdown).await
-    }
-}
-
-async fn accept_loop(
-    state: Shared,
-    listener: TcpListener,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let builder = Builder::new(TokioExecutor::new());
-    let graceful = GracefulShutdown::new();
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, _) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                // Out of file descriptors and the like: wait, then go on.
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = &mut shutdown => break,
-        };
-        let _ = stream.set_nodelay(true);
-        let state = state.clone();
-        let service = hyper::service::service_fn(move |req| {
+        let state = self.state;
+        // Once a second: forget rate-limit budgets idle for a while.
+        let sweeper = tokio::spawn({
             let state = state.clone();
-            async move { Ok::<_, std::convert::Infallible>(http::handle(state, req).await) }
+            async move {
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+                loop {
+                    tick.tick().await;
+                    let now = tokio::time::Instant::now().into_std();
+                    state.access.limits().sweep(now);
+                }
+            }
         });
-        let conn = builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
+        let serve = state.config.limits.serve.clone();
+        let served = shell::serve(
+            listener,
+            &serve,
+            Http1::HyperWatches,
+            shutdown,
+            move |req| http::handle(state.clone(), req),
+        )
+        .await;
+        sweeper.abort();
+        served
     }
-    drop(listener);
-    graceful.shutdown().await;
-    Ok(())
 }

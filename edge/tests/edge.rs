@@ -13,6 +13,8 @@ mod common;
 mod access;
 #[path = "edge/chunks.rs"]
 mod chunks;
+#[path = "edge/connections.rs"]
+mod connections;
 #[path = "edge/differential.rs"]
 mod differential;
 #[path = "edge/forward.rs"]

@@ -68,10 +68,35 @@ pub struct Cli {
     /// Largest snapshot (published in parts), e.g. 128MiB.
     #[arg(long, env = "ORIGIN_MAX_SNAPSHOT", default_value = "128MiB", value_parser = parse_size)]
     pub max_snapshot: u64,
+    /// Snapshot offsets one stream may have parts staged under at once; a
+    /// part for one more answers 409 STAGING_LIMIT.
+    #[arg(
+        long,
+        env = "ORIGIN_MAX_STAGED_UPLOADS_PER_STREAM",
+        default_value_t = 4
+    )]
+    pub max_staged_uploads_per_stream: usize,
+    /// Disk all staged snapshot parts may take together (each part counted
+    /// in whole 4 KiB blocks), e.g. 1GiB; never less than the largest
+    /// snapshot. A part past it answers 503 + Retry-After.
+    #[arg(long, env = "ORIGIN_MAX_STAGED_BYTES", default_value = "1GiB", value_parser = parse_size)]
+    pub max_staged_bytes: u64,
+    /// Staged parts of a snapshot offset that no part has touched for this
+    /// long are removed, e.g. 1h.
+    #[arg(long, env = "ORIGIN_STAGED_UPLOAD_TTL", default_value = "1h", value_parser = parse_duration)]
+    pub staged_upload_ttl: Duration,
     /// Request bodies (and snapshots being assembled) held in memory at once,
     /// e.g. 256MiB; never less than the largest body or snapshot.
     #[arg(long, env = "ORIGIN_INGRESS_BUDGET", default_value = "256MiB", value_parser = parse_size)]
     pub ingress_budget: u64,
+    /// The most of the ingress budget one client holds at once, in percent
+    /// (a credential's account; without one, its address).
+    #[arg(long, env = "ORIGIN_INGRESS_SHARE_PERCENT", default_value_t = 25, value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub ingress_share_percent: u8,
+    /// A header a trusted proxy in front sets to the client's address, e.g.
+    /// cloudfront-viewer-address; unset: the connection's peer address.
+    #[arg(long, env = "ORIGIN_CLIENT_ADDRESS_HEADER")]
+    pub client_address_header: Option<http::HeaderName>,
     /// How long an SSE tail stays open before the server ends it, e.g. 60s.
     #[arg(long, env = "ORIGIN_SSE_SESSION", default_value = "60s", value_parser = parse_duration)]
     pub sse_session: Duration,
@@ -121,6 +146,11 @@ pub struct Cli {
     /// account's anonymous public readers share one; 0: no limit).
     #[arg(long, env = "ORIGIN_ACCOUNT_TAILS", default_value_t = 16)]
     pub account_tails: u32,
+    /// Rate-limit budgets (keys, public readers of an account) remembered
+    /// at once; past it new ones share one overflow budget until idle ones
+    /// (10 minutes) are swept.
+    #[arg(long, env = "ORIGIN_LIMIT_BUDGETS", default_value_t = 100_000)]
+    pub limit_budgets: usize,
     /// Longest lifetime of an exchanged token, e.g. 1h.
     #[arg(long, env = "ORIGIN_MAX_TOKEN_TTL", default_value = "1h", value_parser = parse_duration)]
     pub max_token_ttl: Duration,
@@ -197,20 +227,29 @@ impl Cli {
             },
             max_body: self.max_body,
             max_snapshot: self.max_snapshot,
+            max_staged_uploads_per_stream: self.max_staged_uploads_per_stream,
+            max_staged_bytes: self.max_staged_bytes.max(self.max_snapshot),
+            staged_upload_ttl: self.staged_upload_ttl,
             ingress_budget: self
                 .ingress_budget
                 .max(self.max_body)
                 .max(self.max_snapshot),
             sse_session: self.sse_session,
-            body_idle_timeout: self.body_idle_timeout,
-            header_read_timeout: self.header_read_timeout,
-            max_connections: self.max_connections,
+            ingress_share_percent: self.ingress_share_percent,
+            client_address_header: self.client_address_header.clone(),
+            serve: shell::ServeConfig {
+                max_connections: self.max_connections,
+                header_read_timeout: self.header_read_timeout,
+                body_idle_timeout: self.body_idle_timeout,
+                ..shell::ServeConfig::default()
+            },
             auth: crate::auth::AuthConfig {
                 default_prefix: self.default_prefix.clone(),
                 open_accounts: shared::auth::account_list(&self.open_accounts),
                 limits: shared::limits::LimitConfig {
                     rps: self.account_rps,
                     tails: self.account_tails,
+                    budgets: self.limit_budgets,
                 },
                 max_token_secs: self.max_token_ttl.as_secs().max(1),
                 admin_token: self.admin_token.clone().filter(|t| !t.is_empty()),

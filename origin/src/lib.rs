@@ -6,8 +6,8 @@
 //! - [`store`]: the crash-safe local log around the core: WAL with group
 //!   commit, per-stream files, checkpoints, recovery.
 //! - [`http`]: the protocol over HTTP, one file per operation.
-//! - [`server`]: wiring and graceful shutdown ([`connection`]: one
-//!   connection, HTTP/1.1 or HTTP/2; [`drain`]: closing them all);
+//! - [`server`]: wiring: the store, its periodic work and the serving shell
+//!   (`shell`: connections, their limits, graceful shutdown);
 //!   [`config`]: the command line.
 //! - [`objects`]: object storage for sealed chunks and snapshots (in progress).
 //! - [`metrics`], [`clock`]: what is measured, and injected time.
@@ -15,14 +15,11 @@
 pub mod auth;
 pub mod clock;
 pub mod config;
-pub mod connection;
 pub mod core;
-pub mod drain;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http;
 pub mod metrics;
 pub mod objects;
-pub mod peer;
 pub mod server;
 pub mod store;

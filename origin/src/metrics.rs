@@ -105,6 +105,9 @@ pub struct Metrics {
     log_full: AtomicU64,
     unsealed_bytes: AtomicI64,
     snapshots_published: AtomicU64,
+    /// Disk staged snapshot parts take (whole blocks), and their uploads.
+    staged_bytes: AtomicI64,
+    staged_uploads: AtomicI64,
     long_polls_waiting: AtomicI64,
     sse_open: AtomicI64,
 }
@@ -182,6 +185,13 @@ impl Metrics {
         self.snapshots_published.fetch_add(1, Relaxed);
     }
 
+    /// The staging ledger's totals (see `core::staging`).
+    pub fn set_staged(&self, bytes: u64, uploads: usize) {
+        let gauge = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        self.staged_bytes.store(gauge(bytes), Relaxed);
+        self.staged_uploads.store(gauge(uploads as u64), Relaxed);
+    }
+
     pub fn served(&self, bytes: usize) {
         self.shard().bytes_served.fetch_add(bytes as u64, Relaxed);
     }
@@ -254,6 +264,8 @@ impl Metrics {
             ("ds_long_polls_waiting", &self.long_polls_waiting),
             ("ds_sse_open", &self.sse_open),
             ("ds_unsealed_bytes", &self.unsealed_bytes),
+            ("ds_snapshot_staged_bytes", &self.staged_bytes),
+            ("ds_snapshot_staged_uploads", &self.staged_uploads),
         ];
         for (name, v) in gauges {
             let _ = writeln!(out, "# TYPE {name} gauge\n{name} {}", v.load(Relaxed));

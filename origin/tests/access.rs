@@ -70,7 +70,12 @@ fn req(api: &Api, method: Method, path: &str, cred: Option<&str>) -> reqwest::Re
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_refusal_a_credential_decides() {
-    let api = start(LimitConfig { rps: 0, tails: 0 }).await;
+    let api = start(LimitConfig {
+        rps: 0,
+        tails: 0,
+        ..LimitConfig::default()
+    })
+    .await;
     let (_, full) = make_key(&api, serde_json::json!({"account": "acme"})).await;
     let (_, read_only) = make_key(
         &api,
@@ -292,7 +297,12 @@ async fn every_refusal_a_credential_decides() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn public_streams_read_without_a_credential_and_write_with_one() {
-    let api = start(LimitConfig { rps: 0, tails: 0 }).await;
+    let api = start(LimitConfig {
+        rps: 0,
+        tails: 0,
+        ..LimitConfig::default()
+    })
+    .await;
     let (_, full) = make_key(&api, serde_json::json!({"account": "acme"})).await;
     let (_, read_only) = make_key(
         &api,
@@ -348,7 +358,11 @@ async fn public_streams_read_without_a_credential_and_write_with_one() {
     let api = Api::on(
         TestOrigin::start_in(
             data,
-            config(LimitConfig { rps: 0, tails: 0 }),
+            config(LimitConfig {
+                rps: 0,
+                tails: 0,
+                ..LimitConfig::default()
+            }),
             origin::store::StoreConfig::new,
         )
         .await,
@@ -364,7 +378,12 @@ async fn public_streams_read_without_a_credential_and_write_with_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoked_keys_stop_working() {
-    let api = start(LimitConfig { rps: 0, tails: 0 }).await;
+    let api = start(LimitConfig {
+        rps: 0,
+        tails: 0,
+        ..LimitConfig::default()
+    })
+    .await;
     let (id, key) = make_key(&api, serde_json::json!({"account": "acme"})).await;
     let s = "/acme/s.r";
     assert_eq!(
@@ -430,7 +449,12 @@ async fn revoked_keys_stop_working() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_expiring_mid_sse_ends_the_tail_with_credential_expired() {
-    let api = start(LimitConfig { rps: 0, tails: 0 }).await;
+    let api = start(LimitConfig {
+        rps: 0,
+        tails: 0,
+        ..LimitConfig::default()
+    })
+    .await;
     let (_, key) = make_key(&api, serde_json::json!({"account": "acme"})).await;
     let s = "/acme/s.sse";
     req(&api, Method::PUT, s, Some(&key)).send().await.unwrap();
@@ -457,7 +481,12 @@ async fn a_token_expiring_mid_sse_ends_the_tail_with_credential_expired() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_17th_open_tail_of_an_account_gets_429() {
-    let api = start(LimitConfig { rps: 0, tails: 16 }).await;
+    let api = start(LimitConfig {
+        rps: 0,
+        tails: 16,
+        ..LimitConfig::default()
+    })
+    .await;
     let (_, key) = make_key(&api, serde_json::json!({"account": "acme"})).await;
     let s = "/acme/s.tails";
     req(&api, Method::PUT, s, Some(&key)).send().await.unwrap();
@@ -514,7 +543,12 @@ async fn the_17th_open_tail_of_an_account_gets_429() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_over_the_rate_gets_429_then_succeeds_after_retry_after() {
-    let api = start(LimitConfig { rps: 5, tails: 0 }).await;
+    let api = start(LimitConfig {
+        rps: 5,
+        tails: 0,
+        ..LimitConfig::default()
+    })
+    .await;
     let (_, key) = make_key(&api, serde_json::json!({"account": "acme"})).await;
     let s = "/acme/s.rate";
     let mut statuses = Vec::new();
@@ -705,7 +739,12 @@ async fn the_data_directory_is_its_owners_alone() {
 /// stream have a budget of their own, not its owner's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_are_charged_after_authentication_per_credential() {
-    let api = start(LimitConfig { rps: 5, tails: 0 }).await;
+    let api = start(LimitConfig {
+        rps: 5,
+        tails: 0,
+        ..LimitConfig::default()
+    })
+    .await;
     let (_, key) = make_key(&api, serde_json::json!({"account": "acme"})).await;
     let s = "/acme/s.budget";
     let r = req(&api, Method::PUT, s, Some(&key))

@@ -22,6 +22,8 @@ mod create;
 mod errors;
 #[path = "protocol/head.rs"]
 mod head;
+#[path = "protocol/ingress.rs"]
+mod ingress;
 #[path = "protocol/invalidations.rs"]
 mod invalidations;
 #[path = "protocol/lifecycle.rs"]
@@ -38,6 +40,8 @@ mod producers;
 mod reads;
 #[path = "protocol/snapshots.rs"]
 mod snapshots;
+#[path = "protocol/snapshots_staging.rs"]
+mod snapshots_staging;
 #[path = "protocol/sse.rs"]
 mod sse;
 #[path = "protocol/ttl.rs"]

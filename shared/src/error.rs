@@ -23,6 +23,9 @@ pub enum ErrorCode {
     ProducerEpochStale,
     /// 409: a stream's producers are at their bound.
     ProducerLimit,
+    /// 409: a stream has as many snapshot offsets with staged parts as it
+    /// may; one must be published (or expire) first.
+    StagingLimit,
     /// Another snapshot at the offset, a later one, or a failed
     /// `Stream-Snapshot-Match`.
     SnapshotConflict,
@@ -64,6 +67,7 @@ impl ErrorCode {
             ErrorCode::ProducerSeqConflict => "PRODUCER_SEQ_CONFLICT",
             ErrorCode::ProducerEpochStale => "PRODUCER_EPOCH_STALE",
             ErrorCode::ProducerLimit => "PRODUCER_LIMIT",
+            ErrorCode::StagingLimit => "STAGING_LIMIT",
             ErrorCode::PreconditionFailed => "INCARNATION_MISMATCH",
             ErrorCode::Gone => "OFFSET_TRIMMED",
             ErrorCode::StreamDeleted => "STREAM_DELETED",
@@ -96,6 +100,7 @@ impl ErrorCode {
             | ErrorCode::StreamSeqConflict
             | ErrorCode::ProducerSeqConflict
             | ErrorCode::ProducerLimit
+            | ErrorCode::StagingLimit
             | ErrorCode::SnapshotConflict => 409,
             ErrorCode::Gone | ErrorCode::StreamDeleted => 410,
             ErrorCode::PreconditionFailed => 412,

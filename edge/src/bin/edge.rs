@@ -11,15 +11,7 @@ static ALLOCATOR: shared::allocator::Mimalloc = shared::allocator::Mimalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_ansi(
-            std::io::IsTerminal::is_terminal(&std::io::stdout())
-                && std::env::var_os("NO_COLOR").is_none(),
-        )
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    shell::logging::init();
     let cli = Cli::parse();
     let config = cli.config()?;
     let listener = tokio::net::TcpListener::bind(cli.listen)
@@ -32,17 +24,8 @@ async fn main() -> anyhow::Result<()> {
     }
     Edge::new(config)
         .context("opening the object store")?
-        .serve(listener, shutdown_signal())
+        .serve(listener, shell::signal::shutdown())
         .await?;
     tracing::info!("stopped");
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("install SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
 }

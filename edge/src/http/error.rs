@@ -51,6 +51,16 @@ fn unavailable(message: &str) -> Response<Body> {
 impl IntoResponse for EdgeError {
     fn into_response(self) -> Response<Body> {
         match &self {
+            // The client's own body went silent while it was forwarded.
+            EdgeError::Upstream(e) if shell::BodyIdle::find(e).is_some() => {
+                let mut r = error_response(
+                    ErrorCode::RequestTimeout,
+                    "the request body stopped arriving",
+                );
+                r.headers_mut()
+                    .insert("connection", HeaderValue::from_static("close"));
+                r
+            }
             EdgeError::Upstream(e) => {
                 tracing::warn!(error = %e, source = ?std::error::Error::source(e), "origin request failed");
                 unavailable("the origin cannot be reached")

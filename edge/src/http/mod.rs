@@ -202,21 +202,28 @@ async fn dispatch(state: &Shared, req: Request<Body>) -> (&'static str, Response
         Admit::Pass => route(state, req).await,
         Admit::ToOrigin => ("forward", forward::forward_live(state, req).await),
         Admit::Refuse(resp) => ("refused", resp),
+        Admit::Public { tail } => {
+            let (name, resp) = route(state, req).await;
+            (name, holding(resp, tail))
+        }
         Admit::Token { tail } => {
             let (name, mut resp) = route(state, req).await;
             shared::auth::privatize(resp.headers_mut());
-            // A tail's count lasts as long as its answer streams.
-            let resp = match tail {
-                Some(guard) => resp.map(|body| {
-                    Body::new(http_body_util::BodyExt::map_frame(body, move |f| {
-                        let _held = &guard;
-                        f
-                    }))
-                }),
-                None => resp,
-            };
-            (name, resp)
+            (name, holding(resp, tail))
         }
+    }
+}
+
+/// A tail's count lasts as long as its answer streams.
+fn holding(resp: Response<Body>, tail: Option<shared::limits::TailGuard>) -> Response<Body> {
+    match tail {
+        Some(guard) => resp.map(|body| {
+            Body::new(http_body_util::BodyExt::map_frame(body, move |f| {
+                let _held = &guard;
+                f
+            }))
+        }),
+        None => resp,
     }
 }
 

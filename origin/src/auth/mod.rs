@@ -40,10 +40,7 @@ impl Default for AuthConfig {
         AuthConfig {
             default_prefix: "/v1/stream/".into(),
             open_accounts: [shared::auth::DEFAULT_ACCOUNT.to_owned()].into(),
-            limits: LimitConfig {
-                rps: 1000,
-                tails: 16,
-            },
+            limits: LimitConfig::default(),
             max_token_secs: 3600,
             admin_token: None,
         }
@@ -168,12 +165,9 @@ impl Auth {
         // Charged only once the request is known to be its caller's: a
         // refused credential spends no one's budget, and anonymous readers
         // of a public stream do not spend its owner's.
-        let budget = match &grant {
-            Some(g) => format!("key {}", g.key_id),
-            None => format!("public {account}"),
-        };
+        let budget = limits::budget(grant.as_ref(), &account);
         self.limits
-            .request(&budget, std::time::Instant::now())
+            .request(&budget, tokio::time::Instant::now().into_std())
             .map_err(Refusal::RateLimited)?;
         Ok(Some(Caller {
             account,
@@ -187,7 +181,9 @@ impl Auth {
         if self.is_open(&caller.account) {
             return Ok(None);
         }
-        self.limits.open_tail(&caller.budget).map(Some)
+        self.limits
+            .open_tail(&caller.budget, tokio::time::Instant::now().into_std())
+            .map(Some)
     }
 }
 

@@ -13,6 +13,7 @@ pub mod json;
 pub mod producer;
 pub mod seal;
 pub mod snapshot;
+pub mod staging;
 pub mod stream;
 
 /// Milliseconds since the Unix epoch. Time is always passed in.

@@ -1,12 +1,13 @@
 //! Request bodies, bounded twice: each body by `max_body` (413), and all
-//! bodies in memory together by the ingress budget (503 with `Retry-After`
-//! when a request cannot get room in time). This is where the memory bound
-//! for large and many concurrent bodies lives.
+//! bodies in memory together by the ingress budget, of which one client
+//! holds at most its share (503 with `Retry-After` when a request cannot get
+//! room in time; see [`super::ingress`]). This is where the memory bound for
+//! large and many concurrent bodies lives.
 //!
 //! A body takes its room frame by frame, as its bytes arrive, not for what
 //! it declares: clients that send a large `Content-Length` and then nothing
 //! (or a trickle) hold only what they sent, and a body silent for
-//! `body_idle_timeout` answers 408 and lets go of it. Before, 40 such
+//! `body_idle_timeout` (the shell's `IdleBody`) answers 408 and lets go of it. Before, 40 such
 //! connections held the whole 256 MiB budget, and every append of every
 //! account answered 503 for as long as they stayed.
 //!
@@ -17,19 +18,18 @@
 
 use std::time::Duration;
 
+use super::error::ApiError;
+use super::ingress::{ClientKey, Room};
+use super::AppState;
 use axum::body::Body;
 use axum::extract::Request;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
-use tokio::sync::SemaphorePermit;
-
-use super::error::ApiError;
-use super::AppState;
 
 /// A request body and the room it holds in the ingress budget.
 pub struct BoundedBody<'a> {
     pub bytes: Bytes,
-    _permit: Option<SemaphorePermit<'a>>,
+    _room: Option<Room<'a>>,
 }
 
 pub async fn read_body(state: &AppState, req: Request) -> Result<BoundedBody<'_>, ApiError> {
@@ -53,42 +53,36 @@ pub async fn read_body(state: &AppState, req: Request) -> Result<BoundedBody<'_>
     if declared == Some(0) {
         return Ok(BoundedBody {
             bytes: Bytes::new(),
-            _permit: None,
+            _room: None,
         });
     }
+    let client = super::ingress::client_of(state, &req);
     let mut body: Body = req.into_body();
-    let mut permit = None;
-    let bytes = match gather(state, &mut body, limit, &mut permit).await {
+    let mut room = None;
+    let bytes = match gather(state, &client, &mut body, limit, &mut room).await {
         Ok(Some(bytes)) => bytes,
         Ok(None) => {
-            drop(permit);
+            drop(room);
             Box::pin(discard(body, limit)).await;
             return Err(ApiError::PayloadTooLarge { limit });
         }
         Err(e) => return Err(e),
     };
-    Ok(BoundedBody {
-        bytes,
-        _permit: permit,
-    })
+    Ok(BoundedBody { bytes, _room: room })
 }
 
-/// The body's next frame: at once when it is there (a small append's
-/// only frame is, as a rule: no timer then), else within the idle timeout.
+/// The body's next frame; a body silent for `body_idle_timeout` (the
+/// shell's [`shell::IdleBody`]) answers 408.
 async fn next_frame(
-    state: &AppState,
     body: &mut Body,
 ) -> Result<Option<Result<http_body::Frame<Bytes>, axum::Error>>, ApiError> {
-    use futures::FutureExt;
-    if let Some(frame) = body.frame().now_or_never() {
-        return Ok(frame);
+    match body.frame().await {
+        Some(Err(e)) => match shell::BodyIdle::find(&e) {
+            Some(idle) => Err(ApiError::BodyTimeout(idle.0)),
+            None => Ok(Some(Err(e))),
+        },
+        frame => Ok(frame),
     }
-    Box::pin(tokio::time::timeout(
-        state.config.body_idle_timeout,
-        body.frame(),
-    ))
-    .await
-    .map_err(|_| ApiError::BodyTimeout(state.config.body_idle_timeout))
 }
 
 /// The body's bytes, or `None` past `limit`. A body that arrives in one
@@ -97,13 +91,14 @@ async fn next_frame(
 /// (Trailers are read past and dropped: no operation uses them.)
 async fn gather<'a>(
     state: &'a AppState,
+    client: &ClientKey,
     body: &mut Body,
     limit: u64,
-    permit: &mut Option<SemaphorePermit<'a>>,
+    held: &mut Option<Room<'a>>,
 ) -> Result<Option<Bytes>, ApiError> {
     let mut one: Option<Bytes> = None;
     let mut many = BytesMut::new();
-    while let Some(frame) = next_frame(state, body).await? {
+    while let Some(frame) = next_frame(body).await? {
         let frame =
             frame.map_err(|e| ApiError::bad(format!("could not read the request body: {e}")))?;
         let Ok(data) = frame.into_data() else {
@@ -114,10 +109,10 @@ async fn gather<'a>(
             return Ok(None);
         }
         // Room for what arrived, before it is kept.
-        let room = reserve(state, data.len() as u64).await?;
-        match permit {
-            Some(p) => p.merge(room),
-            None => *permit = Some(room),
+        let room = state.ingress.reserve(client, data.len() as u64).await?;
+        match held {
+            Some(r) => r.merge(room),
+            None => *held = Some(room),
         }
         match one.take() {
             None if many.is_empty() => one = Some(data),
@@ -135,25 +130,6 @@ async fn gather<'a>(
         }
     }
     Ok(Some(one.unwrap_or_else(|| many.freeze())))
-}
-
-/// Takes room for `bytes` in memory from the ingress budget (at most the
-/// whole budget), waiting `ingress_wait` at most: 503 + Retry-After past it.
-pub async fn reserve(state: &AppState, bytes: u64) -> Result<SemaphorePermit<'_>, ApiError> {
-    let permits = u32::try_from(bytes.max(1).min(state.config.ingress_budget)).unwrap_or(u32::MAX);
-    // The fast path takes room at once; only a full budget arms a timer.
-    match state.ingress.try_acquire_many(permits) {
-        Ok(p) => Ok(p),
-        // Boxed, like every rare wait on a request's path: a future is as
-        // large as everything it may wait on (see `super::dispatch`).
-        Err(_) => Box::pin(tokio::time::timeout(
-            state.config.ingress_wait,
-            state.ingress.acquire_many(permits),
-        ))
-        .await
-        .map_err(|_| ApiError::Busy("too many request bodies in flight; retry shortly"))?
-        .map_err(|_| ApiError::Busy("shutting down")),
-    }
 }
 
 /// How long a refused body may take to arrive before the connection is

@@ -1,5 +1,6 @@
-//! `DELETE {stream}`: remove a stream and its bytes. A stream created again
-//! at the same path gets a new incarnation.
+//! `DELETE {stream}`: remove a stream and its bytes (and the snapshot parts
+//! staged for it). A stream created again at the same path gets a new
+//! incarnation.
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -14,8 +15,9 @@ pub async fn delete(state: Shared, path: String, req: Request) -> Response<Body>
         Ok(i) => i,
         Err(e) => return e.into_response(),
     };
-    match state.store.delete(path, incarnation).await {
+    match state.store.delete(path.clone(), incarnation).await {
         Ok(()) => {
+            state.staging.drop_stream(&path).await;
             let mut r = Response::new(Body::empty());
             *r.status_mut() = StatusCode::NO_CONTENT;
             r

@@ -11,6 +11,7 @@ use shared::offset::Offset;
 use crate::core::fork::ForkRefusal;
 use crate::core::producer::ProducerRefusal;
 use crate::core::snapshot::{RetainRefusal, SnapshotRefusal};
+use crate::core::staging::StagingRefusal;
 use crate::core::stream::AppendRefusal;
 use crate::store::{StoreError, Tail};
 
@@ -33,6 +34,8 @@ pub enum ApiError {
     },
     /// The server cannot take the request for a moment.
     Busy(&'static str),
+    /// A snapshot part the staging bounds refuse.
+    Staging(StagingRefusal),
     /// The request's body sent nothing for this long (408).
     BodyTimeout(std::time::Duration),
     /// Access control refused the request.
@@ -62,7 +65,7 @@ impl From<StoreError> for ApiError {
 impl From<crate::store::ReadError> for ApiError {
     fn from(e: crate::store::ReadError) -> Self {
         match e {
-            crate::store::ReadError::Io(e) => ApiError::Internal(e.to_string()),
+            crate::store::ReadError::Io(e) => e.into(),
             crate::store::ReadError::Cold(e) => {
                 tracing::warn!(error = %e, "a read needs a chunk object storage cannot give now");
                 ApiError::Busy("a sealed chunk cannot be read from object storage right now")
@@ -71,8 +74,15 @@ impl From<crate::store::ReadError> for ApiError {
     }
 }
 
+/// No descriptor free (every one held by connections, say) passes once
+/// some close: `503` + `Retry-After`, never a 500; the server goes on with
+/// what needs none (`tests/fd_exhaustion.rs`).
 impl From<std::io::Error> for ApiError {
     fn from(e: std::io::Error) -> Self {
+        if crate::store::is_out_of_descriptors(&e) {
+            tracing::warn!(error = %e, "no file descriptor free for a request");
+            return ApiError::Busy("the server has no file descriptor free; retry shortly");
+        }
         ApiError::Internal(e.to_string())
     }
 }
@@ -145,6 +155,7 @@ impl axum::response::IntoResponse for ApiError {
                 error_response(ErrorCode::Internal, "internal error")
             }
             ApiError::Store(e) => store_error(e),
+            ApiError::Staging(refusal) => staging_refusal(refusal),
             ApiError::Ready(r) => *r,
             ApiError::Denied(d) => denied(d),
             ApiError::RateLimited(secs) => {
@@ -275,6 +286,34 @@ fn snapshot_refusal(refusal: SnapshotRefusal) -> Response<Body> {
             ErrorCode::SnapshotConflict,
             "another snapshot is published at this offset or a later one",
         ),
+    }
+}
+
+fn staging_refusal(refusal: StagingRefusal) -> Response<Body> {
+    match refusal {
+        StagingRefusal::TooManyUploads { max } => error_response(
+            ErrorCode::StagingLimit,
+            format!(
+                "the stream has parts staged for {max} snapshot offsets; publish one (or let it expire) before staging another"
+            ),
+        ),
+        StagingRefusal::TooLarge { limit } => ApiError::PayloadTooLarge { limit }.into_response(),
+        StagingRefusal::Full { .. } => {
+            let mut r = error_response(
+                ErrorCode::Unavailable,
+                "the server holds as many staged snapshot parts as it may; retry once others are published or expire",
+            );
+            set(&mut r, "retry-after", 5);
+            r
+        }
+        StagingRefusal::PartBusy { part } => {
+            let mut r = error_response(
+                ErrorCode::Unavailable,
+                format!("part {part} of this snapshot is being staged by another request"),
+            );
+            set(&mut r, "retry-after", 1);
+            r
+        }
     }
 }
 

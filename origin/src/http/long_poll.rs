@@ -20,7 +20,8 @@ use super::reading::{
     slice_etag, slice_headers, stream_headers, vary_by_accept,
 };
 use super::Shared;
-use crate::peer::{self, Peer};
+use shell::peer;
+use shell::Client;
 
 pub async fn long_poll(
     state: Shared,
@@ -58,7 +59,10 @@ async fn run(
         let _waiting = state.metrics.long_poll_guard();
         // Ends early (as a timeout would) when the server shuts down, or
         // when the client leaves (its answer then goes nowhere).
-        let peer = req.extensions().get::<Peer>().cloned();
+        let peer = req
+            .extensions()
+            .get::<Client>()
+            .and_then(|c| c.peer.clone());
         let waited = tokio::select! {
             w = tokio::time::timeout(wait, rx.wait_for(|t| t.next > start || t.closed || t.gone)) => w.ok(),
             _ = state.closed() => None,

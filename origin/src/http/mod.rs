@@ -13,6 +13,7 @@ pub mod delete;
 pub mod error;
 pub mod fork;
 pub mod head;
+pub mod ingress;
 pub mod invalidations;
 pub mod long_poll;
 pub mod read;
@@ -21,6 +22,7 @@ pub mod request;
 pub mod routes;
 pub mod snapshot;
 pub mod sse;
+pub mod staging;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +34,6 @@ use axum::response::IntoResponse;
 use shared::error::ErrorCode;
 use shared::params::Live;
 use shared::paths::{classify, Target};
-use tokio::sync::Semaphore;
 
 use crate::metrics::Metrics;
 use crate::store::Store;
@@ -55,21 +56,34 @@ pub struct HttpConfig {
     /// only what it sent.
     pub ingress_budget: u64,
     pub ingress_wait: Duration,
-    /// A body that sends nothing for this long answers 408 (and lets go of
-    /// its room).
-    pub body_idle_timeout: Duration,
-    /// A client that has not sent a whole request head within this long
-    /// after the connection became ready for one (opened, or idle after an
-    /// answer) is disconnected: the header-read and keep-alive timeout.
-    pub header_read_timeout: Duration,
-    /// Connections served at once; past it the server stops accepting
-    /// (new ones wait in the kernel's backlog) until one closes. 0: a half
-    /// of the descriptor limit found at start.
-    pub max_connections: usize,
+    /// The most of the ingress budget one client (a credential's account,
+    /// else an address) holds at once, in percent; never less than one
+    /// largest body.
+    pub ingress_share_percent: u8,
+    /// A header a trusted proxy in front sets to the client's address
+    /// (e.g. `cloudfront-viewer-address`), naming the clients of requests
+    /// without a credential; none: the socket's peer.
+    pub client_address_header: Option<http::HeaderName>,
+    /// Connections: their cap, the header-read / keep-alive timeout, and
+    /// the body idle timeout (408, and the body lets go of its room).
+    pub serve: shell::ServeConfig,
     /// An SSE tail is closed after this long, so caches can collapse readers.
     pub sse_session: Duration,
     /// The largest snapshot accepted in parts (advertised on HEAD).
     pub max_snapshot: u64,
+    // Staged snapshot parts wait on disk for their publish
+    // (`core::staging`); these bound them.
+    /// Snapshot offsets one stream (incarnation) may have parts staged
+    /// under at once; a part for one more answers 409 `STAGING_LIMIT`
+    /// and writes nothing.
+    pub max_staged_uploads_per_stream: usize,
+    /// Disk all staged parts may take together, each part counted in whole
+    /// 4 KiB blocks; a part past it answers 503 + `Retry-After` and writes
+    /// nothing.
+    pub max_staged_bytes: u64,
+    /// Staged parts of an offset that no part has touched for this long are
+    /// removed (publishing or deleting the stream removes them at once).
+    pub staged_upload_ttl: Duration,
     /// Accounts, keys, tokens and per-account limits.
     pub auth: crate::auth::AuthConfig,
 }
@@ -81,11 +95,14 @@ impl Default for HttpConfig {
             max_body: 8 * 1024 * 1024,
             ingress_budget: 256 * 1024 * 1024,
             ingress_wait: Duration::from_secs(5),
-            body_idle_timeout: Duration::from_secs(10),
-            header_read_timeout: Duration::from_secs(30),
-            max_connections: 0,
+            ingress_share_percent: 25,
+            client_address_header: None,
+            serve: shell::ServeConfig::default(),
             sse_session: Duration::from_secs(60),
             max_snapshot: 128 * 1024 * 1024,
+            max_staged_uploads_per_stream: 4,
+            max_staged_bytes: 1024 * 1024 * 1024,
+            staged_upload_ttl: Duration::from_secs(60 * 60),
             auth: crate::auth::AuthConfig::default(),
         }
     }
@@ -95,14 +112,14 @@ pub struct AppState {
     pub store: Store,
     pub config: HttpConfig,
     pub metrics: Arc<Metrics>,
-    /// Permits are bytes of request bodies in memory. On cache lines of its
-    /// own: every request writes it, and the fields around it are read by
-    /// every request on the other core.
-    pub ingress: OwnLines<Semaphore>,
+    /// Bytes of request bodies in memory, and each client's share.
+    pub ingress: ingress::Ingress,
     /// Turns true when the server starts to shut down: live reads end, so
     /// the graceful shutdown does not wait for them.
     pub closing: tokio::sync::watch::Sender<bool>,
     pub auth: crate::auth::Auth,
+    /// Snapshot parts staged on disk, and their bounds.
+    pub staging: Arc<staging::Staging>,
 }
 
 impl AppState {
@@ -139,7 +156,9 @@ where
     let req = req.map(Body::new);
     match (req.method(), req.uri().path()) {
         (&Method::GET, routes::METRICS) => {
-            let mut r = Response::new(Body::from(state.metrics.render(state.store.stream_count())));
+            let mut text = state.metrics.render(state.store.stream_count());
+            state.ingress.render(&mut text);
+            let mut r = Response::new(Body::from(text));
             r.headers_mut().insert(
                 "content-type",
                 HeaderValue::from_static("text/plain; version=0.0.4"),

@@ -9,8 +9,10 @@
 //!   `PUT {stream}/snapshot/{offset}/part/{n}` (n = 0, 1, …; each part at most
 //!   the request limit) stages them, then `PUT {stream}/snapshot/{offset}`
 //!   with `Stream-Snapshot-Parts: N` and no body publishes parts `0..N` in
-//!   order. Staged parts live on the origin's disk until the publish (or a
-//!   restart); all parts together stay under `Ursula-Max-Snapshot-Bytes`.
+//!   order. Staged parts live on the origin's disk until the publish, the
+//!   stream's delete, an hour untouched, or a restart; all parts of one
+//!   offset together stay under `Ursula-Max-Snapshot-Bytes`, and
+//!   [`super::staging`] bounds the offsets per stream and the disk in total.
 //! - The digest is the SHA-256 of the blob's bytes, so a reader can check
 //!   what it fetched with any SHA-256 tool.
 //! - Retention advances explicitly, to the latest snapshot only:
@@ -28,6 +30,7 @@
 
 use std::ops::Range;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -46,6 +49,7 @@ use super::error::{error_response, ApiError};
 use super::reading::{check_incarnation, set, stream_headers};
 use super::Shared;
 use crate::core::snapshot::{SnapshotMeta, SnapshotRefusal};
+use crate::core::staging::UploadKey;
 use crate::objects::keys;
 use crate::store::{StoreError, StreamView};
 
@@ -118,13 +122,12 @@ fn open(
     Ok(view)
 }
 
-fn staging(state: &Shared, view: &StreamView, offset: u64) -> PathBuf {
-    state.store.staging_dir().join(format!(
-        "{}-{}-{}",
-        view.id,
-        view.incarnation,
-        Offset(offset)
-    ))
+fn upload_key(view: &StreamView, offset: u64) -> UploadKey {
+    UploadKey {
+        path: Arc::clone(&view.path),
+        incarnation: Arc::clone(&view.incarnation),
+        offset,
+    }
 }
 
 fn unavailable(e: impl std::fmt::Display) -> ApiError {
@@ -194,24 +197,32 @@ async fn publish(
             (digest, len, None)
         }
         Some(n) => {
+            let client = super::ingress::client_of(state, &req);
             let body = read_body(state, req).await?;
             if !body.bytes.is_empty() {
                 return Err(ApiError::bad("a publish of staged parts carries no body"));
             }
-            let dir = staging(state, &view, offset);
-            let files: Vec<PathBuf> = (0..n).map(|i| dir.join(format!("{i:05}"))).collect();
-            let mut len = 0;
+            let not_staged =
+                |i: usize| ApiError::bad(format!("part {i} of the snapshot was not staged"));
+            let now = state.store.clock().now_ms();
+            let hold = state
+                .staging
+                .hold(upload_key(&view, offset), now)
+                .ok_or_else(|| not_staged(0))?;
+            let files: Vec<PathBuf> = (0..n).map(|i| hold.part_file(i)).collect();
+            let mut len: u64 = 0;
             for (i, f) in files.iter().enumerate() {
-                len += tokio::fs::metadata(f)
+                let part = tokio::fs::metadata(f)
                     .await
-                    .map_err(|_| ApiError::bad(format!("part {i} of the snapshot was not staged")))?
+                    .map_err(|_| not_staged(i))?
                     .len();
+                len = len
+                    .checked_add(part)
+                    .filter(|len| *len <= max)
+                    .ok_or(ApiError::PayloadTooLarge { limit: max })?;
             }
-            if len > max {
-                return Err(ApiError::PayloadTooLarge { limit: max });
-            }
-            let _room = super::body::reserve(state, len).await?;
-            let mut blob = Vec::with_capacity(len as usize);
+            let _room = state.ingress.reserve(&client, len).await?;
+            let mut blob = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
             for f in &files {
                 blob.extend_from_slice(&tokio::fs::read(f).await?);
             }
@@ -219,7 +230,7 @@ async fn publish(
             let digest = hex::encode(Sha256::digest(&blob));
             let key = keys::snapshot(&view.path, &view.incarnation, Offset(offset), &digest);
             objects.put(&key, blob).await.map_err(unavailable)?;
-            (digest, len, Some(dir))
+            (digest, len, Some(hold))
         }
     };
     let meta = SnapshotMeta {
@@ -237,8 +248,8 @@ async fn publish(
             expect,
         )
         .await?;
-    if let Some(dir) = staged {
-        let _ = tokio::fs::remove_dir_all(dir).await;
+    if let Some(hold) = staged {
+        hold.published().await;
     }
     state.metrics.snapshot_published();
     let mut resp = Response::new(Body::empty());
@@ -264,23 +275,12 @@ async fn stage(
         .ok_or_else(|| ApiError::bad(format!("a part number is 0 to {}", MAX_PARTS - 1)))?;
     let view = open(state, stream, &req)?;
     let body = read_body(state, req).await?;
-    let dir = staging(state, &view, offset);
-    tokio::fs::create_dir_all(&dir).await?;
-    let part = dir.join(format!("{n:05}"));
-    let mut staged = 0;
-    let mut entries = tokio::fs::read_dir(&dir).await?;
-    while let Some(e) = entries.next_entry().await? {
-        if e.path() != part {
-            staged += e.metadata().await?.len();
-        }
-    }
-    let max = state.config.max_snapshot;
-    if staged + body.bytes.len() as u64 > max {
-        return Err(ApiError::PayloadTooLarge { limit: max });
-    }
-    let tmp = dir.join(format!("{n:05}.tmp"));
-    tokio::fs::write(&tmp, &body.bytes).await?;
-    tokio::fs::rename(&tmp, &part).await?;
+    let now = state.store.clock().now_ms();
+    state
+        .staging
+        .stage(upload_key(&view, offset), n, body.bytes.clone(), now)
+        .await?;
+    drop(body);
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = StatusCode::NO_CONTENT;
     stream_headers(&mut resp, &view);

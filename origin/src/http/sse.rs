@@ -27,7 +27,8 @@ use super::reading::{
 };
 use super::{JsonReads, Shared};
 use crate::core::json::ndjson_to_array;
-use crate::peer::{self, Peer};
+use shell::peer;
+use shell::Client;
 
 /// Frames waiting for a slow reader before its task waits.
 pub const SSE_BUFFERED_FRAMES: usize = 2;
@@ -87,7 +88,10 @@ async fn run(
     let task_state = state.clone();
     let task_view = view.clone();
     let client_cursor = params.cursor.clone();
-    let peer = req.extensions().get::<Peer>().cloned();
+    let peer = req
+        .extensions()
+        .get::<Client>()
+        .and_then(|c| c.peer.clone());
     tokio::spawn(async move {
         // A client that leaves an idle tail ends it at once (a busy one
         // ends it with the first write that fails).

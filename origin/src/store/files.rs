@@ -8,7 +8,8 @@
 //! order. A reader holds its handle only while it reads, so the descriptors
 //! in use are at most the cap plus the reads in flight. `EMFILE`/`ENFILE`
 //! (descriptors used elsewhere: connections) closes every kept handle and
-//! tries once more, then reports the error (the request answers 503).
+//! tries once more, then reports the error (the request answers 503 +
+//! `Retry-After`: see [`is_out_of_descriptors`] and `http::error`).
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -100,7 +101,9 @@ impl StreamFiles {
     }
 }
 
-fn is_out_of_descriptors(e: &io::Error) -> bool {
+/// Whether `e` says the process (`EMFILE`) or the system (`ENFILE`) has no
+/// descriptor free: a state that passes, answered `503` + `Retry-After`.
+pub fn is_out_of_descriptors(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
 }
 

@@ -81,6 +81,7 @@ use crate::core::snapshot::SnapshotMeta;
 use crate::core::stream::AppendRequest;
 use crate::metrics::Metrics;
 pub use error::StoreError;
+pub use files::is_out_of_descriptors;
 use publisher::Publisher;
 pub use recovery::RecoveryReport;
 pub use view::{ReadError, StreamView, Tail};
@@ -188,11 +189,7 @@ impl StoreConfig {
 }
 
 /// The soft limit on open descriptors (RLIMIT_NOFILE).
-pub fn descriptor_limit() -> u64 {
-    rustix::process::getrlimit(rustix::process::Resource::Nofile)
-        .current
-        .unwrap_or(1 << 20)
-}
+pub use shell::descriptors::limit as descriptor_limit;
 
 /// The handle request handlers use. Cheap to clone.
 #[derive(Clone)]

@@ -7,8 +7,10 @@ pub mod s3;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use origin::clock::{Clock, SystemClock};
 use origin::http::{HttpConfig, JsonReads};
 use origin::server::Origin;
 use origin::store::{Store, StoreConfig};
@@ -46,13 +48,32 @@ impl TestOrigin {
         o
     }
 
+    /// Starts with a clock the test moves (TTLs without sleeping).
+    pub async fn start_with_clock(http: HttpConfig, clock: Arc<dyn Clock>) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().to_owned();
+        let mut o = Self::start_in_with_clock(data, http, StoreConfig::new, clock).await;
+        o._dir = Some(dir);
+        o
+    }
+
     /// Starts on an existing data directory (restarts), keeping it afterwards.
     pub async fn start_in(
         data: PathBuf,
         http: HttpConfig,
         store: impl FnOnce(PathBuf) -> StoreConfig,
     ) -> Self {
-        let origin = Origin::open(store(data.clone()), http).expect("open origin");
+        Self::start_in_with_clock(data, http, store, Arc::new(SystemClock)).await
+    }
+
+    pub async fn start_in_with_clock(
+        data: PathBuf,
+        http: HttpConfig,
+        store: impl FnOnce(PathBuf) -> StoreConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let origin =
+            Origin::open_with_clock(store(data.clone()), http, clock).expect("open origin");
         let store = Some(origin.state.store.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

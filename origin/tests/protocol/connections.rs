@@ -1,6 +1,8 @@
 //! Connections: HTTP/2 with prior knowledge beside HTTP/1.1 on the same
 //! port, a shutdown that closes idle connections and lets a request in
-//! flight finish, and waiting requests that end when their client leaves.
+//! flight finish, waiting requests that end when their client leaves, and
+//! the shell's limits as the origin maps them (each limit is checked
+//! exactly, on a paused clock, in `shell/tests/limits.rs`).
 
 use std::time::Duration;
 
@@ -239,7 +241,10 @@ async fn bodies_that_never_come_stop_no_other_write() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_body_answers_408() {
     let api = Api::start_with(origin::http::HttpConfig {
-        body_idle_timeout: Duration::from_millis(300),
+        serve: shell::ServeConfig {
+            body_idle_timeout: Duration::from_millis(300),
+            ..shell::ServeConfig::default()
+        },
         ..origin::http::HttpConfig::default()
     })
     .await;
@@ -256,75 +261,4 @@ async fn a_stalled_body_answers_408() {
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("REQUEST_TIMEOUT"), "{answer}");
     assert_eq!(api.tail(&path).await, offset(0), "nothing appended");
-}
-
-/// A connection that sends no whole request head within
-/// `header_read_timeout` (a slow client, or one idle after its answers)
-/// is closed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_head_that_never_ends_and_an_idle_connection_are_closed() {
-    let api = Api::start_with(origin::http::HttpConfig {
-        header_read_timeout: Duration::from_millis(300),
-        ..origin::http::HttpConfig::default()
-    })
-    .await;
-    let mut partial = tokio::net::TcpStream::connect(api.origin.addr)
-        .await
-        .unwrap();
-    partial
-        .write_all(b"GET /v1/stream/x HTTP/1.1\r\nHost: x\r\n")
-        .await
-        .unwrap();
-    let closed = answer_of(&mut partial, Duration::from_secs(10)).await;
-    assert!(closed.is_some(), "the server gave up on the head");
-    let mut idle = tokio::net::TcpStream::connect(api.origin.addr)
-        .await
-        .unwrap();
-    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let first = answer_of(&mut idle, Duration::from_secs(10)).await.unwrap();
-    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
-    let after = answer_of(&mut idle, Duration::from_secs(10)).await;
-    assert_eq!(after.as_deref(), Some(""), "the idle connection is closed");
-}
-
-/// At `max_connections` the server accepts no more until one closes: the
-/// next client waits (in the kernel's backlog), then is served.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_past_the_cap_wait_for_one_to_close() {
-    let api = Api::start_with(origin::http::HttpConfig {
-        max_connections: 2,
-        ..origin::http::HttpConfig::default()
-    })
-    .await;
-    let mut held = Vec::new();
-    for _ in 0..2 {
-        let mut c = tokio::net::TcpStream::connect(api.origin.addr)
-            .await
-            .unwrap();
-        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-            .await
-            .unwrap();
-        let ok = answer_of(&mut c, Duration::from_secs(10)).await.unwrap();
-        assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
-        held.push(c);
-    }
-    let mut third = tokio::net::TcpStream::connect(api.origin.addr)
-        .await
-        .unwrap();
-    third
-        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    assert_eq!(
-        answer_of(&mut third, Duration::from_millis(300)).await,
-        None,
-        "not served while two connections are open"
-    );
-    drop(held.pop());
-    let ok = answer_of(&mut third, Duration::from_secs(10))
-        .await
-        .unwrap();
-    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
 }

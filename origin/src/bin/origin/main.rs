@@ -12,15 +12,7 @@ static ALLOCATOR: shared::allocator::Mimalloc = shared::allocator::Mimalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_ansi(
-            std::io::IsTerminal::is_terminal(&std::io::stdout())
-                && std::env::var_os("NO_COLOR").is_none(),
-        )
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    shell::logging::init();
     let cli = Cli::parse();
     // Everything the origin writes is its own: the log, stream files,
     // checkpoints, staged snapshots, keys (0600; folders 0700).
@@ -45,7 +37,7 @@ async fn main() -> anyhow::Result<()> {
         torn_bytes = origin.report.torn_bytes_dropped,
         "recovered"
     );
-    origin.serve(listener, shutdown_signal()).await?;
+    origin.serve(listener, shell::signal::shutdown()).await?;
     tracing::info!("stopped");
     Ok(())
 }
@@ -93,13 +85,4 @@ fn keys(cli: &Cli, action: &KeysAction) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("install SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
 }

@@ -8,9 +8,15 @@
 //! peeked at, once per connection, and the connection is then served by
 //! hyper's HTTP/1.1 or HTTP/2 connection directly.
 //!
-//! HTTP/1.1 runs with `half_close`: hyper does not read the socket while a
+//! HTTP/1.1 runs with `half_close` when the server asks for it
+//! ([`Http1::RequestsWatch`]): hyper does not read the socket while a
 //! request is answered, and the requests that wait watch for their client
 //! themselves (see [`crate::peer`]).
+//!
+//! HTTP/2 has no header-read timeout of its own: an HTTP/2 connection is
+//! bounded by the connection cap, by `http2_max_streams` requests at once,
+//! and its bodies by the body idle timeout; hyper's keep-alive pings close
+//! one whose client stopped answering.
 
 use std::future::poll_fn;
 use std::task::Poll;
@@ -23,6 +29,8 @@ use hyper_util::server::graceful::GracefulConnection;
 use tokio::io::ReadBuf;
 use tokio::net::TcpStream;
 
+use crate::accept::Http1;
+use crate::config::ServeConfig;
 use crate::drain::Member;
 use crate::peer::{self, Peer};
 
@@ -31,15 +39,16 @@ use crate::peer::{self, Peer};
 const H2_START: &[u8] = b"PRI";
 
 /// Serves `stream` until the client leaves or the drain closes it, with the
-/// service `make` gives for it (given the client to watch, on HTTP/1.1).
-/// An HTTP/1.1 client that sends no whole request head within
-/// `header_read_timeout` of the connection being ready for one (opened, or
-/// idle after an answer) is disconnected.
+/// service `make` gives for it (given the client to watch, on a half-closed
+/// HTTP/1.1 connection). An HTTP/1.1 client that sends no whole request head
+/// within `header_read_timeout` of the connection being ready for one
+/// (opened, or idle after an answer) is disconnected.
 pub async fn serve<F, S>(
     stream: TcpStream,
     make: F,
     mut member: Member,
-    header_read_timeout: Duration,
+    config: &ServeConfig,
+    http1: Http1,
 ) where
     F: FnOnce(Option<Peer>) -> S,
     S: HttpService<Incoming> + Clone + Send + 'static,
@@ -53,16 +62,29 @@ pub async fn serve<F, S>(
     };
     if h2 {
         let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(hyper_util::rt::TokioTimer::new())
+            .max_concurrent_streams(config.http2_max_streams)
+            .keep_alive_interval(config.header_read_timeout)
+            .keep_alive_timeout(config.header_read_timeout)
             .serve_connection(TokioIo::new(stream), make(None));
         until_drained(conn, member).await;
-    } else {
-        let (io, peer) = peer::share(stream);
-        let conn = hyper::server::conn::http1::Builder::new()
-            .half_close(true)
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(header_read_timeout)
-            .serve_connection(TokioIo::new(io), make(Some(peer)));
-        until_drained(conn, member).await;
+        return;
+    }
+    let mut h1 = hyper::server::conn::http1::Builder::new();
+    h1.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(config.header_read_timeout);
+    match http1 {
+        Http1::RequestsWatch => {
+            let (io, peer) = peer::share(stream);
+            let conn = h1
+                .half_close(true)
+                .serve_connection(TokioIo::new(io), make(Some(peer)));
+            until_drained(conn, member).await;
+        }
+        Http1::HyperWatches => {
+            let conn = h1.serve_connection(TokioIo::new(stream), make(None));
+            until_drained(conn, member).await;
+        }
     }
 }
 

@@ -1,0 +1,101 @@
+//! The ingress budget's shares: one client (here, one address) holding
+//! stalled bodies takes at most its share of the budget, and another
+//! client's appends go on. Before, one address could hold the whole budget
+//! and every write of every client answered 503.
+
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpSocket, TcpStream};
+
+use crate::common::*;
+
+/// A connection from `ip` (any 127.x.y.z reaches loopback).
+async fn connect_from(ip: [u8; 4], to: std::net::SocketAddr) -> TcpStream {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(std::net::SocketAddr::from((ip, 0))).unwrap();
+    socket.connect(to).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_holds_at_most_its_share_and_others_write_on() {
+    let api = Api::start_with(origin::http::HttpConfig {
+        max_body: 2 << 20,
+        ingress_budget: 16 << 20,
+        ingress_share_percent: 25,
+        ingress_wait: Duration::from_millis(200),
+        serve: shell::ServeConfig {
+            body_idle_timeout: Duration::from_secs(120),
+            ..shell::ServeConfig::default()
+        },
+        ..origin::http::HttpConfig::default()
+    })
+    .await;
+    let path = stream_path("shares");
+    api.create(&path, "application/octet-stream").await;
+    // 16 bodies of 2 MiB from 127.0.0.3, each stalled after its first MiB:
+    // 16 MiB, the whole budget, if nothing stopped them.
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
+        2 << 20
+    );
+    let mut stalled = Vec::new();
+    for _ in 0..16 {
+        let mut c = connect_from([127, 0, 0, 3], api.origin.addr).await;
+        c.write_all(head.as_bytes()).await.unwrap();
+        c.write_all(&vec![7u8; 1 << 20]).await.unwrap();
+        stalled.push(c);
+    }
+    // Each body either holds its first MiB (and waits for the rest, which
+    // never comes) or, finding the client's share (4 MiB) full, waits
+    // `ingress_wait` and is refused. Settled: held MiB + refused = 16.
+    let share = 4 << 20;
+    let metric = |text: &str, name: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = api
+            .get("/metrics")
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let refused = text
+            .lines()
+            .filter(|l| l.starts_with("ds_requests_total{route=\"append\",status=\"503\"}"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>();
+        let held = metric(&text, "ds_ingress_bytes");
+        assert!(held <= share, "one address holds {held} B, past its share");
+        if held % (1 << 20) == 0 && held / (1 << 20) + refused == 16 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "held {held} B, {refused} refused"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Another address (reqwest connects from 127.0.0.1) appends as usual.
+    for i in 0..10 {
+        let r = api
+            .post(&path)
+            .header("content-type", "application/octet-stream")
+            .body(vec![i; 1 << 20])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 204, "append {i} of another client");
+    }
+    drop(stalled);
+    assert_eq!(
+        api.tail(&path).await,
+        offset(10 << 20),
+        "only the other client's bytes"
+    );
+}

@@ -1,0 +1,49 @@
+//! The limits a connection meets before its requests reach the server,
+//! shared by origin and edge (each exposes them as flags and environment
+//! variables of its own: `--max-connections`, `--header-read-timeout`,
+//! `--body-idle-timeout`).
+
+use std::time::Duration;
+
+/// Connection limits and timeouts. At each limit:
+/// - `max_connections`: the server stops accepting; new connections wait in
+///   the kernel's backlog until one closes (no answer is sent, nothing is
+///   dropped by the server);
+/// - `header_read_timeout`: an HTTP/1.1 connection that has not sent a whole
+///   request head this long after it became ready for one (opened, or idle
+///   after an answer) is closed: the header-read and keep-alive timeout;
+/// - `body_idle_timeout`: a request body that sends nothing for this long
+///   ends in [`crate::BodyIdle`], which the servers answer with 408 and which
+///   lets go of the room the body held.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    /// Connections served at once; 0: half the descriptor limit found at
+    /// start, at least 64.
+    pub max_connections: usize,
+    pub header_read_timeout: Duration,
+    pub body_idle_timeout: Duration,
+    /// Concurrent requests one HTTP/2 connection may have in flight.
+    pub http2_max_streams: u32,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            max_connections: 0,
+            header_read_timeout: Duration::from_secs(30),
+            body_idle_timeout: Duration::from_secs(10),
+            http2_max_streams: 256,
+        }
+    }
+}
+
+impl ServeConfig {
+    /// The connection cap in force: `max_connections`, or its default.
+    pub fn connection_cap(&self) -> usize {
+        match self.max_connections {
+            0 => (crate::descriptors::limit() / 2).max(64) as usize,
+            n => n,
+        }
+        .min(tokio::sync::Semaphore::MAX_PERMITS)
+    }
+}

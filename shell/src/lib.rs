@@ -1,0 +1,28 @@
+//! The serving shell both binaries run in, written once: how connections
+//! are accepted, bounded, timed out and drained, how a process logs and
+//! stops, and how an object-store URL is opened. Origin and edge hand it a
+//! function from request to answer; everything here is what the open
+//! internet does to a server before a request reaches that function.
+//!
+//! - [`accept`]: the accept loop, a semaphore capping connections
+//!   (mini-redis's model) and the per-request [`Client`] extension;
+//! - [`connection`]: one connection, HTTP/1.1 or HTTP/2, with the
+//!   header-read / keep-alive timeout;
+//! - [`body`]: request bodies that go silent for too long end in an error;
+//! - [`drain`] and [`signal`]: graceful shutdown on SIGTERM;
+//! - [`config`]: every limit above, with its default, in one struct.
+
+pub mod accept;
+pub mod body;
+pub mod config;
+pub mod connection;
+pub mod descriptors;
+pub mod drain;
+pub mod logging;
+pub mod objects;
+pub mod peer;
+pub mod signal;
+
+pub use accept::{serve, Client, Http1};
+pub use body::{BodyIdle, IdleBody};
+pub use config::ServeConfig;
