@@ -74,6 +74,9 @@ pub struct AccessGate {
     verifier: tokio::sync::OnceCell<Verifier>,
     /// Path → (public, when the origin said so), by tokio's clock.
     public: moka::sync::Cache<String, (bool, Instant)>,
+    /// Token expiry is checked against this (tokio's clock, see
+    /// `shell::clock`).
+    wall: shell::clock::WallClock,
 }
 
 /// What the gate decided.
@@ -132,6 +135,7 @@ impl AccessGate {
         AccessGate {
             limits: Limits::new(config.limits),
             verifier,
+            wall: shell::clock::WallClock::start(),
             public: moka::sync::Cache::builder()
                 .max_capacity(config.public_memory)
                 .weigher(|path: &String, _| {
@@ -175,7 +179,7 @@ impl AccessGate {
 
     /// Whether the origin says anyone may read `stream` (remembered briefly).
     async fn is_public(&self, upstream: &Upstream, stream: &str) -> Result<bool, ()> {
-        let now = tokio::time::Instant::now().into_std();
+        let now = shell::clock::now();
         if let Some((p, at)) = self.public.get(stream) {
             if now.saturating_duration_since(at) < PUBLIC_TTL {
                 return Ok(p);
@@ -220,7 +224,7 @@ impl AccessGate {
         // Charged once the caller is known: a refused request spends no
         // one's budget.
         let charge = |budget: &str| -> Result<Option<TailGuard>, u64> {
-            let now = tokio::time::Instant::now().into_std();
+            let now = shell::clock::now();
             self.limits.request(budget, now).map_err(|a| a.0)?;
             if !live {
                 return Ok(None);
@@ -246,9 +250,7 @@ impl AccessGate {
                 let Some(verifier) = self.verifier(upstream).await else {
                     return Admit::ToOrigin;
                 };
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs());
+                let now = self.wall.now_secs();
                 match verifier
                     .verify(token, now)
                     .and_then(|g| g.allows(&owner, access, now).map(|()| g))

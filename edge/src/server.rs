@@ -42,7 +42,7 @@ impl Edge {
                 let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
                 loop {
                     tick.tick().await;
-                    let now = tokio::time::Instant::now().into_std();
+                    let now = shell::clock::now();
                     state.access.limits().sweep(now);
                 }
             }

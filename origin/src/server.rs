@@ -72,7 +72,7 @@ impl Origin {
                     state
                         .auth
                         .limits
-                        .sweep(tokio::time::Instant::now().into_std());
+                        .sweep(shell::clock::now());
                 }
             }
         });

@@ -20,6 +20,18 @@ fn in_namespace(pid: u32, script: &str) -> std::process::Output {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_refuses_writes_and_they_resume_when_space_returns() {
+    full_disk("sync").await;
+}
+
+/// The same with acknowledgements after the write to the OS: the log's
+/// blocks are allocated ahead (`fallocate`) instead of synced zeros. Before,
+/// the first write that found the disk full aborted the process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_under_async_durability_refuses_writes_too() {
+    full_disk("async").await;
+}
+
+async fn full_disk(durability: &str) {
     let dir = tempfile::tempdir().unwrap();
     let mount = dir.path().join("disk");
     std::fs::create_dir(&mount).unwrap();
@@ -42,6 +54,8 @@ async fn a_full_disk_refuses_writes_and_they_resume_when_space_returns() {
             data.as_os_str(),
             "--object-store".as_ref(),
             "none".as_ref(),
+            "--durability".as_ref(),
+            durability.as_ref(),
         ],
     );
     let pid = proc.child.id();

@@ -10,10 +10,12 @@
 //!   header-read / keep-alive timeout;
 //! - [`body`]: request bodies that go silent for too long end in an error;
 //! - [`drain`] and [`signal`]: graceful shutdown on SIGTERM;
-//! - [`config`]: every limit above, with its default, in one struct.
+//! - [`config`]: every limit above, with its default, in one struct;
+//! - [`clock`]: time from tokio's clock, so paused-clock tests drive it.
 
 pub mod accept;
 pub mod body;
+pub mod clock;
 pub mod config;
 pub mod connection;
 pub mod descriptors;

@@ -37,6 +37,8 @@ use crate::upstream::Upstream;
 
 pub struct EdgeState {
     pub config: EdgeConfig,
+    /// Wall time, from tokio's clock (`shell::clock`).
+    pub wall: shell::clock::WallClock,
     /// Who may read and write which streams (the origin's rules).
     pub access: crate::access::AccessGate,
     pub upstream: Upstream,
@@ -81,6 +83,7 @@ impl EdgeState {
         let feed = Feed::new(upstream.clone(), Arc::clone(&metrics), &config.limits);
         tokio::spawn(Arc::clone(&feed).follow(closing.subscribe()));
         Ok(Arc::new(EdgeState {
+            wall: shell::clock::WallClock::start(),
             access: crate::access::AccessGate::new(config.access.clone()),
             collapse: CollapseTable::new(config.limits.max_waiters, Arc::clone(&metrics)),
             chunks: ChunkCache::new(config.cache_bytes, Arc::clone(&metrics), Arc::clone(&feed)),

@@ -338,7 +338,7 @@ impl Reader {
         self.announced = true;
         Bytes::from(control_event(&Control {
             stream_next_offset: Offset(self.pos).to_string(),
-            stream_cursor: (!closed).then(|| cursor(self.cursor.as_deref())),
+            stream_cursor: (!closed).then(|| cursor(&self.state.wall, self.cursor.as_deref())),
             up_to_date,
             stream_closed: closed,
         }))
@@ -363,11 +363,8 @@ impl Reader {
 }
 
 /// The cursor of a control event (see `shared::cursor`), from the wall clock.
-fn cursor(client: Option<&str>) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+fn cursor(wall: &shell::clock::WallClock, client: Option<&str>) -> String {
+    let now = wall.now_secs();
     let jitter = 1 + rand::random::<u64>() % shared::cursor::CURSOR_MAX_JITTER_SECS;
     shared::cursor::next_cursor(now, client, jitter).to_string()
 }

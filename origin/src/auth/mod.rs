@@ -167,7 +167,7 @@ impl Auth {
         // of a public stream do not spend its owner's.
         let budget = limits::budget(grant.as_ref(), &account);
         self.limits
-            .request(&budget, tokio::time::Instant::now().into_std())
+            .request(&budget, shell::clock::now())
             .map_err(Refusal::RateLimited)?;
         Ok(Some(Caller {
             account,
@@ -182,7 +182,7 @@ impl Auth {
             return Ok(None);
         }
         self.limits
-            .open_tail(&caller.budget, tokio::time::Instant::now().into_std())
+            .open_tail(&caller.budget, shell::clock::now())
             .map(Some)
     }
 }

@@ -102,13 +102,10 @@ impl Wal {
         Arc::clone(&self.file)
     }
 
-    /// Bytes the writer may add without growing the file: prepared (zeros,
-    /// synced) past what is written. Unbounded without syncs (`async`
-    /// durability: the log grows as it is written, and no prefill runs).
+    /// Bytes the writer may add without growing the file: prepared past
+    /// what is written (zeros, synced; without syncs, `async` durability,
+    /// blocks allocated by `fallocate`, and no prefill runs).
     pub fn room(&self) -> u64 {
-        if !self.sync {
-            return u64::MAX;
-        }
         self.prefill.state.lock().ready.saturating_sub(self.written)
     }
 
@@ -119,7 +116,7 @@ impl Wal {
     /// returns, the next call fills again.
     pub fn prepare(&self, bytes: u64) -> io::Result<()> {
         if !self.sync {
-            return Ok(());
+            return self.allocate(bytes);
         }
         let end = self.written.saturating_add(bytes);
         let mut state = self.prefill.state.lock();
@@ -156,6 +153,23 @@ impl Wal {
                 Err(e)
             }
         }
+    }
+
+    /// [`Wal::prepare`] without syncs: the file's blocks are allocated (a
+    /// step past what is asked, so a batch is cut for it once per 16 MiB of
+    /// log), and writing into them cannot find the disk full. A full disk
+    /// answers the error and allocates nothing.
+    fn allocate(&self, bytes: u64) -> io::Result<()> {
+        let end = self.written.saturating_add(bytes);
+        let mut state = self.prefill.state.lock();
+        if state.ready >= end {
+            return Ok(());
+        }
+        let from = state.ready.max(self.written);
+        let to = end.saturating_add(PREFILL_STEP);
+        rustix::fs::fallocate(&*self.file, rustix::fs::FallocateFlags::empty(), from, to - from)?;
+        state.ready = to;
+        Ok(())
     }
 
     /// Appends a batch of frames and makes it durable.
