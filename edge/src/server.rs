@@ -2,6 +2,7 @@
 //! then let the open answers finish.
 
 use std::future::Future;
+use std::time::Duration;
 
 use shell::Http1;
 use tokio::net::TcpListener;
@@ -29,34 +30,24 @@ impl Edge {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let closing = self.state.closing.clone();
-        let shutdown = async move {
-            shutdown.await;
-            closing.send_replace(true);
-        };
+        let shutdown = shell::signal::announced(shutdown, self.state.closing.clone());
         let state = self.state;
         // Once a second: forget rate-limit budgets idle for a while.
-        let sweeper = tokio::spawn({
+        let _sweeper = shell::periodic::every(Duration::from_secs(1), {
             let state = state.clone();
-            async move {
-                let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
-                loop {
-                    tick.tick().await;
-                    let now = shell::clock::now();
-                    state.access.limits().sweep(now);
-                }
+            move || {
+                state.access.limits().sweep(shell::clock::now());
+                std::future::ready(())
             }
         });
         let serve = state.config.limits.serve.clone();
-        let served = shell::serve(
+        shell::serve(
             listener,
             &serve,
             Http1::HyperWatches,
             shutdown,
             move |req| http::handle(state.clone(), req),
         )
-        .await;
-        sweeper.abort();
-        served
+        .await
     }
 }

@@ -58,29 +58,21 @@ impl Origin {
         // Once a second: expire idle streams and staged snapshot uploads,
         // pick up key changes made by the admin CLI (a revoked key stops
         // working within a second), and forget accounts idle for a while.
-        let sweeper = tokio::spawn({
+        let sweeper = shell::periodic::every(Duration::from_secs(1), {
             let state = self.state.clone();
-            async move {
-                let mut tick = tokio::time::interval(Duration::from_secs(1));
-                loop {
-                    tick.tick().await;
+            move || {
+                let state = state.clone();
+                async move {
                     state.store.tick().await;
                     state.staging.expire(state.store.clock().now_ms()).await;
                     if let Err(e) = state.auth.keys.reload_if_changed() {
                         tracing::error!(error = %e, "could not reload the key store");
                     }
-                    state
-                        .auth
-                        .limits
-                        .sweep(shell::clock::now());
+                    state.auth.limits.sweep(shell::clock::now());
                 }
             }
         });
-        let closing = self.state.closing.clone();
-        let shutdown = async move {
-            shutdown.await;
-            closing.send_replace(true);
-        };
+        let shutdown = shell::signal::announced(shutdown, self.state.closing.clone());
         let state = self.state;
         let serve = state.config.serve.clone();
         // Only the waiting requests watch their client (long-polls, SSE):
@@ -93,7 +85,7 @@ impl Origin {
             move |req| http::handle(state.clone(), req),
         )
         .await;
-        sweeper.abort();
+        drop(sweeper);
         store.shutdown().await;
         result
     }

@@ -18,7 +18,7 @@ use std::time::Duration;
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
     /// Connections served at once; 0: half the descriptor limit found at
-    /// start, at least 64.
+    /// start, at least 16.
     pub max_connections: usize,
     pub header_read_timeout: Duration,
     pub body_idle_timeout: Duration,
@@ -41,7 +41,7 @@ impl ServeConfig {
     /// The connection cap in force: `max_connections`, or its default.
     pub fn connection_cap(&self) -> usize {
         match self.max_connections {
-            0 => (crate::descriptors::limit() / 2).max(64) as usize,
+            0 => (crate::descriptors::limit() / 2).max(16) as usize,
             n => n,
         }
         .min(tokio::sync::Semaphore::MAX_PERMITS)

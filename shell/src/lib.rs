@@ -10,6 +10,7 @@
 //!   header-read / keep-alive timeout;
 //! - [`body`]: request bodies that go silent for too long end in an error;
 //! - [`drain`] and [`signal`]: graceful shutdown on SIGTERM;
+//! - [`periodic`]: the once-a-second work of a running server;
 //! - [`config`]: every limit above, with its default, in one struct;
 //! - [`clock`]: time from tokio's clock, so paused-clock tests drive it.
 
@@ -23,6 +24,7 @@ pub mod drain;
 pub mod logging;
 pub mod objects;
 pub mod peer;
+pub mod periodic;
 pub mod signal;
 
 pub use accept::{serve, Client, Http1};

@@ -184,7 +184,9 @@ impl StoreConfig {
         if self.open_files > 0 {
             return self.open_files;
         }
-        (descriptor_limit() / 4).clamp(64, 4096) as usize
+        // With the connection cap (half the limit), three quarters at most:
+        // the rest is the log, checkpoints, the listener and reads in flight.
+        (descriptor_limit() / 4).clamp(16, 4096) as usize
     }
 }
 

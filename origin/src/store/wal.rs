@@ -167,7 +167,12 @@ impl Wal {
         }
         let from = state.ready.max(self.written);
         let to = end.saturating_add(PREFILL_STEP);
-        rustix::fs::fallocate(&*self.file, rustix::fs::FallocateFlags::empty(), from, to - from)?;
+        rustix::fs::fallocate(
+            &*self.file,
+            rustix::fs::FallocateFlags::empty(),
+            from,
+            to - from,
+        )?;
         state.ready = to;
         Ok(())
     }
