@@ -22,7 +22,9 @@
 //! - **Limits** (requests per second, open tails) are charged once the
 //!   caller is known, per edge, as on the origin (`shared::limits`): to the
 //!   token's key, or for anonymous readers of a public stream to that
-//!   account's public budget. A refused request spends no one's budget.
+//!   account's public budget (requests only: the edge's fan-out serves many
+//!   live readers of one stream, bounded by its own limits). A refused
+//!   request spends no one's budget.
 //!   Requests with a key are the origin's to count.
 
 use std::collections::HashSet;
@@ -83,8 +85,8 @@ pub struct AccessGate {
 pub enum Admit {
     /// Served by the edge as usual (an open account).
     Pass,
-    /// An anonymous read of a public stream: served by the edge, charged to
-    /// the account's public budget.
+    /// An anonymous read of a public stream: served by the edge, its
+    /// requests charged to the account's public budget (no tail count).
     Public {
         tail: Option<TailGuard>,
     },
@@ -223,10 +225,13 @@ impl AccessGate {
         };
         // Charged once the caller is known: a refused request spends no
         // one's budget.
-        let charge = |budget: &str| -> Result<Option<TailGuard>, u64> {
+        // Anonymous readers of a public stream are counted in requests, not
+        // tails: the edge's fan-out is for many readers of one stream, and
+        // its own bounds (waiters, SSE readers) cap their tails.
+        let charge = |budget: &str, tails: bool| -> Result<Option<TailGuard>, u64> {
             let now = shell::clock::now();
             self.limits.request(budget, now).map_err(|a| a.0)?;
-            if !live {
+            if !live || !tails {
                 return Ok(None);
             }
             self.limits
@@ -237,7 +242,7 @@ impl AccessGate {
         match cred {
             None if access == Access::Write => Admit::Refuse(denied(Denied::Unauthorized)),
             None => match self.is_public(upstream, stream).await {
-                Ok(true) => match charge(&budget(None, owner.account)) {
+                Ok(true) => match charge(&budget(None, owner.account), false) {
                     Ok(tail) => Admit::Public { tail },
                     Err(after) => Admit::Refuse(limited(after)),
                 },
@@ -255,7 +260,7 @@ impl AccessGate {
                     .verify(token, now)
                     .and_then(|g| g.allows(&owner, access, now).map(|()| g))
                 {
-                    Ok(grant) => match charge(&budget(Some(&grant), owner.account)) {
+                    Ok(grant) => match charge(&budget(Some(&grant), owner.account), true) {
                         Ok(tail) => Admit::Token { tail },
                         Err(after) => Admit::Refuse(limited(after)),
                     },

@@ -91,7 +91,7 @@ pub struct Limits {
 pub struct RetryAfter(pub u64);
 
 /// The name a budget is kept under: itself, or its digest when long.
-fn kept_name(budget: &str) -> Box<str> {
+fn kept_name(budget: &str) -> std::borrow::Cow<'_, str> {
     if budget.len() <= LONGEST_NAME {
         budget.into()
     } else {
@@ -109,34 +109,39 @@ impl Map {
         self.swept = Some(now);
     }
 
-    /// The bucket `name` is counted in, made if there is room.
-    fn bucket(
-        &mut self,
-        name: Box<str>,
-        config: LimitConfig,
-        now: Instant,
-    ) -> (&mut Bucket, Box<str>) {
-        let name = if self.budgets.contains_key(&name) || self.budgets.len() < config.budgets {
+    /// The name a request for `name` is counted under: itself, or while
+    /// the map is full (after a sweep, at most once a second) the overflow.
+    fn admitted<'n>(&mut self, name: &'n str, config: LimitConfig, now: Instant) -> &'n str {
+        if self.budgets.contains_key(name) || self.budgets.len() < config.budgets {
+            return name;
+        }
+        let due = self
+            .swept
+            .is_none_or(|at| now.saturating_duration_since(at) >= Duration::from_secs(1));
+        if due {
+            self.sweep(now);
+        }
+        if self.budgets.len() < config.budgets {
             name
         } else {
-            let due = self
-                .swept
-                .is_none_or(|at| now.saturating_duration_since(at) >= Duration::from_secs(1));
-            if due {
-                self.sweep(now);
-            }
-            if self.budgets.len() < config.budgets {
-                name
-            } else {
-                OVERFLOW.into()
-            }
-        };
-        let bucket = self.budgets.entry(name.clone()).or_insert(Bucket {
-            tokens: f64::from(config.rps),
-            at: now,
-            tails: 0,
-        });
-        (bucket, name)
+            OVERFLOW
+        }
+    }
+
+    /// The bucket of `name`, made on its first request (the only time a
+    /// name is allocated).
+    fn bucket(&mut self, name: &str, config: LimitConfig, now: Instant) -> &mut Bucket {
+        if !self.budgets.contains_key(name) {
+            self.budgets.insert(
+                name.into(),
+                Bucket {
+                    tokens: f64::from(config.rps),
+                    at: now,
+                    tails: 0,
+                },
+            );
+        }
+        self.budgets.get_mut(name).expect("made above")
     }
 }
 
@@ -175,7 +180,9 @@ impl Limits {
         }
         let rate = f64::from(self.config.rps);
         let mut map = self.map();
-        let (b, _) = map.bucket(kept_name(budget), self.config, now);
+        let kept = kept_name(budget);
+        let name = map.admitted(&kept, self.config, now);
+        let b = map.bucket(name, self.config, now);
         let since = now.saturating_duration_since(b.at).as_secs_f64();
         b.tokens = (b.tokens + since * rate).min(rate);
         b.at = b.at.max(now);
@@ -195,7 +202,9 @@ impl Limits {
     ) -> Result<TailGuard, RetryAfter> {
         let limit = self.config.tails;
         let mut map = self.map();
-        let (b, name) = map.bucket(kept_name(budget), self.config, now);
+        let kept = kept_name(budget);
+        let name: Box<str> = map.admitted(&kept, self.config, now).into();
+        let b = map.bucket(&name, self.config, now);
         if limit > 0 && b.tails >= limit {
             // A tail ends within its timeout (long-poll) or session (SSE).
             return Err(RetryAfter(1));

@@ -1,9 +1,9 @@
 //! Time on the serving path, read from tokio's clock so that tests on a
 //! paused clock (`start_paused`) drive every limit, TTL and timeout without
-//! sleeping. Wall time is derived from it (SlateDB's model): the wall clock
-//! read once at start, plus how far tokio's monotonic clock has moved since.
-//! A paused test's wall time therefore moves with the time it advances, and
-//! a wall clock stepped by NTP does not step the server's notion of now.
+//! sleeping. A test's wall time is derived from it (SlateDB's model): a wall
+//! time given at start, plus how far tokio's clock has moved since, so it
+//! moves with the time the test advances. A server's wall time is the
+//! system's (a clock set right after start, by NTP, counts at once).
 //!
 //! Threads outside the runtime (the origin's writer) read the origin's
 //! injected `Clock` instead.
@@ -15,35 +15,39 @@ pub fn now() -> std::time::Instant {
     tokio::time::Instant::now().into_std()
 }
 
-/// Wall time derived from tokio's clock.
+/// Wall time: the system's, or (tests) derived from tokio's clock.
 #[derive(Clone, Copy, Debug)]
-pub struct WallClock {
-    /// Since the Unix epoch, when `at` was read.
-    wall: Duration,
-    at: tokio::time::Instant,
+pub enum WallClock {
+    System,
+    /// `wall` since the Unix epoch when tokio's clock read `at`.
+    Derived {
+        wall: Duration,
+        at: tokio::time::Instant,
+    },
 }
 
 impl WallClock {
-    /// Reads the wall clock once; from then on it moves with tokio's.
+    /// The system's wall clock.
     pub fn start() -> WallClock {
-        WallClock {
-            wall: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap_or_default(),
-            at: tokio::time::Instant::now(),
-        }
+        WallClock::System
     }
 
-    /// A wall clock reading `since_epoch` now (tests).
+    /// A wall clock reading `since_epoch` now and moving with tokio's
+    /// clock from then on (tests).
     pub fn at(since_epoch: Duration) -> WallClock {
-        WallClock {
+        WallClock::Derived {
             wall: since_epoch,
             at: tokio::time::Instant::now(),
         }
     }
 
     pub fn since_epoch(&self) -> Duration {
-        self.wall.saturating_add(self.at.elapsed())
+        match self {
+            WallClock::System => SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default(),
+            WallClock::Derived { wall, at } => wall.saturating_add(at.elapsed()),
+        }
     }
 
     /// Unix seconds now.

@@ -24,6 +24,10 @@ pub struct ServeConfig {
     pub body_idle_timeout: Duration,
     /// Concurrent requests one HTTP/2 connection may have in flight.
     pub http2_max_streams: u32,
+    /// An HTTP/2 connection silent this long is pinged, and closed if the
+    /// ping is not answered within as long again (also what bounds a client
+    /// that ignores the goodbye of an idle connection).
+    pub http2_keep_alive: Duration,
 }
 
 impl Default for ServeConfig {
@@ -33,6 +37,7 @@ impl Default for ServeConfig {
             header_read_timeout: Duration::from_secs(30),
             body_idle_timeout: Duration::from_secs(10),
             http2_max_streams: 256,
+            http2_keep_alive: Duration::from_secs(30),
         }
     }
 }

@@ -13,12 +13,17 @@
 //! request is answered, and the requests that wait watch for their client
 //! themselves (see [`crate::peer`]).
 //!
-//! HTTP/2 has no header-read timeout of its own: an HTTP/2 connection is
-//! bounded by the connection cap, by `http2_max_streams` requests at once,
-//! and its bodies by the body idle timeout; hyper's keep-alive pings close
-//! one whose client stopped answering.
+//! A connection that says nothing within `header_read_timeout` of opening
+//! is closed before its version is known. HTTP/2 has no header-read timeout
+//! of its own: a connection with no request in flight for
+//! `header_read_timeout` is asked to close ([`crate::idle`]), one has at
+//! most `http2_max_streams` requests at once, its bodies have the body idle
+//! timeout, and hyper's keep-alive pings close one whose client stopped
+//! answering while requests are in flight.
 
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -32,6 +37,7 @@ use tokio::net::TcpStream;
 use crate::accept::Http1;
 use crate::config::ServeConfig;
 use crate::drain::Member;
+use crate::idle::{Activity, Tracked};
 use crate::peer::{self, Peer};
 
 /// What an HTTP/2 connection with prior knowledge starts with. No HTTP/1
@@ -53,21 +59,27 @@ pub async fn serve<F, S>(
     F: FnOnce(Option<Peer>) -> S,
     S: HttpService<Incoming> + Clone + Send + 'static,
     S::Future: Send + 'static,
-    S::ResBody: Send + 'static,
+    S::ResBody: Send + Unpin + 'static,
     <S::ResBody as hyper::body::Body>::Data: Send,
     <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let Some(h2) = speaks_h2(&stream, &mut member).await else {
-        return;
+    let first = tokio::time::timeout(config.header_read_timeout, speaks_h2(&stream, &mut member));
+    let Ok(Some(h2)) = first.await else {
+        return; // silent too long, closed, or draining
     };
     if h2 {
+        let activity = Arc::new(Activity::default());
+        let service = Tracked {
+            inner: make(None),
+            activity: Arc::clone(&activity),
+        };
         let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
             .timer(hyper_util::rt::TokioTimer::new())
             .max_concurrent_streams(config.http2_max_streams)
-            .keep_alive_interval(config.header_read_timeout)
-            .keep_alive_timeout(config.header_read_timeout)
-            .serve_connection(TokioIo::new(stream), make(None));
-        until_drained(conn, member).await;
+            .keep_alive_interval(config.http2_keep_alive)
+            .keep_alive_timeout(config.http2_keep_alive)
+            .serve_connection(TokioIo::new(stream), service);
+        until_drained(conn, member, Some((&activity, config.header_read_timeout))).await;
         return;
     }
     let mut h1 = hyper::server::conn::http1::Builder::new();
@@ -79,11 +91,11 @@ pub async fn serve<F, S>(
             let conn = h1
                 .half_close(true)
                 .serve_connection(TokioIo::new(io), make(Some(peer)));
-            until_drained(conn, member).await;
+            until_drained(conn, member, None).await;
         }
         Http1::HyperWatches => {
             let conn = h1.serve_connection(TokioIo::new(stream), make(None));
-            until_drained(conn, member).await;
+            until_drained(conn, member, None).await;
         }
     }
 }
@@ -135,15 +147,42 @@ fn decide(first: &[u8]) -> Decided {
     }
 }
 
-/// Drives `conn` to its end; once the drain starts, asks it (once) to finish
-/// the request in flight and close.
-async fn until_drained<C: GracefulConnection>(conn: C, mut member: Member) {
+/// Drives `conn` to its end; once the drain starts, or (given `idle`) once
+/// it had no request in flight for that long, asks it (once) to finish the
+/// request in flight and close.
+async fn until_drained<C: GracefulConnection>(
+    conn: C,
+    mut member: Member,
+    idle: Option<(&Arc<Activity>, Duration)>,
+) {
     let mut conn = std::pin::pin!(conn);
     let mut asked = false;
+    // The idle timer, and the change of activity it was armed at.
+    let mut timer: Option<(Pin<Box<tokio::time::Sleep>>, u64)> = None;
     poll_fn(|cx| {
         if !asked && member.should_close(cx) {
             conn.as_mut().graceful_shutdown();
             asked = true;
+        }
+        if let (false, Some((activity, after))) = (asked, idle) {
+            match activity.idle(cx) {
+                (true, change) => {
+                    let deadline = tokio::time::Instant::now() + after;
+                    let t = match &mut timer {
+                        Some((t, at)) if *at == change => t,
+                        _ => {
+                            &mut timer
+                                .insert((Box::pin(tokio::time::sleep_until(deadline)), change))
+                                .0
+                        }
+                    };
+                    if t.as_mut().poll(cx).is_ready() {
+                        conn.as_mut().graceful_shutdown();
+                        asked = true;
+                    }
+                }
+                (false, _) => timer = None,
+            }
         }
         conn.as_mut().poll(cx).map(|_| ())
     })

@@ -21,6 +21,7 @@ pub mod config;
 pub mod connection;
 pub mod descriptors;
 pub mod drain;
+pub mod idle;
 pub mod logging;
 pub mod objects;
 pub mod peer;

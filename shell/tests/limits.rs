@@ -77,16 +77,17 @@ async fn a_body_silent_for_the_idle_timeout_ends_at_that_moment() {
 async fn a_body_that_trickles_within_the_timeout_is_read_whole() {
     let addr = start(ServeConfig::default(), Http1::RequestsWatch).await;
     let mut c = TcpStream::connect(addr).await.unwrap();
-    c.write_all(b"POST /s HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n")
+    c.write_all(b"POST /s HTTP/1.1\r\nHost: x\r\nContent-Length: 15\r\n\r\n")
         .await
         .unwrap();
-    for byte in b"abcde" {
-        tokio::time::sleep(Duration::from_secs(9)).await;
+    // 45 s in all, a byte every 3 s: the timeout restarts with each.
+    for byte in b"abcdefghijklmno" {
+        tokio::time::sleep(Duration::from_secs(3)).await;
         c.write_all(&[*byte]).await.unwrap();
     }
     let answer = answer_of(&mut c, Duration::from_secs(60)).await.unwrap();
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert!(answer.contains("5 bytes from Some(127.0.0.1:"), "{answer}");
+    assert!(answer.contains("15 bytes from Some(127.0.0.1:"), "{answer}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -152,13 +153,13 @@ async fn past_the_connection_cap_a_client_waits_until_one_closes() {
     assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
 }
 
-#[tokio::test(start_paused = true)]
-async fn an_http2_connection_has_at_most_its_streams_in_flight() {
-    let config = ServeConfig {
-        http2_max_streams: 2,
-        ..ServeConfig::default()
-    };
-    let addr = start(config, Http1::RequestsWatch).await;
+/// An HTTP/2 connection to `addr`, and a task that ends when it closes.
+async fn h2_client(
+    addr: std::net::SocketAddr,
+) -> (
+    hyper::client::conn::http2::SendRequest<http_body_util::StreamBody<Receiver>>,
+    tokio::task::JoinHandle<()>,
+) {
     let tcp = TcpStream::connect(addr).await.unwrap();
     let (h2, conn) = hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
@@ -166,45 +167,136 @@ async fn an_http2_connection_has_at_most_its_streams_in_flight() {
     )
     .await
     .unwrap();
-    tokio::spawn(conn);
+    let closed = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    (h2, closed)
+}
+
+/// A request with an empty body.
+fn get(addr: std::net::SocketAddr) -> Request<http_body_util::StreamBody<Receiver>> {
+    let (_, rx) = tokio::sync::mpsc::channel(1);
+    Request::get(format!("http://{addr}/s"))
+        .body(http_body_util::StreamBody::new(Receiver(rx)))
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_http2_connection_has_at_most_its_streams_in_flight() {
+    let config = ServeConfig {
+        http2_max_streams: 2,
+        ..ServeConfig::default()
+    };
+    let addr = start(config, Http1::RequestsWatch).await;
+    let (h2, _closed) = h2_client(addr).await;
     // Three bodies that never end: the server takes two streams at a time.
     let mut senders = Vec::new();
     let mut answers = Vec::new();
+    let started = Instant::now();
     for _ in 0..3 {
-        let (tx, rx) =
-            tokio::sync::mpsc::channel::<Result<http_body::Frame<Bytes>, std::io::Error>>(1);
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
         senders.push(tx);
         let body = http_body_util::StreamBody::new(Receiver(rx));
         let req = Request::post(format!("http://{addr}/s"))
             .body(body)
             .unwrap();
         let mut h2 = h2.clone();
-        answers.push(tokio::spawn(async move { h2.send_request(req).await }));
+        answers.push(tokio::spawn(async move {
+            let answer = h2.send_request(req).await;
+            (answer.map(|r| r.status()), started.elapsed())
+        }));
     }
-    let started = Instant::now();
     let mut timed_out = Vec::new();
-    let mut refused = 0;
+    let mut third = None;
     for a in answers {
         match a.await.unwrap() {
-            Ok(r) => timed_out.push((r.status(), started.elapsed())),
-            // Past the limit a stream is refused before the server saw it:
-            // safe for the client to send again.
-            Err(e) => {
-                let h2 = std::error::Error::source(&e)
-                    .and_then(|s| s.downcast_ref::<h2::Error>())
-                    .and_then(h2::Error::reason);
-                assert_eq!(h2, Some(h2::Reason::REFUSED_STREAM), "{e:?}");
-                refused += 1;
-            }
+            (Ok(status), at) if at == Duration::from_secs(10) => timed_out.push(status),
+            other => third = Some(other),
         }
     }
-    assert_eq!(refused, 1);
-    assert_eq!(
-        timed_out,
-        [(http::StatusCode::REQUEST_TIMEOUT, Duration::from_secs(10)); 2].to_vec(),
-        "the two streams taken end at the idle timeout"
-    );
+    assert_eq!(timed_out, [http::StatusCode::REQUEST_TIMEOUT; 2]);
+    // The third either waited for a stream (the client knew the limit) or,
+    // sent before the client read the server's settings, was refused
+    // unseen: safe to send again.
+    match third.expect("a third answer") {
+        (Ok(status), at) => {
+            assert_eq!(status, http::StatusCode::REQUEST_TIMEOUT);
+            assert_eq!(at, Duration::from_secs(20), "it waited for a free stream");
+        }
+        (Err(e), _) => {
+            let reason = std::error::Error::source(&e)
+                .and_then(|s| s.downcast_ref::<h2::Error>())
+                .and_then(h2::Error::reason);
+            assert_eq!(reason, Some(h2::Reason::REFUSED_STREAM), "{e:?}");
+        }
+    }
     drop(senders);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_connection_that_says_nothing_is_closed_at_the_timeout() {
+    let addr = start(ServeConfig::default(), Http1::RequestsWatch).await;
+    for first in [&b""[..], b"P", b"PR"] {
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        c.write_all(first).await.unwrap();
+        let started = Instant::now();
+        let closed = answer_of(&mut c, Duration::from_secs(120)).await;
+        assert_eq!(closed.as_deref(), Some(""), "{first:?}");
+        assert_eq!(started.elapsed(), Duration::from_secs(30), "{first:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_http2_connection_is_closed_and_a_busy_one_is_not() {
+    let addr = start(ServeConfig::default(), Http1::RequestsWatch).await;
+    // The preface and nothing more.
+    let mut c = TcpStream::connect(addr).await.unwrap();
+    c.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(120), c.read_to_end(&mut rest))
+        .await
+        .expect("closed")
+        .ok();
+    // Asked to close at 30 s: a GOAWAY and a ping; a client that never
+    // answers the ping is dropped at the keep-alive timeout, 30 s later.
+    assert_eq!(started.elapsed(), Duration::from_secs(60));
+
+    // Answered at once, then idle: closed 30 s after the answer.
+    let (mut h2, closed) = h2_client(addr).await;
+    assert_eq!(h2.send_request(get(addr)).await.unwrap().status(), 200);
+    let answered = Instant::now();
+    closed.await.unwrap();
+    assert_eq!(answered.elapsed(), Duration::from_secs(30));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_http2_connection_busy_past_the_idle_timeout_is_kept() {
+    // Idle after 5 s; a body that never comes ends at 10 s. (No pings: on
+    // a paused clock an answer to one may arrive after time jumped past
+    // its timeout.)
+    let config = ServeConfig {
+        header_read_timeout: Duration::from_secs(5),
+        http2_keep_alive: Duration::from_secs(3600),
+        ..ServeConfig::default()
+    };
+    let addr = start(config, Http1::RequestsWatch).await;
+    let (mut h2, closed) = h2_client(addr).await;
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let req = Request::post(format!("http://{addr}/s"))
+        .body(http_body_util::StreamBody::new(Receiver(rx)))
+        .unwrap();
+    let started = Instant::now();
+    assert_eq!(h2.send_request(req).await.unwrap().status(), 408);
+    assert_eq!(started.elapsed(), Duration::from_secs(10));
+    // In flight for twice the idle timeout and not asked to close: the
+    // idle time counts from the answer (had it been asked at 5 s, the
+    // connection would close as soon as its last stream ended).
+    closed.await.unwrap();
+    assert_eq!(started.elapsed(), Duration::from_secs(15));
+    drop(tx);
 }
 
 /// An mpsc receiver as a body's stream of frames.

@@ -29,7 +29,7 @@ use http_body_util::BodyExt;
 /// A request body and the room it holds in the ingress budget.
 pub struct BoundedBody<'a> {
     pub bytes: Bytes,
-    _room: Option<Room<'a>>,
+    _room: Room<'a>,
 }
 
 pub async fn read_body(state: &AppState, req: Request) -> Result<BoundedBody<'_>, ApiError> {
@@ -53,13 +53,21 @@ pub async fn read_body(state: &AppState, req: Request) -> Result<BoundedBody<'_>
     if declared == Some(0) {
         return Ok(BoundedBody {
             bytes: Bytes::new(),
-            _room: None,
+            _room: Room::default(),
         });
     }
     let client = super::ingress::client_of(state, &req);
+    // A body of known length takes its client's share for all of it at
+    // once: bodies of one client then pass whole or wait whole, instead of
+    // each holding part of the share and waiting for the others. The
+    // budget is still taken as bytes arrive.
+    let mut room = Room::default();
+    if let Some(n) = declared {
+        room.merge(Room::of_share(state.ingress.share_room(&client, n).await?));
+    }
+    let shared = declared.is_some();
     let mut body: Body = req.into_body();
-    let mut room = None;
-    let bytes = match gather(state, &client, &mut body, limit, &mut room).await {
+    let bytes = match gather(state, &client, shared, &mut body, limit, &mut room).await {
         Ok(Some(bytes)) => bytes,
         Ok(None) => {
             drop(room);
@@ -92,9 +100,10 @@ async fn next_frame(
 async fn gather<'a>(
     state: &'a AppState,
     client: &ClientKey,
+    shared: bool,
     body: &mut Body,
     limit: u64,
-    held: &mut Option<Room<'a>>,
+    held: &mut Room<'a>,
 ) -> Result<Option<Bytes>, ApiError> {
     let mut one: Option<Bytes> = None;
     let mut many = BytesMut::new();
@@ -109,11 +118,11 @@ async fn gather<'a>(
             return Ok(None);
         }
         // Room for what arrived, before it is kept.
-        let room = state.ingress.reserve(client, data.len() as u64).await?;
-        match held {
-            Some(r) => r.merge(room),
-            None => *held = Some(room),
-        }
+        let n = data.len() as u64;
+        held.merge(match shared {
+            true => state.ingress.memory(n).await?,
+            false => state.ingress.reserve(client, n).await?,
+        });
         match one.take() {
             None if many.is_empty() => one = Some(data),
             None => many.extend_from_slice(&data),

@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -28,6 +29,7 @@ use super::{HttpConfig, OwnLines};
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ClientKey {
     Account(Box<str>),
+    /// IPv4 addresses whole; IPv6 by their /64 (one host has a /64).
     Address(IpAddr),
     /// A forwarding header's value that is not an address (kept bounded).
     Named(Box<str>),
@@ -37,6 +39,16 @@ pub enum ClientKey {
 const LONGEST_NAME: usize = 64;
 
 impl ClientKey {
+    fn address(ip: IpAddr) -> ClientKey {
+        ClientKey::Address(match ip {
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => IpAddr::V4(v4),
+                None => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
+            },
+            v4 => v4,
+        })
+    }
+
     /// The client of a request: its caller's account, else the address the
     /// configured header names, else the socket's peer.
     pub fn of(
@@ -51,7 +63,7 @@ impl ClientKey {
             return ClientKey::from_forwarded(value);
         }
         match peer {
-            Some(ip) => ClientKey::Address(ip),
+            Some(ip) => ClientKey::address(ip),
             None => ClientKey::Named("".into()),
         }
     }
@@ -62,7 +74,7 @@ impl ClientKey {
     fn from_forwarded(value: &str) -> ClientKey {
         let last = value.rsplit(',').next().unwrap_or("").trim();
         if let Ok(sa) = last.parse::<std::net::SocketAddr>() {
-            return ClientKey::Address(sa.ip());
+            return ClientKey::address(sa.ip());
         }
         // `address:port` with IPv6 unbracketed (CloudFront's form: it
         // always names the port). An IPv6 address without one loses its
@@ -71,10 +83,10 @@ impl ClientKey {
             .rsplit_once(':')
             .and_then(|(ip, _)| ip.parse::<IpAddr>().ok())
         {
-            return ClientKey::Address(ip);
+            return ClientKey::address(ip);
         }
         if let Ok(ip) = last.parse::<IpAddr>() {
-            return ClientKey::Address(ip);
+            return ClientKey::address(ip);
         }
         let mut end = last.len().min(LONGEST_NAME);
         while !last.is_char_boundary(end) {
@@ -101,33 +113,55 @@ pub struct Ingress {
     /// them, and the fields around them are read by every request on the
     /// other core.
     budget: OwnLines<Semaphore>,
-    /// Bytes each client holds now; no entry for a client holding none.
-    shares: Mutex<HashMap<ClientKey, u64>>,
-    /// Woken when a client gives room back.
-    returned: Notify,
+    /// What each client holds now; no entry for a client holding none with
+    /// no request waiting.
+    shares: Mutex<HashMap<ClientKey, Share>>,
     share: u64,
     whole: u64,
     wait: Duration,
 }
 
-/// Room held in the budget and in a client's share; given back on drop.
-pub struct Room<'a> {
+/// One client's share in use.
+struct Share {
+    held: u64,
+    /// Its requests waiting for room in the share, woken when it gives some
+    /// back (only its own: one client's waiting costs no one else). Made
+    /// by the first to wait, so a request that does not wait allocates none.
+    returned: Option<Arc<Notify>>,
+    waiting: usize,
+}
+
+/// Room in one client's share; given back on drop.
+pub struct ShareRoom<'a> {
     ingress: &'a Ingress,
-    permit: Option<SemaphorePermit<'a>>,
-    client: Option<ClientKey>,
+    client: ClientKey,
     bytes: u64,
 }
 
+/// Room held in the budget and in a client's share; given back on drop.
+#[derive(Default)]
+pub struct Room<'a> {
+    permit: Option<SemaphorePermit<'a>>,
+    share: Option<ShareRoom<'a>>,
+}
+
+const CLIENT_BUSY: &str = "this client has too many request bodies in flight; retry shortly";
+
 impl Ingress {
     pub fn new(config: &HttpConfig) -> Ingress {
-        let whole = config.ingress_budget.min(Semaphore::MAX_PERMITS as u64);
+        let whole = config
+            .ingress_budget
+            .clamp(1, Semaphore::MAX_PERMITS as u64);
         let percent = u64::from(config.ingress_share_percent.clamp(1, 100));
+        // At least one largest body, so any body can pass. A snapshot being
+        // assembled (up to `max_snapshot`) takes the whole share at most
+        // and the budget for all of it: one always passes, and a client's
+        // second waits for the first.
+        let largest = config.max_body.min(whole);
         Ingress {
             budget: OwnLines(Semaphore::new(whole as usize)),
             shares: Mutex::new(HashMap::new()),
-            returned: Notify::new(),
-            // At least one largest body, so any single request can pass.
-            share: (whole / 100 * percent).max(config.max_body.min(whole)),
+            share: (whole / 100 * percent).max(largest),
             whole,
             wait: config.ingress_wait,
         }
@@ -138,31 +172,24 @@ impl Ingress {
         self.share
     }
 
-    /// Takes `bytes` more of room for `client` (at most the whole budget),
-    /// waiting `ingress_wait` at most: 503 + Retry-After past it.
+    /// Room for `bytes` (at most the whole budget) in `client`'s share and
+    /// in the budget, waiting `ingress_wait` at most for each: 503 +
+    /// Retry-After past it.
     pub async fn reserve(&self, client: &ClientKey, bytes: u64) -> Result<Room<'_>, ApiError> {
-        let bytes = bytes.clamp(1, self.whole.max(1));
-        if !self.take_share(client, bytes) {
+        let share = self.share_room(client, bytes).await?;
+        let mut room = self.memory(bytes).await?;
+        room.share = Some(share);
+        Ok(room)
+    }
+
+    /// Room for `bytes` in the budget only (the body's share was taken for
+    /// its declared length).
+    pub async fn memory(&self, bytes: u64) -> Result<Room<'_>, ApiError> {
+        let permits = u32::try_from(bytes.clamp(1, self.whole)).unwrap_or(u32::MAX);
+        let permit = match self.budget.try_acquire_many(permits) {
+            Ok(p) => p,
             // Boxed, like every rare wait on a request's path: a future is
             // as large as everything it may wait on.
-            Box::pin(tokio::time::timeout(
-                self.wait,
-                self.wait_for_share(client, bytes),
-            ))
-            .await
-            .map_err(|_| {
-                ApiError::Busy("this client has too many request bodies in flight; retry shortly")
-            })?;
-        }
-        let mut room = Room {
-            ingress: self,
-            permit: None,
-            client: Some(client.clone()),
-            bytes,
-        };
-        let permits = u32::try_from(bytes).unwrap_or(u32::MAX);
-        room.permit = Some(match self.budget.try_acquire_many(permits) {
-            Ok(p) => p,
             Err(_) => Box::pin(tokio::time::timeout(
                 self.wait,
                 self.budget.acquire_many(permits),
@@ -170,50 +197,106 @@ impl Ingress {
             .await
             .map_err(|_| ApiError::Busy("too many request bodies in flight; retry shortly"))?
             .map_err(|_| ApiError::Busy("shutting down"))?,
-        });
-        Ok(room)
+        };
+        Ok(Room {
+            permit: Some(permit),
+            share: None,
+        })
     }
 
-    fn take_share(&self, client: &ClientKey, bytes: u64) -> bool {
-        let mut shares = self.shares.lock();
-        let held = shares.get(client).copied().unwrap_or(0);
-        match held.checked_add(bytes) {
-            Some(after) if after <= self.share => {
-                match shares.get_mut(client) {
-                    Some(h) => *h = after,
-                    None => {
-                        shares.insert(client.clone(), after);
-                    }
-                }
-                true
-            }
-            _ => false,
+    /// Room for `bytes` in `client`'s share, waiting `ingress_wait` at most.
+    pub async fn share_room(
+        &self,
+        client: &ClientKey,
+        bytes: u64,
+    ) -> Result<ShareRoom<'_>, ApiError> {
+        // A share holds at most itself (a large snapshot takes all of it).
+        let bytes = bytes.clamp(1, self.share);
+        if !self.take_share(client, bytes, false) {
+            Box::pin(tokio::time::timeout(
+                self.wait,
+                self.wait_for_share(client, bytes),
+            ))
+            .await
+            .map_err(|_| ApiError::Busy(CLIENT_BUSY))?;
         }
+        Ok(ShareRoom {
+            ingress: self,
+            client: client.clone(),
+            bytes,
+        })
+    }
+
+    /// Takes `bytes` of `client`'s share if they fit; `waited` when a
+    /// waiter that registered itself takes them (it stops counting).
+    fn take_share(&self, client: &ClientKey, bytes: u64, waited: bool) -> bool {
+        let mut shares = self.shares.lock();
+        let held = shares.get(client).map_or(0, |s| s.held);
+        let fits = held.checked_add(bytes).filter(|after| *after <= self.share);
+        let Some(after) = fits else {
+            return false;
+        };
+        match shares.get_mut(client) {
+            Some(s) => {
+                s.held = after;
+                if waited {
+                    s.waiting = s.waiting.saturating_sub(1);
+                }
+            }
+            None => {
+                shares.insert(
+                    client.clone(),
+                    Share {
+                        held: after,
+                        returned: None,
+                        waiting: 0,
+                    },
+                );
+            }
+        }
+        true
     }
 
     async fn wait_for_share(&self, client: &ClientKey, bytes: u64) {
+        let returned = {
+            let mut shares = self.shares.lock();
+            let s = shares.entry(client.clone()).or_insert_with(|| Share {
+                held: 0,
+                returned: None,
+                waiting: 0,
+            });
+            s.waiting += 1;
+            Arc::clone(s.returned.get_or_insert_with(Arc::default))
+        };
+        // Counted out on every way out: taken, or timed out (dropped).
+        let mut waiter = Waiter {
+            ingress: self,
+            client,
+            counted: true,
+        };
         loop {
-            let returned = self.returned.notified();
-            if self.take_share(client, bytes) {
+            let notified = returned.notified();
+            if self.take_share(client, bytes, true) {
+                waiter.counted = false;
                 return;
             }
-            returned.await;
+            notified.await;
         }
     }
 
     fn give_back(&self, client: &ClientKey, bytes: u64) {
         let mut shares = self.shares.lock();
-        if let Some(held) = shares.get_mut(client) {
-            *held = held.saturating_sub(bytes);
-            if *held == 0 {
+        if let Some(s) = shares.get_mut(client) {
+            s.held = s.held.saturating_sub(bytes);
+            if let (1.., Some(returned)) = (s.waiting, &s.returned) {
+                returned.notify_waiters();
+            } else if s.held == 0 {
                 shares.remove(client);
             }
         }
-        drop(shares);
-        self.returned.notify_waiters();
     }
 
-    /// Clients holding room now.
+    /// Clients holding room (or waiting for it) now.
     pub fn clients(&self) -> usize {
         self.shares.lock().len()
     }
@@ -238,21 +321,60 @@ impl Ingress {
     }
 }
 
-impl<'a> Room<'a> {
-    /// Adds `other`'s room to this one (the same client's).
-    pub fn merge(&mut self, mut other: Room<'a>) {
-        if let (Some(p), Some(o)) = (&mut self.permit, other.permit.take()) {
-            p.merge(o);
+/// A request waiting for its client's share; counted out when it leaves.
+struct Waiter<'a> {
+    ingress: &'a Ingress,
+    client: &'a ClientKey,
+    counted: bool,
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        if !self.counted {
+            return;
         }
-        self.bytes = self.bytes.saturating_add(other.bytes);
-        other.client = None;
+        let mut shares = self.ingress.shares.lock();
+        if let Some(s) = shares.get_mut(self.client) {
+            s.waiting = s.waiting.saturating_sub(1);
+            if s.waiting == 0 && s.held == 0 {
+                shares.remove(self.client);
+            }
+        }
     }
 }
 
-impl Drop for Room<'_> {
+impl<'a> Room<'a> {
+    /// Room in a share alone.
+    pub fn of_share(share: ShareRoom<'a>) -> Room<'a> {
+        Room {
+            permit: None,
+            share: Some(share),
+        }
+    }
+
+    /// Adds `other`'s room to this one (the same request's).
+    pub fn merge(&mut self, other: Room<'a>) {
+        let Room { permit, share } = other;
+        match (&mut self.permit, permit) {
+            (Some(p), Some(o)) => p.merge(o),
+            (mine @ None, Some(o)) => *mine = Some(o),
+            _ => {}
+        }
+        match (&mut self.share, share) {
+            (Some(s), Some(mut o)) => {
+                debug_assert!(s.client == o.client, "one request, one client");
+                s.bytes = s.bytes.saturating_add(std::mem::take(&mut o.bytes));
+            }
+            (mine @ None, Some(o)) => *mine = Some(o),
+            _ => {}
+        }
+    }
+}
+
+impl Drop for ShareRoom<'_> {
     fn drop(&mut self) {
-        if let Some(client) = self.client.take() {
-            self.ingress.give_back(&client, self.bytes);
+        if self.bytes > 0 {
+            self.ingress.give_back(&self.client, self.bytes);
         }
     }
 }
@@ -266,13 +388,14 @@ mod tests {
             ingress_budget: budget,
             ingress_share_percent: percent,
             max_body,
+            max_snapshot: max_body,
             ingress_wait: Duration::from_secs(5),
             ..HttpConfig::default()
         })
     }
 
     fn addr(last: u8) -> ClientKey {
-        ClientKey::Address(IpAddr::from([127, 0, 0, last]))
+        ClientKey::address(IpAddr::from([127, 0, 0, last]))
     }
 
     #[tokio::test(start_paused = true)]
@@ -311,7 +434,7 @@ mod tests {
         let mut a = i.reserve(&addr(1), 100).await.unwrap();
         let b = i.reserve(&addr(1), 150).await.unwrap();
         a.merge(b);
-        assert_eq!(i.shares.lock()[&addr(1)], 250);
+        assert_eq!(i.shares.lock()[&addr(1)].held, 250);
         drop(a);
         assert_eq!(i.clients(), 0);
         assert_eq!(i.budget.available_permits(), 1000);
@@ -333,14 +456,14 @@ mod tests {
         let h = |v: &'static str| http::HeaderValue::from_static(v);
         for (value, ip) in [
             ("203.0.113.7:46532", "203.0.113.7"),
-            ("2001:db8::1:443", "2001:db8::1"),
-            ("[2001:db8::2]:443", "2001:db8::2"),
+            ("2001:db8::1:443", "2001:db8::"),
+            ("[2001:db8:0:7::2]:443", "2001:db8:0:7::"),
             ("198.51.100.1, 203.0.113.9", "203.0.113.9"),
             ("192.0.2.3", "192.0.2.3"),
         ] {
             assert_eq!(
                 ClientKey::of(None, Some(&h(value)), peer),
-                ClientKey::Address(ip.parse().unwrap()),
+                ClientKey::address(ip.parse().unwrap()),
                 "{value}"
             );
         }
@@ -349,6 +472,6 @@ mod tests {
             ClientKey::Named(n) => assert_eq!(n.len(), LONGEST_NAME),
             other => panic!("{other:?}"),
         }
-        assert_eq!(ClientKey::of(None, None, peer), ClientKey::Address(ip));
+        assert_eq!(ClientKey::of(None, None, peer), ClientKey::address(ip));
     }
 }

@@ -167,12 +167,25 @@ impl Wal {
         }
         let from = state.ready.max(self.written);
         let to = end.saturating_add(PREFILL_STEP);
-        rustix::fs::fallocate(
+        match rustix::fs::fallocate(
             &*self.file,
             rustix::fs::FallocateFlags::empty(),
             from,
             to - from,
-        )?;
+        ) {
+            Ok(()) => {}
+            // A filesystem that cannot allocate ahead: the log grows as it
+            // is written there, as it did before (a full disk then stops the
+            // process; README, "Durability").
+            Err(rustix::io::Errno::OPNOTSUPP) => {
+                tracing::warn!(
+                    "the log's filesystem cannot allocate ahead; a full disk will stop the origin"
+                );
+                state.ready = u64::MAX;
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        }
         state.ready = to;
         Ok(())
     }

@@ -99,3 +99,30 @@ async fn one_address_holds_at_most_its_share_and_others_write_on() {
         "only the other client's bytes"
     );
 }
+
+/// Bodies of one client that together need more than its share pass in
+/// turn: each takes its share for its whole declared length at once, so
+/// none holds part of it while waiting for the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_clients_bodies_past_its_share_pass_in_turn() {
+    let api = Api::start_with(origin::http::HttpConfig {
+        max_body: 2 << 20,
+        ingress_budget: 16 << 20,
+        ingress_share_percent: 25,
+        ..origin::http::HttpConfig::default()
+    })
+    .await;
+    let path = stream_path("shares-in-turn");
+    api.create(&path, "application/octet-stream").await;
+    // Twelve 2 MiB bodies at once: 24 MiB against a share of 4 MiB.
+    let sends = (0..12u8).map(|i| {
+        api.post(&path)
+            .header("content-type", "application/octet-stream")
+            .body(vec![i; 2 << 20])
+            .send()
+    });
+    for r in futures::future::join_all(sends).await {
+        assert_eq!(r.unwrap().status(), 204);
+    }
+    assert_eq!(api.tail(&path).await, offset(24 << 20));
+}
