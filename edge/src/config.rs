@@ -180,6 +180,11 @@ pub struct Limits {
     pub tail_frame_bytes: u64,
     /// How long one upstream long-poll of a tail waits.
     pub tail_poll_ms: u64,
+    /// Bytes all streams' shared feeds hold together (their frames in the
+    /// rings). A feed whose next frame does not fit ends (its readers
+    /// reconnect), and while less than one frame's room is left a new SSE
+    /// reader answers 503 + `Retry-After`.
+    pub sse_feed_bytes: u64,
     /// An SSE reader is ended after this long, as the origin does.
     pub sse_session: Duration,
     /// Largest upstream answer the edge buffers (a read is at most 8 MiB).
@@ -210,6 +215,7 @@ impl Default for Limits {
             sse_ring: 256,
             tail_frame_bytes: 1024 * 1024,
             tail_poll_ms: 20_000,
+            sse_feed_bytes: 512 * 1024 * 1024,
             sse_session: Duration::from_secs(60),
             max_answer_bytes: 9 * 1024 * 1024,
             snapshot_fill_bytes: 256 * 1024 * 1024,

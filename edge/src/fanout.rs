@@ -10,7 +10,9 @@
 //!
 //! Bounds: the feed is a ring of `sse_ring` frames (each at most
 //! `tail_frame_bytes`, one oversized JSON message excepted); a reader that
-//! falls further behind is disconnected. A hub ends when its last reader
+//! falls further behind is disconnected. All feeds' frames together hold at
+//! most `sse_feed_bytes`: each frame holds its room until the ring drops it,
+//! and a feed whose next frame finds no room ends (its readers reconnect). A hub ends when its last reader
 //! leaves, when the stream closes or is deleted, when the origin fails or
 //! answers for another incarnation; its readers then end too and reconnect
 //! from their last `streamNextOffset`, so no reader ever gets bytes of a new
@@ -24,7 +26,7 @@ use http::{HeaderMap, HeaderValue, StatusCode};
 use parking_lot::Mutex;
 use shared::headers as h;
 use shared::offset::Offset;
-use tokio::sync::{broadcast, watch, Notify};
+use tokio::sync::{broadcast, watch, Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::answer::Answer;
 use crate::config::Limits;
@@ -42,6 +44,8 @@ pub struct Frame {
     pub event: Bytes,
     pub up_to_date: bool,
     pub closed: bool,
+    /// Its room in `sse_feed_bytes`, given back when the ring drops it.
+    _room: Option<OwnedSemaphorePermit>,
 }
 
 /// What the feed carries.
@@ -134,6 +138,8 @@ type HubKey = (String, Option<&'static str>);
 
 pub struct Fanout {
     hubs: Mutex<HashMap<HubKey, Arc<Hub>>>,
+    /// Bytes of frames held by all feeds (`Limits::sse_feed_bytes`).
+    feed_bytes: Arc<Semaphore>,
     upstream: Upstream,
     metrics: Arc<Metrics>,
     limits: Limits,
@@ -149,6 +155,11 @@ impl Fanout {
     ) -> Arc<Fanout> {
         Arc::new(Fanout {
             hubs: Mutex::new(HashMap::new()),
+            feed_bytes: Arc::new(Semaphore::new(
+                usize::try_from(limits.sse_feed_bytes)
+                    .unwrap_or(usize::MAX)
+                    .min(Semaphore::MAX_PERMITS),
+            )),
             upstream,
             metrics,
             limits,
@@ -159,6 +170,12 @@ impl Fanout {
     /// Hubs running (one upstream tail each).
     pub fn hubs(&self) -> usize {
         self.hubs.lock().len()
+    }
+
+    /// Whether the feeds have less room left than one frame may take: new
+    /// readers are then refused until feeds end and give room back.
+    pub fn full(&self) -> bool {
+        (self.feed_bytes.available_permits() as u64) < self.limits.tail_frame_bytes
     }
 
     /// Joins the hub of the stream's events as `accept` shapes them,
@@ -280,12 +297,22 @@ impl Fanout {
                     (answer.body.clone(), next)
                 };
                 let whole = end == next;
+                let event = Bytes::from(shared::sse::data_event(&body, hub.framing.base64));
+                let room = u32::try_from(event.len())
+                    .ok()
+                    .and_then(|n| Arc::clone(&self.feed_bytes).try_acquire_many_owned(n).ok());
+                let Some(room) = room else {
+                    self.metrics.sse_feed_over_budget();
+                    tracing::warn!(stream = %hub.path, "the shared feeds are full; ending this one");
+                    return Step::End(FeedItem::Reset);
+                };
                 Step::Frame(Arc::new(Frame {
                     start: pos,
                     end,
-                    event: Bytes::from(shared::sse::data_event(&body, hub.framing.base64)),
+                    event,
                     up_to_date: up_to_date && whole,
                     closed: closed && whole,
+                    _room: Some(room),
                 }))
             }
             (StatusCode::NO_CONTENT, Some(next)) if closed && next == pos => {
@@ -295,6 +322,7 @@ impl Fanout {
                     event: Bytes::new(),
                     up_to_date: true,
                     closed: true,
+                    _room: None,
                 }))
             }
             (StatusCode::NO_CONTENT, Some(next)) if next == pos => Step::Wait,

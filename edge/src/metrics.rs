@@ -78,6 +78,7 @@ pub struct Metrics {
     long_poll_flights: AtomicI64,
     sse_open: AtomicI64,
     sse_dropped_slow: AtomicU64,
+    sse_feeds_over_budget: AtomicU64,
     upstream_tails: AtomicI64,
     invalidations: AtomicU64,
     feed_losses: AtomicU64,
@@ -154,6 +155,10 @@ impl Metrics {
         self.sse_dropped_slow.fetch_add(1, Relaxed);
     }
 
+    pub fn sse_feed_over_budget(&self) {
+        self.sse_feeds_over_budget.fetch_add(1, Relaxed);
+    }
+
     /// Counts a waiting long-poller for as long as the guard lives.
     pub fn waiter_guard(self: &Arc<Self>) -> Gauge {
         Gauge::new(Arc::clone(self), |m| &m.long_polls_waiting)
@@ -206,6 +211,10 @@ impl Metrics {
             ("edge_bytes_served_total", &self.bytes_served),
             ("edge_collapsed_waiters_total", &self.collapsed_waiters),
             ("edge_sse_dropped_slow_total", &self.sse_dropped_slow),
+            (
+                "edge_sse_feeds_over_budget_total",
+                &self.sse_feeds_over_budget,
+            ),
             ("edge_invalidations_total", &self.invalidations),
             ("edge_feed_losses_total", &self.feed_losses),
             ("edge_not_vouched_total", &self.not_vouched),

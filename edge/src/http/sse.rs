@@ -63,6 +63,9 @@ pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Res
         return EdgeError::Busy("too many SSE readers at this edge").into_response();
     }
     let slot = ReaderSlot(state.clone());
+    if state.fanout.full() {
+        return EdgeError::Busy("the live feeds at this edge are full").into_response();
+    }
     let path = req.uri().path().to_owned();
     let from = match params.offset {
         ReadFrom::Start => "-1".to_owned(),

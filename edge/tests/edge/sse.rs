@@ -247,3 +247,64 @@ async fn an_sse_session_ends_after_its_time_and_a_reader_resumes_at_its_offset()
     assert_eq!(e.json()["streamClosed"], true);
     assert_eq!(sse.next().await, None);
 }
+
+/// All streams' shared feeds hold at most `sse_feed_bytes` together: a feed
+/// whose next frame finds no room ends (its reader's answer ends, and it
+/// would reconnect); once it ended its room is back for the next reader;
+/// and while less than one frame's room is left, a new reader answers 503.
+/// (Feeds of exactly one frame's bytes: a full frame's event, with its SSE
+/// framing, is a few bytes more.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shared_feeds_hold_at_most_their_bytes() {
+    let limits = Limits {
+        sse_feed_bytes: 25_000,
+        tail_frame_bytes: 25_000,
+        ..Limits::default()
+    };
+    let s = Stack::start_with(JsonReads::Ndjson, limits).await;
+    let p = stream_path("feed-bytes");
+    s.create(&p, "text/plain").await;
+    let mut reader = Sse::new(
+        s.http
+            .get(s.url(&format!("{p}?offset=now&live=sse")))
+            .send()
+            .await
+            .unwrap(),
+    );
+    s.wait_metric("edge_sse_open", |v| v == 1).await;
+    s.append(&p, "text/plain", "a".repeat(30_000)).await;
+    s.wait_metric("edge_sse_feeds_over_budget_total", |v| v == 1)
+        .await;
+    // The feed ended: the reader's answer ends, with no frame past the
+    // feeds' room.
+    while let Some(e) = reader.next().await {
+        assert_ne!(e.event, "data", "no frame past the feeds' room");
+    }
+    s.wait_metric("edge_sse_open", |v| v == 0).await;
+    // Its room is back: a new reader is served.
+    let again = s
+        .http
+        .get(s.url(&format!("{p}?offset=now&live=sse")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 200);
+    drop(again);
+
+    // Feeds with less room than one frame refuse new readers.
+    let tight = Limits {
+        sse_feed_bytes: 10_000,
+        tail_frame_bytes: 25_000,
+        ..Limits::default()
+    };
+    let s = Stack::start_with(JsonReads::Ndjson, tight).await;
+    s.create(&p, "application/json").await;
+    let refused = s
+        .http
+        .get(s.url(&format!("{p}?offset=now&live=sse")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    assert!(header(&refused, "retry-after").is_some());
+}
