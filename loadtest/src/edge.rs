@@ -71,16 +71,16 @@ pub struct CatchupArgs {
 }
 
 /// An origin and an edge in front of it, as processes of their own.
-struct Pair {
+pub(crate) struct Pair {
     origin: Child,
     edge: Child,
-    edge_addr: SocketAddr,
+    pub(crate) edge_addr: SocketAddr,
     origin_addr: SocketAddr,
     data: PathBuf,
 }
 
 impl Pair {
-    async fn start(bins: &Binaries) -> anyhow::Result<Pair> {
+    pub(crate) async fn start(bins: &Binaries) -> anyhow::Result<Pair> {
         let data = std::env::temp_dir().join(format!("ds-edge-bench-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&data);
         let (origin, origin_addr) = start(
@@ -105,11 +105,11 @@ impl Pair {
         })
     }
 
-    fn edge_rss_kib(&self) -> u64 {
+    pub(crate) fn edge_rss_kib(&self) -> u64 {
         rss_kib(self.edge.id().unwrap_or(0))
     }
 
-    async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         let _ = self.edge.start_kill();
         let _ = self.edge.wait().await;
         let _ = self.origin.start_kill();

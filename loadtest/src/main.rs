@@ -17,6 +17,7 @@
 //!   one with 64 MiB unsealed, next to plain creates, and the bytes object
 //!   storage gains per fork.
 //! - `sse-fanout`, `catchup-compare`: the edge (see `edge.rs`).
+//! - `hostile-paths`: an edge's memory under distinct long paths.
 //! - `peers`: the ceiling, the origin, Ursula, Electric's Rust server and the
 //!   Node reference server in one run (appends, catch-up, long-poll and SSE
 //!   tails, and pooled appends: a fixed pool of connections round-robin
@@ -37,6 +38,7 @@ mod compare;
 mod edge;
 mod fork;
 mod forward;
+mod hostile;
 mod interleave;
 mod peers;
 mod pool;
@@ -75,6 +77,7 @@ enum Cmd {
     Proxy(proxy::Args),
     CompareForward(forward::Args),
     Streams(streams::Args),
+    HostilePaths(hostile::Args),
 }
 
 #[tokio::main]
@@ -96,5 +99,6 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Proxy(a) => proxy::run(a).await,
         Cmd::CompareForward(a) => forward::run(a).await,
         Cmd::Streams(a) => streams::run(a).await,
+        Cmd::HostilePaths(a) => hostile::run(a).await,
     }
 }
