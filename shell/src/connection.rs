@@ -149,7 +149,9 @@ fn decide(first: &[u8]) -> Decided {
 
 /// Drives `conn` to its end; once the drain starts, or (given `idle`) once
 /// it had no request in flight for that long, asks it (once) to finish the
-/// request in flight and close.
+/// request in flight and close. An idle connection asked to close that is
+/// still open as long again is dropped (HTTP/2's goodbye waits for the
+/// client to answer a ping, which a hostile one never does).
 async fn until_drained<C: GracefulConnection>(
     conn: C,
     mut member: Member,
@@ -159,6 +161,7 @@ async fn until_drained<C: GracefulConnection>(
     let mut asked = false;
     // The idle timer, and the change of activity it was armed at.
     let mut timer: Option<(Pin<Box<tokio::time::Sleep>>, u64)> = None;
+    let mut idle_goodbye: Option<Pin<Box<tokio::time::Sleep>>> = None;
     poll_fn(|cx| {
         if !asked && member.should_close(cx) {
             conn.as_mut().graceful_shutdown();
@@ -179,9 +182,18 @@ async fn until_drained<C: GracefulConnection>(
                     if t.as_mut().poll(cx).is_ready() {
                         conn.as_mut().graceful_shutdown();
                         asked = true;
+                        // Idle and told so: a client that does not take
+                        // its leave within as long again is dropped.
+                        let leave = tokio::time::Instant::now() + after;
+                        idle_goodbye = Some(Box::pin(tokio::time::sleep_until(leave)));
                     }
                 }
                 (false, _) => timer = None,
+            }
+        }
+        if let Some(goodbye) = &mut idle_goodbye {
+            if goodbye.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(());
             }
         }
         conn.as_mut().poll(cx).map(|_| ())

@@ -1,7 +1,8 @@
 //! The shell's connection limits at the edge (the shell's own tests check
 //! each limit exactly on a paused clock; these check the edge is served by
 //! it and maps its refusals): a body that goes silent answers 408 and
-//! appends nothing at the origin.
+//! appends nothing at the origin, and stalled bodies forwarded by the edge
+//! (one client at the origin) stop no other write.
 
 use std::time::Duration;
 
@@ -37,4 +38,37 @@ async fn a_stalled_body_answers_408_and_appends_nothing() {
     assert!(answer.contains("REQUEST_TIMEOUT"), "{answer}");
     let head = s.http.head(s.origin_url(&path)).send().await.unwrap();
     assert_eq!(header(&head, "stream-next-offset").unwrap(), offset(0));
+}
+
+/// 40 clients that send a POST's head through the edge with
+/// `Content-Length: 8 MiB` and then nothing stop no other write through it.
+/// At the origin they are one client (the edge's address): each first takes
+/// its share for the length it declared, and gives back what it has not sent
+/// once it pauses, so the share is free again within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_that_never_come_stop_no_other_write_through_the_edge() {
+    let s = Stack::start().await;
+    let path = stream_path("edge-slow-bodies");
+    assert_eq!(s.create(&path, "text/plain").await.status(), 201);
+    let mut stalled = Vec::new();
+    for _ in 0..40 {
+        let mut c = tokio::net::TcpStream::connect(s.edge_addr).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 8388608\r\n\r\n"
+        );
+        c.write_all(head.as_bytes()).await.unwrap();
+        stalled.push(c);
+    }
+    for i in 0..10 {
+        let r = s
+            .http
+            .post(s.url(&path))
+            .header("content-type", "text/plain")
+            .body(format!("append {i}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 204, "append {i} beside 40 stalled bodies");
+    }
+    drop(stalled);
 }

@@ -4,12 +4,19 @@
 //! room in time; see [`super::ingress`]). This is where the memory bound for
 //! large and many concurrent bodies lives.
 //!
-//! A body takes its room frame by frame, as its bytes arrive, not for what
-//! it declares: clients that send a large `Content-Length` and then nothing
-//! (or a trickle) hold only what they sent, and a body silent for
-//! `body_idle_timeout` (the shell's `IdleBody`) answers 408 and lets go of it. Before, 40 such
-//! connections held the whole 256 MiB budget, and every append of every
-//! account answered 503 for as long as they stayed.
+//! A body takes its room in the budget frame by frame, as its bytes arrive,
+//! not for what it declares: clients that send a large `Content-Length` and
+//! then nothing (or a trickle) hold only what they sent, and a body silent
+//! for `body_idle_timeout` (the shell's `IdleBody`) answers 408 and lets go
+//! of it. Before, 40 such connections held the whole 256 MiB budget, and
+//! every append of every account answered 503 for as long as they stayed.
+//!
+//! Its client's share is taken for the whole declared length at once, so a
+//! client's bodies pass whole or wait whole instead of each holding part of
+//! the share while waiting for the rest. A body that then pauses for
+//! [`SHARE_STALL`] gives back the part of the share it has not sent, and
+//! takes share as its bytes arrive from then on: a trickle holds only what
+//! it sent, of the share too.
 //!
 //! A refused body is read to its end and dropped (up to a bound) before the
 //! 413 goes out: a server that closes a connection with request bytes still
@@ -17,6 +24,8 @@
 //! pipe instead of the refusal (the "lingering close" of other servers).
 
 use std::time::Duration;
+
+use futures::FutureExt;
 
 use super::error::ApiError;
 use super::ingress::{ClientKey, Room};
@@ -79,12 +88,17 @@ pub async fn read_body(state: &AppState, req: Request) -> Result<BoundedBody<'_>
     Ok(BoundedBody { bytes, _room: room })
 }
 
+type Next = Option<Result<http_body::Frame<Bytes>, axum::Error>>;
+
 /// The body's next frame; a body silent for `body_idle_timeout` (the
 /// shell's [`shell::IdleBody`]) answers 408.
-async fn next_frame(
-    body: &mut Body,
-) -> Result<Option<Result<http_body::Frame<Bytes>, axum::Error>>, ApiError> {
-    match body.frame().await {
+async fn next_frame(body: &mut Body) -> Result<Next, ApiError> {
+    seen(body.frame().await)
+}
+
+/// A frame as read: the idle error becomes 408.
+fn seen(frame: Next) -> Result<Next, ApiError> {
+    match frame {
         Some(Err(e)) => match shell::BodyIdle::find(&e) {
             Some(idle) => Err(ApiError::BodyTimeout(idle.0)),
             None => Ok(Some(Err(e))),
@@ -107,7 +121,25 @@ async fn gather<'a>(
 ) -> Result<Option<Bytes>, ApiError> {
     let mut one: Option<Bytes> = None;
     let mut many = BytesMut::new();
-    while let Some(frame) = next_frame(body).await? {
+    let mut shared = shared;
+    loop {
+        let frame = match body.frame().now_or_never() {
+            Some(frame) => seen(frame)?,
+            // Room taken ahead for bytes that do not come yet: after a
+            // pause, only what was sent stays taken.
+            None if shared => match tokio::time::timeout(SHARE_STALL, next_frame(body)).await {
+                Ok(frame) => frame?,
+                Err(_) => {
+                    held.shrink_share(one.as_ref().map_or(many.len(), Bytes::len) as u64);
+                    shared = false;
+                    next_frame(body).await?
+                }
+            },
+            None => next_frame(body).await?,
+        };
+        let Some(frame) = frame else {
+            break;
+        };
         let frame =
             frame.map_err(|e| ApiError::bad(format!("could not read the request body: {e}")))?;
         let Ok(data) = frame.into_data() else {
@@ -140,6 +172,9 @@ async fn gather<'a>(
     }
     Ok(Some(one.unwrap_or_else(|| many.freeze())))
 }
+
+/// A body that sends nothing for this long keeps only the share it used.
+pub const SHARE_STALL: Duration = Duration::from_secs(1);
 
 /// How long a refused body may take to arrive before the connection is
 /// closed on it anyway.

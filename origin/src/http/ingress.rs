@@ -344,6 +344,17 @@ impl Drop for Waiter<'_> {
 }
 
 impl<'a> Room<'a> {
+    /// Gives back the share this room holds past `bytes` (a body that took
+    /// share for its declared length and then paused keeps what it sent).
+    pub fn shrink_share(&mut self, bytes: u64) {
+        if let Some(s) = &mut self.share {
+            if s.bytes > bytes {
+                s.ingress.give_back(&s.client, s.bytes - bytes);
+                s.bytes = bytes;
+            }
+        }
+    }
+
     /// Room in a share alone.
     pub fn of_share(share: ShareRoom<'a>) -> Room<'a> {
         Room {
