@@ -19,6 +19,23 @@ async fn connect_from(ip: [u8; 4], to: std::net::SocketAddr) -> TcpStream {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_address_holds_at_most_its_share_and_others_write_on() {
+    // 16 bodies of 2 MiB, each stalled after its first MiB: 16 MiB, the
+    // whole budget, if nothing stopped them. (Large bodies take their share
+    // ahead, and give back what they did not send once they pause.)
+    stalled_bodies_hold_at_most_their_share(2 << 20, 1 << 20, 16).await;
+}
+
+/// The same with small bodies (64 KiB, which take share only once they
+/// have to wait): 200 of them stalled after 32 KiB would hold 6.4 MiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_stalled_bodies_hold_at_most_their_share_too() {
+    stalled_bodies_hold_at_most_their_share(64 << 10, 32 << 10, 200).await;
+}
+
+/// `count` bodies declaring `declared` bytes from 127.0.0.3, each stalled
+/// after `sent`: at most the client's share (4 MiB) is held, the rest are
+/// refused, and another client's appends go on.
+async fn stalled_bodies_hold_at_most_their_share(declared: usize, sent: usize, count: usize) {
     let api = Api::start_with(origin::http::HttpConfig {
         max_body: 2 << 20,
         ingress_budget: 16 << 20,
@@ -31,24 +48,21 @@ async fn one_address_holds_at_most_its_share_and_others_write_on() {
         ..origin::http::HttpConfig::default()
     })
     .await;
-    let path = stream_path("shares");
+    let path = stream_path(&format!("shares-{declared}"));
     api.create(&path, "application/octet-stream").await;
-    // 16 bodies of 2 MiB from 127.0.0.3, each stalled after its first MiB:
-    // 16 MiB, the whole budget, if nothing stopped them.
     let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: {}\r\n\r\n",
-        2 << 20
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: {declared}\r\n\r\n"
     );
     let mut stalled = Vec::new();
-    for _ in 0..16 {
+    for _ in 0..count {
         let mut c = connect_from([127, 0, 0, 3], api.origin.addr).await;
         c.write_all(head.as_bytes()).await.unwrap();
-        c.write_all(&vec![7u8; 1 << 20]).await.unwrap();
+        c.write_all(&vec![7u8; sent]).await.unwrap();
         stalled.push(c);
     }
-    // Each body either holds its first MiB (and waits for the rest, which
+    // Each body either holds what it sent (and waits for the rest, which
     // never comes) or, finding the client's share (4 MiB) full, waits
-    // `ingress_wait` and is refused. Settled: held MiB + refused = 16.
+    // `ingress_wait` and is refused. Settled: held / sent + refused = count.
     let share = 4 << 20;
     let metric = |text: &str, name: &str| -> u64 {
         text.lines()
@@ -72,7 +86,8 @@ async fn one_address_holds_at_most_its_share_and_others_write_on() {
             .sum::<u64>();
         let held = metric(&text, "ds_ingress_bytes");
         assert!(held <= share, "one address holds {held} B, past its share");
-        if held % (1 << 20) == 0 && held / (1 << 20) + refused == 16 {
+        let sent = sent as u64;
+        if held % sent == 0 && held / sent + refused == count as u64 {
             break;
         }
         assert!(
