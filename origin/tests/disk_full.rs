@@ -144,14 +144,7 @@ async fn full_disk(durability: &str) {
     assert_eq!(r.status(), 204, "writes resume once the disk has space");
     acknowledged.extend_from_slice(&[200; MIB]);
     assert!(read(http.clone(), path.clone()).await == acknowledged);
-    let metrics = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = common::metrics_at(&http, &base).await;
     assert!(
         metrics
             .lines()

@@ -356,18 +356,17 @@ impl Api {
 
     /// The value of a gauge or counter without labels on `/metrics`.
     pub async fn metric(&self, name: &str) -> i64 {
-        let text = send(self.get("/metrics"))
+        let text = self.metrics().await;
+        metric_in(&text, name).unwrap_or_else(|| panic!("metric {name} in {text}"))
+    }
+
+    /// The whole `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        send(self.get("/metrics"))
             .await
             .text()
             .await
-            .expect("metrics");
-        text.lines()
-            .filter(|l| !l.starts_with('#'))
-            .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.strip_prefix(' ')))
-            .unwrap_or_else(|| panic!("metric {name} in {text}"))
-            .trim()
-            .parse()
-            .expect("metric value")
+            .expect("metrics")
     }
 
     /// Polls `/metrics` until `name` equals `value`.
@@ -399,6 +398,23 @@ pub const WAIT: Duration = Duration::from_secs(10);
 pub const POLL: Duration = Duration::from_millis(20);
 
 /// Sends a request, panicking on transport errors.
+/// The value of the series `name` (with its labels, if any) in a
+/// `/metrics` text.
+pub fn metric_in(text: &str, name: &str) -> Option<i64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// The `/metrics` text of the server at `base` (`http://host:port`).
+pub async fn metrics_at(http: &reqwest::Client, base: &str) -> String {
+    send(http.get(format!("{base}/metrics")))
+        .await
+        .text()
+        .await
+        .expect("metrics")
+}
+
 pub async fn send(req: reqwest::RequestBuilder) -> reqwest::Response {
     req.send().await.expect("request")
 }

@@ -64,30 +64,18 @@ async fn stalled_bodies_hold_at_most_their_share(declared: usize, sent: usize, c
     // never comes) or, finding the client's share (4 MiB) full, waits
     // `ingress_wait` and is refused. Settled: held / sent + refused = count.
     let share = 4 << 20;
-    let metric = |text: &str, name: &str| -> u64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-            .unwrap()
-    };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let text = api
-            .get("/metrics")
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = api.metrics().await;
         let refused = text
             .lines()
             .filter(|l| l.starts_with("ds_requests_total{route=\"append\",status=\"503\"}"))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum::<u64>();
-        let held = metric(&text, "ds_ingress_bytes");
+        let held = metric_in(&text, "ds_ingress_bytes").expect("ds_ingress_bytes") as u64;
         assert!(held <= share, "one address holds {held} B, past its share");
         let sent = sent as u64;
-        if held % sent == 0 && held / sent + refused == count as u64 {
+        if held.is_multiple_of(sent) && held / sent + refused == count as u64 {
             break;
         }
         assert!(
