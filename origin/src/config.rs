@@ -26,6 +26,10 @@ pub enum DurabilityArg {
     Sync,
     /// Acknowledge after write: survives a process crash, not a power loss.
     Async,
+    /// Acknowledge once the commit is an object in object storage (written
+    /// by a create-only put): survives the loss of the machine and its
+    /// disk. Needs `--object-store`; the local disk is a cache.
+    Object,
 }
 
 #[derive(Debug, Parser)]
@@ -115,6 +119,18 @@ pub struct Cli {
     /// write to the OS (async).
     #[arg(long, env = "ORIGIN_DURABILITY", value_enum, default_value = "sync")]
     pub durability: DurabilityArg,
+    /// This origin's name in its region (object durability): unique among
+    /// the origins sharing a bucket and prefix.
+    #[arg(long, env = "ORIGIN_NODE_ID", default_value = "origin")]
+    pub node_id: String,
+    /// Where the region's other origins reach this one (default:
+    /// http:// and the bound listen address).
+    #[arg(long, env = "ORIGIN_ADVERTISE_URL", default_value = "")]
+    pub advertise_url: String,
+    /// With object durability, how long a write waits for object storage
+    /// before it answers 503 + Retry-After (the commit may still land).
+    #[arg(long, env = "ORIGIN_OBJECT_WRITE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub object_write_timeout: Duration,
     /// Under concurrent appends, how long the writer waits at most to gather
     /// more of them into one sync (0s: never); it stops early once as many
     /// wait as the last batch had. A lone writer never waits.
@@ -215,8 +231,24 @@ impl Cli {
         c.durability = match self.durability {
             DurabilityArg::Sync => Durability::Sync,
             DurabilityArg::Async => Durability::Async,
+            DurabilityArg::Object => Durability::Object,
         };
+        c.region.node = self.node_id.clone();
+        c.region.url = self.advertise_url.clone();
+        c.object_write_timeout = self.object_write_timeout;
         c
+    }
+
+    /// Settings that do not go together, as a message for the operator.
+    pub fn check(&self) -> Result<(), String> {
+        let explicit_store = self
+            .object_store
+            .as_deref()
+            .is_some_and(|url| url != "none");
+        if matches!(self.durability, DurabilityArg::Object) && !explicit_store {
+            return Err("--durability object needs --object-store URL: the bucket is what survives the machine (the default folder lives in the data directory)".into());
+        }
+        Ok(())
     }
 
     pub fn http_config(&self) -> HttpConfig {

@@ -9,7 +9,9 @@
 //! - [`server`]: wiring: the store, its periodic work and the serving shell
 //!   (`shell`: connections, their limits, graceful shutdown);
 //!   [`config`]: the command line.
-//! - [`objects`]: object storage for sealed chunks and snapshots (in progress).
+//! - [`objects`]: object storage for sealed chunks and snapshots.
+//! - [`region`]: object durability: the WAL in the bucket, fenced by
+//!   conditional writes (the first part of a region of origins).
 //! - [`metrics`], [`clock`]: what is measured, and injected time.
 
 pub mod auth;
@@ -21,5 +23,6 @@ pub mod fuzzing;
 pub mod http;
 pub mod metrics;
 pub mod objects;
+pub mod region;
 pub mod server;
 pub mod store;

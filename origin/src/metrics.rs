@@ -110,6 +110,14 @@ pub struct Metrics {
     staged_uploads: AtomicI64,
     long_polls_waiting: AtomicI64,
     sse_open: AtomicI64,
+    /// The region's WAL in object storage (`--durability object`).
+    pub object_wal_puts: AtomicU64,
+    pub object_wal_bytes: AtomicU64,
+    pub object_wal_put_micros: AtomicU64,
+    /// Tries of a WAL put that failed for a passing reason and were made again.
+    pub object_wal_retries: AtomicU64,
+    /// 1 once a newer owner fenced this origin's partition (it no longer writes).
+    pub object_wal_fenced: AtomicI64,
 }
 
 impl Metrics {
@@ -256,6 +264,13 @@ impl Metrics {
             ("ds_promotion_errors_total", &self.promotion_errors),
             ("ds_log_full_refusals_total", &self.log_full),
             ("ds_snapshots_published_total", &self.snapshots_published),
+            ("ds_object_wal_puts_total", &self.object_wal_puts),
+            ("ds_object_wal_bytes_total", &self.object_wal_bytes),
+            (
+                "ds_object_wal_put_micros_total",
+                &self.object_wal_put_micros,
+            ),
+            ("ds_object_wal_retries_total", &self.object_wal_retries),
         ];
         for (name, v) in counters {
             let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Relaxed));
@@ -266,6 +281,7 @@ impl Metrics {
             ("ds_unsealed_bytes", &self.unsealed_bytes),
             ("ds_snapshot_staged_bytes", &self.staged_bytes),
             ("ds_snapshot_staged_uploads", &self.staged_uploads),
+            ("ds_object_wal_fenced", &self.object_wal_fenced),
         ];
         for (name, v) in gauges {
             let _ = writeln!(out, "# TYPE {name} gauge\n{name} {}", v.load(Relaxed));

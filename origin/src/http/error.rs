@@ -224,6 +224,22 @@ fn store_error(e: StoreError) -> Response<Body> {
             set(&mut r, "retry-after", 5);
             r
         }
+        StoreError::ObjectStoreSlow => {
+            let mut r = error_response(
+                ErrorCode::Unavailable,
+                "object storage did not take the write in time; it may still be applied, so retry with the same producer headers",
+            );
+            set(&mut r, "retry-after", 1);
+            r
+        }
+        StoreError::Fenced => {
+            let mut r = error_response(
+                ErrorCode::Unavailable,
+                "this origin no longer owns the stream's partition; another origin of the region serves it",
+            );
+            set(&mut r, "retry-after", 1);
+            r
+        }
         StoreError::SoftDeleted => error_response(
             ErrorCode::StreamDeleted,
             "the stream was deleted; forks of it still read its bytes, and its path is taken until they go",

@@ -4,6 +4,8 @@
 //! ```text
 //! streams/{path-hash}/{incarnation}/chunks/{offset}        one sealed 4 MiB chunk
 //! streams/{path-hash}/{incarnation}/snapshots/{offset}-{digest16}  one snapshot
+//! region/partitions/{p:04}/epochs/{epoch:020}   who claimed partition p (see `region`)
+//! region/partitions/{p:04}/wal/{number:020}     one group commit (or fence) of p
 //! ```
 //! `path-hash` is the first 16 bytes of SHA-256 of the stream's path, in hex:
 //! keys stay short whatever the path, and an edge that serves
@@ -34,6 +36,32 @@ pub fn snapshot(stream_path: &str, incarnation: &str, offset: Offset, digest: &s
     ))
 }
 
+/// Where partition `p`'s epoch claims are.
+pub fn partition_epochs(p: u32) -> Path {
+    Path::from(format!("region/partitions/{p:04}/epochs"))
+}
+
+pub fn partition_epoch(p: u32, epoch: u64) -> Path {
+    Path::from(format!("region/partitions/{p:04}/epochs/{epoch:020}"))
+}
+
+/// Where partition `p`'s WAL objects are.
+pub fn partition_wal(p: u32) -> Path {
+    Path::from(format!("region/partitions/{p:04}/wal"))
+}
+
+pub fn partition_wal_object(p: u32, number: u64) -> Path {
+    Path::from(format!("region/partitions/{p:04}/wal/{number:020}"))
+}
+
+/// The number an epoch or WAL key ends in (None for any other key).
+pub fn numbered(key: &Path) -> Option<u64> {
+    let last = key.filename()?;
+    (last.len() == 20 && last.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| last.parse().ok())
+        .flatten()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,6 +84,24 @@ mod tests {
         // Long paths still give short keys.
         let long = "/".to_owned() + &"x".repeat(1000);
         assert!(chunk(&long, "1-ab", Offset(0)).as_ref().len() < 100);
+    }
+
+    #[test]
+    fn numbered_keys_list_in_number_order_and_parse_back() {
+        let keys: Vec<Path> = [0, 9, 10, 123_456_789, u64::MAX]
+            .iter()
+            .map(|&n| partition_wal_object(3, n))
+            .collect();
+        let mut sorted = keys.clone();
+        sorted.sort_by(|a, b| a.as_ref().cmp(b.as_ref()));
+        assert_eq!(keys, sorted);
+        let back: Vec<u64> = keys.iter().filter_map(numbered).collect();
+        assert_eq!(back, [0, 9, 10, 123_456_789, u64::MAX]);
+        assert_eq!(numbered(&partition_epoch(3, 7)), Some(7));
+        assert!(partition_wal_object(3, 1)
+            .as_ref()
+            .starts_with(partition_wal(3).as_ref()));
+        assert_eq!(numbered(&Path::from("region/partitions/0003/wal/x")), None);
     }
 
     #[test]

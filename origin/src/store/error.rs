@@ -36,4 +36,12 @@ pub enum StoreError {
     /// nothing was changed (503, `Retry-After`).
     #[error("no room in the write-ahead log; writes resume once the disk has space")]
     LogFull,
+    /// Object durability: the commit did not settle in object storage in
+    /// time (503, `Retry-After`); it may still land.
+    #[error("object storage did not take the write in time")]
+    ObjectStoreSlow,
+    /// Object durability: a newer owner took the partition over; this
+    /// origin acknowledges nothing more for it (503, `Retry-After`).
+    #[error("this origin no longer owns the stream's partition")]
+    Fenced,
 }

@@ -138,6 +138,13 @@ pub struct StoreConfig {
     /// Forks in a chain at most (a fork of a fork of …): a read of the
     /// newest walks the chain, so past it a fork answers 400.
     pub max_fork_depth: usize,
+    /// Who this origin is in its region (`Durability::Object`; defaults
+    /// otherwise unused).
+    pub region: crate::region::RegionConfig,
+    /// How long a write waits for its commit to settle in object storage
+    /// (`Durability::Object`) before it answers 503 + `Retry-After`; the
+    /// commit may still land (an answer that is no acknowledgement).
+    pub object_write_timeout: Duration,
 }
 
 /// When an append is acknowledged.
@@ -149,6 +156,10 @@ pub enum Durability {
     /// (the kernel keeps the page cache), not a crash of the machine. For
     /// comparisons with in-memory servers and for tests.
     Async,
+    /// After its batch is an object in object storage, written by a
+    /// create-only put (see `region`): survives the loss of the machine and
+    /// its disk. The local log is a cache, rebuilt from the bucket at start.
+    Object,
 }
 
 impl StoreConfig {
@@ -176,6 +187,12 @@ impl StoreConfig {
             log_retain_bytes: 1024 * 1024 * 1024,
             max_log_extents: 2_000_000,
             max_fork_depth: 32,
+            region: crate::region::RegionConfig {
+                node: "origin".into(),
+                url: String::new(),
+                partition: 0,
+            },
+            object_write_timeout: Duration::from_secs(10),
         }
     }
 
@@ -188,6 +205,34 @@ impl StoreConfig {
         // the rest is the log, checkpoints, the listener and reads in flight.
         (descriptor_limit() / 4).clamp(16, 4096) as usize
     }
+}
+
+/// Claims the store's partition in object storage (with its own client)
+/// and lays the replay out as the local log.
+fn claim_partition(
+    config: &StoreConfig,
+    metrics: Arc<Metrics>,
+) -> std::io::Result<crate::region::ObjectWal> {
+    let Some(url) = &config.object_store else {
+        return Err(std::io::Error::other(
+            "object durability needs object storage (--object-store)",
+        ));
+    };
+    let settings: Vec<(&str, &str)> = config
+        .object_store_settings
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let store = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
+    let claimed = crate::region::ObjectWal::claim(store, &config.region, metrics)
+        .map_err(std::io::Error::other)?;
+    let bytes = crate::region::local::lay_out(&config.data, &claimed.frames)?;
+    tracing::info!(
+        bytes,
+        objects = claimed.frames.len(),
+        "rebuilt the local log from object storage"
+    );
+    Ok(claimed.wal)
 }
 
 /// The soft limit on open descriptors (RLIMIT_NOFILE).
@@ -204,6 +249,11 @@ pub struct Store {
     data: PathBuf,
     publisher: Arc<Publisher>,
     invalidations: Arc<invalidations::Invalidations>,
+    /// With object durability: how long a write waits, and what makes a
+    /// waiting WAL put give up at shutdown.
+    object_wal: Option<(Duration, Arc<std::sync::atomic::AtomicBool>)>,
+    /// Set once a newer owner fenced this store's partition.
+    fenced: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Store {
@@ -235,6 +285,12 @@ impl Store {
             }
         };
         let _ = std::fs::remove_dir_all(config.data.join("staging"));
+        // Object durability: claim the partition and rebuild the local log
+        // from the bucket before recovery reads it.
+        let object_wal = match config.durability {
+            Durability::Object => Some(claim_partition(&config, Arc::clone(&metrics))?),
+            _ => None,
+        };
         let cold = objects.as_ref().map(|o| {
             Arc::new(cold::Cold::new(
                 o.clone(),
@@ -277,6 +333,8 @@ impl Store {
                     }
                 },
             )?;
+        // With object durability the bucket is what survives: the local
+        // log needs no sync.
         wal.sync = config.durability == Durability::Sync;
         wal.fill_limit = config.checkpoint_bytes;
         wal.begin();
@@ -288,6 +346,8 @@ impl Store {
                 .collect(),
         ));
         let (tx, rx) = mpsc::channel(config.queue_commands);
+        let object_write_timeout = config.object_write_timeout;
+        let fenced = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let publisher = Arc::new(Publisher::new(Arc::clone(&registry), config.data.clone()));
         tokio::spawn(Arc::clone(&publisher).run());
         let sealer_metrics = Arc::clone(&metrics);
@@ -310,6 +370,12 @@ impl Store {
             promotions,
         );
         writer.invalidations = Some(Arc::clone(&invalidations));
+        let object_wal = object_wal.map(|wal| {
+            let stopper = wal.stopper();
+            writer.object_wal = Some(wal);
+            writer.fenced = Arc::clone(&fenced);
+            (object_write_timeout, stopper)
+        });
         writer.replayed_bytes = report.bytes_replayed;
         writer.restored(touched, segment_sizes, now);
         if let Some(objects) = &objects {
@@ -351,9 +417,17 @@ impl Store {
                 data,
                 publisher,
                 invalidations,
+                object_wal,
+                fenced,
             },
             report,
         ))
+    }
+
+    /// Whether a newer owner took this store's partition over (it then
+    /// writes nothing more; every write answers 503).
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(std::sync::atomic::Ordering::Acquire)
     }
 
     pub fn clock(&self) -> &Arc<dyn Clock> {
@@ -474,9 +548,26 @@ impl Store {
             Err(mpsc::error::TrySendError::Full(cmd)) => Box::pin(self.tx.send(cmd))
                 .await
                 .map_err(|_| StoreError::ShuttingDown)?,
-            Err(mpsc::error::TrySendError::Closed(_)) => return Err(StoreError::ShuttingDown),
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(self.gone()),
         }
-        rx.await.map_err(|_| StoreError::ShuttingDown)?
+        match &self.object_wal {
+            None => rx.await.map_err(|_| self.gone())?,
+            // A commit waits for object storage: past the timeout the
+            // request answers 503 (the commit may still land).
+            Some((timeout, _)) => match tokio::time::timeout(*timeout, rx).await {
+                Ok(answer) => answer.map_err(|_| self.gone())?,
+                Err(_) => Err(StoreError::ObjectStoreSlow),
+            },
+        }
+    }
+
+    /// Why the writer is not there: fenced, or stopping.
+    fn gone(&self) -> StoreError {
+        if self.is_fenced() {
+            StoreError::Fenced
+        } else {
+            StoreError::ShuttingDown
+        }
     }
 
     pub async fn create(
@@ -554,6 +645,11 @@ impl Store {
     /// Stops the writer after the commands already queued and waits for its
     /// final checkpoint. Later calls through any clone answer `ShuttingDown`.
     pub async fn shutdown(&self) {
+        // A WAL put waiting for an unreachable bucket gives up (its commit
+        // is not acknowledged) rather than hold the stop.
+        if let Some((_, stopper)) = &self.object_wal {
+            stopper.store(true, std::sync::atomic::Ordering::Release);
+        }
         let _ = self.tx.send(Command::Shutdown).await;
         let handle = self.writer.lock().take();
         if let Some(h) = handle {

@@ -219,6 +219,10 @@ pub struct Writer {
     pub replayed_bytes: u64,
     /// The feed edges tail (see `store::invalidations`).
     pub invalidations: Option<Arc<super::invalidations::Invalidations>>,
+    /// Object durability: where every batch goes before it is answered.
+    pub object_wal: Option<crate::region::ObjectWal>,
+    /// Set once the object WAL said this store may acknowledge no more.
+    pub fenced: Arc<AtomicBool>,
 }
 
 impl Writer {
@@ -262,6 +266,8 @@ impl Writer {
             pending_gc: Vec::new(),
             replayed_bytes: 0,
             invalidations: None,
+            object_wal: None,
+            fenced: Arc::default(),
         }
     }
 
@@ -340,7 +346,13 @@ impl Writer {
                 }
             }
             last_batch = count;
-            self.commit(&mut frames, &mut after, count);
+            if !self.commit(&mut frames, &mut after, count) {
+                // Fenced (or stopped while the bucket did not answer): the
+                // local state is ahead of what is acknowledged, so nothing
+                // more is written; the queue's senders see the store gone.
+                self.publisher.close();
+                return;
+            }
             self.batches += 1;
             self.after_batch();
             if stopping {
@@ -360,12 +372,35 @@ impl Writer {
         self.publisher.close();
     }
 
-    fn commit(&mut self, frames: &mut Vec<u8>, after: &mut Vec<AfterCommit>, commands: usize) {
+    /// Makes the batch durable, then has it published and answered.
+    /// False when it cannot be made durable in object storage: then
+    /// nothing of it is answered or published, and the writer stops.
+    fn commit(
+        &mut self,
+        frames: &mut Vec<u8>,
+        after: &mut Vec<AfterCommit>,
+        commands: usize,
+    ) -> bool {
         if !frames.is_empty() {
             let started = Instant::now();
             if let Err(e) = self.wal.append_durably(frames) {
                 tracing::error!(error = %e, "the write-ahead log could not be written or synced; stopping to recover from the log");
                 std::process::abort();
+            }
+            if let Some(wal) = &mut self.object_wal {
+                if let Err(e) = wal.append(frames) {
+                    tracing::error!(error = %e, "this origin stops writing its partition");
+                    if matches!(e, crate::region::WalError::Fenced { .. }) {
+                        self.fenced.store(true, Ordering::Release);
+                    }
+                    // Dropped unanswered: each waiting request answers 503.
+                    after.clear();
+                    frames.clear();
+                    self.pending_seals.clear();
+                    self.pending_drops.clear();
+                    self.pending_gc.clear();
+                    return false;
+                }
             }
             self.metrics
                 .wal_sync(frames.len() as u64, commands as u64, started.elapsed());
@@ -395,6 +430,7 @@ impl Writer {
         let room = after.len();
         let actions = std::mem::replace(after, Vec::with_capacity(room));
         self.publisher.submit(actions);
+        true
     }
 
     fn handle(

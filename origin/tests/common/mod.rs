@@ -4,6 +4,7 @@
 
 pub mod process;
 pub mod s3;
+pub mod seaweed;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -17,6 +17,15 @@ pub struct Proc {
 /// `origin --listen 127.0.0.1:0` with `args` after it, run by `runner`
 /// first when given (e.g. `prlimit --nofile=…`).
 pub fn spawn(runner: &[&str], args: &[&std::ffi::OsStr]) -> Proc {
+    spawn_with_env(runner, args, &[])
+}
+
+/// [`spawn`], with these environment variables set for the child.
+pub fn spawn_with_env(
+    runner: &[&str],
+    args: &[&std::ffi::OsStr],
+    env: &[(String, String)],
+) -> Proc {
     let mut cmd = match runner.split_first() {
         Some((program, rest)) => {
             let mut c = Command::new(program);
@@ -28,6 +37,7 @@ pub fn spawn(runner: &[&str], args: &[&std::ffi::OsStr]) -> Proc {
     let mut child = cmd
         .args(["--listen", "127.0.0.1:0"])
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())

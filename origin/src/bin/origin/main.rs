@@ -14,6 +14,7 @@ static ALLOCATOR: shared::allocator::Mimalloc = shared::allocator::Mimalloc;
 async fn main() -> anyhow::Result<()> {
     shell::logging::init();
     let cli = Cli::parse();
+    cli.check().map_err(anyhow::Error::msg)?;
     // Everything the origin writes is its own: the log, stream files,
     // checkpoints, staged snapshots, keys (0600; folders 0700).
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
@@ -29,8 +30,11 @@ async fn main() -> anyhow::Result<()> {
     if let Some(url) = &cli.object_store {
         tracing::info!(%url, "sealing complete chunks into object storage");
     }
-    let origin = Origin::open(cli.store_config(), cli.http_config())
-        .context("opening the data directory")?;
+    let mut store = cli.store_config();
+    if store.region.url.is_empty() {
+        store.region.url = format!("http://{}", listener.local_addr()?);
+    }
+    let origin = Origin::open(store, cli.http_config()).context("opening the data directory")?;
     tracing::info!(
         streams = origin.report.streams,
         records = origin.report.records_replayed,

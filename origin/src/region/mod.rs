@@ -1,0 +1,19 @@
+//! A region of origins: object storage as the replicated tier.
+//!
+//! With `--durability object` an append is acknowledged only once its group
+//! commit is an object in the bucket, written by a create-only put; the
+//! local disk is a cache, rebuilt from the bucket whenever this origin
+//! claims its partition. So losing a machine and its disk loses no
+//! acknowledged append, and whoever claims the partition next (this origin
+//! restarted, or another) serves exactly what was acknowledged. Safety
+//! comes from conditional writes alone, as SlateDB fences its writers:
+//! `fence` holds the rules and the argument, `object_wal` the I/O,
+//! `format` the two object formats, `local` how a replay becomes the local
+//! log the store recovers from. See `docs/decisions/0012-object-durability.md`.
+
+pub mod fence;
+pub mod format;
+pub mod local;
+pub mod object_wal;
+
+pub use object_wal::{Claimed, ObjectWal, RegionConfig, WalError};

@@ -1,0 +1,411 @@
+//! The I/O shell around `fence`: a partition's WAL in object storage.
+//!
+//! [`ObjectWal::claim`] makes this origin the partition's owner (a new
+//! epoch, the fences, the replay) and [`ObjectWal::append`] writes one group
+//! commit, returning only once it is settled: in the bucket (ours), or
+//! fenced. A put that fails for a passing reason (a timeout, a 5xx, a
+//! connection refused) is tried again with the same bytes and put id until
+//! it settles, so an outage delays acknowledgements and never makes one.
+//!
+//! Both block the calling thread: the writer is a thread of its own and
+//! acknowledges nothing until its commit is settled. They run on a small
+//! runtime of their own, so a caller inside another runtime (the origin's
+//! startup) never blocks that runtime's I/O.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode};
+
+use super::fence::{self, EpochRule, Replayed, Settled};
+use super::format::{self, EpochClaim, Kind, PutId, WalHeader};
+use crate::metrics::Metrics;
+use crate::objects::keys;
+
+/// Who this origin is in its region.
+#[derive(Clone, Debug)]
+pub struct RegionConfig {
+    /// A name unique among the region's origins (`--node-id`).
+    pub node: String,
+    /// Where the others reach it (`--advertise-url`).
+    pub url: String,
+    /// The partition this store owns.
+    pub partition: u32,
+}
+
+/// Why a WAL operation did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum WalError {
+    /// A newer owner holds the partition: nothing more may be acknowledged.
+    #[error("partition {partition} was taken over by epoch {by} (this owner had {ours})")]
+    Fenced { partition: u32, ours: u64, by: u64 },
+    /// The store is stopping; the commit is not acknowledged.
+    #[error("stopping")]
+    Stopped,
+    /// Something in the bucket is not what the protocol writes.
+    #[error("object {key} is not a WAL object of this protocol: {source}")]
+    Corrupt {
+        key: String,
+        source: format::FormatError,
+    },
+    /// Claims kept losing to other claimants.
+    #[error("could not claim an epoch after {0} tries")]
+    Contended(u32),
+    #[error("object storage did not let the claim finish within {0:?}")]
+    Unreachable(Duration),
+    #[error("object storage: {0}")]
+    Store(#[from] object_store::Error),
+}
+
+/// What a claim found: the owner's WAL and the log records to replay.
+pub struct Claimed {
+    pub wal: ObjectWal,
+    /// Each admitted data object's frames, in order.
+    pub frames: Vec<Bytes>,
+    /// Fences the claim put (holes and the window).
+    pub fences: usize,
+}
+
+/// A partition's WAL as its owner writes it.
+pub struct ObjectWal {
+    store: Arc<dyn ObjectStore>,
+    runtime: Option<tokio::runtime::Runtime>,
+    partition: u32,
+    epoch: u64,
+    next: u64,
+    stopping: Arc<AtomicBool>,
+    metrics: Arc<Metrics>,
+}
+
+/// Longest wait between two tries of a put.
+const RETRY_MAX: Duration = Duration::from_secs(1);
+/// Epoch claims lost to other claimants before a claim gives up.
+const CLAIM_TRIES: u32 = 32;
+/// A claim that has not finished by then (object storage unreachable)
+/// fails the start.
+const CLAIM_TIMEOUT: Duration = Duration::from_secs(60);
+/// Objects read at once during a replay.
+const REPLAY_READS: usize = 16;
+
+impl ObjectWal {
+    /// Claims `config.partition` (see `fence`): blocks until this origin is
+    /// the owner, with the records of every acknowledged commit.
+    pub fn claim(
+        store: Arc<dyn ObjectStore>,
+        config: &RegionConfig,
+        metrics: Arc<Metrics>,
+    ) -> Result<Claimed, WalError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("object-wal")
+            .enable_all()
+            .build()
+            .map_err(|e| {
+                WalError::Store(object_store::Error::Generic {
+                    store: "runtime",
+                    source: Box::new(e),
+                })
+            })?;
+        let stopping = Arc::new(AtomicBool::new(false));
+        let work = {
+            let (store, config, stopping) =
+                (Arc::clone(&store), config.clone(), Arc::clone(&stopping));
+            async move { tokio::time::timeout(CLAIM_TIMEOUT, claim(store, config, stopping)).await }
+        };
+        // On a thread of its own: the caller may be inside a runtime.
+        let claimed = std::thread::scope(|s| {
+            s.spawn(|| runtime.block_on(work))
+                .join()
+                .expect("the claim does not panic")
+        });
+        let (epoch, next, frames, fences) =
+            claimed.map_err(|_| WalError::Unreachable(CLAIM_TIMEOUT))??;
+        tracing::info!(
+            partition = config.partition,
+            epoch,
+            replayed_objects = frames.len(),
+            fences,
+            first_number = next,
+            "claimed the partition"
+        );
+        Ok(Claimed {
+            wal: ObjectWal {
+                store,
+                runtime: Some(runtime),
+                partition: config.partition,
+                epoch,
+                next,
+                stopping,
+                metrics,
+            },
+            frames,
+            fences,
+        })
+    }
+
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The number the next commit goes to.
+    pub fn next_number(&self) -> u64 {
+        self.next
+    }
+
+    /// Set to make a put that waits for the store give up ([`WalError::Stopped`]).
+    pub fn stopper(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.stopping)
+    }
+
+    /// Writes one group commit's records at the next number; returns it
+    /// once the put is settled as ours. Any error means the commit is not
+    /// durable and nothing after it may be acknowledged.
+    pub fn append(&mut self, frames: &[u8]) -> Result<u64, WalError> {
+        let number = self.next;
+        let put_id: PutId = rand::random();
+        let header = WalHeader {
+            kind: Kind::Data,
+            epoch: self.epoch,
+            put_id,
+        };
+        let body = format::encode_wal(&header, frames);
+        let key = keys::partition_wal_object(self.partition, number);
+        let started = Instant::now();
+        let settled = self.runtime.as_ref().expect("open").block_on(put_settled(
+            &*self.store,
+            &key,
+            body,
+            header,
+            &self.stopping,
+            Some(&self.metrics),
+        ))?;
+        let m = &self.metrics;
+        m.object_wal_puts.fetch_add(1, Ordering::Relaxed);
+        m.object_wal_bytes
+            .fetch_add(frames.len() as u64, Ordering::Relaxed);
+        m.object_wal_put_micros
+            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        match settled {
+            Settled::Ours => {
+                self.next += 1;
+                Ok(number)
+            }
+            // An older owner's object at a number the claim closed cannot
+            // be: stop rather than guess.
+            Settled::Newer { epoch: by } | Settled::Older { epoch: by } => {
+                m.object_wal_fenced.store(1, Ordering::Relaxed);
+                Err(WalError::Fenced {
+                    partition: self.partition,
+                    ours: self.epoch,
+                    by,
+                })
+            }
+        }
+    }
+}
+
+impl Drop for ObjectWal {
+    fn drop(&mut self) {
+        // Dropped anywhere, a runtime inside another one included.
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// The claim: an epoch, the fences, the replay. Returns the epoch, the
+/// first data number, the frames and how many fences were put.
+async fn claim(
+    store: Arc<dyn ObjectStore>,
+    config: RegionConfig,
+    stopping: Arc<AtomicBool>,
+) -> Result<(u64, u64, Vec<Bytes>, usize), WalError> {
+    let p = config.partition;
+    let epoch = claim_epoch(&*store, &config, &stopping).await?;
+    // The partition's WAL starts at 0 (checkpoints in the bucket will move it).
+    let start = 0;
+    let found = list_numbers(&*store, &keys::partition_wal(p)).await?;
+    let found: Vec<u64> = found.into_iter().filter(|&n| n >= start).collect();
+    // A newer claim already listed: fencing now would only stop it
+    // (safety does not rest on this look; the replay's check does).
+    let newest = list_numbers(&*store, &keys::partition_epochs(p)).await?;
+    if let Some(&by) = newest.last().filter(|&&e| e > epoch) {
+        return Err(WalError::Fenced {
+            partition: p,
+            ours: epoch,
+            by,
+        });
+    }
+    let plan = fence::plan_claim(start, &found);
+    let put_id: PutId = rand::random();
+    let header = WalHeader {
+        kind: Kind::Fence,
+        epoch,
+        put_id,
+    };
+    let body = format::encode_wal(&header, &[]);
+    for &n in &plan.fences {
+        let key = keys::partition_wal_object(p, n);
+        match put_settled(&*store, &key, body.clone(), header, &stopping, None).await? {
+            Settled::Ours | Settled::Older { .. } => {}
+            Settled::Newer { epoch: by } => {
+                return Err(WalError::Fenced {
+                    partition: p,
+                    ours: epoch,
+                    by,
+                })
+            }
+        }
+    }
+    // Every number below `replay_below` is taken now: what is read is final.
+    let reads = futures::stream::iter(start..plan.replay_below)
+        .map(|n| {
+            let store = Arc::clone(&store);
+            async move {
+                let key = keys::partition_wal_object(p, n);
+                let bytes = store.get(&key).await?.bytes().await?;
+                format::decode_wal(&bytes).map_err(|source| WalError::Corrupt {
+                    key: key.to_string(),
+                    source,
+                })
+            }
+        })
+        .buffered(REPLAY_READS);
+    futures::pin_mut!(reads);
+    let mut rule = EpochRule::default();
+    let mut frames = Vec::new();
+    while let Some(object) = reads.next().await {
+        let object = object?;
+        if rule.replays(&object.header) {
+            frames.push(object.frames);
+        }
+    }
+    match rule.replayed(epoch) {
+        Replayed::Owner => Ok((epoch, plan.first_data, frames, plan.fences.len())),
+        Replayed::Superseded { by } => Err(WalError::Fenced {
+            partition: p,
+            ours: epoch,
+            by,
+        }),
+    }
+}
+
+/// A new epoch, by a create of the next epoch's claim object.
+async fn claim_epoch(
+    store: &dyn ObjectStore,
+    config: &RegionConfig,
+    stopping: &AtomicBool,
+) -> Result<u64, WalError> {
+    let prefix = keys::partition_epochs(config.partition);
+    for _ in 0..CLAIM_TRIES {
+        let claimed = list_numbers(store, &prefix).await?;
+        let epoch = fence::next_epoch(&claimed);
+        let claim = EpochClaim {
+            epoch,
+            put_id: rand::random(),
+            node: config.node.clone(),
+            url: config.url.clone(),
+        };
+        let key = keys::partition_epoch(config.partition, epoch);
+        let body = format::encode_claim(&claim);
+        let read_back = |bytes: Bytes| {
+            format::decode_claim(&bytes)
+                .map(|found| found.put_id == claim.put_id)
+                .map_err(|source| WalError::Corrupt {
+                    key: key.to_string(),
+                    source,
+                })
+        };
+        if create_or_read(store, &key, body, stopping, None, read_back).await? {
+            return Ok(epoch);
+        }
+        // Another claimant took that epoch: take the next.
+    }
+    Err(WalError::Contended(CLAIM_TRIES))
+}
+
+/// Puts a WAL object by create and settles the outcome by reading back.
+async fn put_settled(
+    store: &dyn ObjectStore,
+    key: &Path,
+    body: Bytes,
+    header: WalHeader,
+    stopping: &AtomicBool,
+    metrics: Option<&Metrics>,
+) -> Result<Settled, WalError> {
+    let mut settled = Settled::Ours;
+    let read_back = |bytes: Bytes| {
+        let found = format::decode_wal(&bytes).map_err(|source| WalError::Corrupt {
+            key: key.to_string(),
+            source,
+        })?;
+        settled = fence::settle(header.epoch, header.put_id, &found.header);
+        Ok(settled == Settled::Ours)
+    };
+    create_or_read(store, key, body, stopping, metrics, read_back).await?;
+    Ok(settled)
+}
+
+/// Creates `key` with `body`; when the key is taken (or the outcome of a
+/// try is unknown and a later try finds it taken), reads it back and asks
+/// `read_back` whether it is this put. Passing failures are tried again
+/// until the put settles or `stopping` is set. Returns whether the put is
+/// the object at `key` (created now, or found by `read_back`).
+async fn create_or_read(
+    store: &dyn ObjectStore,
+    key: &Path,
+    body: Bytes,
+    stopping: &AtomicBool,
+    metrics: Option<&Metrics>,
+    mut read_back: impl FnMut(Bytes) -> Result<bool, WalError>,
+) -> Result<bool, WalError> {
+    let mut wait = Duration::from_millis(10);
+    loop {
+        if stopping.load(Ordering::Acquire) {
+            return Err(WalError::Stopped);
+        }
+        let outcome = match store
+            .put_opts(key, body.clone().into(), PutMode::Create.into())
+            .await
+        {
+            Ok(_) => return Ok(true),
+            // Taken (or, as object_store maps S3's 409, a conditional put
+            // racing ours): whose is it?
+            Err(object_store::Error::AlreadyExists { .. })
+            | Err(object_store::Error::Precondition { .. }) => match store.get(key).await {
+                Ok(found) => match found.bytes().await {
+                    Ok(bytes) => return read_back(bytes),
+                    Err(e) => e,
+                },
+                // A racing put that had not landed: try ours again.
+                Err(e @ object_store::Error::NotFound { .. }) => e,
+                Err(e) => e,
+            },
+            Err(e @ object_store::Error::NotImplemented { .. }) => return Err(e.into()),
+            Err(e) => e,
+        };
+        tracing::warn!(key = %key, error = %outcome, "a WAL put did not settle; trying again");
+        if let Some(m) = metrics {
+            m.object_wal_retries.fetch_add(1, Ordering::Relaxed);
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(RETRY_MAX);
+    }
+}
+
+/// The numbers of the numbered keys under `prefix`, sorted.
+async fn list_numbers(store: &dyn ObjectStore, prefix: &Path) -> Result<Vec<u64>, WalError> {
+    let mut numbers = Vec::new();
+    let mut listing = store.list(Some(prefix));
+    while let Some(meta) = listing.next().await {
+        if let Some(n) = keys::numbered(&meta?.location) {
+            numbers.push(n);
+        }
+    }
+    numbers.sort_unstable();
+    Ok(numbers)
+}

@@ -1,0 +1,152 @@
+//! SeaweedFS (`weed mini`, installed by `scripts/setup`) on loopback: the
+//! S3-compatible server whose conditional puts are atomic, for everything
+//! that rests on them (fencing). s3s-fs checks and then writes, so racing
+//! creates can all win there.
+
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// One `weed mini` with the bucket `region`, killed when dropped. One at
+/// a time in a test binary: several starting at once on two cores took
+/// past a minute.
+pub struct Seaweed {
+    child: Child,
+    pub endpoint: String,
+    dir: tempfile::TempDir,
+    _one_at_a_time: std::sync::MutexGuard<'static, ()>,
+}
+
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Free loopback ports (bound and let go: another process could take one
+/// between, which fails the start loudly, not silently).
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+fn weed() -> String {
+    std::env::var("WEED").unwrap_or_else(|_| "weed".into())
+}
+
+impl Seaweed {
+    pub const BUCKET: &'static str = "region";
+
+    pub fn start() -> Seaweed {
+        let guard = ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let dir = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(dir.path().join("weed.log")).unwrap();
+        let p = free_ports(12);
+        let flag = |name: &str, port: u16| format!("-{name}={port}");
+        let child = Command::new(weed())
+            .arg("mini")
+            .arg(format!("-dir={}", dir.path().display()))
+            .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-admin.ui=false"])
+            .arg(format!("-bucket={}", Self::BUCKET))
+            .args([
+                flag("master.port", p[0]),
+                flag("master.port.grpc", p[1]),
+                flag("volume.port", p[2]),
+                flag("volume.port.grpc", p[3]),
+                flag("filer.port", p[4]),
+                flag("filer.port.grpc", p[5]),
+                flag("s3.port", p[6]),
+                flag("s3.port.grpc", p[7]),
+                flag("admin.port", p[8]),
+                flag("admin.port.grpc", p[9]),
+                flag("webdav.port", p[10]),
+                flag("debug.port", p[11]),
+            ])
+            .current_dir(dir.path())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("weed is installed (scripts/setup installs SeaweedFS)");
+        let endpoint = format!("http://127.0.0.1:{}", p[6]);
+        let weed = Seaweed {
+            child,
+            endpoint,
+            dir,
+            _one_at_a_time: guard,
+        };
+        weed.wait_ready();
+        weed
+    }
+
+    /// Until the bucket answers a listing (a real request, not a port probe).
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let url = format!("{}/{}/", self.endpoint, Self::BUCKET);
+        loop {
+            let ok = std::process::Command::new("curl")
+                .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", &url])
+                .output()
+                .map(|o| o.stdout == b"200")
+                .unwrap_or(false);
+            if ok {
+                return;
+            }
+            if Instant::now() > deadline {
+                let log = std::fs::read_to_string(self.dir.path().join("weed.log"));
+                let log = log.unwrap_or_default();
+                let tail = &log[log.len().saturating_sub(4000)..];
+                panic!("SeaweedFS did not come up; its log ends:\n{tail}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The URL of a store under `prefix` in the bucket.
+    pub fn url(prefix: &str) -> String {
+        format!("s3://{}/{prefix}", Self::BUCKET)
+    }
+
+    /// S3 settings that reach this server.
+    pub fn settings(&self) -> Vec<(String, String)> {
+        [
+            ("aws_endpoint", self.endpoint.as_str()),
+            ("aws_access_key_id", "any"),
+            ("aws_secret_access_key", "any"),
+            ("aws_region", "us-east-1"),
+            ("aws_allow_http", "true"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
+    /// The same settings as environment variables, for a child origin.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("AWS_ENDPOINT_URL".into(), self.endpoint.clone()),
+            ("AWS_ACCESS_KEY_ID".into(), "any".into()),
+            ("AWS_SECRET_ACCESS_KEY".into(), "any".into()),
+            ("AWS_REGION".into(), "us-east-1".into()),
+            ("AWS_ALLOW_HTTP".into(), "true".into()),
+        ]
+    }
+
+    /// A store under `prefix`, opened as the origin opens it.
+    pub fn store(&self, prefix: &str) -> std::sync::Arc<dyn object_store::ObjectStore> {
+        let settings = self.settings();
+        let settings: Vec<(&str, &str)> = settings
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        origin::objects::open_with(&Self::url(prefix), &settings).unwrap()
+    }
+}
+
+impl Drop for Seaweed {
+    fn drop(&mut self) {
+        // `weed` does not always stop on SIGTERM alone.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
