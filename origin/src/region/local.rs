@@ -14,9 +14,19 @@ use bytes::Bytes;
 
 use crate::store::layout;
 
-/// Replaces the log, checkpoints and stream files under `data` with one
-/// log segment holding `frames` in order. Returns the bytes laid out.
+/// A laid-out segment holds at most this much (log positions are 32-bit
+/// within a segment); the next frames go to the next segment.
+pub const SEGMENT_BYTES: u64 = 1 << 30;
+
+/// Replaces the log, checkpoints and stream files under `data` with log
+/// segments holding `frames` in order (a new one past [`SEGMENT_BYTES`];
+/// one group commit's frames never span two). Returns the bytes laid out.
 pub fn lay_out(data: &Path, frames: &[Bytes]) -> io::Result<u64> {
+    lay_out_in(data, frames, SEGMENT_BYTES)
+}
+
+/// [`lay_out`] with segments of `segment_bytes` at most.
+fn lay_out_in(data: &Path, frames: &[Bytes], segment_bytes: u64) -> io::Result<u64> {
     for dir in [
         layout::wal_dir(data),
         layout::checkpoints_dir(data),
@@ -34,13 +44,29 @@ pub fn lay_out(data: &Path, frames: &[Bytes]) -> io::Result<u64> {
         Err(e) => return Err(e),
     }
     std::fs::create_dir_all(layout::wal_dir(data))?;
-    let mut file = std::io::BufWriter::new(std::fs::File::create(layout::segment_path(data, 0))?);
-    let mut bytes = 0u64;
+    let open = |segment| -> io::Result<_> {
+        Ok(io::BufWriter::new(std::fs::File::create(
+            layout::segment_path(data, segment),
+        )?))
+    };
+    let close = |file: io::BufWriter<std::fs::File>| {
+        file.into_inner().map_err(|e| e.into_error())?.sync_all()
+    };
+    let (mut segment, mut in_segment, mut bytes) = (0, 0u64, 0u64);
+    let mut file = open(segment)?;
     for f in frames {
+        let len = f.len() as u64;
+        if in_segment > 0 && in_segment + len > segment_bytes {
+            close(file)?;
+            segment += 1;
+            file = open(segment)?;
+            in_segment = 0;
+        }
         file.write_all(f)?;
-        bytes += f.len() as u64;
+        in_segment += len;
+        bytes += len;
     }
-    file.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+    close(file)?;
     layout::sync_dir(&layout::wal_dir(data))?;
     Ok(bytes)
 }
@@ -72,5 +98,18 @@ mod tests {
         assert!(!layout::checkpoints_dir(data).exists());
         // What is not the log's stays.
         assert!(data.join("keys.json").exists());
+    }
+
+    #[test]
+    fn a_long_replay_goes_into_several_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let five = Bytes::from_static(b"12345");
+        let small = Bytes::from_static(b"xyz");
+        let n = lay_out_in(dir.path(), &[five.clone(), five.clone(), small], 10).unwrap();
+        assert_eq!(n, 13);
+        let read = |s| std::fs::read(layout::segment_path(dir.path(), s)).unwrap();
+        assert_eq!(read(0), b"1234512345");
+        assert_eq!(read(1), b"xyz");
+        assert!(!layout::segment_path(dir.path(), 2).exists());
     }
 }

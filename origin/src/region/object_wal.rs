@@ -73,7 +73,7 @@ pub struct Claimed {
 /// A partition's WAL as its owner writes it.
 pub struct ObjectWal {
     store: Arc<dyn ObjectStore>,
-    runtime: Option<tokio::runtime::Runtime>,
+    runtime: OwnRuntime,
     partition: u32,
     epoch: u64,
     next: u64,
@@ -110,6 +110,9 @@ impl ObjectWal {
                     source: Box::new(e),
                 })
             })?;
+        // Dropped on every way out, a failed claim's inside the caller's
+        // runtime included.
+        let runtime = OwnRuntime(Some(runtime));
         let stopping = Arc::new(AtomicBool::new(false));
         let work = {
             let (store, config, stopping) =
@@ -118,7 +121,7 @@ impl ObjectWal {
         };
         // On a thread of its own: the caller may be inside a runtime.
         let claimed = std::thread::scope(|s| {
-            s.spawn(|| runtime.block_on(work))
+            s.spawn(|| runtime.get().block_on(work))
                 .join()
                 .expect("the claim does not panic")
         });
@@ -135,7 +138,7 @@ impl ObjectWal {
         Ok(Claimed {
             wal: ObjectWal {
                 store,
-                runtime: Some(runtime),
+                runtime,
                 partition: config.partition,
                 epoch,
                 next,
@@ -175,7 +178,7 @@ impl ObjectWal {
         let body = format::encode_wal(&header, frames);
         let key = keys::partition_wal_object(self.partition, number);
         let started = Instant::now();
-        let settled = self.runtime.as_ref().expect("open").block_on(put_settled(
+        let settled = self.runtime.get().block_on(put_settled(
             &*self.store,
             &key,
             body,
@@ -208,10 +211,20 @@ impl ObjectWal {
     }
 }
 
-impl Drop for ObjectWal {
+/// The WAL's own runtime, which may be dropped anywhere (inside another
+/// runtime too, as when a claim fails during the origin's start): it
+/// shuts down in the background rather than block.
+struct OwnRuntime(Option<tokio::runtime::Runtime>);
+
+impl OwnRuntime {
+    fn get(&self) -> &tokio::runtime::Runtime {
+        self.0.as_ref().expect("taken only when dropped")
+    }
+}
+
+impl Drop for OwnRuntime {
     fn drop(&mut self) {
-        // Dropped anywhere, a runtime inside another one included.
-        if let Some(rt) = self.runtime.take() {
+        if let Some(rt) = self.0.take() {
             rt.shutdown_background();
         }
     }

@@ -645,15 +645,20 @@ impl Store {
     /// Stops the writer after the commands already queued and waits for its
     /// final checkpoint. Later calls through any clone answer `ShuttingDown`.
     pub async fn shutdown(&self) {
-        // A WAL put waiting for an unreachable bucket gives up (its commit
-        // is not acknowledged) rather than hold the stop.
-        if let Some((_, stopper)) = &self.object_wal {
-            stopper.store(true, std::sync::atomic::Ordering::Release);
-        }
         let _ = self.tx.send(Command::Shutdown).await;
         let handle = self.writer.lock().take();
         if let Some(h) = handle {
-            let _ = tokio::task::spawn_blocking(move || h.join()).await;
+            let mut joined = tokio::task::spawn_blocking(move || h.join());
+            // The queued commands are finished first; a WAL put that still
+            // waits for an unreachable bucket after the write timeout gives
+            // up (its commit is not acknowledged) rather than hold the stop.
+            if let Some((timeout, stopper)) = &self.object_wal {
+                if tokio::time::timeout(*timeout, &mut joined).await.is_ok() {
+                    return;
+                }
+                stopper.store(true, std::sync::atomic::Ordering::Release);
+            }
+            let _ = joined.await;
         }
     }
 }

@@ -125,14 +125,7 @@ async fn losing_the_machine_and_its_disk_loses_no_acknowledged_append() {
     assert_eq!(append(&client, &stream_c, 51, "[051]".into()).await, 200);
     acknowledged.push_str("[051]");
     assert_eq!(read_all(&client, &stream_c).await, acknowledged);
-    let metrics = client
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = crate::common::metrics_at(&client, &base).await;
     assert_eq!(
         crate::common::metric_in(&metrics, "ds_object_wal_fenced"),
         Some(1)
