@@ -131,6 +131,11 @@ pub struct Cli {
     /// before it answers 503 + Retry-After (the commit may still land).
     #[arg(long, env = "ORIGIN_OBJECT_WRITE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub object_write_timeout: Duration,
+    /// Benchmarks only: a wait before every WAL put in object durability
+    /// (object storage farther away, e.g. 10ms for S3 Express, 50ms for S3
+    /// Standard).
+    #[arg(long, env = "ORIGIN_OBJECT_PUT_DELAY", default_value = "0s", value_parser = parse_duration, hide = true)]
+    pub object_put_delay: Duration,
     /// Under concurrent appends, how long the writer waits at most to gather
     /// more of them into one sync (0s: never); it stops early once as many
     /// wait as the last batch had. A lone writer never waits.
@@ -236,6 +241,7 @@ impl Cli {
         c.region.node = self.node_id.clone();
         c.region.url = self.advertise_url.clone();
         c.object_write_timeout = self.object_write_timeout;
+        c.object_put_delay = self.object_put_delay;
         c
     }
 

@@ -16,4 +16,4 @@ pub mod format;
 pub mod local;
 pub mod object_wal;
 
-pub use object_wal::{Claimed, ObjectWal, RegionConfig, WalError};
+pub use object_wal::{Claimed, ObjectWal, RegionConfig, Settlement, WalError};

@@ -164,51 +164,78 @@ impl ObjectWal {
         Arc::clone(&self.stopping)
     }
 
-    /// Writes one group commit's records at the next number; returns it
-    /// once the put is settled as ours. Any error means the commit is not
-    /// durable and nothing after it may be acknowledged.
-    pub fn append(&mut self, frames: &[u8]) -> Result<u64, WalError> {
+    /// Starts writing one group commit's records at the next number and
+    /// returns that number; `settled` hears the outcome, then `wake` runs
+    /// (to wake the writer). At most [`fence::WINDOW`] may be in flight:
+    /// the caller waits for one to settle before starting more. Commits
+    /// are acknowledged in number order, and none after one that failed.
+    pub fn start(
+        &mut self,
+        frames: &[u8],
+        settled: std::sync::mpsc::Sender<Settlement>,
+        wake: impl FnOnce() + Send + 'static,
+    ) -> u64 {
         let number = self.next;
-        let put_id: PutId = rand::random();
+        self.next += 1;
         let header = WalHeader {
             kind: Kind::Data,
             epoch: self.epoch,
-            put_id,
+            put_id: rand::random(),
         };
         let body = format::encode_wal(&header, frames);
-        let key = keys::partition_wal_object(self.partition, number);
-        let started = Instant::now();
-        let settled = self.runtime.get().block_on(put_settled(
-            &*self.store,
-            &key,
-            body,
-            header,
-            &self.stopping,
-            Some(&self.metrics),
-        ))?;
-        let m = &self.metrics;
-        m.object_wal_puts.fetch_add(1, Ordering::Relaxed);
-        m.object_wal_bytes
-            .fetch_add(frames.len() as u64, Ordering::Relaxed);
-        m.object_wal_put_micros
-            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
-        match settled {
-            Settled::Ours => {
-                self.next += 1;
-                Ok(number)
-            }
-            // An older owner's object at a number the claim closed cannot
-            // be: stop rather than guess.
-            Settled::Newer { epoch: by } | Settled::Older { epoch: by } => {
-                m.object_wal_fenced.store(1, Ordering::Relaxed);
-                Err(WalError::Fenced {
-                    partition: self.partition,
-                    ours: self.epoch,
-                    by,
-                })
-            }
-        }
+        let bytes = frames.len() as u64;
+        let (store, stopping, metrics) = (
+            Arc::clone(&self.store),
+            Arc::clone(&self.stopping),
+            Arc::clone(&self.metrics),
+        );
+        let partition = self.partition;
+        self.runtime.get().spawn(async move {
+            let key = keys::partition_wal_object(partition, number);
+            let started = Instant::now();
+            let outcome = put_settled(&*store, &key, body, header, &stopping, Some(&metrics)).await;
+            metrics.object_wal_puts.fetch_add(1, Ordering::Relaxed);
+            metrics.object_wal_bytes.fetch_add(bytes, Ordering::Relaxed);
+            metrics
+                .object_wal_put_micros
+                .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            let result = match outcome {
+                Ok(Settled::Ours) => Ok(()),
+                // An older owner's object at a number of ours: a claim with
+                // an older epoch that listed after ours closed it; stop
+                // rather than acknowledge past a number we do not hold.
+                Ok(Settled::Newer { epoch: by } | Settled::Older { epoch: by }) => {
+                    metrics.object_wal_fenced.store(1, Ordering::Relaxed);
+                    Err(WalError::Fenced {
+                        partition,
+                        ours: header.epoch,
+                        by,
+                    })
+                }
+                Err(e) => Err(e),
+            };
+            let _ = settled.send(Settlement { number, result });
+            wake();
+        });
+        number
     }
+
+    /// Writes one group commit and waits for it to settle (one in flight).
+    pub fn append(&mut self, frames: &[u8]) -> Result<u64, WalError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let number = self.start(frames, tx, || {});
+        let settlement = rx.recv().expect("every put settles");
+        debug_assert_eq!(settlement.number, number);
+        settlement.result.map(|()| number)
+    }
+}
+
+/// The outcome of one started commit.
+#[derive(Debug)]
+pub struct Settlement {
+    pub number: u64,
+    /// `Ok`: the object at `number` is this owner's.
+    pub result: Result<(), WalError>,
 }
 
 /// The WAL's own runtime, which may be dropped anywhere (inside another

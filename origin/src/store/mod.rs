@@ -145,6 +145,9 @@ pub struct StoreConfig {
     /// (`Durability::Object`) before it answers 503 + `Retry-After`; the
     /// commit may still land (an answer that is no acknowledgement).
     pub object_write_timeout: Duration,
+    /// Object durability: a wait before every WAL put (benchmarks only:
+    /// object storage farther away; see `objects::delayed`).
+    pub object_put_delay: Duration,
 }
 
 /// When an append is acknowledged.
@@ -193,6 +196,7 @@ impl StoreConfig {
                 partition: 0,
             },
             object_write_timeout: Duration::from_secs(10),
+            object_put_delay: Duration::ZERO,
         }
     }
 
@@ -223,7 +227,10 @@ fn claim_partition(
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    let store = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
+    let mut store = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
+    if !config.object_put_delay.is_zero() {
+        store = crate::objects::delayed::Delayed::wrap(store, config.object_put_delay);
+    }
     let claimed = crate::region::ObjectWal::claim(store, &config.region, metrics)
         .map_err(std::io::Error::other)?;
     let bytes = crate::region::local::lay_out(&config.data, &claimed.frames)?;
@@ -373,6 +380,7 @@ impl Store {
         let object_wal = object_wal.map(|wal| {
             let stopper = wal.stopper();
             writer.object_wal = Some(wal);
+            writer.wake = Some(tx.clone());
             writer.fenced = Arc::clone(&fenced);
             (object_write_timeout, stopper)
         });

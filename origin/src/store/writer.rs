@@ -49,6 +49,7 @@ pub use expiry::EXPIRE_PER_TICK;
 mod gathering;
 use gathering::gather;
 mod memory;
+mod object_commit;
 mod sealing;
 mod stream_meta;
 
@@ -113,6 +114,8 @@ pub enum Command {
     },
     /// Expire idle streams and checkpoint if due.
     Tick,
+    /// Nothing: wakes the writer to answer the batches whose puts settled.
+    Wake,
     /// Finish the current batch, checkpoint, and stop.
     Shutdown,
     /// Bytes `[0, through)` of stream `id` are sealed in object storage.
@@ -223,6 +226,12 @@ pub struct Writer {
     pub object_wal: Option<crate::region::ObjectWal>,
     /// Set once the object WAL said this store may acknowledge no more.
     pub fenced: Arc<AtomicBool>,
+    /// Batches waiting for their puts (see `object_commit`).
+    pipeline: object_commit::Pipeline,
+    /// A put failed: the writer stops.
+    pipeline_failed: bool,
+    /// How a settled put wakes the writer (object durability).
+    pub wake: Option<mpsc::Sender<Command>>,
 }
 
 impl Writer {
@@ -268,6 +277,9 @@ impl Writer {
             invalidations: None,
             object_wal: None,
             fenced: Arc::default(),
+            pipeline: object_commit::Pipeline::default(),
+            pipeline_failed: false,
+            wake: None,
         }
     }
 
@@ -308,6 +320,11 @@ impl Writer {
         // A command that did not fit into the last batch's log room.
         let mut carried: Option<Command> = None;
         loop {
+            // Batches whose puts settled meanwhile are answered first.
+            if self.object_wal.is_some() && !self.settle_ready() {
+                self.publisher.close();
+                return;
+            }
             let first = match carried.take() {
                 Some(cmd) => cmd,
                 None => match rx.blocking_recv() {
@@ -360,6 +377,11 @@ impl Writer {
             }
             self.maybe_checkpoint(false);
         }
+        // Every put in flight settles (or gives up) before the end.
+        if self.object_wal.is_some() && !self.settle_all() {
+            self.publisher.close();
+            return;
+        }
         // Wait for a running checkpoint, then leave a fresh one so the next
         // start replays nothing.
         while self.checkpoint_running.load(Ordering::Acquire) {
@@ -372,7 +394,8 @@ impl Writer {
         self.publisher.close();
     }
 
-    /// Makes the batch durable, then has it published and answered.
+    /// Makes the batch durable, then has it published and answered (with
+    /// object durability, once its put settles: see `object_commit`).
     /// False when it cannot be made durable in object storage: then
     /// nothing of it is answered or published, and the writer stops.
     fn commit(
@@ -387,29 +410,42 @@ impl Writer {
                 tracing::error!(error = %e, "the write-ahead log could not be written or synced; stopping to recover from the log");
                 std::process::abort();
             }
-            if let Some(wal) = &mut self.object_wal {
-                if let Err(e) = wal.append(frames) {
-                    tracing::error!(error = %e, "this origin stops writing its partition");
-                    if matches!(e, crate::region::WalError::Fenced { .. }) {
-                        self.fenced.store(true, Ordering::Release);
-                    }
-                    // Dropped unanswered: each waiting request answers 503.
-                    after.clear();
-                    frames.clear();
-                    self.pending_seals.clear();
-                    self.pending_drops.clear();
-                    self.pending_gc.clear();
-                    return false;
-                }
-            }
             self.metrics
                 .wal_sync(frames.len() as u64, commands as u64, started.elapsed());
-            frames.clear();
         }
+        // The next batch is likely as large: room for it up front, rather
+        // than growing (and copying) the list a few times per batch.
+        let room = after.len();
+        let durable = object_commit::Durable {
+            after: std::mem::replace(after, Vec::with_capacity(room)),
+            seals: std::mem::take(&mut self.pending_seals),
+            drops: std::mem::take(&mut self.pending_drops),
+            gc: std::mem::take(&mut self.pending_gc),
+        };
+        let ok = if self.object_wal.is_some() {
+            self.commit_to_object_wal(frames, durable)
+        } else {
+            self.publish_durable(durable);
+            true
+        };
+        frames.clear();
+        ok
+    }
+
+    /// What a batch does once durable: seals handed over, sealed local
+    /// copies dropped, garbage queued, answers and publications submitted.
+    fn publish_durable(&mut self, durable: object_commit::Durable) {
+        let object_commit::Durable {
+            after,
+            seals,
+            drops,
+            gc,
+        } = durable;
+        self.pending_seals.extend(seals);
         self.hand_over_seals();
-        for (view, through) in std::mem::take(&mut self.pending_drops) {
-            // Deleted in this batch: its extents were unpinned with it, and
-            // its file goes.
+        for (view, through) in drops {
+            // Deleted since: its extents were unpinned with it, and its
+            // file goes.
             if !self.engine.paths_by_id.contains_key(&view.id) {
                 continue;
             }
@@ -418,19 +454,13 @@ impl Writer {
             self.engine.unpin(&gone);
             self.touched.insert(view.id);
         }
-        if let Some(gc) = &self.gc {
+        if let Some(queue) = &self.gc {
             let now = tokio::time::Instant::now();
-            for garbage in self.pending_gc.drain(..) {
-                let _ = gc.send((now, garbage));
+            for garbage in gc {
+                let _ = queue.send((now, garbage));
             }
         }
-        self.pending_gc.clear();
-        // The next batch is likely as large: room for it up front, rather
-        // than growing (and copying) the list a few times per batch.
-        let room = after.len();
-        let actions = std::mem::replace(after, Vec::with_capacity(room));
-        self.publisher.submit(actions);
-        true
+        self.publisher.submit(after);
     }
 
     fn handle(
@@ -574,6 +604,7 @@ impl Writer {
                 })));
             }
             Command::Tick => self.expire_due(now, frames, after),
+            Command::Wake => {}
         }
     }
 

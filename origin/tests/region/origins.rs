@@ -10,8 +10,12 @@ use crate::common::process::{spawn_with_env, Proc};
 use crate::common::seaweed::Seaweed;
 
 fn start(weed: &Seaweed, data: &Path, prefix: &str, node: &str) -> Proc {
+    start_with(weed, data, prefix, node, &[])
+}
+
+fn start_with(weed: &Seaweed, data: &Path, prefix: &str, node: &str, more: &[&str]) -> Proc {
     let url = Seaweed::url(prefix);
-    let args: Vec<&OsStr> = vec![
+    let mut args: Vec<&OsStr> = vec![
         OsStr::new("--data"),
         data.as_os_str(),
         OsStr::new("--object-store"),
@@ -21,6 +25,7 @@ fn start(weed: &Seaweed, data: &Path, prefix: &str, node: &str) -> Proc {
         OsStr::new("--node-id"),
         OsStr::new(node),
     ];
+    args.extend(more.iter().map(OsStr::new));
     spawn_with_env(&[], &args, &weed.env())
 }
 
@@ -130,4 +135,100 @@ async fn losing_the_machine_and_its_disk_loses_no_acknowledged_append() {
         crate::common::metric_in(&metrics, "ds_object_wal_fenced"),
         Some(1)
     );
+}
+
+/// Commits pipelined: with every put made 20 ms slower, puts overlap (their
+/// summed time exceeds the wall time), and `kill -9` with puts in flight
+/// and the disk deleted still keeps every acknowledged append, in order,
+/// with at most the one unanswered append of each writer after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_commits_keep_every_acknowledged_append_in_order() {
+    const WRITERS: usize = 20;
+    let weed = Seaweed::start();
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first");
+    let slow = ["--object-put-delay", "20ms"];
+    let a = start_with(&weed, &first, "pipelined", "a", &slow);
+    let base = format!("http://{}", a.addr);
+    wait_serving(&client, &base).await;
+    for w in 0..WRITERS {
+        let created = client
+            .put(format!("{base}/v1/stream/p{w}"))
+            .header("content-type", "application/octet-stream")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), 201);
+    }
+    let started = std::time::Instant::now();
+    let acked: std::sync::Arc<Vec<std::sync::atomic::AtomicU64>> =
+        std::sync::Arc::new((0..WRITERS).map(|_| Default::default()).collect());
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (client, acked) = (client.clone(), acked.clone());
+            let url = format!("{base}/v1/stream/p{w}");
+            tokio::spawn(async move {
+                loop {
+                    let seq = acked[w].load(std::sync::atomic::Ordering::SeqCst);
+                    let sent = client
+                        .post(&url)
+                        .header("content-type", "application/octet-stream")
+                        .header("producer-id", "writer")
+                        .header("producer-epoch", "0")
+                        .header("producer-seq", seq.to_string())
+                        .body(format!("[{seq}]"))
+                        .send()
+                        .await;
+                    // The origin is killed: the last append has no answer.
+                    match sent {
+                        Ok(r) if r.status() == 200 => {
+                            acked[w].fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                        }
+                        Ok(r) => panic!("writer {w}, append {seq}: {}", r.status()),
+                        Err(_) => return,
+                    };
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let metrics = crate::common::metrics_at(&client, &base).await;
+    let elapsed = started.elapsed();
+    let put_micros = crate::common::metric_in(&metrics, "ds_object_wal_put_micros_total").unwrap();
+    assert!(
+        put_micros as u128 > elapsed.as_micros(),
+        "puts did not overlap: {put_micros} µs of puts in {elapsed:?}"
+    );
+    // The machine goes while appends wait for their puts.
+    drop(a);
+    for w in writers {
+        w.await.unwrap();
+    }
+    std::fs::remove_dir_all(&first).unwrap();
+    let b = start(&weed, &dir.path().join("second"), "pipelined", "b");
+    let base = format!("http://{}", b.addr);
+    wait_serving(&client, &base).await;
+    for w in 0..WRITERS {
+        let text = read_all(&client, &format!("{base}/v1/stream/p{w}")).await;
+        let seqs: Vec<u64> = text
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .split("][")
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert_eq!(
+            seqs,
+            (0..seqs.len() as u64).collect::<Vec<_>>(),
+            "writer {w}: in order, once"
+        );
+        let n = acked[w].load(std::sync::atomic::Ordering::SeqCst);
+        assert!(n > 0, "writer {w} appended");
+        assert!(
+            seqs.len() as u64 == n || seqs.len() as u64 == n + 1,
+            "writer {w}: acknowledged {n}, kept {}",
+            seqs.len()
+        );
+    }
 }

@@ -38,6 +38,7 @@ pub fn log_bytes(cmd: &Command) -> (u64, bool) {
         | Command::SetPublic { .. }
         | Command::Retain { .. } => (FIELDS, true),
         Command::Tick => (LOG_RESERVE / 2, false),
+        Command::Wake => (0, false),
         Command::Sealed { .. } | Command::Promoted { .. } | Command::Shutdown => (FIELDS, false),
     }
 }
@@ -123,9 +124,11 @@ fn refuse(cmd: Command, after: &mut Vec<AfterCommit>) {
         | Command::Retain { reply, .. } => Box::new(move || {
             let _ = reply.send(full());
         }),
-        Command::Tick | Command::Sealed { .. } | Command::Promoted { .. } | Command::Shutdown => {
-            return
-        }
+        Command::Tick
+        | Command::Wake
+        | Command::Sealed { .. }
+        | Command::Promoted { .. }
+        | Command::Shutdown => return,
     };
     after.push(AfterCommit::Reply(answer));
 }

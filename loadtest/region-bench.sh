@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Object durability against sync, measured by ds-load in one run: 500
+# streams with one closed-loop writer each, 256 B appends, against an origin
+# in --durability sync, then in --durability object on SeaweedFS (loopback,
+# ~2 ms puts) and with 10 ms and 50 ms waits before each put (S3
+# Express-like, S3 Standard-like). Prints ds-load's line for each and the
+# origin's WAL puts per second and per append (the PUT bill).
+#
+#   loadtest/region-bench.sh [SECONDS]     (default 10; needs `weed` on PATH
+#                                           and a release build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-10}
+bin=${CARGO_TARGET_DIR:-target}/release
+work=$(mktemp -d)
+trap 'kill ${opid:-} 2>/dev/null || true; kill -9 ${wpid:-} 2>/dev/null || true; rm -rf "$work"' EXIT
+mapfile -t wp < <(python3 -c 'import socket
+s=[socket.socket() for _ in range(12)]
+[x.bind(("127.0.0.1",0)) for x in s]
+print("\n".join(str(x.getsockname()[1]) for x in s))')
+weed mini -dir="$work/weed" -ip=127.0.0.1 -ip.bind=127.0.0.1 -admin.ui=false -bucket=bench \
+  -master.port="${wp[0]}" -master.port.grpc="${wp[1]}" -volume.port="${wp[2]}" -volume.port.grpc="${wp[3]}" \
+  -filer.port="${wp[4]}" -filer.port.grpc="${wp[5]}" -s3.port="${wp[6]}" -s3.port.grpc="${wp[7]}" \
+  -admin.port="${wp[8]}" -admin.port.grpc="${wp[9]}" -webdav.port="${wp[10]}" -debug.port="${wp[11]}" \
+  >"$work/weed.log" 2>&1 &
+wpid=$!
+for _ in $(seq 1 300); do
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${wp[6]}/bench/")" = 200 ] && break
+  sleep 0.1
+done
+export AWS_ENDPOINT_URL="http://127.0.0.1:${wp[6]}" AWS_ACCESS_KEY_ID=any AWS_SECRET_ACCESS_KEY=any \
+  AWS_REGION=us-east-1 AWS_ALLOW_HTTP=true
+
+metric() { curl -s "http://$1/metrics" | awk -v n="$2" '$1 == n {print $2}'; }
+
+run() {
+  local label=$1
+  shift
+  local data="$work/data-$label" log="$work/$label.log"
+  "$bin/origin" --listen 127.0.0.1:0 --data "$data" "$@" >"$log" 2>&1 &
+  opid=$!
+  local addr=""
+  for _ in $(seq 1 300); do
+    addr=$(grep -Eo 'addr=[0-9.:]+' "$log" | head -1 | cut -d= -f2 || true)
+    [ -n "$addr" ] && curl -sf "http://$addr/healthz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  local puts0 appends0
+  "$bin/ds-load" append --addr "$addr" --streams 500 --body 256 --seconds "$seconds" --warmup 2 \
+    --create --label "$label" | tee "$work/$label.out"
+  puts=$(metric "$addr" ds_object_wal_puts_total)
+  commands=$(metric "$addr" ds_wal_commands_total)
+  echo "  $label: WAL puts ${puts:-0}, log commands ${commands:-0} (creates and appends, warm-up included)"
+  kill -TERM $opid
+  wait $opid || true
+}
+
+run sync --durability sync
+run object --object-store s3://bench/object --durability object
+run object-10ms --object-store s3://bench/object-10 --durability object --object-put-delay 10ms
+run object-50ms --object-store s3://bench/object-50 --durability object --object-put-delay 50ms

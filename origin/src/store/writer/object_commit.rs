@@ -1,0 +1,157 @@
+//! Object durability's commits, pipelined: a batch's put starts and the
+//! writer goes on to the next batch; a batch is answered and published
+//! only once its put and every put before it settled as ours, in order.
+//!
+//! Up to `region::fence::WINDOW` puts are in flight, so with 50 ms puts the
+//! writer still forms a batch every few milliseconds. A batch without log
+//! records (refusals, duplicates of a commit still in flight) waits its
+//! turn too: a duplicate must not be answered before its original is
+//! durable. When a put fails (fenced, or stopped at shutdown) nothing of it
+//! or after it is answered, and the writer stops: its state is ahead of
+//! what the bucket holds.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use super::{AfterCommit, Writer};
+use crate::region::{Settlement, WalError};
+use crate::store::janitor::Garbage;
+use crate::store::sealer::SealJob;
+use crate::store::view::StreamView;
+
+/// What a batch does once it is durable.
+#[derive(Default)]
+pub struct Durable {
+    pub after: Vec<AfterCommit>,
+    pub seals: Vec<SealJob>,
+    pub drops: Vec<(Arc<StreamView>, u64)>,
+    pub gc: Vec<Garbage>,
+}
+
+/// One batch waiting for its put (or, without records, for those before it).
+struct Pending {
+    number: Option<u64>,
+    settled: bool,
+    durable: Durable,
+}
+
+/// The pipeline: batches in commit order and the puts' outcomes.
+pub struct Pipeline {
+    pending: VecDeque<Pending>,
+    settlements: std::sync::mpsc::Receiver<Settlement>,
+    settled: std::sync::mpsc::Sender<Settlement>,
+    /// Puts in flight (not yet settled).
+    in_flight: usize,
+}
+
+impl Default for Pipeline {
+    fn default() -> Self {
+        let (settled, settlements) = std::sync::mpsc::channel();
+        Pipeline {
+            pending: VecDeque::new(),
+            settlements,
+            settled,
+            in_flight: 0,
+        }
+    }
+}
+
+impl Writer {
+    /// Queues a batch behind the ones in flight, starting its put when it
+    /// has log records. False once the pipeline failed.
+    pub(super) fn commit_to_object_wal(&mut self, frames: &[u8], durable: Durable) -> bool {
+        if frames.is_empty() && self.pipeline.pending.is_empty() {
+            self.publish_durable(durable);
+            return true;
+        }
+        let mut number = None;
+        if !frames.is_empty() {
+            while self.pipeline.in_flight as u64 >= crate::region::fence::WINDOW {
+                if !self.settle_one(true) {
+                    return false;
+                }
+            }
+            let wake = self.wake.clone();
+            let wal = self.object_wal.as_mut().expect("object durability");
+            number = Some(wal.start(frames, self.pipeline.settled.clone(), move || {
+                if let Some(tx) = wake {
+                    // A full queue needs no wake: the writer is busy.
+                    let _ = tx.try_send(super::Command::Wake);
+                }
+            }));
+            self.pipeline.in_flight += 1;
+        }
+        self.pipeline.pending.push_back(Pending {
+            number,
+            settled: number.is_none(),
+            durable,
+        });
+        self.settle_ready()
+    }
+
+    /// Takes in every settlement that arrived and publishes the batches
+    /// now durable. False once a put failed.
+    pub(super) fn settle_ready(&mut self) -> bool {
+        while self.settle_one(false) {}
+        !self.pipeline_failed
+    }
+
+    /// Waits for every put in flight (at shutdown). False if one failed.
+    pub(super) fn settle_all(&mut self) -> bool {
+        while self.pipeline.in_flight > 0 {
+            if !self.settle_one(true) {
+                return false;
+            }
+        }
+        !self.pipeline_failed
+    }
+
+    /// Takes in one settlement (waiting for it when `wait`) and publishes
+    /// what became durable. False when none came or a put failed.
+    fn settle_one(&mut self, wait: bool) -> bool {
+        if self.pipeline_failed {
+            return false;
+        }
+        let settlement = if wait {
+            match self.pipeline.settlements.recv() {
+                Ok(s) => s,
+                Err(_) => return false,
+            }
+        } else {
+            match self.pipeline.settlements.try_recv() {
+                Ok(s) => s,
+                Err(_) => return false,
+            }
+        };
+        self.pipeline.in_flight -= 1;
+        if let Err(e) = settlement.result {
+            self.fail_pipeline(e);
+            return false;
+        }
+        if let Some(p) = self
+            .pipeline
+            .pending
+            .iter_mut()
+            .find(|p| p.number == Some(settlement.number))
+        {
+            p.settled = true;
+        }
+        while self.pipeline.pending.front().is_some_and(|p| p.settled) {
+            let p = self.pipeline.pending.pop_front().expect("front");
+            self.publish_durable(p.durable);
+        }
+        true
+    }
+
+    /// A put failed: nothing of it or after it is answered (each waiting
+    /// request answers 503) or published.
+    fn fail_pipeline(&mut self, e: WalError) {
+        tracing::error!(error = %e, "this origin stops writing its partition");
+        if matches!(e, WalError::Fenced { .. }) {
+            self.fenced.store(true, Ordering::Release);
+        }
+        self.pipeline.pending.clear();
+        self.pipeline_failed = true;
+    }
+}
