@@ -18,9 +18,11 @@ pub struct Cli {
     /// Address to listen on; port 0 picks a free port (the first log line names it).
     #[arg(long, env = "EDGE_LISTEN", default_value = "127.0.0.1:4438")]
     pub listen: SocketAddr,
-    /// The origin every request the edge cannot answer itself goes to.
+    /// The origin every request the edge cannot answer itself goes to; a
+    /// comma-separated list names the origins of one region, tried in turn
+    /// when the one in use cannot be reached.
     #[arg(long, env = "EDGE_ORIGIN", default_value = "http://127.0.0.1:4437")]
-    pub origin: Uri,
+    pub origin: String,
     /// Object storage the origin seals chunks into (file:///path or
     /// s3://bucket/prefix): complete chunks are read from it on a miss.
     #[arg(long, env = "EDGE_OBJECT_STORE")]
@@ -80,7 +82,20 @@ pub struct Cli {
 impl Cli {
     pub fn config(&self) -> anyhow::Result<EdgeConfig> {
         let public_url = self.public_url.as_deref().map(public_url).transpose()?;
-        EdgeConfig::new(self.origin.clone(), self.cache).map(|mut c| {
+        let mut origins = self.origin.split(',').map(|o| {
+            o.trim()
+                .parse::<Uri>()
+                .map_err(|e| anyhow::anyhow!("--origin {o:?}: {e}"))
+        });
+        let first = origins
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("--origin names no origin"))??;
+        let more = origins.collect::<anyhow::Result<Vec<Uri>>>()?;
+        for o in &more {
+            check_origin(o)?;
+        }
+        EdgeConfig::new(first, self.cache).map(|mut c| {
+            c.more_origins = more;
             c.public_url = public_url;
             c.object_store = self.object_store.clone();
             c.limits.sse_session = self.sse_session;
@@ -121,11 +136,27 @@ pub fn public_url(url: &str) -> anyhow::Result<String> {
     Ok(url.trim_end_matches('/').to_owned())
 }
 
+/// An origin URL: `http://host:port`, no path.
+fn check_origin(origin: &Uri) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        origin.scheme_str() == Some("http") && origin.authority().is_some(),
+        "the origin must be an http:// URL with a host, not {origin}"
+    );
+    anyhow::ensure!(
+        origin.path() == "/" || origin.path().is_empty(),
+        "the origin URL takes no path ({origin})"
+    );
+    Ok(())
+}
+
 /// Everything the edge needs to run, validated.
 #[derive(Clone, Debug)]
 pub struct EdgeConfig {
     /// `scheme://authority` of the origin, without a path.
     pub origin: Uri,
+    /// The region's other origins, tried in turn (after `origin`) when the
+    /// one in use cannot be reached (see `upstream`).
+    pub more_origins: Vec<Uri>,
     /// Where clients reach the edge (see [`Cli::public_url`]).
     pub public_url: Option<String>,
     pub object_store: Option<String>,
@@ -138,16 +169,10 @@ pub struct EdgeConfig {
 
 impl EdgeConfig {
     pub fn new(origin: Uri, cache_bytes: u64) -> anyhow::Result<EdgeConfig> {
-        anyhow::ensure!(
-            origin.scheme_str() == Some("http") && origin.authority().is_some(),
-            "the origin must be an http:// URL with a host, not {origin}"
-        );
-        anyhow::ensure!(
-            origin.path() == "/" || origin.path().is_empty(),
-            "the origin URL takes no path ({origin})"
-        );
+        check_origin(&origin)?;
         Ok(EdgeConfig {
             origin,
+            more_origins: Vec::new(),
             public_url: None,
             object_store: None,
             cache_bytes,
@@ -235,6 +260,21 @@ mod tests {
         assert!(EdgeConfig::new("http://127.0.0.1:4437".parse().unwrap(), 1).is_ok());
         assert!(EdgeConfig::new("http://127.0.0.1:4437/x".parse().unwrap(), 1).is_err());
         assert!(EdgeConfig::new("https://a".parse().unwrap(), 1).is_err());
+    }
+
+    #[test]
+    fn origin_takes_a_list_of_the_regions_origins() {
+        use clap::Parser;
+        let config = |arg: &str| Cli::parse_from(["edge", "--origin", arg]).config();
+        let c = config("http://127.0.0.1:1, http://127.0.0.1:2,http://127.0.0.1:3").unwrap();
+        assert_eq!(c.origin, "http://127.0.0.1:1");
+        assert_eq!(c.more_origins, ["http://127.0.0.1:2", "http://127.0.0.1:3"]);
+        assert!(config("http://127.0.0.1:1")
+            .unwrap()
+            .more_origins
+            .is_empty());
+        assert!(config("http://127.0.0.1:1,https://b").is_err());
+        assert!(config("http://127.0.0.1:1,").is_err());
     }
 
     #[test]

@@ -17,6 +17,8 @@ mod chunks;
 mod connections;
 #[path = "edge/differential.rs"]
 mod differential;
+#[path = "edge/failover.rs"]
+mod failover;
 #[path = "edge/forward.rs"]
 mod forward;
 #[path = "edge/invalidation.rs"]

@@ -74,8 +74,11 @@ impl EdgeState {
             )),
             None => None,
         };
+        let origins: Vec<_> = std::iter::once(config.origin.clone())
+            .chain(config.more_origins.iter().cloned())
+            .collect();
         let upstream = Upstream::new(
-            &config.origin,
+            &origins,
             Arc::clone(&metrics),
             config.limits.max_answer_bytes,
         );

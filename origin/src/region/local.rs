@@ -10,70 +10,108 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use bytes::Bytes;
-
 use crate::store::layout;
 
 /// A laid-out segment holds at most this much (log positions are 32-bit
-/// within a segment); the next frames go to the next segment.
+/// within a segment); the next commit goes to the next segment.
 pub const SEGMENT_BYTES: u64 = 1 << 30;
 
-/// Replaces the log, checkpoints and stream files under `data` with log
-/// segments holding `frames` in order (a new one past [`SEGMENT_BYTES`];
-/// one group commit's frames never span two). Returns the bytes laid out.
-pub fn lay_out(data: &Path, frames: &[Bytes]) -> io::Result<u64> {
-    lay_out_in(data, frames, SEGMENT_BYTES)
+/// The local log being laid out from a replay, one group commit at a
+/// time (a replay is never held in memory whole).
+pub struct LocalLog {
+    data: std::path::PathBuf,
+    segment_bytes: u64,
+    segment: u64,
+    in_segment: u64,
+    bytes: u64,
+    file: io::BufWriter<std::fs::File>,
 }
 
-/// [`lay_out`] with segments of `segment_bytes` at most.
-fn lay_out_in(data: &Path, frames: &[Bytes], segment_bytes: u64) -> io::Result<u64> {
-    for dir in [
-        layout::wal_dir(data),
-        layout::checkpoints_dir(data),
-        layout::streams_dir(data),
-    ] {
-        match std::fs::remove_dir_all(&dir) {
+impl LocalLog {
+    /// Drops the log, checkpoints and stream files under `data` and opens
+    /// the first segment of the new log.
+    pub fn begin(data: &Path) -> io::Result<LocalLog> {
+        Self::begin_in(data, SEGMENT_BYTES)
+    }
+
+    fn begin_in(data: &Path, segment_bytes: u64) -> io::Result<LocalLog> {
+        for dir in [
+            layout::wal_dir(data),
+            layout::checkpoints_dir(data),
+            layout::streams_dir(data),
+        ] {
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        match std::fs::remove_file(layout::checkpoint_path(data)) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e),
         }
+        std::fs::create_dir_all(layout::wal_dir(data))?;
+        Ok(LocalLog {
+            data: data.to_owned(),
+            segment_bytes,
+            segment: 0,
+            in_segment: 0,
+            bytes: 0,
+            file: open_segment(data, 0)?,
+        })
     }
-    match std::fs::remove_file(layout::checkpoint_path(data)) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    std::fs::create_dir_all(layout::wal_dir(data))?;
-    let open = |segment| -> io::Result<_> {
-        Ok(io::BufWriter::new(std::fs::File::create(
-            layout::segment_path(data, segment),
-        )?))
-    };
-    let close = |file: io::BufWriter<std::fs::File>| {
-        file.into_inner().map_err(|e| e.into_error())?.sync_all()
-    };
-    let (mut segment, mut in_segment, mut bytes) = (0, 0u64, 0u64);
-    let mut file = open(segment)?;
-    for f in frames {
-        let len = f.len() as u64;
-        if in_segment > 0 && in_segment + len > segment_bytes {
-            close(file)?;
-            segment += 1;
-            file = open(segment)?;
-            in_segment = 0;
+
+    /// Appends one group commit's frames (to a new segment past
+    /// [`SEGMENT_BYTES`]; one commit never spans two).
+    pub fn push(&mut self, frames: &[u8]) -> io::Result<()> {
+        let len = frames.len() as u64;
+        if self.in_segment > 0 && self.in_segment + len > self.segment_bytes {
+            self.segment += 1;
+            let next = open_segment(&self.data, self.segment)?;
+            close(std::mem::replace(&mut self.file, next))?;
+            self.in_segment = 0;
         }
-        file.write_all(f)?;
-        in_segment += len;
-        bytes += len;
+        self.file.write_all(frames)?;
+        self.in_segment += len;
+        self.bytes += len;
+        Ok(())
     }
-    close(file)?;
-    layout::sync_dir(&layout::wal_dir(data))?;
-    Ok(bytes)
+
+    /// Makes the log durable; returns the bytes laid out.
+    pub fn finish(self) -> io::Result<u64> {
+        close(self.file)?;
+        layout::sync_dir(&layout::wal_dir(&self.data))?;
+        Ok(self.bytes)
+    }
+}
+
+fn open_segment(data: &Path, segment: u64) -> io::Result<io::BufWriter<std::fs::File>> {
+    Ok(io::BufWriter::new(std::fs::File::create(
+        layout::segment_path(data, segment),
+    )?))
+}
+
+fn close(file: io::BufWriter<std::fs::File>) -> io::Result<()> {
+    file.into_inner().map_err(|e| e.into_error())?.sync_all()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
+
+    fn lay_out(data: &Path, frames: &[Bytes]) -> io::Result<u64> {
+        lay_out_in(data, frames, SEGMENT_BYTES)
+    }
+
+    fn lay_out_in(data: &Path, frames: &[Bytes], segment_bytes: u64) -> io::Result<u64> {
+        let mut log = LocalLog::begin_in(data, segment_bytes)?;
+        for f in frames {
+            log.push(f)?;
+        }
+        log.finish()
+    }
 
     #[test]
     fn a_replay_replaces_what_the_directory_held() {

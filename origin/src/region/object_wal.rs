@@ -55,6 +55,9 @@ pub enum WalError {
     /// Claims kept losing to other claimants.
     #[error("could not claim an epoch after {0} tries")]
     Contended(u32),
+    /// Laying the replay out on the local disk failed.
+    #[error("laying out the replay locally: {0}")]
+    Local(std::io::Error),
     #[error("object storage did not let the claim finish within {0:?}")]
     Unreachable(Duration),
     #[error("object storage: {0}")]
@@ -64,8 +67,11 @@ pub enum WalError {
 /// What a claim found: the owner's WAL and the log records to replay.
 pub struct Claimed {
     pub wal: ObjectWal,
-    /// Each admitted data object's frames, in order.
+    /// Each admitted data object's frames, in order ([`ObjectWal::claim`];
+    /// empty from [`ObjectWal::claim_into`], which hands them on).
     pub frames: Vec<Bytes>,
+    /// Data objects replayed.
+    pub replayed: usize,
     /// Fences the claim put (holes and the window).
     pub fences: usize,
 }
@@ -99,6 +105,23 @@ impl ObjectWal {
         config: &RegionConfig,
         metrics: Arc<Metrics>,
     ) -> Result<Claimed, WalError> {
+        let mut frames = Vec::new();
+        let mut claimed = Self::claim_into(store, config, metrics, &mut |f| {
+            frames.push(f);
+            Ok(())
+        })?;
+        claimed.frames = frames;
+        Ok(claimed)
+    }
+
+    /// [`ObjectWal::claim`], handing each replayed commit's frames to
+    /// `replay` in order as they are read (a failure there fails the claim).
+    pub fn claim_into(
+        store: Arc<dyn ObjectStore>,
+        config: &RegionConfig,
+        metrics: Arc<Metrics>,
+        replay: &mut (dyn FnMut(Bytes) -> std::io::Result<()> + Send),
+    ) -> Result<Claimed, WalError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("object-wal")
@@ -117,7 +140,9 @@ impl ObjectWal {
         let work = {
             let (store, config, stopping) =
                 (Arc::clone(&store), config.clone(), Arc::clone(&stopping));
-            async move { tokio::time::timeout(CLAIM_TIMEOUT, claim(store, config, stopping)).await }
+            async move {
+                tokio::time::timeout(CLAIM_TIMEOUT, claim(store, config, stopping, replay)).await
+            }
         };
         // On a thread of its own: the caller may be inside a runtime.
         let claimed = std::thread::scope(|s| {
@@ -125,12 +150,12 @@ impl ObjectWal {
                 .join()
                 .expect("the claim does not panic")
         });
-        let (epoch, next, frames, fences) =
+        let (epoch, next, replayed, fences) =
             claimed.map_err(|_| WalError::Unreachable(CLAIM_TIMEOUT))??;
         tracing::info!(
             partition = config.partition,
             epoch,
-            replayed_objects = frames.len(),
+            replayed_objects = replayed,
             fences,
             first_number = next,
             "claimed the partition"
@@ -145,7 +170,8 @@ impl ObjectWal {
                 stopping,
                 metrics,
             },
-            frames,
+            frames: Vec::new(),
+            replayed,
             fences,
         })
     }
@@ -258,12 +284,13 @@ impl Drop for OwnRuntime {
 }
 
 /// The claim: an epoch, the fences, the replay. Returns the epoch, the
-/// first data number, the frames and how many fences were put.
+/// first data number, the data objects replayed and the fences put.
 async fn claim(
     store: Arc<dyn ObjectStore>,
     config: RegionConfig,
     stopping: Arc<AtomicBool>,
-) -> Result<(u64, u64, Vec<Bytes>, usize), WalError> {
+    replay: &mut (dyn FnMut(Bytes) -> std::io::Result<()> + Send),
+) -> Result<(u64, u64, usize, usize), WalError> {
     let p = config.partition;
     let epoch = claim_epoch(&*store, &config, &stopping).await?;
     // The partition's WAL starts at 0 (checkpoints in the bucket will move it).
@@ -317,15 +344,16 @@ async fn claim(
         .buffered(REPLAY_READS);
     futures::pin_mut!(reads);
     let mut rule = EpochRule::default();
-    let mut frames = Vec::new();
+    let mut replayed = 0;
     while let Some(object) = reads.next().await {
         let object = object?;
         if rule.replays(&object.header) {
-            frames.push(object.frames);
+            replay(object.frames).map_err(WalError::Local)?;
+            replayed += 1;
         }
     }
     match rule.replayed(epoch) {
-        Replayed::Owner => Ok((epoch, plan.first_data, frames, plan.fences.len())),
+        Replayed::Owner => Ok((epoch, plan.first_data, replayed, plan.fences.len())),
         Replayed::Superseded { by } => Err(WalError::Fenced {
             partition: p,
             ours: epoch,

@@ -231,12 +231,16 @@ fn claim_partition(
     if !config.object_put_delay.is_zero() {
         store = crate::objects::delayed::Delayed::wrap(store, config.object_put_delay);
     }
-    let claimed = crate::region::ObjectWal::claim(store, &config.region, metrics)
+    let mut local = crate::region::local::LocalLog::begin(&config.data)?;
+    let claimed =
+        crate::region::ObjectWal::claim_into(store, &config.region, metrics, &mut |frames| {
+            local.push(&frames)
+        })
         .map_err(std::io::Error::other)?;
-    let bytes = crate::region::local::lay_out(&config.data, &claimed.frames)?;
+    let bytes = local.finish()?;
     tracing::info!(
         bytes,
-        objects = claimed.frames.len(),
+        objects = claimed.replayed,
         "rebuilt the local log from object storage"
     );
     Ok(claimed.wal)
