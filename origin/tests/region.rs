@@ -5,8 +5,6 @@
 //! origin in object durability loses nothing when its machine and disk go.
 
 mod common;
-#[path = "region/lost_answers.rs"]
-mod lost_answers;
 #[path = "region/origins.rs"]
 mod origins;
 
@@ -146,7 +144,7 @@ fn racing_claims_leave_exactly_one_owner() {
 fn a_put_whose_answer_was_lost_is_settled_by_reading_it_back() {
     let weed = Seaweed::start();
     let inner = weed.store("lost-answers");
-    let lossy = Arc::new(lost_answers::LostAnswers::new(Arc::clone(&inner)));
+    let lossy = Arc::new(origin::objects::faults::Faults::new(Arc::clone(&inner)));
     let store: Arc<dyn object_store::ObjectStore> = lossy.clone();
     let mut a = claim(&store, "a").unwrap();
     let before = a.wal.next_number();

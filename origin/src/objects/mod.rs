@@ -6,7 +6,7 @@
 //! every call; retries are `object_store`'s own (`RetryConfig`) for S3.
 //! Every key comes from [`keys`].
 
-pub mod delayed;
+pub mod faults;
 pub mod instrumented;
 pub mod keys;
 

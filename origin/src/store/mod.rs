@@ -146,7 +146,7 @@ pub struct StoreConfig {
     /// commit may still land (an answer that is no acknowledgement).
     pub object_write_timeout: Duration,
     /// Object durability: a wait before every WAL put (benchmarks only:
-    /// object storage farther away; see `objects::delayed`).
+    /// object storage farther away; see `objects::faults`).
     pub object_put_delay: Duration,
 }
 
@@ -229,7 +229,9 @@ fn claim_partition(
         .collect();
     let mut store = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
     if !config.object_put_delay.is_zero() {
-        store = crate::objects::delayed::Delayed::wrap(store, config.object_put_delay);
+        store = Arc::new(
+            crate::objects::faults::Faults::new(store).with_put_delay(config.object_put_delay),
+        );
     }
     let mut local = crate::region::local::LocalLog::begin(&config.data)?;
     let claimed =
