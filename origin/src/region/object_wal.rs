@@ -1,16 +1,19 @@
 //! The I/O shell around `fence`: a partition's WAL in object storage.
 //!
-//! [`ObjectWal::claim`] makes this origin the partition's owner (a new
-//! epoch, the fences, the replay) and [`ObjectWal::append`] writes one group
-//! commit, returning only once it is settled: in the bucket (ours), or
-//! fenced. A put that fails for a passing reason (a timeout, a 5xx, a
-//! connection refused) is tried again with the same bytes and put id until
-//! it settles, so an outage delays acknowledgements and never makes one.
+//! [`ObjectWal::claim_into`] makes this origin the partition's owner (a new
+//! epoch, the fences, the replay, handed on commit by commit) and
+//! [`ObjectWal::start`] begins one group commit's put, reporting once it is
+//! settled: in the bucket (ours), or fenced. The writer keeps up to
+//! `fence::WINDOW` of them in flight and answers them in order
+//! (`store::writer::object_commit`). A put that fails for a passing reason
+//! (a timeout, a 5xx, a connection refused) is tried again with the same
+//! bytes and put id until it settles, so an outage delays acknowledgements
+//! and never makes one. [`ObjectWal::claim`] and [`ObjectWal::append`] are
+//! the same one step at a time, for tests and tools.
 //!
-//! Both block the calling thread: the writer is a thread of its own and
-//! acknowledges nothing until its commit is settled. They run on a small
-//! runtime of their own, so a caller inside another runtime (the origin's
-//! startup) never blocks that runtime's I/O.
+//! The claim blocks the calling thread. Everything runs on a small runtime
+//! of its own, so a caller inside another runtime (the origin's startup)
+//! never blocks that runtime's I/O.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
