@@ -14,21 +14,8 @@ seconds=${1:-10}
 bin=${CARGO_TARGET_DIR:-target}/release
 work=$(mktemp -d)
 trap 'kill ${opid:-} 2>/dev/null || true; kill -9 ${wpid:-} 2>/dev/null || true; rm -rf "$work"' EXIT
-mapfile -t wp < <(python3 -c 'import socket
-s=[socket.socket() for _ in range(12)]
-[x.bind(("127.0.0.1",0)) for x in s]
-print("\n".join(str(x.getsockname()[1]) for x in s))')
-weed mini -dir="$work/weed" -ip=127.0.0.1 -ip.bind=127.0.0.1 -admin.ui=false -bucket=bench \
-  -master.port="${wp[0]}" -master.port.grpc="${wp[1]}" -volume.port="${wp[2]}" -volume.port.grpc="${wp[3]}" \
-  -filer.port="${wp[4]}" -filer.port.grpc="${wp[5]}" -s3.port="${wp[6]}" -s3.port.grpc="${wp[7]}" \
-  -admin.port="${wp[8]}" -admin.port.grpc="${wp[9]}" -webdav.port="${wp[10]}" -debug.port="${wp[11]}" \
-  >"$work/weed.log" 2>&1 &
-wpid=$!
-for _ in $(seq 1 300); do
-  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${wp[6]}/bench/")" = 200 ] && break
-  sleep 0.1
-done
-export AWS_ENDPOINT_URL="http://127.0.0.1:${wp[6]}" AWS_ACCESS_KEY_ID=any AWS_SECRET_ACCESS_KEY=any \
+read -r endpoint wpid < <(scripts/weed-mini "$work/weed" bench | paste -sd' ')
+export AWS_ENDPOINT_URL="$endpoint" AWS_ACCESS_KEY_ID=any AWS_SECRET_ACCESS_KEY=any \
   AWS_REGION=us-east-1 AWS_ALLOW_HTTP=true
 
 metric() { curl -s "http://$1/metrics" | awk -v n="$2" '$1 == n {print $2}'; }
@@ -42,7 +29,10 @@ run() {
   local addr=""
   for _ in $(seq 1 300); do
     addr=$(grep -Eo 'addr=[0-9.:]+' "$log" | head -1 | cut -d= -f2 || true)
-    [ -n "$addr" ] && curl -sf "http://$addr/healthz" >/dev/null 2>&1 && break
+    # Ready: sync serves once it listens; a region origin once it owns
+    # the partition.
+    [ -n "$addr" ] && curl -sf "http://$addr/metrics" 2>/dev/null |
+      awk '$1 == "ds_region_serving" && $2 != 1 {bad=1} END {exit bad}' && break
     sleep 0.1
   done
   local puts0 appends0

@@ -3,37 +3,12 @@
 
 use axum::body::Body;
 use bytes::Bytes;
-use http::{HeaderMap, HeaderName, Response, StatusCode};
+use http::{HeaderMap, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
 
 use crate::upstream::UpstreamError;
 
-/// Headers that describe one connection, not the answer: never copied
-/// between the two sides of the proxy.
-pub const HOP_BY_HOP: [HeaderName; 8] = [
-    http::header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
-    http::header::TRANSFER_ENCODING,
-    http::header::TE,
-    http::header::TRAILER,
-    http::header::UPGRADE,
-    http::header::PROXY_AUTHENTICATE,
-];
-
-/// Removes the hop-by-hop headers, and any the `Connection` header names.
-pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    let named: Vec<HeaderName> = headers
-        .get_all(http::header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
-        .collect();
-    for name in HOP_BY_HOP.iter().chain(&named) {
-        headers.remove(name);
-    }
-}
+pub use shell::proxy::strip_hop_by_hop;
 
 /// A whole upstream answer.
 #[derive(Clone, Debug)]

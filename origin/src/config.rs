@@ -131,6 +131,14 @@ pub struct Cli {
     /// before it answers 503 + Retry-After (the commit may still land).
     #[arg(long, env = "ORIGIN_OBJECT_WRITE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub object_write_timeout: Duration,
+    /// With object durability, how long an origin's heartbeat may stand
+    /// still before the region takes its partition over (takeover takes
+    /// about this plus a renewal and the replay).
+    #[arg(long, env = "ORIGIN_LEASE", default_value = "5s", value_parser = parse_duration)]
+    pub lease: Duration,
+    /// How often a region origin renews its heartbeat and reads the others'.
+    #[arg(long, env = "ORIGIN_LEASE_RENEW", default_value = "1s", value_parser = parse_duration)]
+    pub lease_renew: Duration,
     /// Benchmarks only: a wait before every WAL put in object durability
     /// (object storage farther away, e.g. 10ms for S3 Express, 50ms for S3
     /// Standard).
@@ -254,7 +262,35 @@ impl Cli {
         if matches!(self.durability, DurabilityArg::Object) && !explicit_store {
             return Err("--durability object needs --object-store URL: the bucket is what survives the machine (the default folder lives in the data directory)".into());
         }
+        let node = &self.node_id;
+        if node.is_empty()
+            || node.len() > 64
+            || node.starts_with('.')
+            || !node
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        {
+            return Err("--node-id is 1 to 64 of A-Z a-z 0-9 . _ - (not starting with a dot): it names an object in the bucket".into());
+        }
+        if self.lease_renew.is_zero() || self.lease < self.lease_renew.saturating_mul(2) {
+            return Err("--lease must be at least twice --lease-renew (and the renewal more than 0s), or a live origin looks dead between two renewals".into());
+        }
         Ok(())
+    }
+
+    /// How a region origin finds the others and takes over.
+    pub fn membership_config(&self) -> crate::region::membership::MembershipConfig {
+        crate::region::membership::MembershipConfig {
+            lease: self.lease,
+            renew: self.lease_renew,
+            stagger: self.lease_renew.saturating_mul(2),
+            ..Default::default()
+        }
+    }
+
+    /// Whether this origin is one of a region (object durability).
+    pub fn in_region(&self) -> bool {
+        matches!(self.durability, DurabilityArg::Object)
     }
 
     pub fn http_config(&self) -> HttpConfig {

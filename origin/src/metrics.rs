@@ -353,3 +353,51 @@ mod tests {
         );
     }
 }
+
+/// A region origin's own metrics (object durability), kept across the
+/// stores it serves in turn: each claim opens a store with fresh
+/// [`Metrics`], so those restart at every takeover, these do not.
+#[derive(Default)]
+pub struct RegionMetrics {
+    /// 1 while this origin serves the partition; 1 while it follows
+    /// another (both 0: joining, or replaying a claim).
+    pub serving: AtomicI64,
+    pub following: AtomicI64,
+    /// The epoch it serves (0 while it follows).
+    pub epoch: AtomicI64,
+    /// Claims that made it the owner, and claims that did not.
+    pub claims: AtomicU64,
+    pub claim_failures: AtomicU64,
+    /// Requests passed on to the owner, and those that could not reach it.
+    pub forwarded: AtomicU64,
+    pub forward_failed: AtomicU64,
+    /// Origins this one sees alive (itself included).
+    pub live_nodes: AtomicI64,
+    /// Heartbeat renewals and membership reads that failed.
+    pub heartbeat_failures: AtomicU64,
+}
+
+impl RegionMetrics {
+    pub fn render_into(&self, out: &mut String) {
+        for (name, v) in [
+            ("ds_region_claims_total", &self.claims),
+            ("ds_region_claim_failures_total", &self.claim_failures),
+            ("ds_region_forwarded_total", &self.forwarded),
+            ("ds_region_forward_failures_total", &self.forward_failed),
+            (
+                "ds_region_heartbeat_failures_total",
+                &self.heartbeat_failures,
+            ),
+        ] {
+            let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Relaxed));
+        }
+        for (name, v) in [
+            ("ds_region_serving", &self.serving),
+            ("ds_region_following", &self.following),
+            ("ds_region_epoch", &self.epoch),
+            ("ds_region_live_origins", &self.live_nodes),
+        ] {
+            let _ = writeln!(out, "# TYPE {name} gauge\n{name} {}", v.load(Relaxed));
+        }
+    }
+}

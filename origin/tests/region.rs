@@ -7,6 +7,8 @@
 mod common;
 #[path = "region/origins.rs"]
 mod origins;
+#[path = "region/takeover.rs"]
+mod takeover;
 
 use std::sync::Arc;
 

@@ -12,7 +12,8 @@
 //! - [`drain`] and [`signal`]: graceful shutdown on SIGTERM;
 //! - [`periodic`]: the once-a-second work of a running server;
 //! - [`config`]: every limit above, with its default, in one struct;
-//! - [`clock`]: time from tokio's clock, so paused-clock tests drive it.
+//! - [`clock`]: time from tokio's clock, so paused-clock tests drive it;
+//! - [`proxy`]: what passing a request on to another server drops.
 
 pub mod accept;
 pub mod body;
@@ -26,6 +27,7 @@ pub mod logging;
 pub mod objects;
 pub mod peer;
 pub mod periodic;
+pub mod proxy;
 pub mod signal;
 
 pub use accept::{serve, Client, Http1};

@@ -12,6 +12,7 @@ pub mod create;
 pub mod delete;
 pub mod error;
 pub mod fork;
+pub mod forward;
 pub mod head;
 pub mod ingress;
 pub mod invalidations;
@@ -155,28 +156,8 @@ where
     state.store.help_publish();
     let req = req.map(Body::new);
     match (req.method(), req.uri().path()) {
-        (&Method::GET, routes::METRICS) => {
-            let mut text = state.metrics.render(state.store.stream_count());
-            state.ingress.render(&mut text);
-            let mut r = Response::new(Body::from(text));
-            r.headers_mut().insert(
-                "content-type",
-                HeaderValue::from_static("text/plain; version=0.0.4"),
-            );
-            r.headers_mut().insert(
-                "x-content-type-options",
-                HeaderValue::from_static("nosniff"),
-            );
-            r
-        }
-        (&Method::GET, routes::HEALTH) => {
-            let mut r = Response::new(Body::from("ok"));
-            r.headers_mut().insert(
-                "x-content-type-options",
-                HeaderValue::from_static("nosniff"),
-            );
-            r
-        }
+        (&Method::GET, routes::METRICS) => metrics_response(metrics_text(&state)),
+        (&Method::GET, routes::HEALTH) => health_response(),
         (&Method::GET, shared::invalidation::PATH) => {
             let mut r = Box::pin(invalidations::invalidations(state, req)).await;
             common_headers(&mut r, false);
@@ -187,6 +168,35 @@ where
         }
         _ => dispatch(state, req).await,
     }
+}
+
+/// The serving store's metrics as Prometheus text.
+pub fn metrics_text(state: &AppState) -> String {
+    let mut text = state.metrics.render(state.store.stream_count());
+    state.ingress.render(&mut text);
+    text
+}
+
+pub fn metrics_response(text: String) -> Response<Body> {
+    let mut r = Response::new(Body::from(text));
+    r.headers_mut().insert(
+        "content-type",
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r.headers_mut().insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    r
+}
+
+pub fn health_response() -> Response<Body> {
+    let mut r = Response::new(Body::from("ok"));
+    r.headers_mut().insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    r
 }
 
 /// Admits a request or answers its refusal.

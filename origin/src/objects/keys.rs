@@ -6,6 +6,7 @@
 //! streams/{path-hash}/{incarnation}/snapshots/{offset}-{digest16}  one snapshot
 //! region/partitions/{p:04}/epochs/{epoch:020}   who claimed partition p (see `region`)
 //! region/partitions/{p:04}/wal/{number:020}     one group commit (or fence) of p
+//! region/nodes/{node}                           one origin's heartbeat (`region::membership`)
 //! ```
 //! `path-hash` is the first 16 bytes of SHA-256 of the stream's path, in hex:
 //! keys stay short whatever the path, and an edge that serves
@@ -52,6 +53,16 @@ pub fn partition_wal(p: u32) -> Path {
 
 pub fn partition_wal_object(p: u32, number: u64) -> Path {
     Path::from(format!("region/partitions/{p:04}/wal/{number:020}"))
+}
+
+/// Where the region's origins put their heartbeats.
+pub fn node_heartbeats() -> Path {
+    Path::from("region/nodes")
+}
+
+/// One origin's heartbeat (`node` is checked to be one key segment).
+pub fn node_heartbeat(node: &str) -> Path {
+    Path::from(format!("region/nodes/{node}"))
 }
 
 /// The number an epoch or WAL key ends in (None for any other key).

@@ -9,11 +9,16 @@
 //! comes from conditional writes alone, as SlateDB fences its writers:
 //! `fence` holds the rules and the argument, `object_wal` the I/O,
 //! `format` the two object formats, `local` how a replay becomes the local
-//! log the store recovers from. See `docs/decisions/0012-object-durability.md`.
+//! log the store recovers from. Who owns the partition at a moment is
+//! `liveness` (pure: heartbeats seen changing on this origin's own clock)
+//! and `membership` (its reads and writes); `server::region` serves or
+//! forwards by it. See `docs/decisions/0012-object-durability.md`.
 
 pub mod fence;
 pub mod format;
+pub mod liveness;
 pub mod local;
+pub mod membership;
 pub mod object_wal;
 
 pub use object_wal::{Claimed, ObjectWal, RegionConfig, Settlement, WalError};

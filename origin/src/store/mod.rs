@@ -267,6 +267,8 @@ pub struct Store {
     object_wal: Option<(Duration, Arc<std::sync::atomic::AtomicBool>)>,
     /// Set once a newer owner fenced this store's partition.
     fenced: Arc<std::sync::atomic::AtomicBool>,
+    /// With object durability: the epoch this store claimed its partition at.
+    epoch: Option<u64>,
 }
 
 impl Store {
@@ -383,6 +385,7 @@ impl Store {
             promotions,
         );
         writer.invalidations = Some(Arc::clone(&invalidations));
+        let epoch = object_wal.as_ref().map(|wal| wal.epoch());
         let object_wal = object_wal.map(|wal| {
             let stopper = wal.stopper();
             writer.object_wal = Some(wal);
@@ -433,6 +436,7 @@ impl Store {
                 invalidations,
                 object_wal,
                 fenced,
+                epoch,
             },
             report,
         ))
@@ -442,6 +446,11 @@ impl Store {
     /// writes nothing more; every write answers 503).
     pub fn is_fenced(&self) -> bool {
         self.fenced.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// With object durability, the epoch this store claimed its partition at.
+    pub fn epoch(&self) -> Option<u64> {
+        self.epoch
     }
 
     pub fn clock(&self) -> &Arc<dyn Clock> {

@@ -73,6 +73,15 @@ impl Proc {
         self.child.wait().expect("wait");
     }
 
+    /// Sends `signal` (e.g. "STOP", "CONT", "KILL") to the origin.
+    pub fn signal(&self, signal: &str) {
+        let sent = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+    }
+
     /// Records the start replayed from the log (its "recovered" line).
     pub fn records_replayed(&self) -> u64 {
         loop {

@@ -1,7 +1,7 @@
 //! The origin binary in object durability on SeaweedFS: `kill -9` and the
-//! data directory deleted lose no acknowledged append; a second origin on
-//! the same bucket and prefix takes the partition over, and the first then
-//! acknowledges nothing more.
+//! data directory deleted lose no acknowledged append; another origin on
+//! the same bucket and prefix follows the live owner (forwarding) and
+//! takes a dead one's partition over.
 
 use std::ffi::OsStr;
 use std::path::Path;
@@ -9,11 +9,11 @@ use std::path::Path;
 use crate::common::process::{spawn_with_env, Proc};
 use crate::common::seaweed::Seaweed;
 
-fn start(weed: &Seaweed, data: &Path, prefix: &str, node: &str) -> Proc {
+pub fn start(weed: &Seaweed, data: &Path, prefix: &str, node: &str) -> Proc {
     start_with(weed, data, prefix, node, &[])
 }
 
-fn start_with(weed: &Seaweed, data: &Path, prefix: &str, node: &str, more: &[&str]) -> Proc {
+pub fn start_with(weed: &Seaweed, data: &Path, prefix: &str, node: &str, more: &[&str]) -> Proc {
     let url = Seaweed::url(prefix);
     let mut args: Vec<&OsStr> = vec![
         OsStr::new("--data"),
@@ -29,7 +29,7 @@ fn start_with(weed: &Seaweed, data: &Path, prefix: &str, node: &str, more: &[&st
     spawn_with_env(&[], &args, &weed.env())
 }
 
-async fn wait_serving(client: &reqwest::Client, base: &str) {
+pub async fn wait_serving(client: &reqwest::Client, base: &str) {
     for _ in 0..600 {
         if client.get(format!("{base}/healthz")).send().await.is_ok() {
             return;
@@ -39,7 +39,37 @@ async fn wait_serving(client: &reqwest::Client, base: &str) {
     panic!("the origin at {base} did not serve");
 }
 
-async fn append(
+/// Until the origin at `base` serves the partition itself.
+pub async fn wait_owner(client: &reqwest::Client, base: &str) {
+    for _ in 0..600 {
+        if serving(client, base).await == Some(true) {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("the origin at {base} did not take the partition");
+}
+
+/// Whether the origin at `base` serves the partition (Some(false): it
+/// follows another; None: no answer, or joining).
+pub async fn serving(client: &reqwest::Client, base: &str) -> Option<bool> {
+    let text = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    let metric = |name| crate::common::metric_in(&text, name);
+    match (metric("ds_region_serving"), metric("ds_region_following")) {
+        (Some(1), _) => Some(true),
+        (_, Some(1)) => Some(false),
+        _ => None,
+    }
+}
+
+pub async fn append(
     client: &reqwest::Client,
     url: &str,
     seq: u64,
@@ -58,7 +88,7 @@ async fn append(
         .status()
 }
 
-async fn read_all(client: &reqwest::Client, url: &str) -> String {
+pub async fn read_all(client: &reqwest::Client, url: &str) -> String {
     let resp = client.get(format!("{url}?offset=-1")).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     resp.text().await.unwrap()
@@ -72,7 +102,7 @@ async fn losing_the_machine_and_its_disk_loses_no_acknowledged_append() {
     let first = dir.path().join("first");
     let a = start(&weed, &first, "lost-disk", "a");
     let base = format!("http://{}", a.addr);
-    wait_serving(&client, &base).await;
+    wait_owner(&client, &base).await;
     let stream = format!("{base}/v1/stream/kept");
     let created = client
         .put(&stream)
@@ -95,7 +125,7 @@ async fn losing_the_machine_and_its_disk_loses_no_acknowledged_append() {
     let second = dir.path().join("second");
     let b = start(&weed, &second, "lost-disk", "a");
     let base = format!("http://{}", b.addr);
-    wait_serving(&client, &base).await;
+    wait_owner(&client, &base).await;
     let stream = format!("{base}/v1/stream/kept");
     assert_eq!(read_all(&client, &stream).await, acknowledged);
     // A retry of the last append is known (producer state moved too).
@@ -105,36 +135,34 @@ async fn losing_the_machine_and_its_disk_loses_no_acknowledged_append() {
     assert!(status.is_success());
     acknowledged.push_str("[050]");
 
-    // Another origin on the bucket takes over: it serves everything, and
-    // the one it took over from acknowledges nothing more.
+    // Another origin on the bucket follows the live owner: it answers
+    // every stream by forwarding, writes included.
     let c = start(&weed, &dir.path().join("third"), "lost-disk", "c");
     let base_c = format!("http://{}", c.addr);
     wait_serving(&client, &base_c).await;
     let stream_c = format!("{base_c}/v1/stream/kept");
-    assert_eq!(read_all(&client, &stream_c).await, acknowledged);
-    let fenced = client
-        .post(&stream)
-        .header("content-type", "application/octet-stream")
-        .body("zombie")
-        .send()
-        .await
-        .unwrap();
+    let mut forwarded = None;
+    for _ in 0..200 {
+        if serving(&client, &base_c).await == Some(false) {
+            let status = append(&client, &stream_c, 51, "[051]".into()).await;
+            if status == 200 {
+                forwarded = Some(status);
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     assert_eq!(
-        fenced.status(),
-        503,
-        "the old owner acknowledged after the fence"
+        forwarded,
+        Some(reqwest::StatusCode::OK),
+        "c forwards to the owner"
     );
-    assert!(fenced.headers().contains_key("retry-after"));
-    let body: serde_json::Value = fenced.json().await.unwrap();
-    assert_eq!(body["error"]["code"], "UNAVAILABLE");
-    assert_eq!(append(&client, &stream_c, 51, "[051]".into()).await, 200);
     acknowledged.push_str("[051]");
     assert_eq!(read_all(&client, &stream_c).await, acknowledged);
-    let metrics = crate::common::metrics_at(&client, &base).await;
-    assert_eq!(
-        crate::common::metric_in(&metrics, "ds_object_wal_fenced"),
-        Some(1)
-    );
+    assert_eq!(read_all(&client, &stream).await, acknowledged);
+    assert_eq!(serving(&client, &base).await, Some(true));
+    let metrics = crate::common::metrics_at(&client, &base_c).await;
+    assert!(crate::common::metric_in(&metrics, "ds_region_forwarded_total").unwrap() >= 2);
 }
 
 /// Commits pipelined: with every put made 20 ms slower, puts overlap (their
@@ -151,7 +179,7 @@ async fn pipelined_commits_keep_every_acknowledged_append_in_order() {
     let slow = ["--object-put-delay", "20ms"];
     let a = start_with(&weed, &first, "pipelined", "a", &slow);
     let base = format!("http://{}", a.addr);
-    wait_serving(&client, &base).await;
+    wait_owner(&client, &base).await;
     for w in 0..WRITERS {
         let created = client
             .put(format!("{base}/v1/stream/p{w}"))
@@ -206,9 +234,16 @@ async fn pipelined_commits_keep_every_acknowledged_append_in_order() {
         w.await.unwrap();
     }
     std::fs::remove_dir_all(&first).unwrap();
-    let b = start(&weed, &dir.path().join("second"), "pipelined", "b");
+    // Another machine takes over once a's lease runs out.
+    let b = start_with(
+        &weed,
+        &dir.path().join("second"),
+        "pipelined",
+        "b",
+        &["--lease", "1s", "--lease-renew", "250ms"],
+    );
     let base = format!("http://{}", b.addr);
-    wait_serving(&client, &base).await;
+    wait_owner(&client, &base).await;
     for w in 0..WRITERS {
         let text = read_all(&client, &format!("{base}/v1/stream/p{w}")).await;
         let seqs: Vec<u64> = text

@@ -34,6 +34,18 @@ async fn main() -> anyhow::Result<()> {
     if store.region.url.is_empty() {
         store.region.url = format!("http://{}", listener.local_addr()?);
     }
+    if cli.in_region() {
+        tracing::info!(node = %store.region.node, url = %store.region.url, "joining the region");
+        let origin = origin::server::region::RegionOrigin::new(
+            store,
+            cli.http_config(),
+            cli.membership_config(),
+        )
+        .context("opening the data directory")?;
+        origin.serve(listener, shell::signal::shutdown()).await?;
+        tracing::info!("stopped");
+        return Ok(());
+    }
     let origin = Origin::open(store, cli.http_config()).context("opening the data directory")?;
     tracing::info!(
         streams = origin.report.streams,

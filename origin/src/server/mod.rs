@@ -13,6 +13,48 @@ use crate::http::{self, AppState, HttpConfig};
 use crate::metrics::Metrics;
 use crate::store::{RecoveryReport, Store, StoreConfig};
 
+pub mod region;
+
+/// Opens a store and the request handlers' state around it; the key store
+/// is read from `keys` (the data directory, which a region origin's
+/// stores live under).
+pub fn open_state(
+    store: StoreConfig,
+    http: HttpConfig,
+    clock: Arc<dyn Clock>,
+    keys: &std::path::Path,
+) -> std::io::Result<(http::Shared, RecoveryReport)> {
+    let metrics = Arc::new(Metrics::default());
+    let (store, report) = Store::open(store, clock, Arc::clone(&metrics))?;
+    let ingress = http::ingress::Ingress::new(&http);
+    let closing = tokio::sync::watch::Sender::new(false);
+    let auth = crate::auth::Auth::open(keys, http.auth.clone())?;
+    let staging = http::staging::Staging::new(store.staging_dir(), &http, Arc::clone(&metrics));
+    let state = Arc::new(AppState {
+        staging,
+        auth,
+        store,
+        config: http,
+        metrics,
+        ingress,
+        closing,
+    });
+    Ok((state, report))
+}
+
+/// The once-a-second work of a serving store: expire idle streams and
+/// staged snapshot uploads, pick up key changes made by the admin CLI (a
+/// revoked key stops working within a second), and forget accounts idle
+/// for a while.
+pub async fn tick(state: &AppState) {
+    state.store.tick().await;
+    state.staging.expire(state.store.clock().now_ms()).await;
+    if let Err(e) = state.auth.keys.reload_if_changed() {
+        tracing::error!(error = %e, "could not reload the key store");
+    }
+    state.auth.limits.sweep(shell::clock::now());
+}
+
 /// A running origin's parts, for tests and the binary.
 pub struct Origin {
     pub state: http::Shared,
@@ -29,22 +71,8 @@ impl Origin {
         http: HttpConfig,
         clock: Arc<dyn Clock>,
     ) -> std::io::Result<Origin> {
-        let metrics = Arc::new(Metrics::default());
-        let store_data = store.data.clone();
-        let (store, report) = Store::open(store, clock, Arc::clone(&metrics))?;
-        let ingress = http::ingress::Ingress::new(&http);
-        let closing = tokio::sync::watch::Sender::new(false);
-        let auth = crate::auth::Auth::open(&store_data, http.auth.clone())?;
-        let staging = http::staging::Staging::new(store.staging_dir(), &http, Arc::clone(&metrics));
-        let state = Arc::new(AppState {
-            staging,
-            auth,
-            store,
-            config: http,
-            metrics,
-            ingress,
-            closing,
-        });
+        let keys = store.data.clone();
+        let (state, report) = open_state(store, http, clock, &keys)?;
         Ok(Origin { state, report })
     }
 
@@ -55,21 +83,11 @@ impl Origin {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let store = self.state.store.clone();
-        // Once a second: expire idle streams and staged snapshot uploads,
-        // pick up key changes made by the admin CLI (a revoked key stops
-        // working within a second), and forget accounts idle for a while.
         let sweeper = shell::periodic::every(Duration::from_secs(1), {
             let state = self.state.clone();
             move || {
                 let state = state.clone();
-                async move {
-                    state.store.tick().await;
-                    state.staging.expire(state.store.clock().now_ms()).await;
-                    if let Err(e) = state.auth.keys.reload_if_changed() {
-                        tracing::error!(error = %e, "could not reload the key store");
-                    }
-                    state.auth.limits.sweep(shell::clock::now());
-                }
+                async move { tick(&state).await }
             }
         });
         let shutdown = shell::signal::announced(shutdown, self.state.closing.clone());

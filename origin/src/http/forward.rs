@@ -1,0 +1,147 @@
+//! Passing a request on to the origin that owns the partition (object
+//! durability, `region`): an origin that does not own it answers every
+//! stream request by forwarding it as it streams (writes, reads, long-polls,
+//! SSE tails, the invalidation feed), so clients and edges may talk to any
+//! origin of the region and need no map.
+//!
+//! A forwarded request carries [`FORWARDED_BY`]; one that arrives with it
+//! at an origin that does not serve the partition either is not forwarded
+//! again (the region is moving the partition: `503` + `Retry-After`), so
+//! two origins with different views cannot bounce a request between them.
+//! A forwarded answer ends when this origin starts to stop, as its own
+//! live reads do.
+
+use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderName, HeaderValue, Response, Uri};
+use axum::response::IntoResponse;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+use super::error::ApiError;
+use crate::metrics::RegionMetrics;
+
+/// Names the origin that forwarded a request.
+pub static FORWARDED_BY: HeaderName = HeaderName::from_static("ds-forwarded-by");
+
+/// The client this origin forwards with, pooled across requests.
+#[derive(Clone)]
+pub struct Forwarder {
+    client: Client<HttpConnector, Body>,
+    node: HeaderValue,
+    metrics: Arc<RegionMetrics>,
+}
+
+impl Forwarder {
+    pub fn new(node: &str, metrics: Arc<RegionMetrics>) -> Forwarder {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(std::time::Duration::from_secs(60))
+            .build(connector);
+        Forwarder {
+            client,
+            node: HeaderValue::from_str(node).unwrap_or(HeaderValue::from_static("origin")),
+            metrics,
+        }
+    }
+
+    /// Sends `req` to the owner at `base` (`http://host:port`) and hands
+    /// its answer back as it streams, ending it once `closed` resolves.
+    pub async fn forward(
+        &self,
+        base: &str,
+        req: Request,
+        closed: BoxFuture<'static, ()>,
+    ) -> Response<Body> {
+        if req.headers().contains_key(&FORWARDED_BY) {
+            return ApiError::Busy(
+                "the region is moving this stream's partition between origins; retry shortly",
+            )
+            .into_response();
+        }
+        let (mut parts, body) = req.into_parts();
+        let pq = parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/");
+        let Ok(uri) = Uri::try_from(format!("{base}{pq}")) else {
+            return ApiError::Internal(format!("the owner's URL {base} is not a URL"))
+                .into_response();
+        };
+        parts.uri = uri;
+        shell::proxy::strip_hop_by_hop(&mut parts.headers);
+        parts.headers.remove(http::header::HOST);
+        parts
+            .headers
+            .insert(FORWARDED_BY.clone(), self.node.clone());
+        self.metrics.forwarded.fetch_add(1, Relaxed);
+        match self.client.request(Request::from_parts(parts, body)).await {
+            Ok(answer) => {
+                let (mut parts, body) = answer.into_parts();
+                shell::proxy::strip_hop_by_hop(&mut parts.headers);
+                Response::from_parts(
+                    parts,
+                    Body::new(UntilClosed {
+                        body,
+                        closed: Some(closed),
+                    }),
+                )
+            }
+            Err(e) => {
+                self.metrics.forward_failed.fetch_add(1, Relaxed);
+                tracing::warn!(error = %e, owner = base, "could not forward to the partition's owner");
+                ApiError::Busy(
+                    "the origin that owns this stream's partition cannot be reached; the region takes it over within seconds",
+                )
+                .into_response()
+            }
+        }
+    }
+}
+
+/// A forwarded answer's body, ended (cleanly) once this origin is closing.
+struct UntilClosed<B> {
+    body: B,
+    closed: Option<BoxFuture<'static, ()>>,
+}
+
+impl<B> http_body::Body for UntilClosed<B>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Unpin,
+{
+    type Data = bytes::Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<bytes::Bytes>, B::Error>>> {
+        if let Some(closed) = &mut self.closed {
+            if closed.poll_unpin(cx).is_ready() {
+                self.closed = None;
+                return Poll::Ready(None);
+            }
+        } else {
+            return Poll::Ready(None);
+        }
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.closed.is_none() || self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}

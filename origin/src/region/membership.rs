@@ -1,0 +1,197 @@
+//! The I/O of `liveness`: this origin's heartbeat object, the others'
+//! heartbeats, and the partition's newest epoch claim, read from the
+//! bucket. Time is tokio's monotonic clock (paused in tests), never the
+//! bucket's or another machine's.
+//!
+//! ```text
+//! region/nodes/{node}                         one origin's heartbeat (JSON)
+//! region/partitions/{p:04}/epochs/{e:020}     who claimed p at epoch e
+//! ```
+//!
+//! Cost: every `renew` an origin puts its heartbeat, lists the heartbeats
+//! and reads each, and lists the epochs after the newest it knows; with
+//! three origins and the default second that is about five requests a
+//! second per origin.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+use super::format;
+use super::liveness::{self, Decision, Heartbeat, Liveness, Owner};
+use crate::objects::keys;
+
+/// How origins find each other and take over (`--lease`, `--lease-renew`).
+#[derive(Clone, Debug)]
+pub struct MembershipConfig {
+    /// An origin whose heartbeat has not changed for this long is dead;
+    /// takeover of its partition starts then.
+    pub lease: Duration,
+    /// How often an origin renews its heartbeat and looks at the others.
+    pub renew: Duration,
+    /// How much longer each next origin in name order waits before it
+    /// claims a dead owner's partition.
+    pub stagger: Duration,
+    /// Heartbeats observed at most (more are ignored, and logged).
+    pub max_nodes: usize,
+}
+
+impl Default for MembershipConfig {
+    fn default() -> Self {
+        MembershipConfig {
+            lease: Duration::from_secs(5),
+            renew: Duration::from_secs(1),
+            stagger: Duration::from_secs(2),
+            max_nodes: 256,
+        }
+    }
+}
+
+/// Heartbeats read at once.
+const READS: usize = 16;
+
+/// One origin's view of its region.
+pub struct Membership {
+    store: Arc<dyn ObjectStore>,
+    config: MembershipConfig,
+    partition: u32,
+    beat: Heartbeat,
+    liveness: Liveness,
+    owner: Option<Owner>,
+    started: tokio::time::Instant,
+}
+
+impl Membership {
+    pub fn new(
+        store: Arc<dyn ObjectStore>,
+        config: MembershipConfig,
+        node: &str,
+        url: &str,
+        partition: u32,
+    ) -> Membership {
+        Membership {
+            store,
+            liveness: Liveness::new(config.lease, config.max_nodes),
+            config,
+            partition,
+            beat: Heartbeat {
+                node: node.to_owned(),
+                url: url.to_owned(),
+                // A restart's sequence differs from its last life's.
+                seq: u64::from(rand::random::<u32>()) << 16,
+                leaving: false,
+            },
+            owner: None,
+            started: tokio::time::Instant::now(),
+        }
+    }
+
+    fn now(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    pub fn config(&self) -> &MembershipConfig {
+        &self.config
+    }
+
+    /// Renews this origin's heartbeat (`leaving` on a clean stop).
+    pub async fn beat(&mut self, leaving: bool) -> object_store::Result<()> {
+        self.beat.seq += 1;
+        self.beat.leaving = leaving;
+        let key = keys::node_heartbeat(&self.beat.node);
+        self.store
+            .put(&key, PutPayload::from(self.beat.encode()))
+            .await
+            .map(|_| ())
+    }
+
+    /// Reads the heartbeats and the newest claim. Returns the live origins.
+    pub async fn look(&mut self) -> object_store::Result<usize> {
+        let listed: Vec<Path> = self
+            .store
+            .list(Some(&keys::node_heartbeats()))
+            .map_ok(|meta| meta.location)
+            .take(self.config.max_nodes.saturating_add(1))
+            .try_collect()
+            .await?;
+        if listed.len() > self.config.max_nodes {
+            tracing::warn!(
+                max = self.config.max_nodes,
+                "more heartbeat objects than the region observes; the rest are ignored"
+            );
+        }
+        let store = &self.store;
+        let beats: Vec<Heartbeat> = futures::stream::iter(listed)
+            .map(|key| async move {
+                match store.get(&key).await {
+                    Ok(got) => got.bytes().await.map(|b| Heartbeat::decode(&b)),
+                    // Gone between the listing and the read.
+                    Err(object_store::Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            })
+            .buffer_unordered(READS)
+            .try_filter_map(|b| async move { Ok(b) })
+            .try_collect()
+            .await?;
+        let now = self.now();
+        self.liveness.observe(&beats, now);
+        self.owner = self.newest_claim().await?.or(self.owner.take());
+        if let Some(owner) = &self.owner {
+            self.liveness.note(&owner.node, now);
+        }
+        Ok(self.liveness.live(now).count())
+    }
+
+    /// The newest epoch claim past the one known (None: none newer).
+    async fn newest_claim(&self) -> object_store::Result<Option<Owner>> {
+        let prefix = keys::partition_epochs(self.partition);
+        let known = self.owner.as_ref().map(|o| o.epoch);
+        let listing = match known {
+            Some(e) => self
+                .store
+                .list_with_offset(Some(&prefix), &keys::partition_epoch(self.partition, e)),
+            None => self.store.list(Some(&prefix)),
+        };
+        let newest = listing
+            .try_fold(None::<u64>, |max, meta| async move {
+                Ok(keys::numbered(&meta.location).map_or(max, |n| max.max(Some(n))))
+            })
+            .await?;
+        let Some(epoch) = newest.filter(|e| Some(*e) > known) else {
+            return Ok(None);
+        };
+        let bytes = self
+            .store
+            .get(&keys::partition_epoch(self.partition, epoch))
+            .await?
+            .bytes()
+            .await?;
+        match format::decode_claim(&bytes) {
+            Ok(claim) => Ok(Some(Owner {
+                epoch: claim.epoch,
+                node: claim.node,
+                url: claim.url,
+            })),
+            Err(e) => {
+                tracing::error!(epoch, error = %e, "an epoch claim is not of this protocol");
+                Ok(None)
+            }
+        }
+    }
+
+    /// What to do, serving `serving` (its epoch) or nothing.
+    pub fn decide(&self, serving: Option<u64>) -> Decision {
+        liveness::decide(
+            &self.beat.node,
+            serving,
+            self.owner.as_ref(),
+            &self.liveness,
+            self.config.stagger,
+            self.now(),
+        )
+    }
+}

@@ -1,0 +1,373 @@
+//! A region origin (`--durability object`): it serves the partition while
+//! it owns it, forwards every stream request to the owner while another
+//! origin does (`http::forward`), and takes the partition over when the
+//! owner stops renewing its heartbeat (`region::liveness`).
+//!
+//! Each claim opens a fresh store in a folder of its own under
+//! `DATA/region/{n}`, rebuilt from the bucket: a store that lost the
+//! partition is stopped in the background and its folder removed, and its
+//! threads never share files with the next one. The key store stays in
+//! `DATA` itself, for every store in turn.
+//!
+//! States: `Joining` (at start and while a claim replays: stream requests
+//! answer 503 + `Retry-After`), `Serving` (this origin's store answers),
+//! `Following` (forwarded to the owner's URL). The membership loop renews
+//! the heartbeat every `renew` even while a claim replays, so a long
+//! replay does not make this origin look dead.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Method, Response};
+use axum::response::IntoResponse;
+use futures::FutureExt;
+use parking_lot::RwLock;
+use shell::Http1;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::clock::{Clock, SystemClock};
+use crate::http::error::ApiError;
+use crate::http::forward::Forwarder;
+use crate::http::{self, routes, HttpConfig, Shared};
+use crate::metrics::RegionMetrics;
+use crate::region::liveness::Decision;
+use crate::region::membership::{Membership, MembershipConfig};
+use crate::store::StoreConfig;
+
+#[derive(Clone)]
+enum Current {
+    Joining,
+    Serving {
+        state: Shared,
+        epoch: u64,
+        dir: PathBuf,
+    },
+    Following {
+        url: Arc<str>,
+    },
+}
+
+pub struct RegionOrigin {
+    /// The stores' configuration; `data` is each claim's own folder.
+    store: StoreConfig,
+    http: HttpConfig,
+    clock: Arc<dyn Clock>,
+    /// `--data`: the key store, and the stores' folders under `region/`.
+    data: PathBuf,
+    membership: MembershipConfig,
+    metrics: Arc<RegionMetrics>,
+    forwarder: Forwarder,
+    current: RwLock<Current>,
+    /// Turns true when the server starts to shut down.
+    closing: tokio::sync::watch::Sender<bool>,
+    incarnations: AtomicU64,
+}
+
+/// A claim under way: its store's folder and the replay's task.
+type Claiming = (PathBuf, JoinHandle<std::io::Result<Shared>>);
+
+impl RegionOrigin {
+    pub fn new(
+        store: StoreConfig,
+        http: HttpConfig,
+        membership: MembershipConfig,
+    ) -> std::io::Result<Arc<RegionOrigin>> {
+        let data = store.data.clone();
+        // The stores of a previous run: the bucket has all they held.
+        let stale = data.join("region");
+        if stale.exists() {
+            std::fs::remove_dir_all(&stale)?;
+        }
+        let metrics = Arc::new(RegionMetrics::default());
+        Ok(Arc::new(RegionOrigin {
+            forwarder: Forwarder::new(&store.region.node, Arc::clone(&metrics)),
+            store,
+            http,
+            clock: Arc::new(SystemClock),
+            data,
+            membership,
+            metrics,
+            current: RwLock::new(Current::Joining),
+            closing: tokio::sync::watch::Sender::new(false),
+            incarnations: AtomicU64::new(0),
+        }))
+    }
+
+    fn current(&self) -> Current {
+        self.current.read().clone()
+    }
+
+    /// Serves until `shutdown` resolves, then stops the store it serves and
+    /// tells the region it left (the others take over at once).
+    pub async fn serve(
+        self: Arc<Self>,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let settings: Vec<(&str, &str)> = self
+            .store
+            .object_store_settings
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let url = self.store.object_store.as_deref().ok_or_else(|| {
+            std::io::Error::other("object durability needs object storage (--object-store)")
+        })?;
+        let objects = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
+        let membership = Membership::new(
+            objects,
+            self.membership.clone(),
+            &self.store.region.node,
+            &self.store.region.url,
+            self.store.region.partition,
+        );
+        let run = tokio::spawn(Arc::clone(&self).run(membership));
+        let sweeper = shell::periodic::every(Duration::from_secs(1), {
+            let me = Arc::clone(&self);
+            move || {
+                let current = me.current();
+                async move {
+                    if let Current::Serving { state, .. } = current {
+                        super::tick(&state).await;
+                    }
+                }
+            }
+        });
+        let shutdown = shell::signal::announced(shutdown, self.closing.clone());
+        let serve = self.http.serve.clone();
+        let me = Arc::clone(&self);
+        let result = shell::serve(
+            listener,
+            &serve,
+            Http1::RequestsWatch,
+            shutdown,
+            move |req| handle(Arc::clone(&me), req),
+        )
+        .await;
+        drop(sweeper);
+        let mut membership = run.await.map_err(std::io::Error::other)?;
+        let last = std::mem::replace(&mut *self.current.write(), Current::Joining);
+        if let Current::Serving { state, .. } = last {
+            state.store.shutdown().await;
+        }
+        if let Err(e) = membership.beat(true).await {
+            tracing::warn!(error = %e, "could not tell the region this origin left; it takes over after the lease");
+        }
+        result
+    }
+
+    /// The membership loop: renew, look, decide, act; until closing.
+    async fn run(self: Arc<Self>, mut m: Membership) -> Membership {
+        let renew = m.config().renew;
+        // One slow request to the bucket does not hold the loop past this.
+        let patience = renew.saturating_mul(2).max(Duration::from_secs(1));
+        let mut interval = tokio::time::interval(renew);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut closed = self.closing.subscribe();
+        let mut claiming: Option<Claiming> = None;
+        loop {
+            // A claim that finishes is served at once, not at the next tick.
+            let finished = async {
+                match &mut claiming {
+                    Some((_, task)) => Some(task.await),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = interval.tick() => {}
+                _ = closed.wait_for(|c| *c) => break,
+                outcome = finished => {
+                    let (dir, _) = claiming.take().expect("a claim was under way");
+                    self.claimed(dir, outcome.expect("some"));
+                    continue;
+                }
+            }
+            if !matches!(
+                tokio::time::timeout(patience, m.beat(false)).await,
+                Ok(Ok(()))
+            ) {
+                self.metrics.heartbeat_failures.fetch_add(1, Relaxed);
+                tracing::warn!("could not renew this origin's heartbeat");
+            }
+            match tokio::time::timeout(patience, m.look()).await {
+                Ok(Ok(live)) => self.metrics.live_nodes.store(live as i64, Relaxed),
+                _ => {
+                    self.metrics.heartbeat_failures.fetch_add(1, Relaxed);
+                    tracing::warn!("could not read the region's membership");
+                    continue;
+                }
+            }
+            if claiming.is_some() {
+                continue;
+            }
+            let serving = match self.current() {
+                Current::Serving { epoch, .. } => Some(epoch),
+                _ => None,
+            };
+            match m.decide(serving) {
+                Decision::Serve => {}
+                Decision::Follow { url } => self.follow(url),
+                Decision::Claim => claiming = Some(self.claim()),
+            }
+        }
+        // A claim still replaying finishes, and its store stops at once.
+        if let Some((dir, task)) = claiming {
+            if let Ok(Ok(state)) = task.await {
+                state.store.shutdown().await;
+            }
+            remove_later(dir);
+        }
+        if let Current::Serving { state, .. } = self.current() {
+            let _ = state.closing.send(true);
+        }
+        m
+    }
+
+    /// Starts a claim: a new store in a folder of its own, replayed from
+    /// the bucket on a blocking thread.
+    fn claim(&self) -> Claiming {
+        *self.current.write() = Current::Joining;
+        self.metrics.following.store(0, Relaxed);
+        let n = self.incarnations.fetch_add(1, Relaxed) + 1;
+        let mut config = self.store.clone();
+        config.data = self.data.join("region").join(n.to_string());
+        let dir = config.data.clone();
+        let (http, clock, keys) = (
+            self.http.clone(),
+            Arc::clone(&self.clock),
+            self.data.clone(),
+        );
+        tracing::info!(folder = %dir.display(), "claiming the partition");
+        let task = tokio::task::spawn_blocking(move || {
+            super::open_state(config, http, clock, &keys).map(|(state, _)| state)
+        });
+        (dir, task)
+    }
+
+    fn claimed(
+        &self,
+        dir: PathBuf,
+        outcome: Result<std::io::Result<Shared>, tokio::task::JoinError>,
+    ) {
+        match outcome {
+            Ok(Ok(state)) => {
+                let epoch = state.store.epoch().unwrap_or(0);
+                self.metrics.claims.fetch_add(1, Relaxed);
+                self.metrics.serving.store(1, Relaxed);
+                self.metrics.epoch.store(epoch as i64, Relaxed);
+                tracing::info!(
+                    epoch,
+                    streams = state.store.stream_count(),
+                    "serving the partition"
+                );
+                *self.current.write() = Current::Serving { state, epoch, dir };
+                // If a newer claim came meanwhile, the next look sees it.
+                if *self.closing.borrow() {
+                    if let Current::Serving { state, .. } = self.current() {
+                        let _ = state.closing.send(true);
+                    }
+                }
+            }
+            Ok(Err(e)) => {
+                self.metrics.claim_failures.fetch_add(1, Relaxed);
+                tracing::warn!(error = %e, "the claim did not make this origin the owner");
+                remove_later(dir);
+            }
+            Err(e) => {
+                self.metrics.claim_failures.fetch_add(1, Relaxed);
+                tracing::error!(error = %e, "the claim's task failed");
+                remove_later(dir);
+            }
+        }
+    }
+
+    /// Forwards to `url` from now on; a store this origin served (of an
+    /// older epoch, fenced) stops in the background.
+    fn follow(&self, url: String) {
+        let previous = {
+            let mut current = self.current.write();
+            if matches!(&*current, Current::Following { url: u } if **u == *url) {
+                return;
+            }
+            tracing::info!(owner = %url, "following the partition's owner");
+            self.metrics.following.store(1, Relaxed);
+            std::mem::replace(
+                &mut *current,
+                Current::Following {
+                    url: url.as_str().into(),
+                },
+            )
+        };
+        if let Current::Serving { state, dir, .. } = previous {
+            self.metrics.serving.store(0, Relaxed);
+            self.metrics.epoch.store(0, Relaxed);
+            tracing::warn!("a newer owner took the partition over; this origin's store stops");
+            let _ = state.closing.send(true);
+            tokio::spawn(async move {
+                state.store.shutdown().await;
+                drop(state);
+                remove_later(dir);
+            });
+        }
+    }
+
+    fn closed(&self) -> futures::future::BoxFuture<'static, ()> {
+        let mut rx = self.closing.subscribe();
+        async move {
+            let _ = rx.wait_for(|c| *c).await;
+        }
+        .boxed()
+    }
+}
+
+/// Removes a stopped store's folder on a blocking thread.
+fn remove_later(dir: PathBuf) {
+    tokio::task::spawn_blocking(move || {
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!(folder = %dir.display(), error = %e, "could not remove a stopped store's folder");
+            }
+        }
+    });
+}
+
+/// Answers one request: the server's own endpoints here, stream requests
+/// by the store it serves or the owner it follows.
+async fn handle<B>(me: Arc<RegionOrigin>, req: axum::http::Request<B>) -> Response<Body>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let current = me.current();
+    if req.method() == Method::GET {
+        match req.uri().path() {
+            routes::METRICS => {
+                let mut text = match &current {
+                    Current::Serving { state, .. } => http::metrics_text(state),
+                    _ => String::new(),
+                };
+                me.metrics.render_into(&mut text);
+                return http::metrics_response(text);
+            }
+            routes::HEALTH => return http::health_response(),
+            _ => {}
+        }
+    }
+    match current {
+        Current::Serving { state, .. } => http::handle(state, req).await,
+        Current::Following { url } => {
+            me.forwarder
+                .forward(&url, req.map(Body::new), me.closed())
+                .await
+        }
+        Current::Joining => ApiError::Busy(
+            "this origin is joining its region or taking the partition over; retry shortly",
+        )
+        .into_response(),
+    }
+}

@@ -1,0 +1,252 @@
+//! Three origin processes on one bucket: started at once they race to
+//! claim and exactly one serves; every origin answers every request
+//! (forwarding to the owner); `kill -9` of the owner with its disk deleted
+//! moves the partition within the default lease's bound (≤ 10 s) with no
+//! acknowledged append lost; an owner paused past its lease (SIGSTOP) is
+//! fenced when it wakes and follows the new owner.
+
+use std::time::{Duration, Instant};
+
+use super::origins::{serving, start, start_with, wait_serving};
+use crate::common::process::Proc;
+use crate::common::seaweed::Seaweed;
+
+/// The one origin of `bases` that serves, once exactly one does (and every
+/// other answers as a follower).
+async fn the_owner(client: &reqwest::Client, bases: &[String]) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut owners = Vec::new();
+        let mut followers = 0;
+        for (i, base) in bases.iter().enumerate() {
+            match serving(client, base).await {
+                Some(true) => owners.push(i),
+                Some(false) => followers += 1,
+                None => {}
+            }
+        }
+        if owners.len() == 1 && followers == bases.len() - 1 {
+            return owners[0];
+        }
+        assert!(Instant::now() < deadline, "no single owner: {owners:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Appends `body` as the producer's `seq` through `base`, retrying while
+/// the region answers 503 (moving the partition); returns the time taken.
+async fn append_until_acknowledged(
+    client: &reqwest::Client,
+    bases: &[&str],
+    seq: u64,
+    body: &str,
+) -> Duration {
+    let started = Instant::now();
+    for attempt in 0usize.. {
+        let base = bases[attempt % bases.len()];
+        let sent = client
+            .post(format!("{base}/v1/stream/moved"))
+            .header("content-type", "application/octet-stream")
+            .header("producer-id", "writer")
+            .header("producer-epoch", "0")
+            .header("producer-seq", seq.to_string())
+            .body(body.to_owned())
+            .timeout(Duration::from_secs(15))
+            .send()
+            .await;
+        match sent {
+            // 204: a retry of one that landed before its answer was lost.
+            Ok(r) if r.status() == 200 || r.status() == 204 => return started.elapsed(),
+            Ok(r) => assert_eq!(r.status(), 503, "append {seq} through {base}"),
+            Err(_) => {}
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "append {seq} never landed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    unreachable!()
+}
+
+/// The whole stream through `url`, retrying while the region answers 503
+/// (a follower learns of a new owner at its next look, within a renewal).
+async fn read_all(client: &reqwest::Client, url: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let resp = client.get(format!("{url}?offset=-1")).send().await.unwrap();
+        if resp.status() == 200 {
+            return resp.text().await.unwrap();
+        }
+        assert_eq!(resp.status(), 503, "reading {url}");
+        assert!(Instant::now() < deadline, "{url} kept answering 503");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn base(p: &Proc) -> String {
+    format!("http://{}", p.addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_region_of_three_has_one_owner_and_replaces_a_dead_one_within_ten_seconds() {
+    let weed = Seaweed::start();
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["a", "b", "c"];
+    // Started together on a fresh prefix: all three find nobody and claim.
+    let mut procs: Vec<Proc> = names
+        .iter()
+        .map(|n| start(&weed, &dir.path().join(n), "three", n))
+        .collect();
+    let mut bases: Vec<String> = procs.iter().map(base).collect();
+    for b in &bases {
+        wait_serving(&client, b).await;
+    }
+    let owner = the_owner(&client, &bases).await;
+    // The claim race is settled: it stays settled.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(the_owner(&client, &bases).await, owner);
+
+    // Any origin answers any request: create through a follower, append
+    // through each in turn, read through each.
+    let follower = (owner + 1) % 3;
+    let created = client
+        .put(format!("{}/v1/stream/moved", bases[follower]))
+        .header("content-type", "application/octet-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let mut acknowledged = String::new();
+    for seq in 0..30u64 {
+        let body = format!("[{seq:03}]");
+        let through = bases[seq as usize % 3].as_str();
+        append_until_acknowledged(&client, &[through], seq, &body).await;
+        acknowledged.push_str(&body);
+    }
+    for b in &bases {
+        assert_eq!(
+            read_all(&client, &format!("{b}/v1/stream/moved")).await,
+            acknowledged
+        );
+    }
+
+    // The owner's machine goes, its disk with it.
+    let dead = procs.remove(owner);
+    let dead_base = bases.remove(owner);
+    let killed = Instant::now();
+    drop(dead);
+    std::fs::remove_dir_all(dir.path().join(names[owner])).unwrap();
+    let survivors: Vec<&str> = bases.iter().map(String::as_str).collect();
+    append_until_acknowledged(&client, &survivors, 30, "[030]").await;
+    let takeover = killed.elapsed();
+    acknowledged.push_str("[030]");
+    eprintln!("takeover: kill -9 to the first acknowledged append in {takeover:?}");
+    assert!(
+        takeover <= Duration::from_secs(10),
+        "takeover took {takeover:?}"
+    );
+    for b in &bases {
+        assert_eq!(
+            read_all(&client, &format!("{b}/v1/stream/moved")).await,
+            acknowledged
+        );
+    }
+    let new_owner = the_owner(&client, &bases).await;
+    let metrics = crate::common::metrics_at(&client, &bases[new_owner]).await;
+    assert!(crate::common::metric_in(&metrics, "ds_region_epoch").unwrap() >= 2);
+
+    // The machine comes back empty: it follows, and answers as the owner.
+    let back = start(&weed, &dir.path().join(names[owner]), "three", names[owner]);
+    let back_base = base(&back);
+    assert_ne!(back_base, dead_base);
+    wait_serving(&client, &back_base).await;
+    bases.push(back_base.clone());
+    procs.push(back);
+    the_owner(&client, &bases).await;
+    append_until_acknowledged(&client, &[&back_base], 31, "[031]").await;
+    acknowledged.push_str("[031]");
+    for b in &bases {
+        assert_eq!(
+            read_all(&client, &format!("{b}/v1/stream/moved")).await,
+            acknowledged
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_paused_past_its_lease_is_fenced_and_then_follows() {
+    let weed = Seaweed::start();
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let quick = ["--lease", "1s", "--lease-renew", "250ms"];
+    let procs: Vec<Proc> = ["a", "b"]
+        .iter()
+        .map(|n| start_with(&weed, &dir.path().join(n), "paused", n, &quick))
+        .collect();
+    let bases: Vec<String> = procs.iter().map(base).collect();
+    for b in &bases {
+        wait_serving(&client, b).await;
+    }
+    let owner = the_owner(&client, &bases).await;
+    let other = 1 - owner;
+    let created = client
+        .put(format!("{}/v1/stream/moved", bases[owner]))
+        .header("content-type", "application/octet-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let mut acknowledged = String::new();
+    for seq in 0..10u64 {
+        let body = format!("[{seq:03}]");
+        append_until_acknowledged(&client, &[&bases[owner]], seq, &body).await;
+        acknowledged.push_str(&body);
+    }
+
+    // The owner stops (a long GC pause, a frozen VM) with an append sent
+    // to it and not yet read.
+    procs[owner].signal("STOP");
+    let zombie = {
+        let client = client.clone();
+        let url = format!("{}/v1/stream/moved", bases[owner]);
+        tokio::spawn(async move {
+            client
+                .post(url)
+                .header("content-type", "application/octet-stream")
+                .body("zombie")
+                .timeout(Duration::from_secs(30))
+                .send()
+                .await
+                .map(|r| r.status())
+        })
+    };
+    // The other takes over and acknowledges.
+    append_until_acknowledged(&client, &[&bases[other]], 10, "[010]").await;
+    acknowledged.push_str("[010]");
+    assert_eq!(serving(&client, &bases[other]).await, Some(true));
+
+    // The paused owner wakes: what it was sent is acknowledged only if it
+    // is in the log (forwarded to the new owner), never by the old epoch.
+    procs[owner].signal("CONT");
+    let zombie = zombie.await.unwrap().expect("an answer once it wakes");
+    if zombie.is_success() {
+        acknowledged.push_str("zombie");
+    } else {
+        assert_eq!(zombie, 503);
+    }
+    let text = read_all(&client, &format!("{}/v1/stream/moved", bases[other])).await;
+    assert_eq!(text, acknowledged);
+    // It follows the new owner now: its answers are the new owner's.
+    let owner_now = the_owner(&client, &bases).await;
+    assert_eq!(owner_now, other);
+    append_until_acknowledged(&client, &[&bases[owner]], 11, "[011]").await;
+    acknowledged.push_str("[011]");
+    for b in &bases {
+        assert_eq!(
+            read_all(&client, &format!("{b}/v1/stream/moved")).await,
+            acknowledged
+        );
+    }
+}

@@ -1,0 +1,49 @@
+//! What both binaries do when they pass a request on to another server
+//! (the edge to its origin, an origin to its partition's owner): drop the
+//! headers that describe one connection rather than the message.
+
+use http::{HeaderMap, HeaderName};
+
+/// Headers that describe one connection, not the answer: never copied
+/// between the two sides of a proxy.
+pub const HOP_BY_HOP: [HeaderName; 8] = [
+    http::header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    http::header::TRANSFER_ENCODING,
+    http::header::TE,
+    http::header::TRAILER,
+    http::header::UPGRADE,
+    http::header::PROXY_AUTHENTICATE,
+];
+
+/// Removes the hop-by-hop headers, and any the `Connection` header names.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .collect();
+    for name in HOP_BY_HOP.iter().chain(&named) {
+        headers.remove(name);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_headers_and_those_it_names_go() {
+        let mut h = HeaderMap::new();
+        h.insert("connection", "close, x-private".parse().unwrap());
+        h.insert("x-private", "1".parse().unwrap());
+        h.insert("transfer-encoding", "chunked".parse().unwrap());
+        h.insert("content-type", "text/plain".parse().unwrap());
+        strip_hop_by_hop(&mut h);
+        assert_eq!(h.len(), 1);
+        assert!(h.contains_key("content-type"));
+    }
+}
