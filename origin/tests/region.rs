@@ -4,9 +4,13 @@
 //! a put whose answer was lost is settled by reading it back, and the
 //! origin in object durability loses nothing when its machine and disk go.
 
+#[path = "region/chaos.rs"]
+mod chaos;
 mod common;
 #[path = "region/origins.rs"]
 mod origins;
+#[path = "region/outage.rs"]
+mod outage;
 #[path = "region/takeover.rs"]
 mod takeover;
 

@@ -101,6 +101,18 @@ impl Liveness {
         fit
     }
 
+    /// This origin could not read the heartbeats for a while (its own
+    /// requests to the bucket failed): what it saw before says nothing
+    /// about the time it was blind, so every node starts a lease afresh
+    /// at `now` rather than being taken over for the outage.
+    pub fn after_blind(&mut self, now: Duration) {
+        for seen in self.seen.values_mut() {
+            if !seen.leaving {
+                seen.changed = now;
+            }
+        }
+    }
+
     /// Notes that `node` was named (as owner) at `now`, heartbeat or not:
     /// an owner that never wrote one is dead a lease after it was first named.
     pub fn note(&mut self, node: &str, now: Duration) {

@@ -62,6 +62,8 @@ pub struct Membership {
     liveness: Liveness,
     owner: Option<Owner>,
     started: tokio::time::Instant,
+    /// When the last look failed (None: it did not).
+    blind_since: Option<Duration>,
 }
 
 impl Membership {
@@ -86,6 +88,7 @@ impl Membership {
             },
             owner: None,
             started: tokio::time::Instant::now(),
+            blind_since: None,
         }
     }
 
@@ -109,7 +112,37 @@ impl Membership {
     }
 
     /// Reads the heartbeats and the newest claim. Returns the live origins.
-    pub async fn look(&mut self) -> object_store::Result<usize> {
+    /// A look that fails leaves this origin blind until one succeeds; if
+    /// that took longer than a renewal, every lease starts afresh
+    /// ([`Liveness::after_blind`]): an outage of the bucket is not a death.
+    /// It gives up after `patience` (counted as failed).
+    pub async fn look(&mut self, patience: Duration) -> Option<usize> {
+        let started = self.now();
+        let looked = match tokio::time::timeout(patience, self.look_once()).await {
+            Ok(Ok(live)) => Some(live),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not read the region's membership");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(?patience, "reading the region's membership took too long");
+                None
+            }
+        };
+        match (looked, self.blind_since) {
+            (None, None) => self.blind_since = Some(started),
+            (Some(_), Some(since)) => {
+                self.blind_since = None;
+                if self.now().saturating_sub(since) > self.config.renew {
+                    self.liveness.after_blind(self.now());
+                }
+            }
+            _ => {}
+        }
+        looked
+    }
+
+    async fn look_once(&mut self) -> object_store::Result<usize> {
         let listed: Vec<Path> = self
             .store
             .list(Some(&keys::node_heartbeats()))

@@ -194,11 +194,10 @@ impl RegionOrigin {
                 self.metrics.heartbeat_failures.fetch_add(1, Relaxed);
                 tracing::warn!("could not renew this origin's heartbeat");
             }
-            match tokio::time::timeout(patience, m.look()).await {
-                Ok(Ok(live)) => self.metrics.live_nodes.store(live as i64, Relaxed),
-                _ => {
+            match m.look(patience).await {
+                Some(live) => self.metrics.live_nodes.store(live as i64, Relaxed),
+                None => {
                     self.metrics.heartbeat_failures.fetch_add(1, Relaxed);
-                    tracing::warn!("could not read the region's membership");
                     continue;
                 }
             }

@@ -26,6 +26,16 @@ pub fn spawn_with_env(
     args: &[&std::ffi::OsStr],
     env: &[(String, String)],
 ) -> Proc {
+    spawn_at("127.0.0.1:0", runner, args, env)
+}
+
+/// [`spawn_with_env`] listening on `listen` (a restart on the same port).
+pub fn spawn_at(
+    listen: &str,
+    runner: &[&str],
+    args: &[&std::ffi::OsStr],
+    env: &[(String, String)],
+) -> Proc {
     let mut cmd = match runner.split_first() {
         Some((program, rest)) => {
             let mut c = Command::new(program);
@@ -35,7 +45,7 @@ pub fn spawn_with_env(
         None => Command::new(env!("CARGO_BIN_EXE_origin")),
     };
     let mut child = cmd
-        .args(["--listen", "127.0.0.1:0"])
+        .args(["--listen", listen])
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .env("RUST_LOG", "info")
@@ -73,7 +83,13 @@ impl Proc {
         self.child.wait().expect("wait");
     }
 
-    /// Sends `signal` (e.g. "STOP", "CONT", "KILL") to the origin.
+    /// `kill -9`, and waits until the process is gone (its port free).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Sends `signal` (e.g. "STOP", "CONT") to the origin.
     pub fn signal(&self, signal: &str) {
         let sent = std::process::Command::new("kill")
             .args([&format!("-{signal}"), &self.child.id().to_string()])

@@ -102,6 +102,15 @@ impl Seaweed {
         }
     }
 
+    /// Sends `signal` (e.g. "STOP" for an outage, "CONT" to end it).
+    pub fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+    }
+
     /// The URL of a store under `prefix` in the bucket.
     pub fn url(prefix: &str) -> String {
         format!("s3://{}/{prefix}", Self::BUCKET)

@@ -13,7 +13,7 @@ use crate::common::seaweed::Seaweed;
 
 /// The one origin of `bases` that serves, once exactly one does (and every
 /// other answers as a follower).
-async fn the_owner(client: &reqwest::Client, bases: &[String]) -> usize {
+pub async fn the_owner(client: &reqwest::Client, bases: &[String]) -> usize {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let mut owners = Vec::new();

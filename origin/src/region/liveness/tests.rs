@@ -155,3 +155,16 @@ fn a_heartbeat_reads_back_and_junk_does_not() {
     assert_eq!(Heartbeat::decode(&b.encode()), Some(b));
     assert_eq!(Heartbeat::decode(b"not json"), None);
 }
+
+#[test]
+fn a_blind_spot_of_the_observer_kills_nobody() {
+    let mut l = Liveness::new(LEASE, 16);
+    l.observe(&[beat("a", 1)], s(0));
+    // The observer's reads failed from 1 s to 20 s; a could not renew
+    // either (the same bucket). Its first read after sees a unchanged.
+    l.after_blind(s(20));
+    l.observe(&[beat("a", 1)], s(20));
+    assert_eq!(l.dead_for("a", s(24)), None);
+    // Then a lease of real silence does kill it.
+    assert_eq!(l.dead_for("a", s(25)), Some(s(0)));
+}

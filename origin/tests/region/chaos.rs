@@ -1,0 +1,329 @@
+//! Chaos: three origin processes and an edge (`--origin A,B,C`) on
+//! SeaweedFS. Writers with producer headers append to binary and JSON
+//! streams, one of them a fork, each append sent to a random one of the
+//! edge and the three origins and retried there and elsewhere while the
+//! answer is 503 or none. Meanwhile, cycle after cycle, a random origin is
+//! killed with `kill -9`, its data directory deleted and the origin
+//! restarted empty on its port, or it is paused with SIGSTOP past its
+//! lease and woken with SIGCONT. At the end every acknowledged append is
+//! present exactly once and in order, read through every origin and the
+//! edge, byte-exact; nothing else is.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+
+use crate::common::process::{spawn_at, Proc};
+use crate::common::seaweed::Seaweed;
+
+const BINARY_STREAMS: usize = 4;
+const JSON_STREAMS: usize = 2;
+const CYCLES: usize = 6;
+const NAMES: [&str; 3] = ["a", "b", "c"];
+
+fn start(weed: &Seaweed, data: &Path, node: &str, port: u16) -> Proc {
+    let url = Seaweed::url("chaos");
+    let args: Vec<&OsStr> = [
+        OsStr::new("--data"),
+        data.as_os_str(),
+        OsStr::new("--object-store"),
+        OsStr::new(&url),
+        OsStr::new("--durability"),
+        OsStr::new("object"),
+        OsStr::new("--node-id"),
+        OsStr::new(node),
+        OsStr::new("--lease"),
+        OsStr::new("1s"),
+        OsStr::new("--lease-renew"),
+        OsStr::new("250ms"),
+    ]
+    .to_vec();
+    spawn_at(&format!("127.0.0.1:{port}"), &[], &args, &weed.env())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One writer's stream and what was acknowledged on it, in order.
+struct Writer {
+    path: String,
+    json: bool,
+    /// The fork's inherited prefix (empty for the others).
+    inherited: String,
+    acked: parking_lot::Mutex<Vec<String>>,
+}
+
+/// Sends one append (as producer `seq`) to random targets until one
+/// acknowledges it (200, or 204: a retry of one that had landed).
+async fn append_once(
+    client: &reqwest::Client,
+    targets: &[String],
+    w: &Writer,
+    seq: u64,
+    body: &str,
+) {
+    let started = Instant::now();
+    loop {
+        let target = &targets[rand::rng().random_range(0..targets.len())];
+        let content_type = if w.json {
+            "application/json"
+        } else {
+            "application/octet-stream"
+        };
+        let sent = client
+            .post(format!("{target}{}", w.path))
+            .header("content-type", content_type)
+            .header("producer-id", "chaos")
+            .header("producer-epoch", "0")
+            .header("producer-seq", seq.to_string())
+            .body(body.to_owned())
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await;
+        match sent {
+            Ok(r) if r.status() == 200 || r.status() == 204 => return,
+            Ok(r) if r.status() == 503 || r.status() == 502 || r.status() == 504 => {}
+            Ok(r) => panic!("{} append {seq} through {target}: {}", w.path, r.status()),
+            Err(_) => {}
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{} append {seq} never acknowledged",
+            w.path
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The whole stream through `base`, retrying while the region answers 503.
+async fn read_whole(client: &reqwest::Client, base: &str, path: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(r) = client
+            .get(format!("{base}{path}?offset=-1"))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+        {
+            if r.status() == 200 {
+                return r.text().await.unwrap();
+            }
+            assert!(
+                [502, 503, 504].contains(&r.status().as_u16()),
+                "{base}{path}: {}",
+                r.status()
+            );
+        }
+        assert!(Instant::now() < deadline, "{base}{path} never answered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The messages a read holds: NDJSON lines as JSON values for a JSON
+/// stream, the bodies as written (`<w:seq>`) for a binary one.
+fn messages(w: &Writer, text: &str) -> Vec<String> {
+    if w.json {
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l)
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    } else {
+        text.split_inclusive('>').map(str::to_owned).collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chaos_loses_and_duplicates_no_acknowledged_append() {
+    let weed = Seaweed::start();
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = NAMES.iter().map(|_| free_port()).collect();
+    let mut procs: Vec<Proc> = NAMES
+        .iter()
+        .zip(&ports)
+        .map(|(n, p)| start(&weed, &dir.path().join(n), n, *p))
+        .collect();
+    let origins: Vec<String> = ports
+        .iter()
+        .map(|p| format!("http://127.0.0.1:{p}"))
+        .collect();
+    for o in &origins {
+        super::origins::wait_serving(&client, o).await;
+    }
+    super::takeover::the_owner(&client, &origins).await;
+    let mut config = edge::config::EdgeConfig::new(origins[0].parse().unwrap(), 64 << 20).unwrap();
+    config.more_origins = origins[1..].iter().map(|o| o.parse().unwrap()).collect();
+    let edge = edge::server::Edge::new(config).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let edge_base = format!("http://{}", listener.local_addr().unwrap());
+    let (stop_edge, edge_stopped) = tokio::sync::oneshot::channel::<()>();
+    let edge_task = tokio::spawn(edge.serve(listener, async move {
+        let _ = edge_stopped.await;
+    }));
+    let mut targets = origins.clone();
+    targets.push(edge_base.clone());
+
+    // The streams, and a fork of the first once it holds something.
+    let mut writers = Vec::new();
+    for i in 0..BINARY_STREAMS + JSON_STREAMS {
+        writers.push(Writer {
+            path: format!("/v1/stream/chaos-{i}"),
+            json: i >= BINARY_STREAMS,
+            inherited: String::new(),
+            acked: Default::default(),
+        });
+    }
+    for w in &writers {
+        let ct = if w.json {
+            "application/json"
+        } else {
+            "application/octet-stream"
+        };
+        let r = client
+            .put(format!("{edge_base}{}", w.path))
+            .header("content-type", ct)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201, "create {}", w.path);
+    }
+    let mut first_seq = vec![0u64; writers.len() + 1];
+    for seq in 0..10u64 {
+        let body = format!("<0:{seq}>");
+        append_once(&client, &targets, &writers[0], seq, &body).await;
+        writers[0].acked.lock().push(body);
+    }
+    first_seq[0] = 10;
+    let fork_path = "/v1/stream/chaos-fork".to_owned();
+    let r = client
+        .put(format!("{}{fork_path}", origins[1]))
+        .header("content-type", "application/octet-stream")
+        .header("stream-forked-from", &writers[0].path)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "fork");
+    let inherited = read_whole(&client, &origins[2], &fork_path).await;
+    assert_eq!(inherited, writers[0].acked.lock().concat());
+    writers.push(Writer {
+        path: fork_path,
+        json: false,
+        inherited,
+        acked: Default::default(),
+    });
+    let writers: Arc<Vec<Writer>> = Arc::new(writers);
+    let targets = Arc::new(targets);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks: Vec<_> = (0..writers.len())
+        .map(|i| {
+            let (client, writers, targets, stop) = (
+                client.clone(),
+                writers.clone(),
+                targets.clone(),
+                stop.clone(),
+            );
+            let first = first_seq[i];
+            tokio::spawn(async move {
+                let w = &writers[i];
+                let mut seq = first;
+                while !stop.load(Ordering::Relaxed) {
+                    let body = if w.json {
+                        serde_json::json!({"w": i, "s": seq}).to_string()
+                    } else {
+                        format!("<{i}:{seq}>")
+                    };
+                    append_once(&client, &targets, w, seq, &body).await;
+                    w.acked.lock().push(body);
+                    seq += 1;
+                }
+            })
+        })
+        .collect();
+
+    let mut kills = 0;
+    let mut pauses = 0;
+    for cycle in 0..CYCLES {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        // Every third cycle the owner itself, else any origin.
+        let victim = if cycle % 3 == 0 {
+            super::takeover::the_owner(&client, &origins).await
+        } else {
+            rand::rng().random_range(0..NAMES.len())
+        };
+        if cycle % 3 == 2 {
+            procs[victim].signal("STOP");
+            tokio::time::sleep(Duration::from_millis(2500)).await;
+            procs[victim].signal("CONT");
+            pauses += 1;
+        } else {
+            procs[victim].kill();
+            let data = dir.path().join(NAMES[victim]);
+            std::fs::remove_dir_all(&data).unwrap();
+            procs[victim] = start(&weed, &data, NAMES[victim], ports[victim]);
+            kills += 1;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+
+    let mut acknowledged = 0;
+    let (mut lost, mut duplicated) = (0, 0);
+    for w in writers.iter() {
+        let acked = w.acked.lock().clone();
+        acknowledged += acked.len();
+        let mut expected = messages(w, &w.inherited);
+        expected.extend(acked.iter().map(|b| {
+            if w.json {
+                serde_json::from_str::<serde_json::Value>(b)
+                    .unwrap()
+                    .to_string()
+            } else {
+                b.clone()
+            }
+        }));
+        for base in targets.iter() {
+            let got = messages(w, &read_whole(&client, base, &w.path).await);
+            lost += expected.iter().filter(|m| !got.contains(m)).count();
+            duplicated += got
+                .len()
+                .saturating_sub(got.iter().collect::<std::collections::HashSet<_>>().len());
+            assert_eq!(got, expected, "{} through {base}", w.path);
+        }
+    }
+    let owner = super::takeover::the_owner(&client, &origins).await;
+    let metrics = crate::common::metrics_at(&client, &origins[owner]).await;
+    let epoch = crate::common::metric_in(&metrics, "ds_region_epoch").unwrap();
+    eprintln!(
+        "chaos: {CYCLES} cycles ({kills} kill -9 with the disk deleted, {pauses} SIGSTOP past the lease), \
+         final epoch {epoch}, {acknowledged} acknowledged appends on {} streams, lost {lost}, duplicated {duplicated}",
+        writers.len()
+    );
+    assert!(
+        epoch >= 3,
+        "the partition moved at least twice (epoch {epoch})"
+    );
+    assert!(
+        acknowledged > 100,
+        "the writers made progress: {acknowledged}"
+    );
+    assert_eq!((lost, duplicated), (0, 0));
+    let _ = stop_edge.send(());
+    let _ = edge_task.await;
+}

@@ -1,0 +1,110 @@
+//! An object-store outage (SeaweedFS stopped with SIGSTOP, every request to
+//! it hanging): writes answer 503 + `Retry-After` within
+//! `--object-write-timeout`, never an acknowledgement; reads go on, through
+//! the follower too; nobody takes the partition over for the outage (the
+//! follower was blind, not the owner dead); once the store answers again,
+//! writes resume by themselves and the retried append lands exactly once.
+
+use std::time::{Duration, Instant};
+
+use super::origins::{read_all, serving, start_with, wait_owner, wait_serving};
+use crate::common::seaweed::Seaweed;
+
+async fn append(client: &reqwest::Client, url: &str, seq: u64) -> reqwest::Response {
+    client
+        .post(url)
+        .header("content-type", "application/octet-stream")
+        .header("producer-id", "writer")
+        .header("producer-epoch", "0")
+        .header("producer-seq", seq.to_string())
+        .body(format!("[{seq}]"))
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_store_outage_refuses_writes_serves_reads_and_passes() {
+    let weed = Seaweed::start();
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--object-write-timeout",
+        "2s",
+        "--lease",
+        "1s",
+        "--lease-renew",
+        "250ms",
+    ];
+    let a = start_with(&weed, &dir.path().join("a"), "outage", "a", &flags);
+    let base_a = format!("http://{}", a.addr);
+    wait_owner(&client, &base_a).await;
+    let b = start_with(&weed, &dir.path().join("b"), "outage", "b", &flags);
+    let base_b = format!("http://{}", b.addr);
+    wait_serving(&client, &base_b).await;
+    for _ in 0..200 {
+        if serving(&client, &base_b).await == Some(false) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(serving(&client, &base_b).await, Some(false));
+    let stream = format!("{base_a}/v1/stream/outage");
+    let created = client
+        .put(&stream)
+        .header("content-type", "application/octet-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let mut acknowledged = String::new();
+    for seq in 0..5 {
+        assert_eq!(append(&client, &stream, seq).await.status(), 200);
+        acknowledged.push_str(&format!("[{seq}]"));
+    }
+
+    weed.signal("STOP");
+    let sent = Instant::now();
+    let refused = append(&client, &stream, 5).await;
+    assert_eq!(refused.status(), 503, "a write during the outage");
+    assert!(refused.headers().contains_key("retry-after"));
+    assert!(
+        sent.elapsed() < Duration::from_secs(10),
+        "answered within the write timeout"
+    );
+    let body: serde_json::Value = refused.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "UNAVAILABLE");
+    // Reads go on, on the owner and through the follower.
+    assert_eq!(read_all(&client, &stream).await, acknowledged);
+    let through_b = format!("{base_b}/v1/stream/outage");
+    assert_eq!(read_all(&client, &through_b).await, acknowledged);
+    // The outage lasts well past the lease.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    weed.signal("CONT");
+
+    // Writes resume by themselves; the refused one, retried with its
+    // producer headers, lands once (204 if its commit landed after all).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = append(&client, &through_b, 5).await.status();
+        if status == 200 || status == 204 {
+            break;
+        }
+        assert_eq!(status, 503);
+        assert!(Instant::now() < deadline, "writes did not resume");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    acknowledged.push_str("[5]");
+    assert_eq!(append(&client, &through_b, 6).await.status(), 200);
+    acknowledged.push_str("[6]");
+    assert_eq!(read_all(&client, &through_b).await, acknowledged);
+    // Nobody took over for the outage: a still serves its first epoch.
+    assert_eq!(serving(&client, &base_a).await, Some(true));
+    let metrics = crate::common::metrics_at(&client, &base_a).await;
+    assert_eq!(
+        crate::common::metric_in(&metrics, "ds_region_epoch"),
+        Some(1)
+    );
+    assert_eq!(serving(&client, &base_b).await, Some(false));
+}
