@@ -1,7 +1,9 @@
 # Object storage: the data bucket for sealed 4 MiB chunks and snapshots
+# and, in object durability, the region's WAL, epoch claims and heartbeats
 # (private, SSE-KMS with a key of its own, versioned, TLS only, access-logged,
-# one lifecycle rule that only aborts abandoned multipart uploads), and the log
-# bucket every access log of the deployment goes to.
+# lifecycle rules that only abort abandoned multipart uploads and expire
+# replaced heartbeats), and the log bucket every access log of the deployment
+# goes to.
 
 locals {
   bucket_name   = var.bucket_name != "" ? var.bucket_name : "${var.name}-streams-${local.account_id}-${var.region}"
@@ -97,6 +99,23 @@ resource "aws_s3_bucket_lifecycle_configuration" "data" {
       days_after_initiation = var.abort_incomplete_uploads_days
     }
   }
+
+  # Versioning keeps every replaced heartbeat (one per origin per second,
+  # about 86,000 a day each), worth nothing once replaced. Stream data is
+  # never touched: expiring streams stays the origin's job.
+  dynamic "rule" {
+    for_each = local.origin_region ? [1] : []
+    content {
+      id     = "expire-replaced-heartbeats"
+      status = "Enabled"
+      filter {
+        prefix = "${var.object_store_prefix}/region/nodes/"
+      }
+      noncurrent_version_expiration {
+        noncurrent_days = 1
+      }
+    }
+  }
 }
 
 resource "aws_s3_bucket_logging" "data" {
@@ -105,18 +124,39 @@ resource "aws_s3_bucket_logging" "data" {
   target_prefix = "s3-access/${local.bucket_name}/"
 }
 
+# Fencing rests on WAL objects and epoch claims never being overwritten:
+# each is created once, by a put with If-None-Match: *. A put without it (a
+# stray script, `aws s3 cp`) could replace what a takeover replays or who
+# owns the partition, so in object durability the bucket refuses it, whoever
+# sends it. Heartbeats (region/nodes) are overwritten every second and stay
+# outside. The ObjectCreationOperation clause keeps CreateMultipartUpload and
+# UploadPart, which cannot carry the header, out of the deny.
+locals {
+  deny_unconditional_partition_puts = {
+    Sid       = "DenyUnconditionalPartitionPuts"
+    Effect    = "Deny"
+    Principal = "*"
+    Action    = "s3:PutObject"
+    Resource  = "${aws_s3_bucket.data.arn}/${var.object_store_prefix}/region/partitions/*"
+    Condition = {
+      Null = { "s3:if-none-match" = "true" }
+      Bool = { "s3:ObjectCreationOperation" = "true" }
+    }
+  }
+}
+
 resource "aws_s3_bucket_policy" "data" {
   bucket = aws_s3_bucket.data.id
   policy = jsonencode({
     Version = "2012-10-17"
-    Statement = [{
+    Statement = concat([{
       Sid       = "DenyPlainHttp"
       Effect    = "Deny"
       Principal = "*"
       Action    = "s3:*"
       Resource  = [aws_s3_bucket.data.arn, "${aws_s3_bucket.data.arn}/*"]
       Condition = { Bool = { "aws:SecureTransport" = "false" } }
-    }]
+    }], local.origin_region ? [local.deny_unconditional_partition_puts] : [])
   })
 
   depends_on = [aws_s3_bucket_public_access_block.data]

@@ -38,7 +38,7 @@ resource "aws_launch_template" "edge" {
   }
 
   user_data = base64encode(templatefile("${path.module}/templates/edge.sh.tftpl", {
-    origin_url      = local.origin_url
+    origin_urls     = join(",", local.origin_urls)
     object_store    = local.object_store
     cache_size      = var.edge_cache_size
     region          = var.region

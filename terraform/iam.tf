@@ -20,6 +20,10 @@ resource "aws_iam_role" "origin" {
   assume_role_policy = data.aws_iam_policy_document.ec2_assume.json
 }
 
+# Object durability's region needs nothing beyond these: WAL objects, epoch
+# claims (create-only puts; If-None-Match needs no action of its own) and
+# heartbeats are PutObject, the replay and the others' heartbeats GetObject,
+# and listing {prefix}/region/... is ListBucket under the prefix.
 data "aws_iam_policy_document" "origin" {
   statement {
     sid = "ObjectsUnderPrefix"

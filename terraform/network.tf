@@ -1,7 +1,8 @@
 # A minimal VPC of its own: two public subnets for the load balancer and the
-# NAT gateway, two private subnets for the origin and the edges, an S3 gateway
-# endpoint so chunk reads and seals never cross the NAT, flow logs, and the
-# security groups that make the origin reachable from the edges only.
+# NAT gateway, two private subnets for the origins and the edges, an S3 gateway
+# endpoint so chunk reads, seals and WAL puts never cross the NAT, flow logs,
+# and the security groups that make the origins reachable from the edges (and
+# each other) only.
 
 data "aws_availability_zones" "chosen" {
   state = "available"
@@ -209,6 +210,29 @@ resource "aws_vpc_security_group_ingress_rule" "origin_from_edges" {
   security_group_id            = aws_security_group.origin.id
   description                  = "Stream API from the edges"
   referenced_security_group_id = aws_security_group.edge.id
+  ip_protocol                  = "tcp"
+  from_port                    = 4437
+  to_port                      = 4437
+}
+
+# A region's origins reach each other: a follower forwards every request to
+# the owner's advertised address. Only in object durability; a sync origin
+# is alone.
+resource "aws_vpc_security_group_ingress_rule" "origin_from_origins" {
+  count                        = local.origin_region ? 1 : 0
+  security_group_id            = aws_security_group.origin.id
+  description                  = "Requests forwarded by the region's other origins"
+  referenced_security_group_id = aws_security_group.origin.id
+  ip_protocol                  = "tcp"
+  from_port                    = 4437
+  to_port                      = 4437
+}
+
+resource "aws_vpc_security_group_egress_rule" "origin_to_origins" {
+  count                        = local.origin_region ? 1 : 0
+  security_group_id            = aws_security_group.origin.id
+  description                  = "Requests forwarded to the region's owning origin"
+  referenced_security_group_id = aws_security_group.origin.id
   ip_protocol                  = "tcp"
   from_port                    = 4437
   to_port                      = 4437

@@ -1,17 +1,26 @@
-# The origin: one instance in the first private subnet, at a fixed private
-# address the edges are configured with, and a separate encrypted gp3 volume
-# for the log that outlives the instance (a replaced instance mounts the same
-# log and recovers it).
+# The origins. Object durability (the default): origin_count instances spread
+# over the private subnets' zones, a region on one bucket and prefix: one
+# serves, the others forward to it and take over when it dies. Every
+# acknowledged append is in the bucket, so they need no data volume (the root
+# disk holds a cache rebuilt at start). Sync durability: one instance in the
+# first private subnet with a separate encrypted gp3 volume for the log that
+# outlives the instance (a replaced instance mounts the same log and
+# recovers it). Either way each origin has a fixed private address the edges
+# are configured with.
 
 data "aws_ssm_parameter" "al2023" {
   name = "/aws/service/ami-amazon-linux-latest/al2023-ami-kernel-default-${var.architecture}"
 }
 
 locals {
-  ami_id = var.ami_id != "" ? var.ami_id : nonsensitive(data.aws_ssm_parameter.al2023.value)
-  # Fixed, so the edges' EDGE_ORIGIN survives a replacement of the origin.
-  origin_private_ip = cidrhost(aws_subnet.private[0].cidr_block, 10)
-  origin_url        = "http://${local.origin_private_ip}:4437"
+  ami_id        = var.ami_id != "" ? var.ami_id : nonsensitive(data.aws_ssm_parameter.al2023.value)
+  origin_region = var.origin_durability == "object"
+  # Origin i in subnet i % zones, at host 10 + i of it (unique across the
+  # subnets): fixed, so the edges' EDGE_ORIGIN survives a replacement.
+  # Origin 0 keeps the address the single origin always had.
+  origin_subnets     = [for i in range(var.origin_count) : aws_subnet.private[i % length(aws_subnet.private)]]
+  origin_private_ips = [for i, s in local.origin_subnets : cidrhost(s.cidr_block, 10 + i)]
+  origin_urls        = [for ip in local.origin_private_ips : "http://${ip}:4437"]
 
   install_release = templatefile("${path.module}/templates/install-release.sh.tftpl", {
     release_url    = var.release_url
@@ -20,6 +29,7 @@ locals {
 }
 
 resource "aws_ebs_volume" "origin_data" {
+  count             = local.origin_region ? 0 : 1
   availability_zone = local.azs[0]
   type              = "gp3"
   size              = var.origin_data_volume_size_gib
@@ -32,10 +42,11 @@ resource "aws_ebs_volume" "origin_data" {
 }
 
 resource "aws_instance" "origin" {
+  count                       = var.origin_count
   ami                         = local.ami_id
   instance_type               = var.origin_instance_type
-  subnet_id                   = aws_subnet.private[0].id
-  private_ip                  = local.origin_private_ip
+  subnet_id                   = local.origin_subnets[count.index].id
+  private_ip                  = local.origin_private_ips[count.index]
   vpc_security_group_ids      = [aws_security_group.origin.id]
   iam_instance_profile        = aws_iam_instance_profile.origin.name
   associate_public_ip_address = false
@@ -44,7 +55,10 @@ resource "aws_instance" "origin" {
   user_data_replace_on_change = true
 
   user_data = templatefile("${path.module}/templates/origin.sh.tftpl", {
-    data_volume_id  = aws_ebs_volume.origin_data.id
+    data_volume_id  = local.origin_region ? "" : aws_ebs_volume.origin_data[0].id
+    region_mode     = local.origin_region
+    node_id         = "origin-${count.index}"
+    advertise_url   = local.origin_urls[count.index]
     object_store    = local.object_store
     region          = var.region
     open_accounts   = var.open_accounts
@@ -60,24 +74,47 @@ resource "aws_instance" "origin" {
 
   root_block_device {
     volume_type = "gp3"
-    volume_size = 16
+    volume_size = local.origin_region ? var.origin_root_volume_size_gib : 16
     encrypted   = true
   }
 
-  tags = { Name = "${var.name}-origin" }
+  # A sync origin keeps the name it always had.
+  tags = { Name = local.origin_region ? "${var.name}-origin-${count.index}" : "${var.name}-origin" }
 
   lifecycle {
-    # A newer AMI alone is no reason to replace the only origin; change
-    # ami_id (or taint) to roll it deliberately.
+    precondition {
+      condition     = local.origin_region || var.origin_count == 1
+      error_message = "origin_durability = \"sync\" needs origin_count = 1: a sync origin's log is on its own volume, and several origins need object durability to form a region."
+    }
+    # A newer AMI alone is no reason to replace an origin; change ami_id (or
+    # taint) to roll it deliberately.
     ignore_changes = [ami]
   }
 }
 
 resource "aws_volume_attachment" "origin_data" {
+  count       = local.origin_region ? 0 : 1
   device_name = "/dev/sdf"
-  volume_id   = aws_ebs_volume.origin_data.id
-  instance_id = aws_instance.origin.id
+  volume_id   = aws_ebs_volume.origin_data[0].id
+  instance_id = aws_instance.origin[0].id
   # Stop the instance (systemd sends the origin SIGTERM) before detaching the
   # log on a replacement, so the log is never detached under a live writer.
   stop_instance_before_detaching = true
+}
+
+# Deployments made before origin_durability had these without an index: a
+# sync deployment keeps its origin and its volume.
+moved {
+  from = aws_instance.origin
+  to   = aws_instance.origin[0]
+}
+
+moved {
+  from = aws_ebs_volume.origin_data
+  to   = aws_ebs_volume.origin_data[0]
+}
+
+moved {
+  from = aws_volume_attachment.origin_data
+  to   = aws_volume_attachment.origin_data[0]
 }

@@ -15,19 +15,19 @@ output "alb_dns_name" {
   value       = aws_lb.edge.dns_name
 }
 
-output "origin_private_ip" {
-  description = "The origin's fixed private address; the edges reach it at http://<this>:4437."
-  value       = local.origin_private_ip
+output "origin_private_ips" {
+  description = "The origins' fixed private addresses, origin-0 first; the edges reach them at http://<each>:4437 (EDGE_ORIGIN lists them all)."
+  value       = local.origin_private_ips
 }
 
-output "origin_instance_id" {
-  description = "The origin instance (for Session Manager: aws ssm start-session --target <this>)."
-  value       = aws_instance.origin.id
+output "origin_instance_ids" {
+  description = "The origin instances, origin-0 first (for Session Manager: aws ssm start-session --target <one>)."
+  value       = aws_instance.origin[*].id
 }
 
 output "origin_data_volume_id" {
-  description = "The origin's log volume, mounted at /var/lib/origin; snapshot it before risky changes."
-  value       = aws_ebs_volume.origin_data.id
+  description = "Sync durability: the origin's log volume, mounted at /var/lib/origin; snapshot it before risky changes. Null in object durability (no data volume)."
+  value       = one(aws_ebs_volume.origin_data[*].id)
 }
 
 output "edge_autoscaling_group" {
@@ -51,7 +51,7 @@ output "logs_bucket_name" {
 }
 
 output "kms_key_arn" {
-  description = "KMS key of the data bucket and the origin's data volume."
+  description = "KMS key of the data bucket and (sync durability) the origin's data volume."
   value       = aws_kms_key.data.arn
 }
 

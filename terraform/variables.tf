@@ -38,7 +38,7 @@ variable "availability_zone_letters" {
 }
 
 variable "vpc_cidr" {
-  description = "CIDR of the VPC this module creates: two public subnets (load balancer, NAT) and two private ones (origin, edges) in the two zones of availability_zone_letters."
+  description = "CIDR of the VPC this module creates: two public subnets (load balancer, NAT) and two private ones (origins, edges) in the two zones of availability_zone_letters."
   type        = string
   default     = "10.40.0.0/16"
 }
@@ -85,26 +85,54 @@ variable "ami_id" {
 
 # ---- origin -----------------------------------------------------------------
 
+variable "origin_durability" {
+  description = "object (the default): every acknowledged append is in the bucket, the origins form a region (one serves, the others forward to it and take over within seconds when it dies) and need no data volume. sync: one origin whose log is fsync'd to its own EBS volume (the layout before regions)."
+  type        = string
+  default     = "object"
+
+  validation {
+    condition     = contains(["object", "sync"], var.origin_durability)
+    error_message = "origin_durability must be object or sync."
+  }
+}
+
+variable "origin_count" {
+  description = "Origins in the region (object durability), spread over the private subnets' zones. Must be 1 with sync durability (checked at plan)."
+  type        = number
+  default     = 3
+
+  validation {
+    condition     = var.origin_count >= 1 && floor(var.origin_count) == var.origin_count
+    error_message = "origin_count must be a whole number, at least 1."
+  }
+}
+
 variable "origin_instance_type" {
-  description = "Instance type of the origin (one instance; every append is fsync'd to its data volume)."
+  description = "Instance type of each origin."
   type        = string
   default     = "m7i.large"
 }
 
+variable "origin_root_volume_size_gib" {
+  description = "Root volume of each origin in object durability, which holds the data directory: a cache the origin rebuilds from the bucket at start. (In sync durability the root volume is 16 GiB and the data has a volume of its own.)"
+  type        = number
+  default     = 32
+}
+
 variable "origin_data_volume_size_gib" {
-  description = "Size of the origin's data volume (the write-ahead log and unsealed chunks), mounted at /var/lib/origin."
+  description = "Sync durability only: size of the origin's data volume (the write-ahead log and unsealed chunks), mounted at /var/lib/origin."
   type        = number
   default     = 100
 }
 
 variable "origin_data_volume_iops" {
-  description = "Provisioned IOPS of the gp3 data volume (3000 is gp3's free baseline)."
+  description = "Sync durability only: provisioned IOPS of the gp3 data volume (3000 is gp3's free baseline)."
   type        = number
   default     = 3000
 }
 
 variable "origin_data_volume_throughput" {
-  description = "Provisioned throughput of the gp3 data volume in MiB/s (125 is gp3's free baseline)."
+  description = "Sync durability only: provisioned throughput of the gp3 data volume in MiB/s (125 is gp3's free baseline)."
   type        = number
   default     = 125
 }
@@ -121,7 +149,7 @@ variable "open_accounts" {
 }
 
 variable "origin_extra_env" {
-  description = "Extra environment variables for the origin's systemd unit (flags such as ORIGIN_SSE_SESSION). Not for secrets: user data is readable by anyone who can describe the instance."
+  description = "Extra environment variables for the origin's systemd unit (flags such as ORIGIN_SSE_SESSION or ORIGIN_LEASE); they win over the module's own settings. Not for secrets: user data is readable by anyone who can describe the instance."
   type        = map(string)
   default     = {}
 }
@@ -190,7 +218,7 @@ variable "object_store_prefix" {
 }
 
 variable "abort_incomplete_uploads_days" {
-  description = "Days after which S3 aborts a multipart upload that was never completed (a seal interrupted by a crash). The bucket's only lifecycle rule: retention of streams is the origin's job."
+  description = "Days after which S3 aborts a multipart upload that was never completed (a seal interrupted by a crash). The bucket's lifecycle never expires stream data (that is the origin's job); its only other rule expires replaced region heartbeats."
   type        = number
   default     = 2
 }

@@ -13,6 +13,31 @@ use origin::server::Origin;
 use origin::store::{Store, StoreConfig};
 use tokio::sync::oneshot;
 
+/// SeaweedFS for origins in object durability (`DS_TEST_DURABILITY=object`).
+#[path = "../../../origin/tests/common/seaweed.rs"]
+pub mod seaweed;
+
+/// With `DS_TEST_DURABILITY=object`, an origin that seals nowhere runs in
+/// object durability on the test binary's shared SeaweedFS, under a prefix
+/// of its data directory's own (a restart replays the same partition):
+/// every edge test then also runs against an origin whose WAL is in the
+/// bucket.
+fn in_test_durability(mut store: StoreConfig) -> StoreConfig {
+    if std::env::var("DS_TEST_DURABILITY").as_deref() != Ok("object")
+        || store.object_store.is_some()
+    {
+        return store;
+    }
+    use sha2::Digest;
+    let prefix = hex::encode(&sha2::Sha256::digest(store.data.as_os_str().as_encoded_bytes())[..8]);
+    store.durability = origin::store::Durability::Object;
+    store.object_store = Some(seaweed::Seaweed::url(&format!("edge-tests/{prefix}")));
+    store.object_store_settings = seaweed::shared().settings();
+    store.region.node = "test".into();
+    store.region.url = "http://test.invalid".into();
+    store
+}
+
 /// How long a test waits for something that should happen soon.
 pub const WAIT: Duration = Duration::from_secs(30);
 /// How often it looks.
@@ -64,7 +89,7 @@ impl TestOrigin {
         let data = self.dir.as_ref().expect("data dir").path().to_owned();
         let mut store = StoreConfig::new(data);
         store.object_store = self.url.clone();
-        let origin = Origin::open(store, self.http.clone()).expect("origin");
+        let origin = Origin::open(in_test_durability(store), self.http.clone()).expect("origin");
         self.store = Some(origin.state.store.clone());
         let (stop, stopped) = oneshot::channel::<()>();
         tokio::spawn(origin.serve(listener, async move {

@@ -112,7 +112,15 @@ pub async fn plan(state: &Shared, path: &str, req: ForkRequest) -> Result<ForkPl
         return Err(ApiError::Gone { retained });
     }
     let at = if source.is_json() {
-        json_point(&source, anchor, req.sub, tail, state.config.max_body).await?
+        json_point(
+            &source,
+            anchor,
+            retained,
+            req.sub,
+            tail,
+            state.config.max_body,
+        )
+        .await?
     } else {
         fork::binary_point(anchor, req.sub, tail).map_err(refused)?
     };
@@ -132,10 +140,14 @@ fn refused(r: ForkRefusal) -> ApiError {
 }
 
 /// The end of the `sub`-th message from `anchor` of a JSON source, which
-/// must itself fall between messages, within `limit` bytes of it.
+/// must itself fall between messages, within `limit` bytes of it. The
+/// retained offset is between messages by construction (retention moves
+/// only to a snapshot's offset, which is), and the byte before it may be
+/// gone: it is not read.
 async fn json_point(
     source: &std::sync::Arc<StreamView>,
     anchor: u64,
+    retained: u64,
     sub: u64,
     tail: u64,
     limit: u64,
@@ -143,7 +155,7 @@ async fn json_point(
     if anchor > tail {
         return Err(refused(ForkRefusal::BeyondTail { tail }));
     }
-    if anchor > 0 && source.read(anchor - 1, anchor).await?.as_ref() != b"\n" {
+    if anchor > retained && source.read(anchor - 1, anchor).await?.as_ref() != b"\n" {
         return Err(ApiError::Invalid(
             shared::error::ErrorCode::InvalidOffset,
             "a JSON stream forks between messages".to_owned(),

@@ -17,6 +17,30 @@ use origin::server::Origin;
 use origin::store::{Store, StoreConfig};
 use tokio::sync::oneshot;
 
+/// With `DS_TEST_DURABILITY=object`, a store on the default object store
+/// (the data directory's folder) runs in object durability on the test binary's shared SeaweedFS,
+/// under a prefix of its data directory's own (so a restart on the same
+/// directory claims the same partition and replays it): the same tests,
+/// the WAL in the bucket and the local disk rebuilt from it at each start.
+pub fn in_test_durability(mut config: StoreConfig) -> StoreConfig {
+    let default_store = StoreConfig::new(config.data.clone()).object_store;
+    if std::env::var("DS_TEST_DURABILITY").as_deref() != Ok("object")
+        || config.object_store != default_store
+    {
+        return config;
+    }
+    use sha2::Digest;
+    let prefix =
+        hex::encode(&sha2::Sha256::digest(config.data.as_os_str().as_encoded_bytes())[..8]);
+    let weed = seaweed::shared();
+    config.durability = origin::store::Durability::Object;
+    config.object_store = Some(seaweed::Seaweed::url(&format!("tests/{prefix}")));
+    config.object_store_settings = weed.settings();
+    config.region.node = "test".into();
+    config.region.url = "http://test.invalid".into();
+    config
+}
+
 /// An origin serving on loopback until dropped or stopped.
 pub struct TestOrigin {
     pub addr: SocketAddr,
@@ -73,8 +97,8 @@ impl TestOrigin {
         store: impl FnOnce(PathBuf) -> StoreConfig,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let origin =
-            Origin::open_with_clock(store(data.clone()), http, clock).expect("open origin");
+        let origin = Origin::open_with_clock(in_test_durability(store(data.clone())), http, clock)
+            .expect("open origin");
         let store = Some(origin.state.store.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

@@ -79,27 +79,8 @@ impl Seaweed {
         weed
     }
 
-    /// Until the bucket answers a listing (a real request, not a port probe).
     fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let url = format!("{}/{}/", self.endpoint, Self::BUCKET);
-        loop {
-            let ok = std::process::Command::new("curl")
-                .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", &url])
-                .output()
-                .map(|o| o.stdout == b"200")
-                .unwrap_or(false);
-            if ok {
-                return;
-            }
-            if Instant::now() > deadline {
-                let log = std::fs::read_to_string(self.dir.path().join("weed.log"));
-                let log = log.unwrap_or_default();
-                let tail = &log[log.len().saturating_sub(4000)..];
-                panic!("SeaweedFS did not come up; its log ends:\n{tail}");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        wait_listing(&self.endpoint, self.dir.path());
     }
 
     /// Sends `signal` (e.g. "STOP" for an outage, "CONT" to end it).
@@ -118,16 +99,7 @@ impl Seaweed {
 
     /// S3 settings that reach this server.
     pub fn settings(&self) -> Vec<(String, String)> {
-        [
-            ("aws_endpoint", self.endpoint.as_str()),
-            ("aws_access_key_id", "any"),
-            ("aws_secret_access_key", "any"),
-            ("aws_region", "us-east-1"),
-            ("aws_allow_http", "true"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+        settings_for(&self.endpoint)
     }
 
     /// The same settings as environment variables, for a child origin.
@@ -149,6 +121,109 @@ impl Seaweed {
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
         origin::objects::open_with(&Self::url(prefix), &settings).unwrap()
+    }
+}
+
+/// One `weed mini` for a whole test binary ([`shared`]), for tests that
+/// run the origin in object durability (`DS_TEST_DURABILITY=object`). It
+/// runs under a shell that kills it once this process's end of its stdin
+/// closes, that is when the test binary exits, however it exits.
+pub struct SharedWeed {
+    pub endpoint: String,
+    _stdin: std::process::ChildStdin,
+    /// The shell; it exits (and is reaped by init) with the test binary.
+    _shell: Child,
+}
+
+static SHARED: std::sync::OnceLock<SharedWeed> = std::sync::OnceLock::new();
+
+/// The test binary's shared SeaweedFS, started on first use.
+pub fn shared() -> &'static SharedWeed {
+    SHARED.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("ds-weed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = free_ports(12);
+        let flag = |name: &str, port: u16| format!("-{name}={port}");
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(r#"log=$1; shift; "$@" </dev/null >"$log" 2>&1 & pid=$!; read _; kill -9 $pid"#)
+            .arg("sh")
+            .arg(dir.join("weed.log"))
+            .arg(weed())
+            .arg("mini")
+            .arg(format!("-dir={}", dir.display()))
+            .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-admin.ui=false"])
+            .arg(format!("-bucket={}", Seaweed::BUCKET))
+            .args([
+                flag("master.port", p[0]),
+                flag("master.port.grpc", p[1]),
+                flag("volume.port", p[2]),
+                flag("volume.port.grpc", p[3]),
+                flag("filer.port", p[4]),
+                flag("filer.port.grpc", p[5]),
+                flag("s3.port", p[6]),
+                flag("s3.port.grpc", p[7]),
+                flag("admin.port", p[8]),
+                flag("admin.port.grpc", p[9]),
+                flag("webdav.port", p[10]),
+                flag("debug.port", p[11]),
+            ])
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("sh and weed are installed (scripts/setup installs SeaweedFS)");
+        let stdin = child.stdin.take().expect("stdin");
+        let endpoint = format!("http://127.0.0.1:{}", p[6]);
+        wait_listing(&endpoint, &dir);
+        SharedWeed {
+            endpoint,
+            _stdin: stdin,
+            _shell: child,
+        }
+    })
+}
+
+impl SharedWeed {
+    /// S3 settings that reach this server.
+    pub fn settings(&self) -> Vec<(String, String)> {
+        settings_for(&self.endpoint)
+    }
+}
+
+fn settings_for(endpoint: &str) -> Vec<(String, String)> {
+    [
+        ("aws_endpoint", endpoint),
+        ("aws_access_key_id", "any"),
+        ("aws_secret_access_key", "any"),
+        ("aws_region", "us-east-1"),
+        ("aws_allow_http", "true"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// Until the bucket at `endpoint` answers a listing (a real request, not a
+/// port probe); panics with the end of the log in `dir` after a minute.
+fn wait_listing(endpoint: &str, dir: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let url = format!("{}/{}/", endpoint, Seaweed::BUCKET);
+    loop {
+        let ok = std::process::Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", &url])
+            .output()
+            .map(|o| o.stdout == b"200")
+            .unwrap_or(false);
+        if ok {
+            return;
+        }
+        if Instant::now() > deadline {
+            let log = std::fs::read_to_string(dir.join("weed.log"));
+            let log = log.unwrap_or_default();
+            let tail = &log[log.len().saturating_sub(4000)..];
+            panic!("SeaweedFS did not come up; its log ends:\n{tail}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

@@ -440,3 +440,66 @@ async fn a_range_to_the_largest_offset_is_cut_at_the_end() {
     assert_eq!(header(&r, "content-range").as_deref(), Some("bytes 5-9/10"));
     assert_eq!(r.bytes().await.unwrap(), &b"56789"[..]);
 }
+
+/// A JSON fork at its source's retained offset: the byte before it is
+/// gone, and the offset is between messages by construction (retention
+/// moves only to a snapshot's offset), so the fork is made, not refused as
+/// "inside a message" (found by the edge's differential test with the
+/// origin in object durability, where the bytes go sooner).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_fork_at_the_retained_offset_is_made() {
+    let api = Api::start().await;
+    let source = stream_path("json-retained-source");
+    assert_eq!(api.create(&source, "application/json").await.status(), 201);
+    let r = api
+        .append(&source, "application/json", r#"[{"a":1},{"b":2}]"#)
+        .await;
+    assert!(r.status().is_success());
+    let end: u64 = api.read_all(&source).await.len() as u64;
+    let first = stream_path("json-retained-first");
+    let r = api
+        .put(&first)
+        .header("stream-forked-from", &source)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let r = api
+        .put(&format!("{source}/snapshot/{}", offset(end)))
+        .header("content-type", "application/json")
+        .body(r#"{"state":1}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let r = api
+        .put(&format!("{source}/snapshot/{}/retain", offset(end)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    // A fork of the fork at its end, which is the retained offset.
+    let second = stream_path("json-retained-second");
+    let r = api
+        .put(&second)
+        .header("stream-forked-from", &first)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{:?}", r.text().await);
+    // And at the source's own retained offset, named.
+    let third = stream_path("json-retained-third");
+    let r = api
+        .put(&third)
+        .header("stream-forked-from", &source)
+        .header("stream-fork-offset", offset(end))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201, "{:?}", r.text().await);
+    assert!(api
+        .append(&third, "application/json", r#"{"c":3}"#)
+        .await
+        .status()
+        .is_success());
+}
