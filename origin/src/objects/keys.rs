@@ -7,6 +7,7 @@
 //! region/partitions/{p:04}/epochs/{epoch:020}   who claimed partition p (see `region`)
 //! region/partitions/{p:04}/wal/{number:020}     one group commit (or fence) of p
 //! region/nodes/{node}                           one origin's heartbeat (`region::membership`)
+//! region/auth/{token-signing.pk8,keys.json}     the region's access control (`region::auth_sync`)
 //! ```
 //! `path-hash` is the first 16 bytes of SHA-256 of the stream's path, in hex:
 //! keys stay short whatever the path, and an edge that serves
@@ -63,6 +64,11 @@ pub fn node_heartbeats() -> Path {
 /// One origin's heartbeat (`node` is checked to be one key segment).
 pub fn node_heartbeat(node: &str) -> Path {
     Path::from(format!("region/nodes/{node}"))
+}
+
+/// One of the region's access-control files.
+pub fn region_auth(file: &str) -> Path {
+    Path::from(format!("region/auth/{file}"))
 }
 
 /// The number an epoch or WAL key ends in (None for any other key).

@@ -14,6 +14,7 @@
 //! and `membership` (its reads and writes); `server::region` serves or
 //! forwards by it. See `docs/decisions/0012-object-durability.md`.
 
+pub mod auth_sync;
 pub mod fence;
 pub mod format;
 pub mod liveness;

@@ -6,8 +6,9 @@
 //! Each claim opens a fresh store in a folder of its own under
 //! `DATA/region/{n}`, rebuilt from the bucket: a store that lost the
 //! partition is stopped in the background and its folder removed, and its
-//! threads never share files with the next one. The key store stays in
-//! `DATA` itself, for every store in turn.
+//! threads never share files with the next one. The key store and the
+//! token signing key stay in `DATA` itself, for every store in turn,
+//! copied from the bucket before each claim (`region::auth_sync`).
 //!
 //! States: `Joining` (at start and while a claim replays: stream requests
 //! answer 503 + `Retry-After`), `Serving` (this origin's store answers),
@@ -66,6 +67,8 @@ pub struct RegionOrigin {
     /// Turns true when the server starts to shut down.
     closing: tokio::sync::watch::Sender<bool>,
     incarnations: AtomicU64,
+    /// The bucket (membership, access control), opened when serving starts.
+    objects: std::sync::OnceLock<Arc<dyn object_store::ObjectStore>>,
 }
 
 /// A claim under way: its store's folder and the replay's task.
@@ -95,6 +98,7 @@ impl RegionOrigin {
             current: RwLock::new(Current::Joining),
             closing: tokio::sync::watch::Sender::new(false),
             incarnations: AtomicU64::new(0),
+            objects: std::sync::OnceLock::new(),
         }))
     }
 
@@ -119,6 +123,7 @@ impl RegionOrigin {
             std::io::Error::other("object durability needs object storage (--object-store)")
         })?;
         let objects = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
+        let _ = self.objects.set(Arc::clone(&objects));
         let membership = Membership::new(
             objects,
             self.membership.clone(),
@@ -170,6 +175,8 @@ impl RegionOrigin {
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut closed = self.closing.subscribe();
         let mut claiming: Option<Claiming> = None;
+        // The key store as last put in the bucket by this origin.
+        let mut keys_published = Vec::new();
         loop {
             // A claim that finishes is served at once, not at the next tick.
             let finished = async {
@@ -203,6 +210,17 @@ impl RegionOrigin {
             }
             if claiming.is_some() {
                 continue;
+            }
+            if matches!(self.current(), Current::Serving { .. }) {
+                let objects = self.objects.get().expect("set before the loop");
+                let published =
+                    crate::region::auth_sync::publish(&**objects, &self.data, &mut keys_published);
+                if let Err(e) = tokio::time::timeout(patience, published)
+                    .await
+                    .unwrap_or_else(|_| Err(std::io::Error::other("timed out")))
+                {
+                    tracing::warn!(error = %e, "could not put the key store in the bucket; trying again");
+                }
             }
             let serving = match self.current() {
                 Current::Serving { epoch, .. } => Some(epoch),
@@ -242,8 +260,16 @@ impl RegionOrigin {
             self.data.clone(),
         );
         tracing::info!(folder = %dir.display(), "claiming the partition");
-        let task = tokio::task::spawn_blocking(move || {
-            super::open_state(config, http, clock, &keys).map(|(state, _)| state)
+        let objects = Arc::clone(self.objects.get().expect("set before the loop"));
+        let task = tokio::spawn(async move {
+            // The region's signing key and key store first: keys and tokens
+            // made on an earlier owner work here too.
+            crate::region::auth_sync::fetch(&*objects, &keys).await?;
+            tokio::task::spawn_blocking(move || {
+                super::open_state(config, http, clock, &keys).map(|(state, _)| state)
+            })
+            .await
+            .map_err(std::io::Error::other)?
         });
         (dir, task)
     }

@@ -250,3 +250,125 @@ async fn an_owner_paused_past_its_lease_is_fenced_and_then_follows() {
         );
     }
 }
+
+/// Keys and tokens made on one owner work on the next: the region's
+/// signing key and key store live in the bucket (`region::auth_sync`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_and_tokens_outlive_the_owner_that_made_them() {
+    let weed = Seaweed::start();
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--lease",
+        "1s",
+        "--lease-renew",
+        "250ms",
+        "--open-accounts",
+        "",
+        "--admin-token",
+        "admin-secret",
+    ];
+    let mut procs: Vec<Proc> = ["a", "b"]
+        .iter()
+        .map(|n| start_with(&weed, &dir.path().join(n), "keys", n, &flags))
+        .collect();
+    let bases: Vec<String> = procs.iter().map(base).collect();
+    for b in &bases {
+        wait_serving(&client, b).await;
+    }
+    let owner = the_owner(&client, &bases).await;
+    let other = 1 - owner;
+    // A key made through the follower (forwarded to the owner), and a
+    // token exchanged for it.
+    let made: serde_json::Value = client
+        .post(format!("{}/_admin/keys", bases[other]))
+        .bearer_auth("admin-secret")
+        .body(r#"{"account":"default"}"#)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let key = made["key"].as_str().expect("a key").to_owned();
+    let token: serde_json::Value = client
+        .post(format!("{}/_auth/token", bases[owner]))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = token["token"].as_str().expect("a token").to_owned();
+    let public_key = client
+        .get(format!("{}/_auth/public-key", bases[owner]))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let stream = "/v1/stream/guarded";
+    let created = client
+        .put(format!("{}{stream}", bases[owner]))
+        .bearer_auth(&key)
+        .header("content-type", "application/octet-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    let anonymous = client
+        .post(format!("{}{stream}", bases[owner]))
+        .header("content-type", "application/octet-stream")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(anonymous.status(), 401, "credentials are required");
+    // Once the owner has put the key store in the bucket (within a
+    // renewal), its machine goes, disk and all.
+    let bucket = weed.store("keys");
+    let id = made["id"].as_str().expect("an id").to_owned();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let path = object_store::path::Path::from("region/auth/keys.json");
+        if let Ok(got) = object_store::ObjectStoreExt::get(&*bucket, &path).await {
+            if String::from_utf8_lossy(&got.bytes().await.unwrap()).contains(&id) {
+                break;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the key store never reached the bucket"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    procs[owner].kill();
+    std::fs::remove_dir_all(dir.path().join(["a", "b"][owner])).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while serving(&client, &bases[other]).await != Some(true) {
+        assert!(Instant::now() < deadline, "no takeover");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for credential in [&key, &token] {
+        let r = client
+            .post(format!("{}{stream}", bases[other]))
+            .bearer_auth(credential)
+            .header("content-type", "application/octet-stream")
+            .body("kept")
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.status());
+    }
+    let now_public = client
+        .get(format!("{}/_auth/public-key", bases[other]))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(now_public, public_key, "edges' token key did not change");
+}
