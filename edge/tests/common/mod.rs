@@ -17,15 +17,23 @@ use tokio::sync::oneshot;
 #[path = "../../../origin/tests/common/seaweed.rs"]
 pub mod seaweed;
 
-/// With `DS_TEST_DURABILITY=object`, an origin that seals nowhere runs in
-/// object durability on the test binary's shared SeaweedFS, under a prefix
-/// of its data directory's own (a restart replays the same partition):
-/// every edge test then also runs against an origin whose WAL is in the
-/// bucket.
+/// With `DS_TEST_DURABILITY=object`, every origin runs in object
+/// durability: one that seals nowhere on the test binary's shared
+/// SeaweedFS, under a prefix of its data directory's own (a restart
+/// replays the same partition), one that seals into a test's folder on
+/// that folder. Every edge test then also runs against an origin whose WAL
+/// is in the bucket.
 fn in_test_durability(mut store: StoreConfig) -> StoreConfig {
-    if std::env::var("DS_TEST_DURABILITY").as_deref() != Ok("object")
-        || store.object_store.is_some()
-    {
+    if std::env::var("DS_TEST_DURABILITY").as_deref() != Ok("object") {
+        return store;
+    }
+    if store.object_store.is_some() {
+        // The test's own bucket (a folder the edge reads chunks from):
+        // the WAL goes there too (a folder's create-only puts are atomic
+        // on one machine, and one origin writes it).
+        store.durability = origin::store::Durability::Object;
+        store.region.node = "test".into();
+        store.region.url = "http://test.invalid".into();
         return store;
     }
     use sha2::Digest;
