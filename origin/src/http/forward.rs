@@ -32,6 +32,9 @@ use crate::metrics::RegionMetrics;
 /// Names the origin that forwarded a request.
 pub static FORWARDED_BY: HeaderName = HeaderName::from_static("ds-forwarded-by");
 
+/// How long connecting to the owner may take.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The client this origin forwards with, pooled across requests.
 #[derive(Clone)]
 pub struct Forwarder {
@@ -44,6 +47,10 @@ impl Forwarder {
     pub fn new(node: &str, metrics: Arc<RegionMetrics>) -> Forwarder {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
+        // An owner whose machine vanished answers nothing: give up on a
+        // connection soon, and find dead pooled ones by keepalive.
+        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        connector.set_keepalive(Some(std::time::Duration::from_secs(5)));
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(std::time::Duration::from_secs(60))
             .build(connector);
@@ -55,18 +62,19 @@ impl Forwarder {
     }
 
     /// Sends `req` to the owner at `base` (`http://host:port`) and hands
-    /// its answer back as it streams, ending it once `closed` resolves.
+    /// its answer back as it streams, until `ended` resolves (this origin
+    /// stops, or no longer follows that owner): a request still waiting
+    /// for its answer then answers 503, an answer streaming ends.
     pub async fn forward(
         &self,
         base: &str,
         req: Request,
-        closed: BoxFuture<'static, ()>,
+        mut ended: BoxFuture<'static, ()>,
     ) -> Response<Body> {
         if req.headers().contains_key(&FORWARDED_BY) {
-            return ApiError::Busy(
+            return busy(
                 "the region is moving this stream's partition between origins; retry shortly",
-            )
-            .into_response();
+            );
         }
         let (mut parts, body) = req.into_parts();
         let pq = parts
@@ -85,7 +93,14 @@ impl Forwarder {
             .headers
             .insert(FORWARDED_BY.clone(), self.node.clone());
         self.metrics.forwarded.fetch_add(1, Relaxed);
-        match self.client.request(Request::from_parts(parts, body)).await {
+        let sent = self.client.request(Request::from_parts(parts, body));
+        let answer = tokio::select! {
+            answer = sent => answer,
+            () = &mut ended => return busy(
+                "this origin stopped following the partition's owner; retry shortly",
+            ),
+        };
+        match answer {
             Ok(answer) => {
                 let (mut parts, body) = answer.into_parts();
                 shell::proxy::strip_hop_by_hop(&mut parts.headers);
@@ -93,20 +108,27 @@ impl Forwarder {
                     parts,
                     Body::new(UntilClosed {
                         body,
-                        closed: Some(closed),
+                        closed: Some(ended),
                     }),
                 )
             }
             Err(e) => {
                 self.metrics.forward_failed.fetch_add(1, Relaxed);
                 tracing::warn!(error = %e, owner = base, "could not forward to the partition's owner");
-                ApiError::Busy(
+                busy(
                     "the origin that owns this stream's partition cannot be reached; the region takes it over within seconds",
                 )
-                .into_response()
             }
         }
     }
+}
+
+/// 503 + `Retry-After`, with the headers every stream answer carries (a
+/// browser sees the refusal, not a CORS failure).
+fn busy(why: &'static str) -> Response<Body> {
+    let mut r = ApiError::Busy(why).into_response();
+    super::common_headers(&mut r, true);
+    r
 }
 
 /// A forwarded answer's body, ended (cleanly) once this origin is closing.

@@ -182,20 +182,19 @@ pub fn decide(
     stagger: Duration,
     now: Duration,
 ) -> Decision {
-    let Some(owner) = owner else {
-        // Nobody ever claimed it.
-        return Decision::Claim;
-    };
-    match serving {
-        Some(epoch) if epoch == owner.epoch => return Decision::Serve,
+    let owner = match (serving, owner) {
         // A newer claim: this origin's writes are fenced already.
-        Some(_) => {
+        (Some(epoch), Some(owner)) if owner.epoch > epoch => {
             return Decision::Follow {
                 url: owner.url.clone(),
             }
         }
-        None => {}
-    }
+        // Its own epoch is the newest it knows of (a listing may lag).
+        (Some(_), _) => return Decision::Serve,
+        // Nobody ever claimed it.
+        (None, None) => return Decision::Claim,
+        (None, Some(owner)) => owner,
+    };
     if owner.node == me {
         // Its own claim from before a restart: nobody else holds it.
         return Decision::Claim;

@@ -53,12 +53,49 @@ impl Default for MembershipConfig {
 /// Heartbeats read at once.
 const READS: usize = 16;
 
+/// This origin's heartbeat, renewed on a task of its own (so a slow look
+/// or a long claim never delays it).
+pub struct Heartbeater {
+    store: Arc<dyn ObjectStore>,
+    beat: parking_lot::Mutex<Heartbeat>,
+}
+
+impl Heartbeater {
+    pub fn new(store: Arc<dyn ObjectStore>, node: &str, url: &str) -> Heartbeater {
+        Heartbeater {
+            store,
+            beat: parking_lot::Mutex::new(Heartbeat {
+                node: node.to_owned(),
+                url: url.to_owned(),
+                // A restart's sequence differs from its last life's.
+                seq: u64::from(rand::random::<u32>()) << 16,
+                leaving: false,
+            }),
+        }
+    }
+
+    /// Renews the heartbeat; `leaving` tells the others to take over now
+    /// (a clean stop, or an origin whose claims keep failing).
+    pub async fn beat(&self, leaving: bool) -> object_store::Result<()> {
+        let (key, bytes) = {
+            let mut beat = self.beat.lock();
+            beat.seq += 1;
+            beat.leaving = leaving;
+            (keys::node_heartbeat(&beat.node), beat.encode())
+        };
+        self.store
+            .put(&key, PutPayload::from(bytes))
+            .await
+            .map(|_| ())
+    }
+}
+
 /// One origin's view of its region.
 pub struct Membership {
     store: Arc<dyn ObjectStore>,
     config: MembershipConfig,
     partition: u32,
-    beat: Heartbeat,
+    me: String,
     liveness: Liveness,
     owner: Option<Owner>,
     started: tokio::time::Instant,
@@ -71,7 +108,6 @@ impl Membership {
         store: Arc<dyn ObjectStore>,
         config: MembershipConfig,
         node: &str,
-        url: &str,
         partition: u32,
     ) -> Membership {
         Membership {
@@ -79,13 +115,7 @@ impl Membership {
             liveness: Liveness::new(config.lease, config.max_nodes),
             config,
             partition,
-            beat: Heartbeat {
-                node: node.to_owned(),
-                url: url.to_owned(),
-                // A restart's sequence differs from its last life's.
-                seq: u64::from(rand::random::<u32>()) << 16,
-                leaving: false,
-            },
+            me: node.to_owned(),
             owner: None,
             started: tokio::time::Instant::now(),
             blind_since: None,
@@ -98,17 +128,6 @@ impl Membership {
 
     pub fn config(&self) -> &MembershipConfig {
         &self.config
-    }
-
-    /// Renews this origin's heartbeat (`leaving` on a clean stop).
-    pub async fn beat(&mut self, leaving: bool) -> object_store::Result<()> {
-        self.beat.seq += 1;
-        self.beat.leaving = leaving;
-        let key = keys::node_heartbeat(&self.beat.node);
-        self.store
-            .put(&key, PutPayload::from(self.beat.encode()))
-            .await
-            .map(|_| ())
     }
 
     /// Reads the heartbeats and the newest claim. Returns the live origins.
@@ -219,7 +238,7 @@ impl Membership {
     /// What to do, serving `serving` (its epoch) or nothing.
     pub fn decide(&self, serving: Option<u64>) -> Decision {
         liveness::decide(
-            &self.beat.node,
+            &self.me,
             serving,
             self.owner.as_ref(),
             &self.liveness,

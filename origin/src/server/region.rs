@@ -37,7 +37,7 @@ use crate::http::forward::Forwarder;
 use crate::http::{self, routes, HttpConfig, Shared};
 use crate::metrics::RegionMetrics;
 use crate::region::liveness::Decision;
-use crate::region::membership::{Membership, MembershipConfig};
+use crate::region::membership::{Heartbeater, Membership, MembershipConfig};
 use crate::store::StoreConfig;
 
 #[derive(Clone)]
@@ -67,6 +67,11 @@ pub struct RegionOrigin {
     /// Turns true when the server starts to shut down.
     closing: tokio::sync::watch::Sender<bool>,
     incarnations: AtomicU64,
+    /// Raised at every change of state (forwarded answers of the old end).
+    generation: tokio::sync::watch::Sender<u64>,
+    /// Set while this origin stands aside after failed claims: its
+    /// heartbeat says `leaving`, so the next origin in line claims.
+    standing_aside: std::sync::atomic::AtomicBool,
     /// The bucket (membership, access control), opened when serving starts.
     objects: std::sync::OnceLock<Arc<dyn object_store::ObjectStore>>,
 }
@@ -98,6 +103,8 @@ impl RegionOrigin {
             current: RwLock::new(Current::Joining),
             closing: tokio::sync::watch::Sender::new(false),
             incarnations: AtomicU64::new(0),
+            generation: tokio::sync::watch::Sender::new(0),
+            standing_aside: std::sync::atomic::AtomicBool::new(false),
             objects: std::sync::OnceLock::new(),
         }))
     }
@@ -124,13 +131,19 @@ impl RegionOrigin {
         })?;
         let objects = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
         let _ = self.objects.set(Arc::clone(&objects));
+        let heartbeater = Arc::new(Heartbeater::new(
+            Arc::clone(&objects),
+            &self.store.region.node,
+            &self.store.region.url,
+        ));
         let membership = Membership::new(
             objects,
             self.membership.clone(),
             &self.store.region.node,
-            &self.store.region.url,
             self.store.region.partition,
         );
+        let (stop_beating, beating) = tokio::sync::watch::channel(false);
+        let beats = tokio::spawn(Arc::clone(&self).beat(Arc::clone(&heartbeater), beating));
         let run = tokio::spawn(Arc::clone(&self).run(membership));
         let sweeper = shell::periodic::every(Duration::from_secs(1), {
             let me = Arc::clone(&self);
@@ -155,26 +168,69 @@ impl RegionOrigin {
         )
         .await;
         drop(sweeper);
-        let mut membership = run.await.map_err(std::io::Error::other)?;
+        run.await.map_err(std::io::Error::other)?;
         let last = std::mem::replace(&mut *self.current.write(), Current::Joining);
         if let Current::Serving { state, .. } = last {
             state.store.shutdown().await;
         }
-        if let Err(e) = membership.beat(true).await {
-            tracing::warn!(error = %e, "could not tell the region this origin left; it takes over after the lease");
+        // The heartbeat went on until the store stopped; now the others
+        // may take over at once.
+        let _ = stop_beating.send(true);
+        let _ = beats.await;
+        let patience = self.patience();
+        match tokio::time::timeout(patience, heartbeater.beat(true)).await {
+            Ok(Ok(())) => {}
+            _ => tracing::warn!(
+                "could not tell the region this origin left; it takes over after the lease"
+            ),
         }
         result
     }
 
-    /// The membership loop: renew, look, decide, act; until closing.
-    async fn run(self: Arc<Self>, mut m: Membership) -> Membership {
+    /// How long one request to the bucket may take before it counts as failed.
+    fn patience(&self) -> Duration {
+        self.membership
+            .renew
+            .saturating_mul(2)
+            .max(Duration::from_secs(1))
+    }
+
+    /// Renews the heartbeat every renewal until told to stop; `leaving`
+    /// while this origin stands aside after failed claims.
+    async fn beat(
+        self: Arc<Self>,
+        heartbeater: Arc<Heartbeater>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let mut interval = tokio::time::interval(self.membership.renew);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = interval.tick() => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+            let aside = self.standing_aside.load(Relaxed);
+            match tokio::time::timeout(self.patience(), heartbeater.beat(aside)).await {
+                Ok(Ok(())) => {}
+                _ => {
+                    self.metrics.heartbeat_failures.fetch_add(1, Relaxed);
+                    tracing::warn!("could not renew this origin's heartbeat");
+                }
+            }
+        }
+    }
+
+    /// The membership loop: look, decide, act; until closing.
+    async fn run(self: Arc<Self>, mut m: Membership) {
         let renew = m.config().renew;
-        // One slow request to the bucket does not hold the loop past this.
-        let patience = renew.saturating_mul(2).max(Duration::from_secs(1));
+        let patience = self.patience();
         let mut interval = tokio::time::interval(renew);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut closed = self.closing.subscribe();
         let mut claiming: Option<Claiming> = None;
+        // Claims that failed in a row, and when the next may start.
+        let mut failures: u32 = 0;
+        let mut next_claim = tokio::time::Instant::now();
         // The key store as last put in the bucket by this origin.
         let mut keys_published = Vec::new();
         loop {
@@ -190,16 +246,22 @@ impl RegionOrigin {
                 _ = closed.wait_for(|c| *c) => break,
                 outcome = finished => {
                     let (dir, _) = claiming.take().expect("a claim was under way");
-                    self.claimed(dir, outcome.expect("some"));
+                    if self.claimed(dir, outcome.expect("some")) {
+                        failures = 0;
+                        self.standing_aside.store(false, Relaxed);
+                    } else {
+                        // Back off (a renewal, doubling up to 30 s) and
+                        // stand aside: the others see this origin leaving
+                        // and the next in line claims.
+                        failures = failures.saturating_add(1);
+                        let wait = renew
+                            .saturating_mul(1u32 << failures.min(5))
+                            .min(Duration::from_secs(30));
+                        next_claim = tokio::time::Instant::now() + wait;
+                        self.standing_aside.store(true, Relaxed);
+                    }
                     continue;
                 }
-            }
-            if !matches!(
-                tokio::time::timeout(patience, m.beat(false)).await,
-                Ok(Ok(()))
-            ) {
-                self.metrics.heartbeat_failures.fetch_add(1, Relaxed);
-                tracing::warn!("could not renew this origin's heartbeat");
             }
             match m.look(patience).await {
                 Some(live) => self.metrics.live_nodes.store(live as i64, Relaxed),
@@ -211,15 +273,25 @@ impl RegionOrigin {
             if claiming.is_some() {
                 continue;
             }
-            if matches!(self.current(), Current::Serving { .. }) {
-                let objects = self.objects.get().expect("set before the loop");
-                let published =
-                    crate::region::auth_sync::publish(&**objects, &self.data, &mut keys_published);
-                if let Err(e) = tokio::time::timeout(patience, published)
-                    .await
-                    .unwrap_or_else(|_| Err(std::io::Error::other("timed out")))
-                {
-                    tracing::warn!(error = %e, "could not put the key store in the bucket; trying again");
+            if let Current::Serving { state, .. } = self.current() {
+                if state.store.is_stopped() {
+                    // Its writer stopped (fenced, or a put failed): nothing
+                    // more is acknowledged; claim again or follow.
+                    tracing::warn!("this origin's store stopped writing; it steps down");
+                    self.step_down(Current::Joining);
+                } else {
+                    let objects = self.objects.get().expect("set before the loop");
+                    let published = crate::region::auth_sync::publish(
+                        &**objects,
+                        &self.data,
+                        &mut keys_published,
+                    );
+                    if let Err(e) = tokio::time::timeout(patience, published)
+                        .await
+                        .unwrap_or_else(|_| Err(std::io::Error::other("timed out")))
+                    {
+                        tracing::warn!(error = %e, "could not put the key store in the bucket; trying again");
+                    }
                 }
             }
             let serving = match self.current() {
@@ -228,8 +300,14 @@ impl RegionOrigin {
             };
             match m.decide(serving) {
                 Decision::Serve => {}
-                Decision::Follow { url } => self.follow(url),
-                Decision::Claim => claiming = Some(self.claim()),
+                Decision::Follow { url } => {
+                    self.standing_aside.store(false, Relaxed);
+                    self.follow(url)
+                }
+                Decision::Claim if tokio::time::Instant::now() >= next_claim => {
+                    claiming = Some(self.claim())
+                }
+                Decision::Claim => {}
             }
         }
         // A claim still replaying finishes, and its store stops at once.
@@ -242,13 +320,12 @@ impl RegionOrigin {
         if let Current::Serving { state, .. } = self.current() {
             let _ = state.closing.send(true);
         }
-        m
     }
 
     /// Starts a claim: a new store in a folder of its own, replayed from
     /// the bucket on a blocking thread.
     fn claim(&self) -> Claiming {
-        *self.current.write() = Current::Joining;
+        self.step_down(Current::Joining);
         self.metrics.following.store(0, Relaxed);
         let n = self.incarnations.fetch_add(1, Relaxed) + 1;
         let mut config = self.store.clone();
@@ -274,11 +351,12 @@ impl RegionOrigin {
         (dir, task)
     }
 
+    /// Serves what a claim opened; false if it failed.
     fn claimed(
         &self,
         dir: PathBuf,
         outcome: Result<std::io::Result<Shared>, tokio::task::JoinError>,
-    ) {
+    ) -> bool {
         match outcome {
             Ok(Ok(state)) => {
                 let epoch = state.store.epoch().unwrap_or(0);
@@ -297,16 +375,19 @@ impl RegionOrigin {
                         let _ = state.closing.send(true);
                     }
                 }
+                true
             }
             Ok(Err(e)) => {
                 self.metrics.claim_failures.fetch_add(1, Relaxed);
                 tracing::warn!(error = %e, "the claim did not make this origin the owner");
                 remove_later(dir);
+                false
             }
             Err(e) => {
                 self.metrics.claim_failures.fetch_add(1, Relaxed);
                 tracing::error!(error = %e, "the claim's task failed");
                 remove_later(dir);
+                false
             }
         }
     }
@@ -314,24 +395,26 @@ impl RegionOrigin {
     /// Forwards to `url` from now on; a store this origin served (of an
     /// older epoch, fenced) stops in the background.
     fn follow(&self, url: String) {
-        let previous = {
-            let mut current = self.current.write();
-            if matches!(&*current, Current::Following { url: u } if **u == *url) {
-                return;
-            }
-            tracing::info!(owner = %url, "following the partition's owner");
-            self.metrics.following.store(1, Relaxed);
-            std::mem::replace(
-                &mut *current,
-                Current::Following {
-                    url: url.as_str().into(),
-                },
-            )
-        };
+        if matches!(&*self.current.read(), Current::Following { url: u } if **u == *url) {
+            return;
+        }
+        tracing::info!(owner = %url, "following the partition's owner");
+        self.metrics.following.store(1, Relaxed);
+        self.step_down(Current::Following {
+            url: url.as_str().into(),
+        });
+    }
+
+    /// Moves to `next`; a store this origin served stops in the background
+    /// (its live reads end, its folder goes), and answers forwarded under
+    /// the state left behind end.
+    fn step_down(&self, next: Current) {
+        let previous = std::mem::replace(&mut *self.current.write(), next);
+        self.generation.send_modify(|g| *g += 1);
         if let Current::Serving { state, dir, .. } = previous {
             self.metrics.serving.store(0, Relaxed);
             self.metrics.epoch.store(0, Relaxed);
-            tracing::warn!("a newer owner took the partition over; this origin's store stops");
+            tracing::warn!("this origin no longer serves the partition; its store stops");
             let _ = state.closing.send(true);
             tokio::spawn(async move {
                 state.store.shutdown().await;
@@ -341,10 +424,17 @@ impl RegionOrigin {
         }
     }
 
-    fn closed(&self) -> futures::future::BoxFuture<'static, ()> {
-        let mut rx = self.closing.subscribe();
+    /// Resolves when this origin starts to stop or leaves the state it is
+    /// in now (a forwarded answer to an owner it no longer follows ends).
+    fn ended(&self) -> futures::future::BoxFuture<'static, ()> {
+        let mut closing = self.closing.subscribe();
+        let mut generation = self.generation.subscribe();
+        let now = *generation.borrow_and_update();
         async move {
-            let _ = rx.wait_for(|c| *c).await;
+            tokio::select! {
+                _ = closing.wait_for(|c| *c) => {}
+                _ = generation.wait_for(|g| *g != now) => {}
+            }
         }
         .boxed()
     }
@@ -387,12 +477,16 @@ where
         Current::Serving { state, .. } => http::handle(state, req).await,
         Current::Following { url } => {
             me.forwarder
-                .forward(&url, req.map(Body::new), me.closed())
+                .forward(&url, req.map(Body::new), me.ended())
                 .await
         }
-        Current::Joining => ApiError::Busy(
-            "this origin is joining its region or taking the partition over; retry shortly",
-        )
-        .into_response(),
+        Current::Joining => {
+            let mut r = ApiError::Busy(
+                "this origin is joining its region or taking the partition over; retry shortly",
+            )
+            .into_response();
+            http::common_headers(&mut r, true);
+            r
+        }
     }
 }

@@ -448,6 +448,12 @@ impl Store {
         self.fenced.load(std::sync::atomic::Ordering::Acquire)
     }
 
+    /// Whether the writer stopped (fenced, a WAL put that failed, or shut
+    /// down): nothing more is acknowledged.
+    pub fn is_stopped(&self) -> bool {
+        self.is_fenced() || self.writer.lock().as_ref().is_none_or(|h| h.is_finished())
+    }
+
     /// With object durability, the epoch this store claimed its partition at.
     pub fn epoch(&self) -> Option<u64> {
         self.epoch

@@ -32,7 +32,12 @@ async fn main() -> anyhow::Result<()> {
     }
     let mut store = cli.store_config();
     if store.region.url.is_empty() {
-        store.region.url = format!("http://{}", listener.local_addr()?);
+        let bound = listener.local_addr()?;
+        anyhow::ensure!(
+            !cli.in_region() || !bound.ip().is_unspecified(),
+            "listening on {bound}, this origin cannot tell the region where to reach it: set --advertise-url"
+        );
+        store.region.url = format!("http://{bound}");
     }
     if cli.in_region() {
         tracing::info!(node = %store.region.node, url = %store.region.url, "joining the region");

@@ -168,3 +168,17 @@ fn a_blind_spot_of_the_observer_kills_nobody() {
     // Then a lease of real silence does kill it.
     assert_eq!(l.dead_for("a", s(25)), Some(s(0)));
 }
+
+#[test]
+fn the_owner_keeps_serving_while_no_newer_claim_is_known() {
+    let l = Liveness::new(LEASE, 16);
+    // The newest claim did not read (or the listing lags behind its own).
+    assert_eq!(
+        decide("a", Some(3), None, &l, STAGGER, s(0)),
+        Decision::Serve
+    );
+    assert_eq!(
+        decide("a", Some(3), Some(&owner("b", 2)), &l, STAGGER, s(0)),
+        Decision::Serve
+    );
+}
