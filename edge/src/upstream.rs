@@ -6,7 +6,9 @@
 //! to the next when it cannot connect. A request without a body (GET,
 //! HEAD) is then sent to the next at once, up to every origin once; one
 //! with a body was consumed by the failed try, so it answers as
-//! unreachable and the next request goes to the next origin.
+//! unreachable and the next request goes to the next origin. An answer a
+//! follower forwarded names the owner (`ds-region-owner`); when the owner
+//! is in the list, the edge uses it from then on, saving the hop.
 
 use std::sync::Arc;
 
@@ -193,6 +195,19 @@ impl Upstream {
             UpstreamError::Connect(e)
         })?;
         strip_hop_by_hop(resp.headers_mut());
+        if let Some(owner) = resp.headers_mut().remove(shared::headers::REGION_OWNER) {
+            self.prefer(&owner);
+        }
         Ok(resp)
+    }
+
+    /// A follower forwarded the answer and named the owner: if the owner is
+    /// one of this edge's origins, requests go there from now on.
+    fn prefer(&self, owner: &HeaderValue) {
+        let Ok(owner) = owner.to_str() else { return };
+        let owner = owner.trim_end_matches('/');
+        if let Some(i) = self.bases.iter().position(|b| &**b == owner) {
+            self.current.store(i, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 }

@@ -11,6 +11,8 @@ mod common;
 mod origins;
 #[path = "region/outage.rs"]
 mod outage;
+#[path = "region/routing.rs"]
+mod routing;
 #[path = "region/takeover.rs"]
 mod takeover;
 

@@ -4,6 +4,10 @@
 
 use http::HeaderName;
 
+/// On an answer a region's follower forwarded: the owner's URL, so an edge
+/// that lists it among its origins sends there from then on (one hop
+/// fewer). The edge drops it from what it passes on.
+pub const REGION_OWNER: HeaderName = HeaderName::from_static("ds-region-owner");
 pub const STREAM_NEXT_OFFSET: HeaderName = HeaderName::from_static("stream-next-offset");
 pub const STREAM_OFFSET: HeaderName = HeaderName::from_static("stream-offset");
 pub const STREAM_UP_TO_DATE: HeaderName = HeaderName::from_static("stream-up-to-date");

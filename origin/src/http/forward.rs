@@ -9,7 +9,8 @@
 //! again (the region is moving the partition: `503` + `Retry-After`), so
 //! two origins with different views cannot bounce a request between them.
 //! A forwarded answer ends when this origin starts to stop, as its own
-//! live reads do.
+//! live reads do. It names the owner (`ds-region-owner`), so an edge that
+//! lists the owner among its origins goes there directly from then on.
 
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
@@ -104,6 +105,9 @@ impl Forwarder {
             Ok(answer) => {
                 let (mut parts, body) = answer.into_parts();
                 shell::proxy::strip_hop_by_hop(&mut parts.headers);
+                if let Ok(owner) = HeaderValue::from_str(base) {
+                    parts.headers.insert(shared::headers::REGION_OWNER, owner);
+                }
                 Response::from_parts(
                     parts,
                     Body::new(UntilClosed {
