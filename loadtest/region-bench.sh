@@ -4,7 +4,9 @@
 # in --durability sync, then in --durability object on SeaweedFS (loopback,
 # ~2 ms puts) and with 10 ms and 50 ms waits before each put (S3
 # Express-like, S3 Standard-like). Prints ds-load's line for each and the
-# origin's WAL puts per second and per append (the PUT bill).
+# origin's WAL puts per second and per append (the PUT bill). Last, a region
+# of two: the same load against the owner and through the follower (every
+# append forwarded), for the cost of the extra hop.
 #
 #   loadtest/region-bench.sh [SECONDS]     (default 10; needs `weed` on PATH
 #                                           and a release build)
@@ -20,24 +22,34 @@ export AWS_ENDPOINT_URL="$endpoint" AWS_ACCESS_KEY_ID=any AWS_SECRET_ACCESS_KEY=
 
 metric() { curl -s "http://$1/metrics" | awk -v n="$2" '$1 == n {print $2}'; }
 
-run() {
+# start_origin LABEL ARGS...: starts an origin, sets $addr and $opid once
+# it is ready (sync: listening; a region origin: owning or following).
+start_origin() {
   local label=$1
   shift
   local data="$work/data-$label" log="$work/$label.log"
   "$bin/origin" --listen 127.0.0.1:0 --data "$data" "$@" >"$log" 2>&1 &
   opid=$!
-  local addr=""
+  addr=""
   for _ in $(seq 1 300); do
     addr=$(grep -Eo 'addr=[0-9.:]+' "$log" | head -1 | cut -d= -f2 || true)
-    # Ready: sync serves once it listens; a region origin once it owns
-    # the partition.
     [ -n "$addr" ] && curl -sf "http://$addr/metrics" 2>/dev/null |
-      awk '$1 == "ds_region_serving" && $2 != 1 {bad=1} END {exit bad}' && break
+      awk '$1 ~ /^ds_region_(serving|following)$/ {seen=1; if ($2 == 1) up=1} END {exit !(up || !seen)}' && break
     sleep 0.1
   done
-  local puts0 appends0
+}
+
+load() {
+  local label=$1
   "$bin/ds-load" append --addr "$addr" --streams 500 --body 256 --seconds "$seconds" --warmup 2 \
     --create --label "$label" | tee "$work/$label.out"
+}
+
+run() {
+  local label=$1
+  shift
+  start_origin "$label" "$@"
+  load "$label"
   puts=$(metric "$addr" ds_object_wal_puts_total)
   commands=$(metric "$addr" ds_wal_commands_total)
   echo "  $label: WAL puts ${puts:-0}, log commands ${commands:-0} (creates and appends, warm-up included)"
@@ -45,7 +57,25 @@ run() {
   wait $opid || true
 }
 
+# Through a follower: a second origin of the region forwards every request
+# to the owner (one more loopback hop), against the owner itself.
+follower_runs() {
+  start_origin owner --object-store s3://bench/follow --durability object --node-id owner
+  local owner_pid=$opid owner_addr=$addr
+  start_origin follower --object-store s3://bench/follow --durability object --node-id follower
+  local follower_pid=$opid follower_addr=$addr
+  addr=$owner_addr
+  load object-owner
+  addr=$follower_addr
+  load object-via-follower
+  echo "  forwarded by the follower: $(metric "$follower_addr" ds_region_forwarded_total)"
+  kill -TERM "$follower_pid" "$owner_pid"
+  wait "$follower_pid" "$owner_pid" || true
+  opid=""
+}
+
 run sync --durability sync
 run object --object-store s3://bench/object --durability object
 run object-10ms --object-store s3://bench/object-10 --durability object --object-put-delay 10ms
 run object-50ms --object-store s3://bench/object-50 --durability object --object-put-delay 50ms
+follower_runs
