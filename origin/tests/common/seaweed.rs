@@ -29,6 +29,36 @@ fn free_ports(n: usize) -> Vec<u16> {
         .collect()
 }
 
+/// `weed mini`'s arguments for a server in `dir` on free loopback ports,
+/// and its S3 endpoint.
+fn mini_args(dir: &std::path::Path) -> (Vec<String>, String) {
+    let p = free_ports(12);
+    let mut args = vec![
+        "mini".to_owned(),
+        format!("-dir={}", dir.display()),
+        "-ip=127.0.0.1".to_owned(),
+        "-ip.bind=127.0.0.1".to_owned(),
+        "-admin.ui=false".to_owned(),
+        format!("-bucket={}", Seaweed::BUCKET),
+    ];
+    let names = [
+        "master.port",
+        "master.port.grpc",
+        "volume.port",
+        "volume.port.grpc",
+        "filer.port",
+        "filer.port.grpc",
+        "s3.port",
+        "s3.port.grpc",
+        "admin.port",
+        "admin.port.grpc",
+        "webdav.port",
+        "debug.port",
+    ];
+    args.extend(names.iter().zip(&p).map(|(n, port)| format!("-{n}={port}")));
+    (args, format!("http://127.0.0.1:{}", p[6]))
+}
+
 fn weed() -> String {
     std::env::var("WEED").unwrap_or_else(|_| "weed".into())
 }
@@ -42,33 +72,14 @@ impl Seaweed {
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let dir = tempfile::tempdir().unwrap();
         let log = std::fs::File::create(dir.path().join("weed.log")).unwrap();
-        let p = free_ports(12);
-        let flag = |name: &str, port: u16| format!("-{name}={port}");
+        let (args, endpoint) = mini_args(dir.path());
         let child = Command::new(weed())
-            .arg("mini")
-            .arg(format!("-dir={}", dir.path().display()))
-            .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-admin.ui=false"])
-            .arg(format!("-bucket={}", Self::BUCKET))
-            .args([
-                flag("master.port", p[0]),
-                flag("master.port.grpc", p[1]),
-                flag("volume.port", p[2]),
-                flag("volume.port.grpc", p[3]),
-                flag("filer.port", p[4]),
-                flag("filer.port.grpc", p[5]),
-                flag("s3.port", p[6]),
-                flag("s3.port.grpc", p[7]),
-                flag("admin.port", p[8]),
-                flag("admin.port.grpc", p[9]),
-                flag("webdav.port", p[10]),
-                flag("debug.port", p[11]),
-            ])
+            .args(args)
             .current_dir(dir.path())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .expect("weed is installed (scripts/setup installs SeaweedFS)");
-        let endpoint = format!("http://127.0.0.1:{}", p[6]);
         let weed = Seaweed {
             child,
             endpoint,
@@ -142,38 +153,19 @@ pub fn shared() -> &'static SharedWeed {
     SHARED.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("ds-weed-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let p = free_ports(12);
-        let flag = |name: &str, port: u16| format!("-{name}={port}");
+        let (args, endpoint) = mini_args(&dir);
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(r#"log=$1; shift; "$@" </dev/null >"$log" 2>&1 & pid=$!; read _; kill -9 $pid"#)
             .arg("sh")
             .arg(dir.join("weed.log"))
             .arg(weed())
-            .arg("mini")
-            .arg(format!("-dir={}", dir.display()))
-            .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-admin.ui=false"])
-            .arg(format!("-bucket={}", Seaweed::BUCKET))
-            .args([
-                flag("master.port", p[0]),
-                flag("master.port.grpc", p[1]),
-                flag("volume.port", p[2]),
-                flag("volume.port.grpc", p[3]),
-                flag("filer.port", p[4]),
-                flag("filer.port.grpc", p[5]),
-                flag("s3.port", p[6]),
-                flag("s3.port.grpc", p[7]),
-                flag("admin.port", p[8]),
-                flag("admin.port.grpc", p[9]),
-                flag("webdav.port", p[10]),
-                flag("debug.port", p[11]),
-            ])
+            .args(args)
             .current_dir(&dir)
             .stdin(std::process::Stdio::piped())
             .spawn()
             .expect("sh and weed are installed (scripts/setup installs SeaweedFS)");
         let stdin = child.stdin.take().expect("stdin");
-        let endpoint = format!("http://127.0.0.1:{}", p[6]);
         wait_listing(&endpoint, &dir);
         SharedWeed {
             endpoint,

@@ -92,7 +92,11 @@ async fn append_once(
         match sent {
             Ok(r) if r.status() == 200 || r.status() == 204 => return,
             Ok(r) if r.status() == 503 || r.status() == 502 || r.status() == 504 => {}
-            Ok(r) => panic!("{} append {seq} through {target}: {}", w.path, r.status()),
+            Ok(r) => {
+                let status = r.status();
+                let body = r.text().await.unwrap_or_default();
+                panic!("{} append {seq} through {target}: {status} {body}", w.path)
+            }
             Err(_) => {}
         }
         assert!(
@@ -164,15 +168,8 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
         super::origins::wait_serving(&client, o).await;
     }
     super::takeover::the_owner(&client, &origins).await;
-    let mut config = edge::config::EdgeConfig::new(origins[0].parse().unwrap(), 64 << 20).unwrap();
-    config.more_origins = origins[1..].iter().map(|o| o.parse().unwrap()).collect();
-    let edge = edge::server::Edge::new(config).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let edge_base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop_edge, edge_stopped) = tokio::sync::oneshot::channel::<()>();
-    let edge_task = tokio::spawn(edge.serve(listener, async move {
-        let _ = edge_stopped.await;
-    }));
+    let edge = super::origins::InProcessEdge::start(&origins).await;
+    let edge_base = edge.base.clone();
     let mut targets = origins.clone();
     targets.push(edge_base.clone());
 
@@ -324,6 +321,5 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
         "the writers made progress: {acknowledged}"
     );
     assert_eq!((lost, duplicated), (0, 0));
-    let _ = stop_edge.send(());
-    let _ = edge_task.await;
+    drop(edge);
 }

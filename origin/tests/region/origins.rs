@@ -69,6 +69,51 @@ pub async fn serving(client: &reqwest::Client, base: &str) -> Option<bool> {
     }
 }
 
+/// Creates a binary stream at `url`; returns the status.
+pub async fn create(client: &reqwest::Client, url: &str) -> reqwest::StatusCode {
+    client
+        .put(url)
+        .header("content-type", "application/octet-stream")
+        .send()
+        .await
+        .unwrap()
+        .status()
+}
+
+/// An edge in this process in front of `origins` (the first in use), until
+/// dropped.
+pub struct InProcessEdge {
+    pub base: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl InProcessEdge {
+    pub async fn start(origins: &[String]) -> InProcessEdge {
+        let mut config =
+            edge::config::EdgeConfig::new(origins[0].parse().unwrap(), 64 << 20).unwrap();
+        config.more_origins = origins[1..].iter().map(|o| o.parse().unwrap()).collect();
+        let edge = edge::server::Edge::new(config).unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(edge.serve(listener, async move {
+            let _ = stopped.await;
+        }));
+        InProcessEdge {
+            base,
+            stop: Some(stop),
+        }
+    }
+}
+
+impl Drop for InProcessEdge {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
 pub async fn append(
     client: &reqwest::Client,
     url: &str,
@@ -104,13 +149,7 @@ async fn losing_the_machine_and_its_disk_loses_no_acknowledged_append() {
     let base = format!("http://{}", a.addr);
     wait_owner(&client, &base).await;
     let stream = format!("{base}/v1/stream/kept");
-    let created = client
-        .put(&stream)
-        .header("content-type", "application/octet-stream")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201);
+    assert_eq!(create(&client, &stream).await, 201);
     let mut acknowledged = String::new();
     for seq in 0..50 {
         let body = format!("[{seq:03}]");
@@ -181,13 +220,10 @@ async fn pipelined_commits_keep_every_acknowledged_append_in_order() {
     let base = format!("http://{}", a.addr);
     wait_owner(&client, &base).await;
     for w in 0..WRITERS {
-        let created = client
-            .put(format!("{base}/v1/stream/p{w}"))
-            .header("content-type", "application/octet-stream")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(created.status(), 201);
+        assert_eq!(
+            create(&client, &format!("{base}/v1/stream/p{w}")).await,
+            201
+        );
     }
     let started = std::time::Instant::now();
     let acked: std::sync::Arc<Vec<std::sync::atomic::AtomicU64>> =

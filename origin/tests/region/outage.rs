@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::origins::{read_all, serving, start_with, wait_owner, wait_serving};
+use super::origins::{create, read_all, serving, start_with, wait_owner, wait_serving};
 use crate::common::seaweed::Seaweed;
 
 async fn append(client: &reqwest::Client, url: &str, seq: u64) -> reqwest::Response {
@@ -51,13 +51,7 @@ async fn an_object_store_outage_refuses_writes_serves_reads_and_passes() {
     }
     assert_eq!(serving(&client, &base_b).await, Some(false));
     let stream = format!("{base_a}/v1/stream/outage");
-    let created = client
-        .put(&stream)
-        .header("content-type", "application/octet-stream")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201);
+    assert_eq!(create(&client, &stream).await, 201);
     let mut acknowledged = String::new();
     for seq in 0..5 {
         assert_eq!(append(&client, &stream, seq).await.status(), 200);

@@ -21,16 +21,8 @@ async fn an_edge_moves_to_the_owner_a_follower_names() {
     while super::origins::serving(&client, &follower).await != Some(false) {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    let mut config = edge::config::EdgeConfig::new(follower.parse().unwrap(), 64 << 20).unwrap();
-    config.more_origins = vec![owner.parse().unwrap()];
-    let edge = edge::server::Edge::new(config).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let edge_base = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(edge.serve(listener, async move {
-        let _ = stopped.await;
-    }));
-
+    let edge = super::origins::InProcessEdge::start(&[follower.clone(), owner.clone()]).await;
+    let edge_base = edge.base.clone();
     let stream = format!("{edge_base}/v1/stream/routed");
     let created = client
         .put(&stream)
@@ -76,8 +68,7 @@ async fn an_edge_moves_to_the_owner_a_follower_names() {
         forwarded_after - forwarded_after_create <= 1,
         "the edge kept going through the follower: {forwarded_after_create} then {forwarded_after}"
     );
-    let _ = stop.send(());
-    let _ = served.await;
+    drop(edge);
 }
 
 async fn forwarded(client: &reqwest::Client, base: &str) -> i64 {

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::origins::{serving, start, start_with, wait_serving};
+use super::origins::{create, serving, start, start_with, wait_serving};
 use crate::common::process::Proc;
 use crate::common::seaweed::Seaweed;
 
@@ -84,6 +84,17 @@ async fn read_all(client: &reqwest::Client, url: &str) -> String {
     }
 }
 
+/// The stream `moved` read through each of `bases` is `acknowledged`.
+async fn read_everywhere(client: &reqwest::Client, bases: &[String], acknowledged: &str) {
+    for b in bases {
+        assert_eq!(
+            read_all(client, &format!("{b}/v1/stream/moved")).await,
+            acknowledged,
+            "through {b}"
+        );
+    }
+}
+
 fn base(p: &Proc) -> String {
     format!("http://{}", p.addr)
 }
@@ -111,13 +122,10 @@ async fn a_region_of_three_has_one_owner_and_replaces_a_dead_one_within_ten_seco
     // Any origin answers any request: create through a follower, append
     // through each in turn, read through each.
     let follower = (owner + 1) % 3;
-    let created = client
-        .put(format!("{}/v1/stream/moved", bases[follower]))
-        .header("content-type", "application/octet-stream")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201);
+    assert_eq!(
+        create(&client, &format!("{}/v1/stream/moved", bases[follower])).await,
+        201
+    );
     let mut acknowledged = String::new();
     for seq in 0..30u64 {
         let body = format!("[{seq:03}]");
@@ -125,12 +133,7 @@ async fn a_region_of_three_has_one_owner_and_replaces_a_dead_one_within_ten_seco
         append_until_acknowledged(&client, &[through], seq, &body).await;
         acknowledged.push_str(&body);
     }
-    for b in &bases {
-        assert_eq!(
-            read_all(&client, &format!("{b}/v1/stream/moved")).await,
-            acknowledged
-        );
-    }
+    read_everywhere(&client, &bases, &acknowledged).await;
 
     // The owner's machine goes, its disk with it.
     let dead = procs.remove(owner);
@@ -147,12 +150,7 @@ async fn a_region_of_three_has_one_owner_and_replaces_a_dead_one_within_ten_seco
         takeover <= Duration::from_secs(10),
         "takeover took {takeover:?}"
     );
-    for b in &bases {
-        assert_eq!(
-            read_all(&client, &format!("{b}/v1/stream/moved")).await,
-            acknowledged
-        );
-    }
+    read_everywhere(&client, &bases, &acknowledged).await;
     let new_owner = the_owner(&client, &bases).await;
     let metrics = crate::common::metrics_at(&client, &bases[new_owner]).await;
     assert!(crate::common::metric_in(&metrics, "ds_region_epoch").unwrap() >= 2);
@@ -167,12 +165,7 @@ async fn a_region_of_three_has_one_owner_and_replaces_a_dead_one_within_ten_seco
     the_owner(&client, &bases).await;
     append_until_acknowledged(&client, &[&back_base], 31, "[031]").await;
     acknowledged.push_str("[031]");
-    for b in &bases {
-        assert_eq!(
-            read_all(&client, &format!("{b}/v1/stream/moved")).await,
-            acknowledged
-        );
-    }
+    read_everywhere(&client, &bases, &acknowledged).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,13 +184,10 @@ async fn an_owner_paused_past_its_lease_is_fenced_and_then_follows() {
     }
     let owner = the_owner(&client, &bases).await;
     let other = 1 - owner;
-    let created = client
-        .put(format!("{}/v1/stream/moved", bases[owner]))
-        .header("content-type", "application/octet-stream")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201);
+    assert_eq!(
+        create(&client, &format!("{}/v1/stream/moved", bases[owner])).await,
+        201
+    );
     let mut acknowledged = String::new();
     for seq in 0..10u64 {
         let body = format!("[{seq:03}]");
@@ -243,12 +233,7 @@ async fn an_owner_paused_past_its_lease_is_fenced_and_then_follows() {
     assert_eq!(owner_now, other);
     append_until_acknowledged(&client, &[&bases[owner]], 11, "[011]").await;
     acknowledged.push_str("[011]");
-    for b in &bases {
-        assert_eq!(
-            read_all(&client, &format!("{b}/v1/stream/moved")).await,
-            acknowledged
-        );
-    }
+    read_everywhere(&client, &bases, &acknowledged).await;
 }
 
 /// Keys and tokens made on one owner work on the next: the region's
