@@ -359,12 +359,6 @@ mod tests {
 /// [`Metrics`], so those restart at every takeover, these do not.
 #[derive(Default)]
 pub struct RegionMetrics {
-    /// 1 while this origin serves the partition; 1 while it follows
-    /// another (both 0: joining, or replaying a claim).
-    pub serving: AtomicI64,
-    pub following: AtomicI64,
-    /// The epoch it serves (0 while it follows).
-    pub epoch: AtomicI64,
     /// Claims that made it the owner, and claims that did not.
     pub claims: AtomicU64,
     pub claim_failures: AtomicU64,
@@ -378,7 +372,10 @@ pub struct RegionMetrics {
 }
 
 impl RegionMetrics {
-    pub fn render_into(&self, out: &mut String) {
+    /// With the origin's role, read from its state when rendered:
+    /// `serving` 1 while it serves the partition at `epoch`, `following` 1
+    /// while it forwards to another (both 0: joining, or replaying a claim).
+    pub fn render_into(&self, out: &mut String, serving: i64, following: i64, epoch: u64) {
         for (name, v) in [
             ("ds_region_claims_total", &self.claims),
             ("ds_region_claim_failures_total", &self.claim_failures),
@@ -392,12 +389,12 @@ impl RegionMetrics {
             let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Relaxed));
         }
         for (name, v) in [
-            ("ds_region_serving", &self.serving),
-            ("ds_region_following", &self.following),
-            ("ds_region_epoch", &self.epoch),
-            ("ds_region_live_origins", &self.live_nodes),
+            ("ds_region_serving", serving),
+            ("ds_region_following", following),
+            ("ds_region_epoch", epoch as i64),
+            ("ds_region_live_origins", self.live_nodes.load(Relaxed)),
         ] {
-            let _ = writeln!(out, "# TYPE {name} gauge\n{name} {}", v.load(Relaxed));
+            let _ = writeln!(out, "# TYPE {name} gauge\n{name} {v}");
         }
     }
 }

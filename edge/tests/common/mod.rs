@@ -23,7 +23,7 @@ pub mod seaweed;
 /// replays the same partition), one that seals into a test's folder on
 /// that folder. Every edge test then also runs against an origin whose WAL
 /// is in the bucket.
-fn in_test_durability(mut store: StoreConfig) -> StoreConfig {
+fn in_test_durability(store: StoreConfig) -> StoreConfig {
     if std::env::var("DS_TEST_DURABILITY").as_deref() != Ok("object") {
         return store;
     }
@@ -31,19 +31,9 @@ fn in_test_durability(mut store: StoreConfig) -> StoreConfig {
         // The test's own bucket (a folder the edge reads chunks from):
         // the WAL goes there too (a folder's create-only puts are atomic
         // on one machine, and one origin writes it).
-        store.durability = origin::store::Durability::Object;
-        store.region.node = "test".into();
-        store.region.url = "http://test.invalid".into();
-        return store;
+        return seaweed::single_owner(store);
     }
-    use sha2::Digest;
-    let prefix = hex::encode(&sha2::Sha256::digest(store.data.as_os_str().as_encoded_bytes())[..8]);
-    store.durability = origin::store::Durability::Object;
-    store.object_store = Some(seaweed::Seaweed::url(&format!("edge-tests/{prefix}")));
-    store.object_store_settings = seaweed::shared().settings();
-    store.region.node = "test".into();
-    store.region.url = "http://test.invalid".into();
-    store
+    seaweed::object_durability(store, "edge-tests")
 }
 
 /// How long a test waits for something that should happen soon.

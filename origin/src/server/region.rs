@@ -46,7 +46,8 @@ enum Current {
     Serving {
         state: Shared,
         epoch: u64,
-        dir: PathBuf,
+        /// Shared: the state is cloned for every request.
+        dir: Arc<std::path::Path>,
     },
     Following {
         url: Arc<str>,
@@ -326,7 +327,6 @@ impl RegionOrigin {
     /// the bucket on a blocking thread.
     fn claim(&self) -> Claiming {
         self.step_down(Current::Joining);
-        self.metrics.following.store(0, Relaxed);
         let n = self.incarnations.fetch_add(1, Relaxed) + 1;
         let mut config = self.store.clone();
         config.data = self.data.join("region").join(n.to_string());
@@ -361,14 +361,16 @@ impl RegionOrigin {
             Ok(Ok(state)) => {
                 let epoch = state.store.epoch().unwrap_or(0);
                 self.metrics.claims.fetch_add(1, Relaxed);
-                self.metrics.serving.store(1, Relaxed);
-                self.metrics.epoch.store(epoch as i64, Relaxed);
                 tracing::info!(
                     epoch,
                     streams = state.store.stream_count(),
                     "serving the partition"
                 );
-                *self.current.write() = Current::Serving { state, epoch, dir };
+                *self.current.write() = Current::Serving {
+                    state,
+                    epoch,
+                    dir: dir.into(),
+                };
                 // If a newer claim came meanwhile, the next look sees it.
                 if *self.closing.borrow() {
                     if let Current::Serving { state, .. } = self.current() {
@@ -399,7 +401,6 @@ impl RegionOrigin {
             return;
         }
         tracing::info!(owner = %url, "following the partition's owner");
-        self.metrics.following.store(1, Relaxed);
         self.step_down(Current::Following {
             url: url.as_str().into(),
         });
@@ -412,14 +413,12 @@ impl RegionOrigin {
         let previous = std::mem::replace(&mut *self.current.write(), next);
         self.generation.send_modify(|g| *g += 1);
         if let Current::Serving { state, dir, .. } = previous {
-            self.metrics.serving.store(0, Relaxed);
-            self.metrics.epoch.store(0, Relaxed);
             tracing::warn!("this origin no longer serves the partition; its store stops");
             let _ = state.closing.send(true);
             tokio::spawn(async move {
                 state.store.shutdown().await;
                 drop(state);
-                remove_later(dir);
+                remove_later(dir.to_path_buf());
             });
         }
     }
@@ -466,7 +465,12 @@ where
                     Current::Serving { state, .. } => http::metrics_text(state),
                     _ => String::new(),
                 };
-                me.metrics.render_into(&mut text);
+                let (serving, following, epoch) = match &current {
+                    Current::Serving { epoch, .. } => (1, 0, *epoch),
+                    Current::Following { .. } => (0, 1, 0),
+                    Current::Joining => (0, 0, 0),
+                };
+                me.metrics.render_into(&mut text, serving, following, epoch);
                 return http::metrics_response(text);
             }
             routes::HEALTH => return http::health_response(),

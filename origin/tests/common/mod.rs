@@ -22,23 +22,14 @@ use tokio::sync::oneshot;
 /// under a prefix of its data directory's own (so a restart on the same
 /// directory claims the same partition and replays it): the same tests,
 /// the WAL in the bucket and the local disk rebuilt from it at each start.
-pub fn in_test_durability(mut config: StoreConfig) -> StoreConfig {
+pub fn in_test_durability(config: StoreConfig) -> StoreConfig {
     let default_store = StoreConfig::new(config.data.clone()).object_store;
     if std::env::var("DS_TEST_DURABILITY").as_deref() != Ok("object")
         || config.object_store != default_store
     {
         return config;
     }
-    use sha2::Digest;
-    let prefix =
-        hex::encode(&sha2::Sha256::digest(config.data.as_os_str().as_encoded_bytes())[..8]);
-    let weed = seaweed::shared();
-    config.durability = origin::store::Durability::Object;
-    config.object_store = Some(seaweed::Seaweed::url(&format!("tests/{prefix}")));
-    config.object_store_settings = weed.settings();
-    config.region.node = "test".into();
-    config.region.url = "http://test.invalid".into();
-    config
+    seaweed::object_durability(config, "tests")
 }
 
 /// An origin serving on loopback until dropped or stopped.

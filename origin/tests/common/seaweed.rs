@@ -175,6 +175,32 @@ pub fn shared() -> &'static SharedWeed {
     })
 }
 
+/// `store` in object durability on the shared SeaweedFS, under `root`
+/// and a prefix of its data directory's own (a restart on the same
+/// directory claims the same partition and replays it).
+pub fn object_durability(
+    mut store: origin::store::StoreConfig,
+    root: &str,
+) -> origin::store::StoreConfig {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(store.data.as_os_str().as_encoded_bytes());
+    store.object_store = Some(Seaweed::url(&format!(
+        "{root}/{}",
+        hex::encode(&digest[..8])
+    )));
+    store.object_store_settings = shared().settings();
+    single_owner(store)
+}
+
+/// `store` in object durability on the object store it names, as the one
+/// origin writing it.
+pub fn single_owner(mut store: origin::store::StoreConfig) -> origin::store::StoreConfig {
+    store.durability = origin::store::Durability::Object;
+    store.region.node = "test".into();
+    store.region.url = "http://test.invalid".into();
+    store
+}
+
 impl SharedWeed {
     /// S3 settings that reach this server.
     pub fn settings(&self) -> Vec<(String, String)> {
