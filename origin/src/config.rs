@@ -139,6 +139,17 @@ pub struct Cli {
     /// How often a region origin renews its heartbeat and reads the others'.
     #[arg(long, env = "ORIGIN_LEASE_RENEW", default_value = "1s", value_parser = parse_duration)]
     pub lease_renew: Duration,
+    /// With object durability, the serving origin writes a checkpoint of
+    /// its partition into the bucket (and deletes the WAL below it) once
+    /// this many WAL objects are past the last one...
+    #[arg(long, env = "ORIGIN_REGION_CHECKPOINT_OBJECTS", default_value_t = 4096)]
+    pub region_checkpoint_objects: u64,
+    /// ...or this many bytes of them, and at least the last image's size.
+    #[arg(long, env = "ORIGIN_REGION_CHECKPOINT_BYTES", default_value = "64MiB", value_parser = parse_size)]
+    pub region_checkpoint_bytes: u64,
+    /// How often the serving origin looks whether a checkpoint is due.
+    #[arg(long, env = "ORIGIN_REGION_CHECKPOINT_INTERVAL", default_value = "10s", value_parser = parse_duration)]
+    pub region_checkpoint_interval: Duration,
     /// Benchmarks only: a wait before every WAL put in object durability
     /// (object storage farther away, e.g. 10ms for S3 Express, 50ms for S3
     /// Standard).
@@ -248,6 +259,9 @@ impl Cli {
         };
         c.region.node = self.node_id.clone();
         c.region.url = self.advertise_url.clone();
+        c.region.checkpoint.objects = self.region_checkpoint_objects;
+        c.region.checkpoint.bytes = self.region_checkpoint_bytes;
+        c.region.checkpoint.interval = self.region_checkpoint_interval;
         c.object_write_timeout = self.object_write_timeout;
         c.object_put_delay = self.object_put_delay;
         c
@@ -271,6 +285,12 @@ impl Cli {
                 .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
         {
             return Err("--node-id is 1 to 64 of A-Z a-z 0-9 . _ - (not starting with a dot): it names an object in the bucket".into());
+        }
+        if self.region_checkpoint_objects == 0 || self.region_checkpoint_interval.is_zero() {
+            return Err(
+                "--region-checkpoint-objects and --region-checkpoint-interval must be more than 0"
+                    .into(),
+            );
         }
         if self.lease_renew.is_zero() || self.lease < self.lease_renew.saturating_mul(2) {
             return Err("--lease must be at least twice --lease-renew (and the renewal more than 0s), or a live origin looks dead between two renewals".into());

@@ -369,6 +369,16 @@ pub struct RegionMetrics {
     pub live_nodes: AtomicI64,
     /// Heartbeat renewals and membership reads that failed.
     pub heartbeat_failures: AtomicU64,
+    /// Checkpoints published in the bucket, and builds that failed or gave
+    /// up (`region::checkpoint`).
+    pub checkpoints: AtomicU64,
+    pub checkpoint_failures: AtomicU64,
+    /// WAL objects (and older checkpoints' objects) deleted below them.
+    pub checkpoint_deleted: AtomicU64,
+    /// The newest checkpoint this origin published: its WAL number and
+    /// its image's bytes.
+    pub checkpoint_number: AtomicI64,
+    pub checkpoint_bytes: AtomicI64,
 }
 
 impl RegionMetrics {
@@ -385,6 +395,15 @@ impl RegionMetrics {
                 "ds_region_heartbeat_failures_total",
                 &self.heartbeat_failures,
             ),
+            ("ds_region_checkpoints_total", &self.checkpoints),
+            (
+                "ds_region_checkpoint_failures_total",
+                &self.checkpoint_failures,
+            ),
+            (
+                "ds_region_checkpoint_deleted_objects_total",
+                &self.checkpoint_deleted,
+            ),
         ] {
             let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Relaxed));
         }
@@ -393,6 +412,14 @@ impl RegionMetrics {
             ("ds_region_following", following),
             ("ds_region_epoch", epoch as i64),
             ("ds_region_live_origins", self.live_nodes.load(Relaxed)),
+            (
+                "ds_region_checkpoint_number",
+                self.checkpoint_number.load(Relaxed),
+            ),
+            (
+                "ds_region_checkpoint_bytes",
+                self.checkpoint_bytes.load(Relaxed),
+            ),
         ] {
             let _ = writeln!(out, "# TYPE {name} gauge\n{name} {v}");
         }

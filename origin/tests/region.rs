@@ -6,6 +6,8 @@
 
 #[path = "region/chaos.rs"]
 mod chaos;
+#[path = "region/checkpoints.rs"]
+mod checkpoints;
 mod common;
 #[path = "region/origins.rs"]
 mod origins;
@@ -28,6 +30,7 @@ fn node(name: &str) -> RegionConfig {
         node: name.into(),
         url: format!("http://{name}.invalid"),
         partition: 0,
+        checkpoint: Default::default(),
     }
 }
 

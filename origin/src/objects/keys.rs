@@ -6,6 +6,8 @@
 //! streams/{path-hash}/{incarnation}/snapshots/{offset}-{digest16}  one snapshot
 //! region/partitions/{p:04}/epochs/{epoch:020}   who claimed partition p (see `region`)
 //! region/partitions/{p:04}/wal/{number:020}     one group commit (or fence) of p
+//! region/partitions/{p:04}/checkpoints/{number:020}   a checkpoint's manifest (`region::checkpoint`)
+//! region/partitions/{p:04}/images/{number:020}/{put id}/{part:06}   its image, in parts
 //! region/nodes/{node}                           one origin's heartbeat (`region::membership`)
 //! region/auth/{token-signing.pk8,keys.json}     the region's access control (`region::auth_sync`)
 //! ```
@@ -54,6 +56,39 @@ pub fn partition_wal(p: u32) -> Path {
 
 pub fn partition_wal_object(p: u32, number: u64) -> Path {
     Path::from(format!("region/partitions/{p:04}/wal/{number:020}"))
+}
+
+/// Where partition `p`'s checkpoint manifests are.
+pub fn partition_checkpoints(p: u32) -> Path {
+    Path::from(format!("region/partitions/{p:04}/checkpoints"))
+}
+
+pub fn partition_checkpoint(p: u32, number: u64) -> Path {
+    Path::from(format!("region/partitions/{p:04}/checkpoints/{number:020}"))
+}
+
+/// Where partition `p`'s checkpoint images are.
+pub fn partition_images(p: u32) -> Path {
+    Path::from(format!("region/partitions/{p:04}/images"))
+}
+
+/// Part `part` of the image of the checkpoint at `number` that the build
+/// with `put_id` made.
+pub fn partition_image_part(p: u32, number: u64, put_id: &[u8; 16], part: u32) -> Path {
+    Path::from(format!(
+        "region/partitions/{p:04}/images/{number:020}/{}/{part:06}",
+        hex::encode(put_id)
+    ))
+}
+
+/// The checkpoint number of an image part's key.
+pub fn image_number(key: &Path) -> Option<u64> {
+    let mut parts = key.parts().map(|p| p.as_ref().to_owned());
+    parts.find(|p| p == "images")?;
+    let n = parts.next()?;
+    (n.len() == 20 && n.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| n.parse().ok())
+        .flatten()
 }
 
 /// Where the region's origins put their heartbeats.
@@ -119,6 +154,11 @@ mod tests {
             .as_ref()
             .starts_with(partition_wal(3).as_ref()));
         assert_eq!(numbered(&Path::from("region/partitions/0003/wal/x")), None);
+        assert_eq!(numbered(&partition_checkpoint(3, 42)), Some(42));
+        let part = partition_image_part(3, 42, &[0xab; 16], 7);
+        assert_eq!(image_number(&part), Some(42));
+        assert!(part.as_ref().starts_with(partition_images(3).as_ref()));
+        assert_eq!(numbered(&part), None);
     }
 
     #[test]

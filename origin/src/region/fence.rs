@@ -41,6 +41,26 @@
 //! fence was never acknowledged (the fenced number came first in its
 //! order), so dropping it loses nothing, and every reader agrees.
 //!
+//! Checkpoints (`region::checkpoint`) move the partition's start. A
+//! checkpoint at `c` holds what the epoch rule replays of every number
+//! below `c` and the highest epoch among them; it is made only once every
+//! number below `c` is taken, so it can never change. After its manifest is
+//! in the bucket, the numbers below `c` may be deleted. A claim starts from
+//! the newest checkpoint `b` (the partition's start is `b`): it lists and
+//! fences from `b`, and looks for a newer checkpoint twice, after listing
+//! and after fencing; one found sends it back to the start (a newer
+//! checkpoint may mean deleted numbers that the listing or a fence took for
+//! free). A number it then finds missing while it replays was deleted
+//! since: back to the start too. A fence that lands on a deleted number is
+//! harmless after the look that follows it: the number is below a newer
+//! checkpoint, which every later reader starts from. A data put that lands
+//! on a deleted number must not be acknowledged: an owner acknowledges a
+//! landed put only once a look after the landing finds no epoch after its
+//! own, or no checkpoint above the put's number. A build reads no further
+//! than its owner acknowledged, and publishes only if, after its reads, its
+//! base is still the newest checkpoint and no epoch after its owner's
+//! exists. The model in `fence/tests.rs` shows each of these rules needed.
+//!
 //! Settling a put: a create that answers "already exists" (or a retry
 //! after a timeout that does) is settled by reading the object back: the
 //! same put id is our own put, anything else means a newer owner fenced
@@ -121,6 +141,19 @@ pub struct EpochRule {
 }
 
 impl EpochRule {
+    /// The rule past a checkpoint whose objects' highest epoch was `epoch`
+    /// (see `region::checkpoint`): what comes after is judged as if they
+    /// had been read.
+    pub fn after(epoch: u64) -> Self {
+        EpochRule { highest: epoch }
+    }
+
+    /// The highest epoch of every object read so far (a checkpoint of them
+    /// carries it).
+    pub fn highest(&self) -> u64 {
+        self.highest
+    }
+
     /// Whether the object with this header counts, given those before it.
     pub fn admit(&mut self, header: &WalHeader) -> bool {
         if header.epoch < self.highest {

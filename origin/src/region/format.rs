@@ -1,4 +1,6 @@
-//! The two persisted formats of a region: a WAL object and an epoch claim.
+//! The persisted formats of a region: a WAL object, an epoch claim and a
+//! checkpoint's manifest (a checkpoint's image parts are WAL objects: data,
+//! its frames `Image` records).
 //!
 //! A WAL object is what one group commit of a partition's owner leaves in
 //! object storage (or, with no frames, a fence). Its header names the epoch
@@ -10,6 +12,7 @@
 //! ```text
 //! WAL object:  "DSWL" | version u8 | kind u8 | epoch u64 | put id [16] | frames … | crc32 u32
 //! epoch claim: "DSEP" | version u8 | epoch u64 | put id [16] | node len u16 | node | url len u16 | url | crc32 u32
+//! checkpoint:  "DSCK" | version u8 | number u64 | epoch u64 | put id [16] | parts u32 | streams u64 | bytes u64 | crc32 u32
 //! ```
 //! Integers are little-endian; the CRC covers every byte before it.
 
@@ -17,6 +20,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 const WAL_MAGIC: &[u8; 4] = b"DSWL";
 const EPOCH_MAGIC: &[u8; 4] = b"DSEP";
+const CHECKPOINT_MAGIC: &[u8; 4] = b"DSCK";
+const CHECKPOINT_LEN: usize = 4 + 1 + 8 + 8 + 16 + 4 + 8 + 8 + CRC;
 const VERSION: u8 = 1;
 /// Magic, version, kind, epoch, put id.
 const WAL_HEADER: usize = 4 + 1 + 1 + 8 + 16;
@@ -159,6 +164,55 @@ pub fn decode_claim(bytes: &Bytes) -> Result<EpochClaim, FormatError> {
     })
 }
 
+/// A checkpoint of a partition: what the epoch rule replays of every WAL
+/// number below `number`, as image parts (`region::checkpoint`). Written
+/// once, by create, after its parts; never changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckpointManifest {
+    /// Every WAL number below it is in the image.
+    pub number: u64,
+    /// The highest epoch among the objects below `number` (the epoch rule
+    /// goes on from it).
+    pub epoch: u64,
+    /// Names the parts (`keys::partition_image_part`).
+    pub put_id: PutId,
+    pub parts: u32,
+    pub streams: u64,
+    /// Bytes of the parts together.
+    pub bytes: u64,
+}
+
+pub fn encode_checkpoint(m: &CheckpointManifest) -> Bytes {
+    let mut out = BytesMut::with_capacity(CHECKPOINT_LEN);
+    out.put_slice(CHECKPOINT_MAGIC);
+    out.put_u8(VERSION);
+    out.put_u64_le(m.number);
+    out.put_u64_le(m.epoch);
+    out.put_slice(&m.put_id);
+    out.put_u32_le(m.parts);
+    out.put_u64_le(m.streams);
+    out.put_u64_le(m.bytes);
+    let crc = crc32fast::hash(&out);
+    out.put_u32_le(crc);
+    out.freeze()
+}
+
+pub fn decode_checkpoint(bytes: &Bytes) -> Result<CheckpointManifest, FormatError> {
+    if bytes.len() != CHECKPOINT_LEN {
+        return Err(FormatError::Short);
+    }
+    let body = checked(bytes, CHECKPOINT_MAGIC, "checkpoint")?;
+    let u64_at = |at: usize| u64::from_le_bytes(body[at..at + 8].try_into().expect("8 bytes"));
+    Ok(CheckpointManifest {
+        number: u64_at(5),
+        epoch: u64_at(13),
+        put_id: body[21..37].try_into().expect("16 bytes"),
+        parts: u32::from_le_bytes(body[37..41].try_into().expect("4 bytes")),
+        streams: u64_at(41),
+        bytes: u64_at(49),
+    })
+}
+
 /// The body before the checksum, once magic, version and checksum match.
 fn checked<'a>(
     bytes: &'a [u8],
@@ -214,6 +268,12 @@ mod tests {
         fn claims_round_trip(epoch: u64, put_id: PutId, node in ".{0,40}", url in ".{0,80}") {
             let claim = EpochClaim { epoch, put_id, node, url };
             prop_assert_eq!(decode_claim(&encode_claim(&claim)).unwrap(), claim);
+        }
+
+        #[test]
+        fn checkpoints_round_trip(number: u64, epoch: u64, put_id: PutId, parts: u32, streams: u64, bytes: u64) {
+            let m = CheckpointManifest { number, epoch, put_id, parts, streams, bytes };
+            prop_assert_eq!(decode_checkpoint(&encode_checkpoint(&m)).unwrap(), m);
         }
 
         #[test]

@@ -15,6 +15,7 @@
 //! forwards by it. See `docs/decisions/0012-object-durability.md`.
 
 pub mod auth_sync;
+pub mod checkpoint;
 pub mod fence;
 pub mod format;
 pub mod liveness;
@@ -22,4 +23,4 @@ pub mod local;
 pub mod membership;
 pub mod object_wal;
 
-pub use object_wal::{Claimed, ObjectWal, RegionConfig, Settlement, WalError};
+pub use object_wal::{Claimed, ObjectWal, RegionConfig, Replay, Settlement, WalError};

@@ -15,7 +15,7 @@
 //! of its own, so a caller inside another runtime (the origin's startup)
 //! never blocks that runtime's I/O.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode};
 
 use super::fence::{self, EpochRule, Replayed, Settled};
-use super::format::{self, EpochClaim, Kind, PutId, WalHeader};
+use super::format::{self, EpochClaim, Kind, WalHeader};
 use crate::metrics::Metrics;
 use crate::objects::keys;
 
@@ -38,6 +38,8 @@ pub struct RegionConfig {
     pub url: String,
     /// The partition this store owns.
     pub partition: u32,
+    /// When its owner writes checkpoints into the bucket.
+    pub checkpoint: super::checkpoint::CheckpointConfig,
 }
 
 /// Why a WAL operation did not succeed.
@@ -61,10 +63,23 @@ pub enum WalError {
     /// Laying the replay out on the local disk failed.
     #[error("laying out the replay locally: {0}")]
     Local(std::io::Error),
+    /// A newer checkpoint moved the partition's start while this read it
+    /// (what was read may be gone, or a fence where it was): read again.
+    #[error("a newer checkpoint moved the partition's start")]
+    Moved,
     #[error("object storage did not let the claim finish within {0:?}")]
     Unreachable(Duration),
     #[error("object storage: {0}")]
     Store(#[from] object_store::Error),
+}
+
+/// What a claim hands on as it replays, in order.
+pub enum Replay {
+    /// (Again) from the start: what was handed on before is void (a newer
+    /// checkpoint moved the partition's start meanwhile).
+    Begin,
+    /// One commit's frames (or one part of a checkpoint's image).
+    Frames(Bytes),
 }
 
 /// What a claim found: the owner's WAL and the log records to replay.
@@ -73,8 +88,10 @@ pub struct Claimed {
     /// Each admitted data object's frames, in order ([`ObjectWal::claim`];
     /// empty from [`ObjectWal::claim_into`], which hands them on).
     pub frames: Vec<Bytes>,
-    /// Data objects replayed.
+    /// Data objects replayed (image parts included).
     pub replayed: usize,
+    /// The checkpoint the replay started from, if any.
+    pub base: Option<u64>,
     /// Fences the claim put (holes and the window).
     pub fences: usize,
 }
@@ -86,6 +103,9 @@ pub struct ObjectWal {
     partition: u32,
     epoch: u64,
     next: u64,
+    /// Every number below it is acknowledged (or was replayed by the
+    /// claim): a checkpoint may be built up to it (`region::checkpoint`).
+    acknowledged: Arc<AtomicU64>,
     stopping: Arc<AtomicBool>,
     metrics: Arc<Metrics>,
 }
@@ -109,8 +129,11 @@ impl ObjectWal {
         metrics: Arc<Metrics>,
     ) -> Result<Claimed, WalError> {
         let mut frames = Vec::new();
-        let mut claimed = Self::claim_into(store, config, metrics, &mut |f| {
-            frames.push(f);
+        let mut claimed = Self::claim_into(store, config, metrics, &mut |r| {
+            match r {
+                Replay::Begin => frames.clear(),
+                Replay::Frames(f) => frames.push(f),
+            }
             Ok(())
         })?;
         claimed.frames = frames;
@@ -123,7 +146,7 @@ impl ObjectWal {
         store: Arc<dyn ObjectStore>,
         config: &RegionConfig,
         metrics: Arc<Metrics>,
-        replay: &mut (dyn FnMut(Bytes) -> std::io::Result<()> + Send),
+        replay: &mut (dyn FnMut(Replay) -> std::io::Result<()> + Send),
     ) -> Result<Claimed, WalError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -153,11 +176,17 @@ impl ObjectWal {
                 .join()
                 .expect("the claim does not panic")
         });
-        let (epoch, next, replayed, fences) =
-            claimed.map_err(|_| WalError::Unreachable(CLAIM_TIMEOUT))??;
+        let Claim {
+            epoch,
+            next,
+            replayed,
+            fences,
+            base,
+        } = claimed.map_err(|_| WalError::Unreachable(CLAIM_TIMEOUT))??;
         tracing::info!(
             partition = config.partition,
             epoch,
+            checkpoint = base,
             replayed_objects = replayed,
             fences,
             first_number = next,
@@ -170,11 +199,13 @@ impl ObjectWal {
                 partition: config.partition,
                 epoch,
                 next,
+                acknowledged: Arc::new(AtomicU64::new(next)),
                 stopping,
                 metrics,
             },
             frames: Vec::new(),
             replayed,
+            base,
             fences,
         })
     }
@@ -186,6 +217,17 @@ impl ObjectWal {
     /// The number the next commit goes to.
     pub fn next_number(&self) -> u64 {
         self.next
+    }
+
+    /// Every number below what this holds is acknowledged (the writer
+    /// raises it as it answers, in order).
+    pub fn acknowledged(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.acknowledged)
+    }
+
+    /// The writer answered the commit at `number` (and all before it).
+    pub fn note_acknowledged(&self, number: u64) {
+        self.acknowledged.fetch_max(number + 1, Ordering::Release);
     }
 
     /// Set to make a put that waits for the store give up ([`WalError::Stopped`]).
@@ -222,7 +264,11 @@ impl ObjectWal {
         self.runtime.get().spawn(async move {
             let key = keys::partition_wal_object(partition, number);
             let started = Instant::now();
-            let outcome = put_settled(&*store, &key, body, header, &stopping, Some(&metrics)).await;
+            let mut outcome =
+                put_settled(&*store, &key, body, header, &stopping, Some(&metrics)).await;
+            if let Ok(Settled::Ours) = outcome {
+                outcome = still_ours(&*store, partition, header.epoch, number, &stopping).await;
+            }
             metrics.object_wal_puts.fetch_add(1, Ordering::Relaxed);
             metrics.object_wal_bytes.fetch_add(bytes, Ordering::Relaxed);
             metrics
@@ -286,82 +332,254 @@ impl Drop for OwnRuntime {
     }
 }
 
-/// The claim: an epoch, the fences, the replay. Returns the epoch, the
-/// first data number, the data objects replayed and the fences put.
+/// What a claim did.
+struct Claim {
+    epoch: u64,
+    /// The first data number.
+    next: u64,
+    replayed: usize,
+    fences: usize,
+    base: Option<u64>,
+}
+
+/// The claim: an epoch, then from the newest checkpoint the fences and
+/// the replay, and a last look at the checkpoints (see `fence`); a newer
+/// checkpoint found on the way starts it over from that one.
 async fn claim(
     store: Arc<dyn ObjectStore>,
     config: RegionConfig,
     stopping: Arc<AtomicBool>,
-    replay: &mut (dyn FnMut(Bytes) -> std::io::Result<()> + Send),
-) -> Result<(u64, u64, usize, usize), WalError> {
+    replay: &mut (dyn FnMut(Replay) -> std::io::Result<()> + Send),
+) -> Result<Claim, WalError> {
     let p = config.partition;
     let epoch = claim_epoch(&*store, &config, &stopping).await?;
-    // The partition's WAL starts at 0 (checkpoints in the bucket will move it).
-    let start = 0;
-    let found = list_numbers(&*store, &keys::partition_wal(p)).await?;
-    let found: Vec<u64> = found.into_iter().filter(|&n| n >= start).collect();
-    // A newer claim already listed: fencing now would only stop it
-    // (safety does not rest on this look; the replay's check does).
-    let newest = list_numbers(&*store, &keys::partition_epochs(p)).await?;
-    if let Some(&by) = newest.last().filter(|&&e| e > epoch) {
-        return Err(WalError::Fenced {
-            partition: p,
-            ours: epoch,
-            by,
-        });
-    }
-    let plan = fence::plan_claim(start, &found);
-    let put_id: PutId = rand::random();
-    let header = WalHeader {
-        kind: Kind::Fence,
-        epoch,
-        put_id,
+    let fenced = |by| WalError::Fenced {
+        partition: p,
+        ours: epoch,
+        by,
     };
-    let body = format::encode_wal(&header, &[]);
-    for &n in &plan.fences {
-        let key = keys::partition_wal_object(p, n);
-        match put_settled(&*store, &key, body.clone(), header, &stopping, None).await? {
-            Settled::Ours | Settled::Older { .. } => {}
-            Settled::Newer { epoch: by } => {
-                return Err(WalError::Fenced {
-                    partition: p,
-                    ours: epoch,
-                    by,
-                })
+    let mut fences = 0;
+    for _ in 0..CLAIM_TRIES {
+        let base = newest_checkpoint(&*store, p).await?;
+        let start = base.as_ref().map_or(0, |b| b.number);
+        let found = list_numbers(&*store, &keys::partition_wal(p)).await?;
+        let found: Vec<u64> = found.into_iter().filter(|&n| n >= start).collect();
+        // A newer claim already listed: fencing now would only stop it
+        // (safety does not rest on this look; the replay's check does).
+        let newest = list_numbers(&*store, &keys::partition_epochs(p)).await?;
+        if let Some(&by) = newest.last().filter(|&&e| e > epoch) {
+            return Err(fenced(by));
+        }
+        // A checkpoint since the listing: what it found missing may be
+        // deleted, not free (only saves fences; the last look decides).
+        if newest_checkpoint_number(&*store, p).await? != base.as_ref().map(|b| b.number) {
+            continue;
+        }
+        let plan = fence::plan_claim(start, &found);
+        let header = WalHeader {
+            kind: Kind::Fence,
+            epoch,
+            put_id: rand::random(),
+        };
+        let body = format::encode_wal(&header, &[]);
+        for &n in &plan.fences {
+            let key = keys::partition_wal_object(p, n);
+            match put_settled(&*store, &key, body.clone(), header, &stopping, None).await? {
+                Settled::Ours | Settled::Older { .. } => {}
+                Settled::Newer { epoch: by } => return Err(fenced(by)),
             }
         }
-    }
-    // Every number below `replay_below` is taken now: what is read is final.
-    let reads = futures::stream::iter(start..plan.replay_below)
-        .map(|n| {
-            let store = Arc::clone(&store);
-            async move {
-                let key = keys::partition_wal_object(p, n);
-                let bytes = store.get(&key).await?.bytes().await?;
-                format::decode_wal(&bytes).map_err(|source| WalError::Corrupt {
-                    key: key.to_string(),
-                    source,
-                })
+        fences += plan.fences.len();
+        // Every number from `start` below `replay_below` is taken now:
+        // what is read is final, unless a newer checkpoint deleted it.
+        replay(Replay::Begin).map_err(WalError::Local)?;
+        let mut rule = EpochRule::after(base.as_ref().map_or(0, |b| b.epoch));
+        let mut replayed = 0;
+        let read = async {
+            if let Some(b) = &base {
+                replayed += read_image(&*store, p, b, &mut *replay).await?;
             }
+            replayed += read_wal(
+                &*store,
+                p,
+                start..plan.replay_below,
+                &mut rule,
+                &mut *replay,
+            )
+            .await?;
+            Ok::<_, WalError>(())
+        };
+        match read.await {
+            Ok(()) => {}
+            Err(WalError::Moved) => continue,
+            Err(e) => return Err(e),
+        }
+        if newest_checkpoint_number(&*store, p).await? != base.as_ref().map(|b| b.number) {
+            // What was read may be a fence on a deleted number.
+            continue;
+        }
+        return match rule.replayed(epoch) {
+            Replayed::Owner => Ok(Claim {
+                epoch,
+                next: plan.first_data,
+                replayed,
+                fences,
+                base: base.map(|b| b.number),
+            }),
+            Replayed::Superseded { by } => Err(fenced(by)),
+        };
+    }
+    Err(WalError::Contended(CLAIM_TRIES))
+}
+
+/// Hands on the parts of `base`'s image in order; returns how many.
+pub(crate) async fn read_image(
+    store: &dyn ObjectStore,
+    p: u32,
+    base: &format::CheckpointManifest,
+    replay: &mut (dyn FnMut(Replay) -> std::io::Result<()> + Send),
+) -> Result<usize, WalError> {
+    let reads = futures::stream::iter(0..base.parts)
+        .map(|k| {
+            let key = keys::partition_image_part(p, base.number, &base.put_id, k);
+            async move { read_object(store, &key).await }
         })
         .buffered(REPLAY_READS);
     futures::pin_mut!(reads);
-    let mut rule = EpochRule::default();
+    let mut parts = 0;
+    while let Some(object) = reads.next().await {
+        replay(Replay::Frames(object?.frames)).map_err(WalError::Local)?;
+        parts += 1;
+    }
+    Ok(parts)
+}
+
+/// Hands on the frames of every object in `numbers` that the epoch rule
+/// replays; returns how many. A number not there means a newer checkpoint
+/// deleted it ([`WalError::Moved`]).
+pub(crate) async fn read_wal(
+    store: &dyn ObjectStore,
+    p: u32,
+    numbers: std::ops::Range<u64>,
+    rule: &mut EpochRule,
+    replay: &mut (dyn FnMut(Replay) -> std::io::Result<()> + Send),
+) -> Result<usize, WalError> {
+    let reads = futures::stream::iter(numbers)
+        .map(|n| {
+            let key = keys::partition_wal_object(p, n);
+            async move { read_object(store, &key).await }
+        })
+        .buffered(REPLAY_READS);
+    futures::pin_mut!(reads);
     let mut replayed = 0;
     while let Some(object) = reads.next().await {
         let object = object?;
         if rule.replays(&object.header) {
-            replay(object.frames).map_err(WalError::Local)?;
+            replay(Replay::Frames(object.frames)).map_err(WalError::Local)?;
             replayed += 1;
         }
     }
-    match rule.replayed(epoch) {
-        Replayed::Owner => Ok((epoch, plan.first_data, replayed, plan.fences.len())),
-        Replayed::Superseded { by } => Err(WalError::Fenced {
-            partition: p,
-            ours: epoch,
-            by,
-        }),
+    Ok(replayed)
+}
+
+/// One WAL object (or image part); gone means [`WalError::Moved`].
+async fn read_object(store: &dyn ObjectStore, key: &Path) -> Result<format::WalObject, WalError> {
+    let bytes = match store.get(key).await {
+        Ok(found) => found.bytes().await?,
+        Err(object_store::Error::NotFound { .. }) => return Err(WalError::Moved),
+        Err(e) => return Err(e.into()),
+    };
+    format::decode_wal(&bytes).map_err(|source| WalError::Corrupt {
+        key: key.to_string(),
+        source,
+    })
+}
+
+/// The number of the newest checkpoint of `p`, if any.
+pub(crate) async fn newest_checkpoint_number(
+    store: &dyn ObjectStore,
+    p: u32,
+) -> Result<Option<u64>, WalError> {
+    Ok(list_numbers(store, &keys::partition_checkpoints(p))
+        .await?
+        .last()
+        .copied())
+}
+
+/// The newest checkpoint of `p`, if any (one deleted between the listing
+/// and the read was replaced by a newer one: look again).
+pub(crate) async fn newest_checkpoint(
+    store: &dyn ObjectStore,
+    p: u32,
+) -> Result<Option<format::CheckpointManifest>, WalError> {
+    for _ in 0..CLAIM_TRIES {
+        let Some(n) = newest_checkpoint_number(store, p).await? else {
+            return Ok(None);
+        };
+        let key = keys::partition_checkpoint(p, n);
+        match store.get(&key).await {
+            Ok(found) => {
+                let bytes = found.bytes().await?;
+                return format::decode_checkpoint(&bytes)
+                    .map(Some)
+                    .map_err(|source| WalError::Corrupt {
+                        key: key.to_string(),
+                        source,
+                    });
+            }
+            Err(object_store::Error::NotFound { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(WalError::Moved)
+}
+
+/// Whether the put that landed at `number` for the owner at `epoch` is its
+/// own to acknowledge. A number below a checkpoint may have been deleted,
+/// and a put can land on a deleted number as on a free one: the landing is
+/// ours only if, looked at after it, no epoch after ours exists (a build
+/// deletes only while its owner's epoch is the newest), or no checkpoint
+/// above `number` does (none deleted it before it landed). See `fence`.
+async fn still_ours(
+    store: &dyn ObjectStore,
+    p: u32,
+    epoch: u64,
+    number: u64,
+    stopping: &AtomicBool,
+) -> Result<Settled, WalError> {
+    if !newer_epoch(store, p, epoch, stopping).await? {
+        return Ok(Settled::Ours);
+    }
+    match newest_checkpoint_number(store, p).await? {
+        Some(start) if start > number => Ok(Settled::Newer { epoch: epoch + 1 }),
+        _ => Ok(Settled::Ours),
+    }
+}
+
+/// Whether an epoch after `epoch` was claimed. Epochs are taken in order,
+/// each one more than the highest listed, so the next one's key answers for
+/// every later one. Passing failures are tried again.
+pub(crate) async fn newer_epoch(
+    store: &dyn ObjectStore,
+    p: u32,
+    epoch: u64,
+    stopping: &AtomicBool,
+) -> Result<bool, WalError> {
+    let key = keys::partition_epoch(p, epoch + 1);
+    let mut wait = Duration::from_millis(10);
+    loop {
+        if stopping.load(Ordering::Acquire) {
+            return Err(WalError::Stopped);
+        }
+        match store.head(&key).await {
+            Ok(_) => return Ok(true),
+            Err(object_store::Error::NotFound { .. }) => return Ok(false),
+            Err(e) => {
+                tracing::warn!(key = %key, error = %e, "could not look for a newer epoch; trying again")
+            }
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(RETRY_MAX);
     }
 }
 
@@ -426,7 +644,7 @@ async fn put_settled(
 /// `read_back` whether it is this put. Passing failures are tried again
 /// until the put settles or `stopping` is set. Returns whether the put is
 /// the object at `key` (created now, or found by `read_back`).
-async fn create_or_read(
+pub(crate) async fn create_or_read(
     store: &dyn ObjectStore,
     key: &Path,
     body: Bytes,
@@ -469,7 +687,10 @@ async fn create_or_read(
 }
 
 /// The numbers of the numbered keys under `prefix`, sorted.
-async fn list_numbers(store: &dyn ObjectStore, prefix: &Path) -> Result<Vec<u64>, WalError> {
+pub(crate) async fn list_numbers(
+    store: &dyn ObjectStore,
+    prefix: &Path,
+) -> Result<Vec<u64>, WalError> {
     let mut numbers = Vec::new();
     let mut listing = store.list(Some(prefix));
     while let Some(meta) = listing.next().await {

@@ -36,8 +36,10 @@ use crate::http::error::ApiError;
 use crate::http::forward::Forwarder;
 use crate::http::{self, routes, HttpConfig, Shared};
 use crate::metrics::RegionMetrics;
+use crate::region::checkpoint::{self, Built};
 use crate::region::liveness::Decision;
 use crate::region::membership::{Heartbeater, Membership, MembershipConfig};
+use crate::region::WalError;
 use crate::store::StoreConfig;
 
 #[derive(Clone)]
@@ -234,6 +236,9 @@ impl RegionOrigin {
         let mut next_claim = tokio::time::Instant::now();
         // The key store as last put in the bucket by this origin.
         let mut keys_published = Vec::new();
+        // A checkpoint build under way, and when the next may start.
+        let mut building: Option<JoinHandle<Result<Built, WalError>>> = None;
+        let mut next_build = tokio::time::Instant::now() + self.store.region.checkpoint.interval;
         loop {
             // A claim that finishes is served at once, not at the next tick.
             let finished = async {
@@ -293,6 +298,15 @@ impl RegionOrigin {
                     {
                         tracing::warn!(error = %e, "could not put the key store in the bucket; trying again");
                     }
+                    if building.as_ref().is_some_and(|b| b.is_finished()) {
+                        let outcome = building.take().expect("finished").await;
+                        self.built(outcome);
+                    }
+                    let now = tokio::time::Instant::now();
+                    if building.is_none() && now >= next_build {
+                        next_build = now + self.store.region.checkpoint.interval;
+                        building = self.build_checkpoint(&state);
+                    }
                 }
             }
             let serving = match self.current() {
@@ -320,6 +334,69 @@ impl RegionOrigin {
         }
         if let Current::Serving { state, .. } = self.current() {
             let _ = state.closing.send(true);
+        }
+    }
+
+    /// Starts a checkpoint build of the partition this origin serves, on a
+    /// blocking thread (`region::checkpoint`). A build that outlives the
+    /// serving is safe to finish: its looks and the model say so.
+    fn build_checkpoint(&self, state: &Shared) -> Option<JoinHandle<Result<Built, WalError>>> {
+        let epoch = state.store.epoch()?;
+        let acknowledged = state.store.acknowledged_below()?;
+        let objects = Arc::clone(self.objects.get()?);
+        let n = self.incarnations.fetch_add(1, Relaxed) + 1;
+        let scratch = checkpoint::scratch_dir(&self.data, n);
+        let (p, config) = (
+            self.store.region.partition,
+            self.store.region.checkpoint.clone(),
+        );
+        let (metrics, now) = (Arc::clone(&self.metrics), self.clock.now_ms());
+        Some(tokio::task::spawn_blocking(move || {
+            checkpoint::build(
+                objects,
+                p,
+                epoch,
+                acknowledged,
+                &scratch,
+                now,
+                &config,
+                &metrics,
+            )
+        }))
+    }
+
+    /// Counts and logs what a checkpoint build did.
+    fn built(&self, outcome: Result<Result<Built, WalError>, tokio::task::JoinError>) {
+        match outcome {
+            Ok(Ok(Built::NotYet)) => {}
+            Ok(Ok(Built::Published {
+                number,
+                streams,
+                bytes,
+                parts,
+                deleted,
+            })) => {
+                tracing::info!(
+                    number,
+                    streams,
+                    bytes,
+                    parts,
+                    deleted,
+                    "checkpointed the partition in the bucket"
+                );
+            }
+            Ok(Ok(Built::GaveUp(why))) => {
+                self.metrics.checkpoint_failures.fetch_add(1, Relaxed);
+                tracing::info!(why, "a checkpoint build gave up");
+            }
+            Ok(Err(e)) => {
+                self.metrics.checkpoint_failures.fetch_add(1, Relaxed);
+                tracing::warn!(error = %e, "a checkpoint build failed; the next one tries again");
+            }
+            Err(e) => {
+                self.metrics.checkpoint_failures.fetch_add(1, Relaxed);
+                tracing::error!(error = %e, "a checkpoint build's task failed");
+            }
         }
     }
 

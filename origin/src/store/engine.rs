@@ -455,8 +455,71 @@ impl Engine {
                 }
                 Ok(())
             }
+            Record::Image {
+                saved,
+                next_id,
+                payload,
+            } => {
+                let SavedStream { core, file_len, .. } = *saved;
+                if let Some(old) = self.entries.get(core.path.as_ref()) {
+                    let old = old.core.path.clone();
+                    tracing::error!(path = %old, "an image lands where a stream exists; the old one goes");
+                    self.remove(&old);
+                }
+                let extents = self
+                    .image_extent(file_len, &payload, at)?
+                    .into_iter()
+                    .collect();
+                // Its bytes start here, in the log: nothing of a file a
+                // stream of this id had before may show.
+                self.disk.files.forget(core.id);
+                self.next_id = self.next_id.max(next_id);
+                self.restore(
+                    SavedStream {
+                        core,
+                        file_len,
+                        extents,
+                    },
+                    now,
+                );
+                Ok(())
+            }
+            Record::ImageMore { id, payload } => {
+                let Some(end) = self.entry_by_id(id).map(|e| e.view.warm.lock().end()) else {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("more of the image of unknown stream {id}"),
+                    ));
+                };
+                if let Some(e) = self.image_extent(end, &payload, at)? {
+                    let entry = self.entry_by_id(id).expect("looked up above");
+                    entry.view.warm.lock().push(e, &payload, false);
+                    self.pin(&e, id);
+                }
+                Ok(())
+            }
             Record::Delete { .. } => unreachable!("replayed above"),
         }
+    }
+
+    /// Where an image's `payload`, logged at `at`, holds the stream's
+    /// bytes from `start` (none when it is empty).
+    fn image_extent(&self, start: u64, payload: &Bytes, at: LogPos) -> io::Result<Option<Extent>> {
+        if payload.is_empty() {
+            return Ok(None);
+        }
+        let bad = || {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "an image record past its segment",
+            )
+        };
+        Ok(Some(Extent {
+            segment: at.segment,
+            pos: u32::try_from(at.pos).map_err(|_| bad())?,
+            len: u32::try_from(payload.len()).map_err(|_| bad())?,
+            start,
+        }))
     }
 }
 #[cfg(test)]

@@ -30,6 +30,7 @@ pub mod cold;
 pub mod engine;
 pub mod error;
 pub mod files;
+pub mod image;
 pub mod invalidations;
 pub mod janitor;
 pub mod layout;
@@ -194,6 +195,7 @@ impl StoreConfig {
                 node: "origin".into(),
                 url: String::new(),
                 partition: 0,
+                checkpoint: Default::default(),
             },
             object_write_timeout: Duration::from_secs(10),
             object_put_delay: Duration::ZERO,
@@ -233,13 +235,25 @@ fn claim_partition(
             crate::objects::faults::Faults::new(store).with_put_delay(config.object_put_delay),
         );
     }
-    let mut local = crate::region::local::LocalLog::begin(&config.data)?;
+    let mut local = None;
     let claimed =
-        crate::region::ObjectWal::claim_into(store, &config.region, metrics, &mut |frames| {
-            local.push(&frames)
+        crate::region::ObjectWal::claim_into(store, &config.region, metrics, &mut |replay| {
+            match replay {
+                // (Again) from the start: what was laid out goes.
+                crate::region::Replay::Begin => {
+                    local = Some(crate::region::local::LocalLog::begin(&config.data)?);
+                    Ok(())
+                }
+                crate::region::Replay::Frames(frames) => {
+                    local.as_mut().expect("a replay begins first").push(&frames)
+                }
+            }
         })
         .map_err(std::io::Error::other)?;
-    let bytes = local.finish()?;
+    let bytes = match local {
+        Some(log) => log.finish()?,
+        None => crate::region::local::LocalLog::begin(&config.data)?.finish()?,
+    };
     tracing::info!(
         bytes,
         objects = claimed.replayed,
@@ -269,6 +283,8 @@ pub struct Store {
     fenced: Arc<std::sync::atomic::AtomicBool>,
     /// With object durability: the epoch this store claimed its partition at.
     epoch: Option<u64>,
+    /// With object durability: every WAL number below it is acknowledged.
+    acknowledged: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl Store {
@@ -386,6 +402,7 @@ impl Store {
         );
         writer.invalidations = Some(Arc::clone(&invalidations));
         let epoch = object_wal.as_ref().map(|wal| wal.epoch());
+        let acknowledged = object_wal.as_ref().map(|wal| wal.acknowledged());
         let object_wal = object_wal.map(|wal| {
             let stopper = wal.stopper();
             writer.object_wal = Some(wal);
@@ -437,9 +454,18 @@ impl Store {
                 object_wal,
                 fenced,
                 epoch,
+                acknowledged,
             },
             report,
         ))
+    }
+
+    /// With object durability: every WAL number below this is acknowledged
+    /// (or was replayed when the store claimed its partition).
+    pub fn acknowledged_below(&self) -> Option<u64> {
+        self.acknowledged
+            .as_ref()
+            .map(|a| a.load(std::sync::atomic::Ordering::Acquire))
     }
 
     /// Whether a newer owner took this store's partition over (it then

@@ -12,10 +12,17 @@
 //! Snapshot = id offset len digest content_type   the latest snapshot
 //! Retain = id offset               reads before offset answer 410
 //! Visibility = id public:u8        reads need no credential when public
+//! Image = next_id state_len:u32le state payload   a stream as a bucket checkpoint keeps it
+//! ImageMore = id payload           more of the image's unsealed bytes
 //! effect = start len at flags:u8 [producer_id epoch seq] [stream_seq]
 //! ```
 //! Integers are u64 little-endian, strings u32le-length-prefixed UTF-8, and
 //! the payload is the rest of the body (its length is the effect's `len`).
+//! An `Image` (a region's checkpoint in the bucket, `region::checkpoint`)
+//! carries a whole stream: its state as a local checkpoint encodes it
+//! (`checkpoint::codec`, `file_len` meaning where its bytes here start) and
+//! its unsealed bytes from there, the rest in `ImageMore` records when they
+//! are more than [`IMAGE_PIECE`].
 //! A frame that is cut short or fails its CRC ends the log: it was being
 //! written when the process died, so it was never acknowledged.
 
@@ -27,6 +34,8 @@ use crate::core::producer::ProducerClaim;
 use crate::core::snapshot::SnapshotMeta;
 use crate::core::stream::AppendEffect;
 use crate::core::Millis;
+use crate::store::checkpoint::codec;
+use crate::store::saved::SavedStream;
 
 pub const VERSION: u8 = 1;
 const HEADER: usize = 8;
@@ -41,6 +50,12 @@ const KIND_SNAPSHOT: u8 = 5;
 const KIND_RETAIN: u8 = 6;
 const KIND_VISIBILITY: u8 = 7;
 const KIND_FORK: u8 = 8;
+const KIND_IMAGE: u8 = 9;
+const KIND_IMAGE_MORE: u8 = 10;
+
+/// The most of a stream's bytes one image record carries (a body stays
+/// well under [`MAX_BODY`]).
+pub const IMAGE_PIECE: usize = 32 * 1024 * 1024;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CreateRecord {
@@ -86,6 +101,19 @@ pub enum Record {
     Visibility {
         id: u64,
         public: bool,
+    },
+    /// A whole stream, as a checkpoint in the bucket keeps it: its state
+    /// (`saved.file_len` is where `payload` starts; no extents) and stream
+    /// ids below `next_id` taken.
+    Image {
+        saved: Box<SavedStream>,
+        next_id: u64,
+        payload: Bytes,
+    },
+    /// The image's next unsealed bytes, right after the last ones.
+    ImageMore {
+        id: u64,
+        payload: Bytes,
     },
 }
 
@@ -181,6 +209,25 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) -> usize {
             put_u64(out, *id);
             put_u64(out, *at);
         }
+        Record::Image {
+            saved,
+            next_id,
+            payload,
+        } => {
+            out.push(KIND_IMAGE);
+            put_u64(out, *next_id);
+            let len_at = out.len();
+            out.extend_from_slice(&[0; 4]);
+            codec::encode(saved, out);
+            let state_len = (out.len() - len_at - 4) as u32;
+            out[len_at..len_at + 4].copy_from_slice(&state_len.to_le_bytes());
+            out.extend_from_slice(payload);
+        }
+        Record::ImageMore { id, payload } => {
+            out.push(KIND_IMAGE_MORE);
+            put_u64(out, *id);
+            out.extend_from_slice(payload);
+        }
     }
     let body_len = out.len() - at - HEADER;
     let crc = crc32fast::hash(&out[at + HEADER..]);
@@ -199,7 +246,9 @@ impl Record {
             | Record::Sealed { id, .. }
             | Record::Snapshot { id, .. }
             | Record::Retain { id, .. }
-            | Record::Visibility { id, .. } => *id,
+            | Record::Visibility { id, .. }
+            | Record::ImageMore { id, .. } => *id,
+            Record::Image { saved, .. } => saved.core.id,
         }
     }
 }
@@ -207,7 +256,10 @@ impl Record {
 /// The bytes of a record's payload (the end of its body).
 pub fn payload_len(record: &Record) -> usize {
     match record {
-        Record::Create(_, payload) | Record::Append { payload, .. } => payload.len(),
+        Record::Create(_, payload)
+        | Record::Append { payload, .. }
+        | Record::Image { payload, .. }
+        | Record::ImageMore { payload, .. } => payload.len(),
         _ => 0,
     }
 }
@@ -325,6 +377,21 @@ fn decode_body(body: &[u8]) -> Result<Record, FrameError> {
             id: r.u64()?,
             at: r.u64()?,
         },
+        KIND_IMAGE => {
+            let next_id = r.u64()?;
+            let state_len = u32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes")) as usize;
+            let saved = codec::decode(r.take(state_len)?)
+                .map_err(|_| FrameError::Malformed("an image's state does not decode"))?;
+            Record::Image {
+                saved: Box::new(saved),
+                next_id,
+                payload: r.rest(),
+            }
+        }
+        KIND_IMAGE_MORE => Record::ImageMore {
+            id: r.u64()?,
+            payload: r.rest(),
+        },
         _ => return Err(FrameError::Malformed("unknown kind")),
     };
     Ok(record)
@@ -409,6 +476,9 @@ impl<'a> Reader<'a> {
             stream_seq,
             at,
         })
+    }
+    fn rest(&mut self) -> Bytes {
+        Bytes::copy_from_slice(std::mem::take(&mut self.buf))
     }
     fn payload(&mut self, len: u64) -> Result<Bytes, FrameError> {
         if self.buf.len() as u64 != len {
@@ -517,6 +587,22 @@ mod tests {
                         )
                     }
                 ),
+            (
+                crate::store::checkpoint::codec::strategies::saved_stream(),
+                any::<u64>(),
+                proptest::collection::vec(any::<u8>(), 0..64)
+            )
+                .prop_map(|(saved, next_id, p)| Record::Image {
+                    saved: Box::new(saved),
+                    next_id,
+                    payload: p.into()
+                }),
+            (any::<u64>(), proptest::collection::vec(any::<u8>(), 0..64)).prop_map(|(id, p)| {
+                Record::ImageMore {
+                    id,
+                    payload: p.into(),
+                }
+            }),
         ]
     }
 

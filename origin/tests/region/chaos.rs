@@ -40,6 +40,11 @@ fn start(weed: &Seaweed, data: &Path, node: &str, port: u16) -> Proc {
         OsStr::new("1s"),
         OsStr::new("--lease-renew"),
         OsStr::new("250ms"),
+        // Checkpoints and WAL deletes all the time, racing the claims.
+        OsStr::new("--region-checkpoint-objects"),
+        OsStr::new("32"),
+        OsStr::new("--region-checkpoint-interval"),
+        OsStr::new("250ms"),
     ]
     .to_vec();
     spawn_at(&format!("127.0.0.1:{port}"), &[], &args, &weed.env())
@@ -307,10 +312,18 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
     let owner = super::takeover::the_owner(&client, &origins).await;
     let metrics = crate::common::metrics_at(&client, &origins[owner]).await;
     let epoch = crate::common::metric_in(&metrics, "ds_region_epoch").unwrap();
+    let (wal, checkpoint) = super::checkpoints::bucket(&weed, "chaos").await;
     eprintln!(
         "chaos: {CYCLES} cycles ({kills} kill -9 with the disk deleted, {pauses} SIGSTOP past the lease), \
-         final epoch {epoch}, {acknowledged} acknowledged appends on {} streams, lost {lost}, duplicated {duplicated}",
-        writers.len()
+         final epoch {epoch}, {acknowledged} acknowledged appends on {} streams, lost {lost}, duplicated {duplicated}; \
+         newest checkpoint at WAL number {:?}, {} WAL objects left",
+        writers.len(),
+        checkpoint.last(),
+        wal.len()
+    );
+    assert!(
+        !checkpoint.is_empty(),
+        "checkpoints were made (and the WAL below them deleted) while origins died"
     );
     assert!(
         epoch >= 3,

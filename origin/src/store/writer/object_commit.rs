@@ -139,6 +139,9 @@ impl Writer {
         }
         while self.pipeline.pending.front().is_some_and(|p| p.settled) {
             let p = self.pipeline.pending.pop_front().expect("front");
+            if let (Some(n), Some(wal)) = (p.number, self.object_wal.as_ref()) {
+                wal.note_acknowledged(n);
+            }
             self.publish_durable(p.durable);
         }
         true
