@@ -9,6 +9,10 @@
 #   loadtest/takeover-bench.sh [CYCLES] [ORIGIN FLAGS...]
 #       (default 20 cycles and the default lease; needs `weed` on PATH and
 #        a release build)
+#   HISTORY_SECONDS=N: first, N seconds of ds-load (HISTORY_STREAMS
+#       streams, default 500, one closed-loop writer each, HISTORY_BODY
+#       bytes, default 256) against the owner, so each claim has that much
+#       history behind it (checkpoints decide what it replays).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cycles=${1:-20}
@@ -64,8 +68,22 @@ append() {
 }
 
 for n in a b c; do start $n "$@"; done
+# The stream, created once the region settled (origins that start together
+# may claim in turn before one keeps the partition).
+for _ in $(seq 1 300); do
+  first=$(owner)
+  code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H 'content-type: application/octet-stream' \
+    "http://${addr[$first]}/v1/stream/moved" || true)
+  case $code in 201|200|204) break ;; esac
+  sleep 0.1
+done
 first=$(owner)
-curl -sf -X PUT -H 'content-type: application/octet-stream' "http://${addr[$first]}/v1/stream/moved" >/dev/null
+if [ "${HISTORY_SECONDS:-0}" -gt 0 ]; then
+  "$bin/ds-load" append --addr "${addr[$first]}" --streams "${HISTORY_STREAMS:-500}" --body "${HISTORY_BODY:-256}" \
+    --seconds "$HISTORY_SECONDS" --warmup 0 --create --label history
+  curl -s "http://${addr[$first]}/metrics" |
+    awk '$1 ~ /^ds_object_wal_(puts|bytes)_total$|^ds_region_checkpoint(s_total|_number|_bytes)$/ {print "  history: " $1 " " $2}'
+fi
 skip=""
 seq=0
 append $seq

@@ -117,56 +117,41 @@ struct Listing {
     below: Vec<u64>,
 }
 
-/// Builds a checkpoint of partition `p` for its owner at `epoch`, which
+/// A build to run: partition `partition` for its owner at `epoch`, which
 /// acknowledged every number below `acknowledged`, in the folder `scratch`
-/// (removed after). Blocks: run it on a blocking thread.
-#[allow(clippy::too_many_arguments)]
-pub fn build(
-    store: Arc<dyn ObjectStore>,
-    p: u32,
-    epoch: u64,
-    acknowledged: u64,
-    scratch: &Path,
-    now: Millis,
-    config: &CheckpointConfig,
-    metrics: &RegionMetrics,
-) -> Result<Built, WalError> {
+/// (removed after).
+pub struct BuildJob {
+    pub store: Arc<dyn ObjectStore>,
+    pub partition: u32,
+    pub epoch: u64,
+    pub acknowledged: u64,
+    pub scratch: PathBuf,
+    /// The clock's time, for the replay's recovery.
+    pub now: Millis,
+    pub config: CheckpointConfig,
+    pub metrics: Arc<RegionMetrics>,
+}
+
+/// Builds a checkpoint (the steps in the module docs). Blocks: run it on a
+/// blocking thread.
+pub fn build(job: &BuildJob) -> Result<Built, WalError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(WalError::Local)?;
-    let outcome = build_in(
-        &rt,
-        &*store,
-        p,
-        epoch,
-        acknowledged,
-        scratch,
-        now,
-        config,
-        metrics,
-    );
-    if let Err(e) = std::fs::remove_dir_all(scratch) {
+    let outcome = build_in(&rt, job);
+    if let Err(e) = std::fs::remove_dir_all(&job.scratch) {
         if e.kind() != std::io::ErrorKind::NotFound {
-            tracing::warn!(folder = %scratch.display(), error = %e, "could not remove a checkpoint's folder");
+            tracing::warn!(folder = %job.scratch.display(), error = %e, "could not remove a checkpoint's folder");
         }
     }
     outcome
 }
 
-#[allow(clippy::too_many_arguments)]
-fn build_in(
-    rt: &tokio::runtime::Runtime,
-    store: &dyn ObjectStore,
-    p: u32,
-    epoch: u64,
-    acknowledged: u64,
-    scratch: &Path,
-    now: Millis,
-    config: &CheckpointConfig,
-    metrics: &RegionMetrics,
-) -> Result<Built, WalError> {
-    let listing = rt.block_on(list(store, p, acknowledged))?;
+fn build_in(rt: &tokio::runtime::Runtime, job: &BuildJob) -> Result<Built, WalError> {
+    let (store, p, epoch, scratch) = (&*job.store, job.partition, job.epoch, &*job.scratch);
+    let (config, metrics) = (&job.config, &*job.metrics);
+    let listing = rt.block_on(list(store, p, job.acknowledged))?;
     let image_bytes = listing.base.as_ref().map_or(0, |b| b.bytes);
     if !due(config, listing.objects, listing.bytes, image_bytes) {
         return Ok(Built::NotYet);
@@ -203,7 +188,7 @@ fn build_in(
     };
     let stopping = AtomicBool::new(false);
     let mut parts = 0u32;
-    let stats = image::export(scratch, now, config.part_bytes, &mut |part| {
+    let stats = image::export(scratch, job.now, config.part_bytes, &mut |part| {
         let key = keys::partition_image_part(p, listing.upto, &put_id, parts);
         let body = format::encode_wal(&header, &part);
         let ours = |bytes| {

@@ -343,26 +343,20 @@ impl RegionOrigin {
     fn build_checkpoint(&self, state: &Shared) -> Option<JoinHandle<Result<Built, WalError>>> {
         let epoch = state.store.epoch()?;
         let acknowledged = state.store.acknowledged_below()?;
-        let objects = Arc::clone(self.objects.get()?);
-        let n = self.incarnations.fetch_add(1, Relaxed) + 1;
-        let scratch = checkpoint::scratch_dir(&self.data, n);
-        let (p, config) = (
-            self.store.region.partition,
-            self.store.region.checkpoint.clone(),
-        );
-        let (metrics, now) = (Arc::clone(&self.metrics), self.clock.now_ms());
-        Some(tokio::task::spawn_blocking(move || {
-            checkpoint::build(
-                objects,
-                p,
-                epoch,
-                acknowledged,
-                &scratch,
-                now,
-                &config,
-                &metrics,
-            )
-        }))
+        let job = checkpoint::BuildJob {
+            store: Arc::clone(self.objects.get()?),
+            partition: self.store.region.partition,
+            epoch,
+            acknowledged,
+            scratch: checkpoint::scratch_dir(
+                &self.data,
+                self.incarnations.fetch_add(1, Relaxed) + 1,
+            ),
+            now: self.clock.now_ms(),
+            config: self.store.region.checkpoint.clone(),
+            metrics: Arc::clone(&self.metrics),
+        };
+        Some(tokio::task::spawn_blocking(move || checkpoint::build(&job)))
     }
 
     /// Counts and logs what a checkpoint build did.

@@ -242,31 +242,27 @@ fn claim_step(o: &mut Owner, bucket: &mut Bucket, checkpoints: &Checkpoints, epo
             at,
             mut rule,
             mut replayed,
-        } => match bucket.get(&at) {
-            // Deleted since the fences: a newer checkpoint; start over.
-            None => Phase::Claimed,
-            Some((h, tag)) => {
-                if rule.replays(h) {
-                    replayed.push(tag.expect("data has a tag"));
+        } => {
+            if !read(bucket, at, &mut rule, &mut replayed) {
+                // Deleted since the fences: a newer checkpoint; start over.
+                Phase::Claimed
+            } else if at + 1 == plan.replay_below {
+                Phase::Replayed {
+                    base,
+                    plan,
+                    rule,
+                    replayed,
                 }
-                if at + 1 == plan.replay_below {
-                    Phase::Replayed {
-                        base,
-                        plan,
-                        rule,
-                        replayed,
-                    }
-                } else {
-                    Phase::Replaying {
-                        base,
-                        plan,
-                        at: at + 1,
-                        rule,
-                        replayed,
-                    }
+            } else {
+                Phase::Replaying {
+                    base,
+                    plan,
+                    at: at + 1,
+                    rule,
+                    replayed,
                 }
             }
-        },
+        }
         Phase::Replayed {
             base,
             plan,
@@ -289,6 +285,17 @@ fn claim_step(o: &mut Owner, bucket: &mut Bucket, checkpoints: &Checkpoints, epo
         serving @ Phase::Serving { .. } => serving,
         Phase::Stopped => Phase::Stopped,
     };
+}
+
+/// Reads number `at` as a replay does: false if it is not there (deleted).
+fn read(bucket: &Bucket, at: u64, rule: &mut EpochRule, tags: &mut Vec<u64>) -> bool {
+    let Some((h, tag)) = bucket.get(&at) else {
+        return false;
+    };
+    if rule.replays(h) {
+        tags.push(tag.expect("data has a tag"));
+    }
+    true
 }
 
 /// One step of a serving owner: start a put, land one, look at the next
@@ -426,31 +433,27 @@ fn build_step(
             at,
             mut rule,
             mut tags,
-        } => match bucket.get(&at) {
-            // Deleted by another builder's collection: give up.
-            None => Build::Idle,
-            Some((h, tag)) => {
-                if rule.replays(h) {
-                    tags.push(tag.expect("data has a tag"));
+        } => {
+            if !read(bucket, at, &mut rule, &mut tags) {
+                // Deleted by another builder's collection: give up.
+                Build::Idle
+            } else if at + 1 == upto {
+                Build::Read {
+                    base,
+                    upto,
+                    rule,
+                    tags,
                 }
-                if at + 1 == upto {
-                    Build::Read {
-                        base,
-                        upto,
-                        rule,
-                        tags,
-                    }
-                } else {
-                    Build::Reading {
-                        base,
-                        upto,
-                        at: at + 1,
-                        rule,
-                        tags,
-                    }
+            } else {
+                Build::Reading {
+                    base,
+                    upto,
+                    at: at + 1,
+                    rule,
+                    tags,
                 }
             }
-        },
+        }
         Build::Read {
             base,
             upto,
@@ -659,65 +662,33 @@ fn each_rule_is_needed() {
 /// the epoch rule. Only a look at the checkpoints after the replay tells A
 /// that what it read is not the partition.
 fn claim_over_a_deleted_number(rules: Rules) {
-    let (mut bucket, mut checkpoints) = (Bucket::new(), Checkpoints::new());
-    let (mut epochs, mut tags, mut stray) = (0, 0, Vec::new());
+    let mut w = World::default();
     let mut all = [owner(rules), owner(rules), owner(rules)];
     let [x, b, a] = &mut all;
-    // X: epoch, look, list, 8 fences, 8 reads, the last look: serving.
-    claim(x, &mut bucket, &checkpoints, &mut epochs, 20);
-    assert!(matches!(x.phase, Phase::Serving { next: 8, .. }));
-    for _ in 0..2 {
-        for sub in 0..4 {
-            serve_step(
-                x,
-                &mut bucket,
-                &checkpoints,
-                epochs,
-                sub,
-                &mut tags,
-                &mut stray,
-            );
-        }
-    }
-    assert_eq!(x.acked, [1, 2]);
-    // X builds up to 10: a start, ten reads, its looks.
-    for _ in 0..12 {
-        build_step(x, &mut bucket, &mut checkpoints, epochs, 0);
-    }
-    assert!(matches!(x.build, Build::Publishing { upto: 10, .. }));
-    claim(b, &mut bucket, &checkpoints, &mut epochs, 2);
-    claim(a, &mut bucket, &checkpoints, &mut epochs, 3);
+    w.serving_with_a_build(x);
+    w.claim(b, 2);
+    w.claim(a, 3);
     // X publishes, A fences 10..=17 and reads 0..=7, X deletes 8.
-    build_step(x, &mut bucket, &mut checkpoints, epochs, 0);
-    assert_eq!(checkpoints.keys().collect::<Vec<_>>(), [&10]);
-    claim(a, &mut bucket, &checkpoints, &mut epochs, 16);
-    build_step(x, &mut bucket, &mut checkpoints, epochs, 8);
-    assert!(!bucket.contains_key(&8));
+    w.build(x, 1, 0);
+    assert_eq!(w.checkpoints.keys().collect::<Vec<_>>(), [&10]);
+    w.claim(a, 16);
+    w.build(x, 1, 8);
+    assert!(!w.bucket.contains_key(&8));
     // B lists, finds 8 free and fences it (and stalls).
-    claim(b, &mut bucket, &checkpoints, &mut epochs, 2);
-    assert_eq!(bucket[&8].0.epoch, 2);
+    w.claim(b, 2);
+    assert_eq!(w.bucket[&8].0.epoch, 2);
     // A reads 8..=17, looks, serves (or starts over), and commits.
-    claim(a, &mut bucket, &checkpoints, &mut epochs, 11);
+    w.claim(a, 11);
     for _ in 0..40 {
         if matches!(a.phase, Phase::Serving { .. }) {
             break;
         }
-        claim_step(a, &mut bucket, &checkpoints, &mut epochs);
+        w.claim(a, 1);
     }
     assert!(matches!(a.phase, Phase::Serving { .. }));
-    for sub in 0..4 {
-        serve_step(
-            a,
-            &mut bucket,
-            &checkpoints,
-            epochs,
-            sub,
-            &mut tags,
-            &mut stray,
-        );
-    }
+    w.commit(a);
     assert_eq!(a.acked.len(), 1);
-    check(bucket, &checkpoints, stray, &all);
+    w.check(&all);
 }
 
 #[test]
@@ -740,58 +711,25 @@ fn a_claim_over_a_deleted_number_starts_over() {
 /// next epoch finds none (X is the newest); only a look at the
 /// checkpoints tells it its base is no longer the newest.
 fn build_over_a_deleted_number(rules: Rules) {
-    let (mut bucket, mut checkpoints) = (Bucket::new(), Checkpoints::new());
-    let (mut epochs, mut tags, mut stray) = (0, 0, Vec::new());
+    let mut w = World::default();
     let mut all = [owner(rules), owner(rules), owner(rules)];
     let [y, z, x] = &mut all;
-    claim(y, &mut bucket, &checkpoints, &mut epochs, 20);
-    for _ in 0..2 {
-        for sub in 0..4 {
-            serve_step(
-                y,
-                &mut bucket,
-                &checkpoints,
-                epochs,
-                sub,
-                &mut tags,
-                &mut stray,
-            );
-        }
-    }
-    assert_eq!(y.acked, [1, 2]);
-    for _ in 0..12 {
-        build_step(y, &mut bucket, &mut checkpoints, epochs, 0);
-    }
-    assert!(matches!(y.build, Build::Publishing { upto: 10, .. }));
-    claim(z, &mut bucket, &checkpoints, &mut epochs, 2);
-    claim(x, &mut bucket, &checkpoints, &mut epochs, 30);
+    w.serving_with_a_build(y);
+    w.claim(z, 2);
+    w.claim(x, 30);
     assert!(matches!(x.phase, Phase::Serving { next: 18, .. }));
-    for sub in 0..4 {
-        serve_step(
-            x,
-            &mut bucket,
-            &checkpoints,
-            epochs,
-            sub,
-            &mut tags,
-            &mut stray,
-        );
-    }
+    w.commit(x);
     assert_eq!(x.acked, [3]);
     // X's build: a start (up to 19) and reads of 0..=7.
-    for _ in 0..9 {
-        build_step(x, &mut bucket, &mut checkpoints, epochs, 0);
-    }
-    build_step(y, &mut bucket, &mut checkpoints, epochs, 0);
-    build_step(y, &mut bucket, &mut checkpoints, epochs, 8);
-    assert!(!bucket.contains_key(&8));
-    claim(z, &mut bucket, &checkpoints, &mut epochs, 2);
-    assert_eq!(bucket[&8].0.epoch, 2);
+    w.build(x, 9, 0);
+    w.build(y, 1, 0);
+    w.build(y, 1, 8);
+    assert!(!w.bucket.contains_key(&8));
+    w.claim(z, 2);
+    assert_eq!(w.bucket[&8].0.epoch, 2);
     // X reads 8..=18, looks, and publishes (or gives up).
-    for _ in 0..13 {
-        build_step(x, &mut bucket, &mut checkpoints, epochs, 0);
-    }
-    check(bucket, &checkpoints, stray, &all);
+    w.build(x, 13, 0);
+    w.check(&all);
 }
 
 #[test]
@@ -816,9 +754,60 @@ fn owner(rules: Rules) -> Owner {
     }
 }
 
-fn claim(o: &mut Owner, bucket: &mut Bucket, c: &Checkpoints, epochs: &mut u64, steps: usize) {
-    for _ in 0..steps {
-        claim_step(o, bucket, c, epochs);
+/// The model's shared state, for schedules written out step by step.
+#[derive(Default)]
+struct World {
+    bucket: Bucket,
+    checkpoints: Checkpoints,
+    epochs: u64,
+    tags: u64,
+    stray: Vec<(u64, WalHeader, u64)>,
+}
+
+impl World {
+    fn claim(&mut self, o: &mut Owner, steps: usize) {
+        for _ in 0..steps {
+            claim_step(o, &mut self.bucket, &self.checkpoints, &mut self.epochs);
+        }
+    }
+
+    /// One commit, start to acknowledgement.
+    fn commit(&mut self, o: &mut Owner) {
+        for sub in 0..4 {
+            serve_step(
+                o,
+                &mut self.bucket,
+                &self.checkpoints,
+                self.epochs,
+                sub,
+                &mut self.tags,
+                &mut self.stray,
+            );
+        }
+    }
+
+    fn build(&mut self, o: &mut Owner, steps: usize, sub: usize) {
+        for _ in 0..steps {
+            build_step(o, &mut self.bucket, &mut self.checkpoints, self.epochs, sub);
+        }
+    }
+
+    /// `o` claims the empty partition (epoch, look, list, 8 fences, 8
+    /// reads, the last look), acknowledges two commits (at 8 and 9), and
+    /// builds a checkpoint up to 10 (a start, ten reads, its looks), not
+    /// yet published.
+    fn serving_with_a_build(&mut self, o: &mut Owner) {
+        self.claim(o, 20);
+        assert!(matches!(o.phase, Phase::Serving { next: 8, .. }));
+        self.commit(o);
+        self.commit(o);
+        assert_eq!(o.acked, [self.tags - 1, self.tags]);
+        self.build(o, 12, 0);
+        assert!(matches!(o.build, Build::Publishing { upto: 10, .. }));
+    }
+
+    fn check(self, all: &[Owner]) {
+        check(self.bucket, &self.checkpoints, self.stray, all);
     }
 }
 
