@@ -8,9 +8,10 @@
 //! create once every part is in. So one idle stream with a few unsealed
 //! bytes never pins the WAL: its bytes and state are copied into each
 //! image. Only a serving owner builds, every `interval`, once the WAL past
-//! the newest checkpoint holds `objects` objects or `bytes` bytes and at
-//! least the newest image's size (so each image is written at most once per
-//! its own size of WAL: the copies cost at most as much as the WAL itself).
+//! the newest checkpoint holds `bytes` bytes and at least the newest
+//! image's size (so the images written cost at most as much as the WAL
+//! itself), or `objects` objects (which bounds what a claim reads one GET
+//! at a time, whatever the bytes).
 //!
 //! A build ([`build`], the rules `fence` states and its model checks):
 //! 1. from the newest checkpoint `b` (none: 0), read its image and the WAL
@@ -130,6 +131,9 @@ pub struct BuildJob {
     pub now: Millis,
     pub config: CheckpointConfig,
     pub metrics: Arc<RegionMetrics>,
+    /// Set to make the build give up where it waits for the bucket (the
+    /// origin stops).
+    pub stopping: Arc<AtomicBool>,
 }
 
 /// Builds a checkpoint (the steps in the module docs). Blocks: run it on a
@@ -186,7 +190,7 @@ fn build_in(rt: &tokio::runtime::Runtime, job: &BuildJob) -> Result<Built, WalEr
         epoch,
         put_id,
     };
-    let stopping = AtomicBool::new(false);
+    let stopping = &*job.stopping;
     let mut parts = 0u32;
     let stats = image::export(scratch, job.now, config.part_bytes, &mut |part| {
         let key = keys::partition_image_part(p, listing.upto, &put_id, parts);
@@ -199,7 +203,7 @@ fn build_in(rt: &tokio::runtime::Runtime, job: &BuildJob) -> Result<Built, WalEr
                     source,
                 })
         };
-        rt.block_on(create_or_read(store, &key, body, &stopping, None, ours))
+        rt.block_on(create_or_read(store, &key, body, stopping, None, ours))
             .map_err(std::io::Error::other)?;
         parts += 1;
         Ok(())
@@ -210,7 +214,7 @@ fn build_in(rt: &tokio::runtime::Runtime, job: &BuildJob) -> Result<Built, WalEr
         if newest_checkpoint_number(store, p).await? != listing.base.as_ref().map(|b| b.number) {
             return Ok(Some("a newer checkpoint came meanwhile"));
         }
-        if newer_epoch(store, p, epoch, &stopping).await? {
+        if newer_epoch(store, p, epoch, stopping).await? {
             return Ok(Some("a newer owner claimed the partition"));
         }
         Ok::<_, WalError>(None)
@@ -241,7 +245,7 @@ fn build_in(rt: &tokio::runtime::Runtime, job: &BuildJob) -> Result<Built, WalEr
             })
     };
     let body = format::encode_checkpoint(&manifest);
-    let published = rt.block_on(create_or_read(store, &key, body, &stopping, None, ours))?;
+    let published = rt.block_on(create_or_read(store, &key, body, stopping, None, ours))?;
     if !published {
         // Another build's, of the same numbers: ours goes.
         rt.block_on(delete_all(

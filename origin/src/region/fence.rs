@@ -48,7 +48,7 @@
 //! in the bucket, the numbers below `c` may be deleted. A claim starts from
 //! the newest checkpoint `b` (the partition's start is `b`): it lists and
 //! fences from `b`, and looks for a newer checkpoint twice, after listing
-//! and after fencing; one found sends it back to the start (a newer
+//! and after its replay; one found sends it back to the start (a newer
 //! checkpoint may mean deleted numbers that the listing or a fence took for
 //! free). A number it then finds missing while it replays was deleted
 //! since: back to the start too. A fence that lands on a deleted number is

@@ -77,6 +77,9 @@ pub struct RegionOrigin {
     standing_aside: std::sync::atomic::AtomicBool,
     /// The bucket (membership, access control), opened when serving starts.
     objects: std::sync::OnceLock<Arc<dyn object_store::ObjectStore>>,
+    /// Set when the origin stops: a checkpoint build waiting for the bucket
+    /// gives up (it is safe to stop anywhere: `region::checkpoint`).
+    builds_stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A claim under way: its store's folder and the replay's task.
@@ -109,6 +112,7 @@ impl RegionOrigin {
             generation: tokio::sync::watch::Sender::new(0),
             standing_aside: std::sync::atomic::AtomicBool::new(false),
             objects: std::sync::OnceLock::new(),
+            builds_stop: Arc::default(),
         }))
     }
 
@@ -325,6 +329,7 @@ impl RegionOrigin {
                 Decision::Claim => {}
             }
         }
+        self.builds_stop.store(true, Relaxed);
         // A claim still replaying finishes, and its store stops at once.
         if let Some((dir, task)) = claiming {
             if let Ok(Ok(state)) = task.await {
@@ -355,6 +360,7 @@ impl RegionOrigin {
             now: self.clock.now_ms(),
             config: self.store.region.checkpoint.clone(),
             metrics: Arc::clone(&self.metrics),
+            stopping: Arc::clone(&self.builds_stop),
         };
         Some(tokio::task::spawn_blocking(move || checkpoint::build(&job)))
     }

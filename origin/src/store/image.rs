@@ -12,7 +12,8 @@
 //! bytes; sealed bytes are in chunks already. Laid out again as a log, the
 //! records restore every stream as it was.
 //!
-//! Memory: the recovered streams (as a claim holds them) plus one part.
+//! Memory: the recovered streams (as a claim holds them), one part and
+//! one piece of a stream's bytes (`record::IMAGE_PIECE`).
 
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -39,8 +40,11 @@ pub struct ImageStats {
 }
 
 /// Recovers the log laid out in `scratch` and hands the image of every
-/// stream to `emit`, in parts of at least `part_bytes` (the last one
-/// smaller), each a run of whole records. Streams go in id order, so a
+/// stream to `emit`, in parts of at least `part_bytes` and at most that
+/// plus one piece (the last one smaller), each a run of whole records. A
+/// log that recovery had to cut (a frame it could not read) fails it: the
+/// replay came from checked objects, so that is a bug or a version skew,
+/// and an image made of it would lose what was cut. Streams go in id order, so a
 /// fork's source comes before the fork, as recovery needs.
 pub fn export(
     scratch: &Path,
@@ -55,6 +59,15 @@ pub fn export(
             cold: None,
         })
     })?;
+    if recovered.report.torn_bytes_dropped > 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "the replayed log ends in {} bytes recovery could not read",
+                recovered.report.torn_bytes_dropped
+            ),
+        ));
+    }
     let engine = recovered.engine;
     let mut ids: Vec<(u64, &str)> = engine
         .entries
@@ -65,15 +78,26 @@ pub fn export(
     let mut stats = ImageStats::default();
     let mut part = Vec::new();
     let mut reader = SegmentReader::new(scratch);
+    let mut flush = |part: &mut Vec<u8>, stats: &mut ImageStats| -> io::Result<()> {
+        if part.len() >= part_bytes {
+            stats.bytes += part.len() as u64;
+            emit(std::mem::take(part))?;
+        }
+        Ok(())
+    };
     for (_, path) in ids {
         let saved = engine.entries[path].saved();
-        let bytes = unsealed(&saved, &mut reader)?;
-        let SavedStream { core, file_len, .. } = saved;
-        let from = core.len - bytes.len() as u64;
-        debug_assert!(from >= file_len);
+        let pieces = unsealed(&saved)?;
+        let SavedStream { core, .. } = saved;
         let id = core.id;
-        let mut pieces = bytes.chunks(IMAGE_PIECE);
-        let first = pieces.next().unwrap_or_default();
+        let mut pieces = pieces.into_iter();
+        let first = match pieces.next() {
+            Some(piece) => reader.read(&piece)?,
+            None => Vec::new(),
+        };
+        stats.stream_bytes += first.len() as u64;
+        let from =
+            core.len - pieces.as_slice().iter().map(|p| p.len()).sum::<u64>() - first.len() as u64;
         record::encode(
             &Record::Image {
                 saved: Box::new(SavedStream {
@@ -82,25 +106,26 @@ pub fn export(
                     extents: Vec::new(),
                 }),
                 next_id: engine.next_id,
-                payload: Bytes::copy_from_slice(first),
+                payload: Bytes::from(first),
             },
             &mut part,
         );
+        flush(&mut part, &mut stats)?;
+        // The rest a piece at a time, parts cut between them: a replay
+        // needs only the stream's image before its more.
         for piece in pieces {
+            let bytes = reader.read(&piece)?;
+            stats.stream_bytes += bytes.len() as u64;
             record::encode(
                 &Record::ImageMore {
                     id,
-                    payload: Bytes::copy_from_slice(piece),
+                    payload: Bytes::from(bytes),
                 },
                 &mut part,
             );
+            flush(&mut part, &mut stats)?;
         }
         stats.streams += 1;
-        stats.stream_bytes += bytes.len() as u64;
-        if part.len() >= part_bytes {
-            stats.bytes += part.len() as u64;
-            emit(std::mem::take(&mut part))?;
-        }
     }
     if !part.is_empty() {
         stats.bytes += part.len() as u64;
@@ -109,10 +134,23 @@ pub fn export(
     Ok(stats)
 }
 
-/// The stream's bytes that are not sealed, from the log it was recovered
-/// from (a replayed stream's bytes are all in extents: recovery copies
-/// nothing into files).
-fn unsealed(saved: &SavedStream, reader: &mut SegmentReader<'_>) -> io::Result<Vec<u8>> {
+/// Where some of a stream's bytes are in the replayed log: runs of
+/// extents, clipped, of at most [`IMAGE_PIECE`] together.
+#[derive(Debug, Default)]
+struct Piece {
+    runs: Vec<(u64, u64, u64)>,
+}
+
+impl Piece {
+    fn len(&self) -> u64 {
+        self.runs.iter().map(|r| r.2).sum()
+    }
+}
+
+/// The stream's bytes that are not sealed, as pieces to read from the log
+/// it was recovered from (a replayed stream's bytes are all in extents:
+/// recovery copies nothing into files), in order.
+fn unsealed(saved: &SavedStream) -> io::Result<Vec<Piece>> {
     if !saved.extents_cover_tail() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
@@ -124,17 +162,26 @@ fn unsealed(saved: &SavedStream, reader: &mut SegmentReader<'_>) -> io::Result<V
     }
     let core = &saved.core;
     let from = saved.file_len.max(core.sealed).min(core.len);
-    let mut out = Vec::with_capacity((core.len - from) as usize);
+    let piece_max = IMAGE_PIECE as u64;
+    let mut pieces: Vec<Piece> = Vec::new();
     for e in &saved.extents {
         if e.end() <= from {
             continue;
         }
         let skip = from.saturating_sub(e.start);
-        let mut buf = vec![0; (u64::from(e.len) - skip) as usize];
-        reader.read_at(e.segment, u64::from(e.pos) + skip, &mut buf)?;
-        out.extend_from_slice(&buf);
+        let (mut pos, mut left) = (u64::from(e.pos) + skip, u64::from(e.len) - skip);
+        while left > 0 {
+            if pieces.last().is_none_or(|p| p.len() >= piece_max) {
+                pieces.push(Piece::default());
+            }
+            let piece = pieces.last_mut().expect("pushed above");
+            let take = left.min(piece_max - piece.len());
+            piece.runs.push((e.segment, pos, take));
+            pos += take;
+            left -= take;
+        }
     }
-    Ok(out)
+    Ok(pieces)
 }
 
 /// Reads the replayed log's segments, one open at a time (a replay's
@@ -147,6 +194,18 @@ struct SegmentReader<'a> {
 impl<'a> SegmentReader<'a> {
     fn new(data: &'a Path) -> Self {
         SegmentReader { data, open: None }
+    }
+
+    /// The bytes of `piece`, in order.
+    fn read(&mut self, piece: &Piece) -> io::Result<Vec<u8>> {
+        let mut out = vec![0; piece.len() as usize];
+        let mut at = 0;
+        for &(segment, pos, len) in &piece.runs {
+            let len = len as usize;
+            self.read_at(segment, pos, &mut out[at..at + len])?;
+            at += len;
+        }
+        Ok(out)
     }
 
     fn read_at(&mut self, segment: u64, pos: u64, buf: &mut [u8]) -> io::Result<()> {

@@ -350,6 +350,18 @@ impl Store {
             touched,
             segment_sizes,
         } = recovered;
+        // A claim's log was laid out from checked objects: a frame recovery
+        // cannot read is a bug or a version skew, never a torn write, and
+        // cutting it would drop what the bucket acknowledged.
+        if config.durability == Durability::Object && report.torn_bytes_dropped > 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "the log replayed from the bucket ends in {} bytes recovery could not read",
+                    report.torn_bytes_dropped
+                ),
+            ));
+        }
         let live: FastSet<u64> = engine.paths_by_id.keys().copied().collect();
         let below = engine.next_id;
         let sweep_dir = config.data.clone();

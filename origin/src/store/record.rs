@@ -54,8 +54,8 @@ const KIND_IMAGE: u8 = 9;
 const KIND_IMAGE_MORE: u8 = 10;
 
 /// The most of a stream's bytes one image record carries (a body stays
-/// well under [`MAX_BODY`]).
-pub const IMAGE_PIECE: usize = 32 * 1024 * 1024;
+/// well under [`MAX_BODY`], and an image part near its size).
+pub const IMAGE_PIECE: usize = 4 * 1024 * 1024;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CreateRecord {
@@ -306,12 +306,12 @@ fn decode_body(body: &[u8]) -> Result<Record, FrameError> {
             let tag = r.u8()?;
             let value = r.u64()?;
             let expiry = match tag {
-                0 => Expiry::Never,
+                0 if value == 0 => Expiry::Never,
                 1 => Expiry::IdleSecs(value),
                 2 => Expiry::At(value),
                 _ => return Err(FrameError::Malformed("unknown expiry")),
             };
-            let public = r.u8()? != 0;
+            let public = r.flag()?;
             let fork = if kind == KIND_FORK {
                 Some(ForkOf {
                     source: r.u64()?,
@@ -371,7 +371,7 @@ fn decode_body(body: &[u8]) -> Result<Record, FrameError> {
         },
         KIND_VISIBILITY => Record::Visibility {
             id: r.u64()?,
-            public: r.u8()? != 0,
+            public: r.flag()?,
         },
         KIND_DELETE => Record::Delete {
             id: r.u64()?,
@@ -380,8 +380,17 @@ fn decode_body(body: &[u8]) -> Result<Record, FrameError> {
         KIND_IMAGE => {
             let next_id = r.u64()?;
             let state_len = u32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes")) as usize;
-            let saved = codec::decode(r.take(state_len)?)
+            let state = r.take(state_len)?;
+            let saved = codec::decode(state)
                 .map_err(|_| FrameError::Malformed("an image's state does not decode"))?;
+            // One encoding per state, as for every other field.
+            let mut canonical = Vec::with_capacity(state.len());
+            codec::encode(&saved, &mut canonical);
+            if canonical != state {
+                return Err(FrameError::Malformed(
+                    "an image's state is not as it encodes",
+                ));
+            }
             Record::Image {
                 saved: Box::new(saved),
                 next_id,
@@ -394,6 +403,9 @@ fn decode_body(body: &[u8]) -> Result<Record, FrameError> {
         },
         _ => return Err(FrameError::Malformed("unknown kind")),
     };
+    if !r.buf.is_empty() {
+        return Err(FrameError::Malformed("bytes after the record's fields"));
+    }
     Ok(record)
 }
 
@@ -439,6 +451,15 @@ impl<'a> Reader<'a> {
     fn u8(&mut self) -> Result<u8, FrameError> {
         Ok(self.take(1)?[0])
     }
+    /// A boolean: 0 or 1 (one encoding per value, so a record re-encodes
+    /// as read).
+    fn flag(&mut self) -> Result<bool, FrameError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(FrameError::Malformed("a flag other than 0 or 1")),
+        }
+    }
     fn u64(&mut self) -> Result<u64, FrameError> {
         Ok(u64::from_le_bytes(
             self.take(8)?.try_into().expect("8 bytes"),
@@ -454,6 +475,9 @@ impl<'a> Reader<'a> {
         let len = self.u64()?;
         let at = self.u64()?;
         let flags = self.u8()?;
+        if flags & !7 != 0 {
+            return Err(FrameError::Malformed("unknown append flags"));
+        }
         let producer = if flags & 2 != 0 {
             Some(ProducerClaim {
                 id: self.str()?,
@@ -604,6 +628,52 @@ mod tests {
                 }
             }),
         ]
+    }
+
+    /// Found by the fuzzer: a `Never` expiry with a value decoded, and
+    /// re-encoded without it. Every field has one encoding now.
+    #[test]
+    fn a_field_in_another_encoding_is_refused() {
+        let create = |expiry_value: u8, public: u8| {
+            let rec = Record::Create(
+                CreateRecord {
+                    id: 1,
+                    created_at: 2,
+                    path: "/a".into(),
+                    incarnation: "i".into(),
+                    config: StreamConfig {
+                        content_type: "text/plain".into(),
+                        expiry: Expiry::Never,
+                        public: false,
+                    },
+                    initial: AppendEffect {
+                        start: 0,
+                        len: 0,
+                        close: false,
+                        producer: None,
+                        stream_seq: None,
+                        at: 3,
+                    },
+                    fork: None,
+                },
+                Bytes::new(),
+            );
+            let mut buf = Vec::new();
+            encode(&rec, &mut buf);
+            // version, kind, id, created_at, path, incarnation, type, tag.
+            let tag_at = 8 + 2 + 8 + 8 + (4 + 2) + (4 + 1) + (4 + 10);
+            buf[tag_at + 1] = expiry_value;
+            buf[tag_at + 9] = public;
+            let crc = crc32fast::hash(&buf[8..]);
+            buf[4..8].copy_from_slice(&crc.to_le_bytes());
+            decode(&buf)
+        };
+        assert!(matches!(create(0, 0), Ok(Some(_))));
+        assert_eq!(create(43, 0), Err(FrameError::Malformed("unknown expiry")));
+        assert_eq!(
+            create(0, 2),
+            Err(FrameError::Malformed("a flag other than 0 or 1"))
+        );
     }
 
     proptest! {
