@@ -1,9 +1,9 @@
 # Object storage: the data bucket for sealed 4 MiB chunks and snapshots
 # and, in object durability, the region's WAL, epoch claims and heartbeats
 # (private, SSE-KMS with a key of its own, versioned, TLS only, access-logged,
-# lifecycle rules that only abort abandoned multipart uploads and expire
-# replaced heartbeats), and the log bucket every access log of the deployment
-# goes to.
+# lifecycle rules that only abort abandoned multipart uploads, expire
+# replaced heartbeats and what a checkpoint deleted), and the log bucket
+# every access log of the deployment goes to.
 
 locals {
   bucket_name   = var.bucket_name != "" ? var.bucket_name : "${var.name}-streams-${local.account_id}-${var.region}"
@@ -101,8 +101,11 @@ resource "aws_s3_bucket_lifecycle_configuration" "data" {
   }
 
   # Versioning keeps every replaced heartbeat (one per origin per second,
-  # about 86,000 a day each), worth nothing once replaced. Stream data is
-  # never touched: expiring streams stays the origin's job.
+  # about 86,000 a day each), worth nothing once replaced, and every WAL
+  # object, checkpoint and image the owner deletes below a newer checkpoint
+  # (decision 0014): kept a day as noncurrent versions (an operator's
+  # safety net), then gone, with their delete markers. Stream data is never
+  # touched: expiring streams stays the origin's job.
   dynamic "rule" {
     for_each = local.origin_region ? [1] : []
     content {
@@ -113,6 +116,23 @@ resource "aws_s3_bucket_lifecycle_configuration" "data" {
       }
       noncurrent_version_expiration {
         noncurrent_days = 1
+      }
+    }
+  }
+
+  dynamic "rule" {
+    for_each = local.origin_region ? [1] : []
+    content {
+      id     = "expire-deleted-wal-and-checkpoints"
+      status = "Enabled"
+      filter {
+        prefix = "${var.object_store_prefix}/region/partitions/"
+      }
+      noncurrent_version_expiration {
+        noncurrent_days = 1
+      }
+      expiration {
+        expired_object_delete_marker = true
       }
     }
   }
