@@ -359,20 +359,22 @@ async fn claim(
         by,
     };
     let mut fences = 0;
+    let (wal, epochs) = (keys::partition_wal(p), keys::partition_epochs(p));
     for _ in 0..CLAIM_TRIES {
-        let base = newest_checkpoint(&*store, p).await?;
+        let base = again(&stopping, || newest_checkpoint(&*store, p)).await?;
         let start = base.as_ref().map_or(0, |b| b.number);
-        let found = list_numbers(&*store, &keys::partition_wal(p)).await?;
+        let found = again(&stopping, || list_numbers(&*store, &wal)).await?;
         let found: Vec<u64> = found.into_iter().filter(|&n| n >= start).collect();
         // A newer claim already listed: fencing now would only stop it
         // (safety does not rest on this look; the replay's check does).
-        let newest = list_numbers(&*store, &keys::partition_epochs(p)).await?;
+        let newest = again(&stopping, || list_numbers(&*store, &epochs)).await?;
         if let Some(&by) = newest.last().filter(|&&e| e > epoch) {
             return Err(fenced(by));
         }
         // A checkpoint since the listing: what it found missing may be
         // deleted, not free (only saves fences; the last look decides).
-        if newest_checkpoint_number(&*store, p).await? != base.as_ref().map(|b| b.number) {
+        let now_newest = again(&stopping, || newest_checkpoint_number(&*store, p)).await?;
+        if now_newest != base.as_ref().map(|b| b.number) {
             continue;
         }
         let plan = fence::plan_claim(start, &found);
@@ -412,9 +414,16 @@ async fn claim(
         match read.await {
             Ok(()) => {}
             Err(WalError::Moved) => continue,
+            // A passing failure of the bucket: read again from the start.
+            Err(WalError::Store(e)) => {
+                tracing::warn!(error = %e, "a claim's read of the bucket failed; reading again");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
             Err(e) => return Err(e),
         }
-        if newest_checkpoint_number(&*store, p).await? != base.as_ref().map(|b| b.number) {
+        let now_newest = again(&stopping, || newest_checkpoint_number(&*store, p)).await?;
+        if now_newest != base.as_ref().map(|b| b.number) {
             // What was read may be a fence on a deleted number.
             continue;
         }
@@ -550,9 +559,33 @@ async fn still_ours(
     if !newer_epoch(store, p, epoch, stopping).await? {
         return Ok(Settled::Ours);
     }
-    match newest_checkpoint_number(store, p).await? {
+    match again(stopping, || newest_checkpoint_number(store, p)).await? {
         Some(start) if start > number => Ok(Settled::Newer { epoch: epoch + 1 }),
         _ => Ok(Settled::Ours),
+    }
+}
+
+/// `op` until it succeeds or fails for a reason other than the bucket
+/// (passing failures, a refused connection or a 5xx, are tried again with
+/// backoff, as puts are), or `stopping` is set.
+pub(crate) async fn again<T, F, Fut>(stopping: &AtomicBool, mut op: F) -> Result<T, WalError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, WalError>>,
+{
+    let mut wait = Duration::from_millis(10);
+    loop {
+        if stopping.load(Ordering::Acquire) {
+            return Err(WalError::Stopped);
+        }
+        match op().await {
+            Err(WalError::Store(e)) => {
+                tracing::warn!(error = %e, "a read of the bucket failed; trying again");
+            }
+            other => return other,
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(RETRY_MAX);
     }
 }
 
