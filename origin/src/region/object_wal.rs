@@ -599,21 +599,14 @@ pub(crate) async fn newer_epoch(
     stopping: &AtomicBool,
 ) -> Result<bool, WalError> {
     let key = keys::partition_epoch(p, epoch + 1);
-    let mut wait = Duration::from_millis(10);
-    loop {
-        if stopping.load(Ordering::Acquire) {
-            return Err(WalError::Stopped);
-        }
+    again(stopping, || async {
         match store.head(&key).await {
-            Ok(_) => return Ok(true),
-            Err(object_store::Error::NotFound { .. }) => return Ok(false),
-            Err(e) => {
-                tracing::warn!(key = %key, error = %e, "could not look for a newer epoch; trying again")
-            }
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
         }
-        tokio::time::sleep(wait).await;
-        wait = (wait * 2).min(RETRY_MAX);
-    }
+    })
+    .await
 }
 
 /// A new epoch, by a create of the next epoch's claim object.
