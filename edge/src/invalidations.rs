@@ -16,6 +16,12 @@
 //! answered only by an answer that reached its end (fewer events than an
 //! answer can carry): an edge catching up on many events serves nothing from
 //! memory until it has read them all.
+//!
+//! A region of several partitions (`shared::partition`) has a feed per
+//! partition, each served by the partition's owner: the first answer names
+//! the count (`ds-region-partitions`), and the edge then tails each
+//! (`partition=N`) on a task of its own. The feed counts as answered only
+//! while every partition's has; a loss in any is a loss of all.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +47,11 @@ pub struct Feed {
     upstream: Upstream,
     metrics: Arc<Metrics>,
     poll: Duration,
+    /// The region's partition count as its feed last named it (1: none).
+    partitions: watch::Sender<u32>,
+    /// When each partition's feed last reached its end (None: not since
+    /// it was followed from its end, or since a loss).
+    answered: Mutex<Vec<Option<Instant>>>,
 }
 
 impl Feed {
@@ -50,6 +61,8 @@ impl Feed {
             upstream,
             metrics,
             poll: limits.feed_poll,
+            partitions: watch::Sender::new(1),
+            answered: Mutex::new(vec![None]),
         })
     }
 
@@ -94,13 +107,33 @@ impl Feed {
         self.vouch.lock().is_live(Instant::now())
     }
 
-    /// Follows the feed until the edge shuts down.
-    pub async fn follow(self: Arc<Self>, mut closing: watch::Receiver<bool>) {
+    /// Follows the feed (every partition's) until the edge shuts down.
+    pub async fn follow(self: Arc<Self>, closing: watch::Receiver<bool>) {
+        let mut tails = tokio::task::JoinSet::new();
+        let mut learned = self.partitions.subscribe();
+        let mut followed = 0;
+        loop {
+            let count = *learned.borrow_and_update();
+            for p in followed..count {
+                tails.spawn(Arc::clone(&self).tail(p, closing.clone()));
+            }
+            followed = followed.max(count);
+            let mut closed = closing.clone();
+            tokio::select! {
+                changed = learned.changed() => if changed.is_err() { return },
+                _ = closed.wait_for(|c| *c) => break,
+            }
+        }
+        while tails.join_next().await.is_some() {}
+    }
+
+    /// Follows partition `p`'s feed until the edge shuts down.
+    async fn tail(self: Arc<Self>, p: u32, mut closing: watch::Receiver<bool>) {
         let mut retry = RETRY_FIRST;
         let mut at: Option<(HeaderValue, u64)> = None;
         loop {
             let step = tokio::select! {
-                s = self.step(at.clone()) => s,
+                s = self.step(p, at.clone()) => s,
                 _ = closing.wait_for(|c| *c) => return,
             };
             let failed = match step {
@@ -113,15 +146,44 @@ impl Feed {
                 Step::Missed => false,
             };
             if !failed && at.take().is_some() {
+                self.answered.lock()[p as usize] = None;
                 self.vouch.lock().lost();
                 self.metrics.feed_lost();
-                tracing::warn!("the invalidation feed missed events; answering from the origin until it is followed again");
+                tracing::warn!(partition = p, "the invalidation feed missed events; answering from the origin until it is followed again");
             }
             tokio::select! {
                 _ = tokio::time::sleep(retry) => {}
                 _ = closing.wait_for(|c| *c) => return,
             }
             retry = (retry * 2).min(self.poll);
+        }
+    }
+
+    /// Partition `p`'s feed reached its end at `now`: the feed is answered
+    /// as of the oldest of the partitions' last answers, once all have one.
+    fn answered(&self, p: u32, now: Instant, vouch: &mut Vouch) {
+        let mut answered = self.answered.lock();
+        answered[p as usize] = Some(now);
+        if let Some(oldest) = answered.iter().copied().collect::<Option<Vec<_>>>() {
+            if let Some(at) = oldest.into_iter().min() {
+                vouch.answered(at);
+            }
+        }
+    }
+
+    /// The partition count an answer names, if it names more than known.
+    fn learn(&self, headers: &HeaderMap) {
+        let Some(count) = headers
+            .get(h::REGION_PARTITIONS)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u32>().ok())
+            .map(|n| n.min(shared::partition::MAX_PARTITIONS))
+        else {
+            return;
+        };
+        if count > *self.partitions.borrow() {
+            self.answered.lock().resize(count as usize, None);
+            self.partitions.send_replace(count);
         }
     }
 
@@ -133,15 +195,23 @@ impl Feed {
         self.vouch.lock().event(stream_id(path));
     }
 
-    /// One request of the feed: from its end (`at` none) or from a position
-    /// of one incarnation.
-    async fn step(&self, at: Option<(HeaderValue, u64)>) -> Step {
+    /// One request of partition `p`'s feed: from its end (`at` none) or
+    /// from a position of one incarnation.
+    async fn step(&self, p: u32, at: Option<(HeaderValue, u64)>) -> Step {
         let mut headers = HeaderMap::new();
+        let partition = if p == 0 {
+            String::new()
+        } else {
+            format!("&partition={p}")
+        };
         let pq = match &at {
-            None => format!("{PATH}?offset=now&timeout_ms=0"),
+            None => format!("{PATH}?offset=now&timeout_ms=0{partition}"),
             Some((incarnation, pos)) => {
                 headers.insert(h::STREAM_INCARNATION, incarnation.clone());
-                format!("{PATH}?offset={pos}&timeout_ms={}", self.poll.as_millis())
+                format!(
+                    "{PATH}?offset={pos}&timeout_ms={}{partition}",
+                    self.poll.as_millis()
+                )
             }
         };
         // An answer takes the poll at most; a feed silent for longer is lost.
@@ -158,6 +228,7 @@ impl Feed {
         if answer.status.is_server_error() {
             return Step::Failed;
         }
+        self.learn(&answer.headers);
         let (Some(incarnation), Some(next)) = (
             answer.headers.get(h::STREAM_INCARNATION).cloned(),
             answer
@@ -189,7 +260,7 @@ impl Feed {
             self.metrics.invalidation();
         }
         if events.len() < MAX_EVENTS_PER_ANSWER {
-            vouch.answered(Instant::now());
+            self.answered(p, Instant::now(), &mut vouch);
         }
         Step::Next((incarnation, next))
     }

@@ -8,7 +8,11 @@
 //! with a body was consumed by the failed try, so it answers as
 //! unreachable and the next request goes to the next origin. An answer a
 //! follower forwarded names the owner (`ds-region-owner`); when the owner
-//! is in the list, the edge uses it from then on, saving the hop.
+//! is in the list, the edge uses it from then on, saving the hop. In a
+//! region of several partitions (the answer names the count,
+//! `ds-region-partitions`) the owner is remembered per partition, so each
+//! stream's requests go straight to its partition's owner (the partition
+//! map, learned from answers: `shared::partition`).
 
 use std::sync::Arc;
 
@@ -19,7 +23,12 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
+use std::sync::atomic::Ordering::Relaxed;
+
 use crate::answer::{strip_hop_by_hop, Answer};
+
+/// No owner known for a partition.
+const NONE: usize = usize::MAX;
 use crate::metrics::{self, Metrics};
 
 /// Why the origin gave no answer.
@@ -40,6 +49,11 @@ pub struct Upstream {
     bases: Arc<[Arc<str>]>,
     /// The origin in use (an index into `bases`).
     current: Arc<std::sync::atomic::AtomicUsize>,
+    /// The region's partition count as answers named it (1: one).
+    partitions: Arc<std::sync::atomic::AtomicU32>,
+    /// Each partition's owner as forwarded answers named it (`NONE`:
+    /// unknown); `MAX_PARTITIONS` of them.
+    owners: Arc<[std::sync::atomic::AtomicUsize]>,
     metrics: Arc<Metrics>,
     max_answer_bytes: usize,
 }
@@ -72,6 +86,10 @@ impl Upstream {
             client,
             bases,
             current: Arc::default(),
+            partitions: Arc::new(std::sync::atomic::AtomicU32::new(1)),
+            owners: (0..shared::partition::MAX_PARTITIONS)
+                .map(|_| std::sync::atomic::AtomicUsize::new(NONE))
+                .collect(),
             metrics,
             max_answer_bytes,
         }
@@ -82,9 +100,37 @@ impl Upstream {
         self.current.load(std::sync::atomic::Ordering::Relaxed) % self.bases.len()
     }
 
+    /// The origin for a request of `path_and_query`: its partition's owner
+    /// when known, else the one in use.
+    fn origin_for(&self, path_and_query: &str) -> usize {
+        match self.partition_of(path_and_query) {
+            Some(p) => match self.owners[p as usize].load(Relaxed) {
+                NONE => self.origin(),
+                owner => owner % self.bases.len(),
+            },
+            None => self.origin(),
+        }
+    }
+
+    /// The partition of a request's path, in a region of several.
+    fn partition_of(&self, path_and_query: &str) -> Option<u32> {
+        let partitions = self.partitions.load(Relaxed);
+        (partitions > 1).then(|| {
+            let (path, query) = match path_and_query.split_once('?') {
+                Some((path, query)) => (path, Some(query)),
+                None => (path_and_query, None),
+            };
+            shared::partition::of_request(path, query, partitions)
+        })
+    }
+
     /// `origin` could not be reached: the next one is used from now on
-    /// (unless another request moved on already).
+    /// (unless another request moved on already), and no partition's
+    /// requests go to it until an answer names it again.
     fn move_on_from(&self, origin: usize) {
+        for owner in self.owners.iter() {
+            let _ = owner.compare_exchange(origin, NONE, Relaxed, Relaxed);
+        }
         let next = (origin + 1) % self.bases.len();
         let _ = self.current.compare_exchange(
             origin,
@@ -118,7 +164,7 @@ impl Upstream {
         parts.headers.remove(http::header::HOST);
         let bodiless = parts.method == Method::GET || parts.method == Method::HEAD;
         if !bodiless || self.bases.len() == 1 {
-            let origin = self.origin();
+            let origin = self.origin_for(&pq);
             parts.uri = self.uri(origin, &pq)?;
             return self
                 .send(Request::from_parts(parts, body), kind, origin)
@@ -148,7 +194,7 @@ impl Upstream {
         let mut last = None;
         for _ in 0..self.bases.len() {
             let mut req = make();
-            let origin = self.origin();
+            let origin = self.origin_for(path_and_query);
             *req.uri_mut() = self.uri(origin, path_and_query)?;
             match self.send(req, kind, origin).await {
                 Err(UpstreamError::Connect(e)) if e.is_connect() => last = Some(e),
@@ -187,6 +233,11 @@ impl Upstream {
         self.metrics.upstream(kind);
         req.headers_mut()
             .insert("via", HeaderValue::from_static("1.1 ds-edge"));
+        let path = req
+            .uri()
+            .path_and_query()
+            .map_or("/", |p| p.as_str())
+            .to_owned();
         let mut resp = self.client.request(req).await.map_err(|e| {
             self.metrics.upstream_error();
             if e.is_connect() {
@@ -195,19 +246,32 @@ impl Upstream {
             UpstreamError::Connect(e)
         })?;
         strip_hop_by_hop(resp.headers_mut());
+        if let Some(count) = resp
+            .headers_mut()
+            .remove(shared::headers::REGION_PARTITIONS)
+            .and_then(|v| v.to_str().ok()?.parse::<u32>().ok())
+        {
+            self.partitions
+                .store(count.clamp(1, shared::partition::MAX_PARTITIONS), Relaxed);
+        }
         if let Some(owner) = resp.headers_mut().remove(shared::headers::REGION_OWNER) {
-            self.prefer(&owner);
+            self.prefer(&owner, &path);
         }
         Ok(resp)
     }
 
-    /// A follower forwarded the answer and named the owner: if the owner is
-    /// one of this edge's origins, requests go there from now on.
-    fn prefer(&self, owner: &HeaderValue) {
+    /// A follower forwarded the answer to a request of `path` (and query) and named
+    /// the owner: if the owner is one of this edge's origins, requests (of
+    /// its partition, in a region of several) go there from now on.
+    fn prefer(&self, owner: &HeaderValue, path: &str) {
         let Ok(owner) = owner.to_str() else { return };
         let owner = owner.trim_end_matches('/');
-        if let Some(i) = self.bases.iter().position(|b| &**b == owner) {
-            self.current.store(i, std::sync::atomic::Ordering::Relaxed);
+        let Some(i) = self.bases.iter().position(|b| &**b == owner) else {
+            return;
+        };
+        match self.partition_of(path) {
+            Some(p) => self.owners[p as usize].store(i, Relaxed),
+            None => self.current.store(i, Relaxed),
         }
     }
 }

@@ -147,6 +147,12 @@ pub struct Cli {
     /// ...or this many bytes of them, and at least the last image's size.
     #[arg(long, env = "ORIGIN_REGION_CHECKPOINT_BYTES", default_value = "64MiB", value_parser = parse_size)]
     pub region_checkpoint_bytes: u64,
+    /// With object durability, how many partitions the region splits its
+    /// streams into (each owned by one origin at a time, spread evenly
+    /// over the live origins). Fixed for a bucket's life: the first origin
+    /// pins it there, and an origin given another count refuses to start.
+    #[arg(long, env = "ORIGIN_REGION_PARTITIONS", default_value_t = 1)]
+    pub region_partitions: u32,
     /// How often the serving origin looks whether a checkpoint is due.
     #[arg(long, env = "ORIGIN_REGION_CHECKPOINT_INTERVAL", default_value = "10s", value_parser = parse_duration)]
     pub region_checkpoint_interval: Duration,
@@ -259,6 +265,7 @@ impl Cli {
         };
         c.region.node = self.node_id.clone();
         c.region.url = self.advertise_url.clone();
+        c.region.partitions = self.region_partitions;
         c.region.checkpoint.objects = self.region_checkpoint_objects;
         c.region.checkpoint.bytes = self.region_checkpoint_bytes;
         c.region.checkpoint.interval = self.region_checkpoint_interval;
@@ -291,6 +298,12 @@ impl Cli {
                 "--region-checkpoint-objects and --region-checkpoint-interval must be more than 0"
                     .into(),
             );
+        }
+        if !(1..=shared::partition::MAX_PARTITIONS).contains(&self.region_partitions) {
+            return Err(format!(
+                "--region-partitions is 1 to {}",
+                shared::partition::MAX_PARTITIONS
+            ));
         }
         if self.lease_renew.is_zero() || self.lease < self.lease_renew.saturating_mul(2) {
             return Err("--lease must be at least twice --lease-renew (and the renewal more than 0s), or a live origin looks dead between two renewals".into());

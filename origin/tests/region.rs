@@ -13,6 +13,8 @@ mod common;
 mod origins;
 #[path = "region/outage.rs"]
 mod outage;
+#[path = "region/partitions.rs"]
+mod partitions;
 #[path = "region/routing.rs"]
 mod routing;
 #[path = "region/takeover.rs"]
@@ -30,6 +32,7 @@ fn node(name: &str) -> RegionConfig {
         node: name.into(),
         url: format!("http://{name}.invalid"),
         partition: 0,
+        partitions: 1,
         checkpoint: Default::default(),
     }
 }

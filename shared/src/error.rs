@@ -29,6 +29,9 @@ pub enum ErrorCode {
     /// Another snapshot at the offset, a later one, or a failed
     /// `Stream-Snapshot-Match`.
     SnapshotConflict,
+    /// 409: a fork whose path and source's path fall in different
+    /// partitions of a region (not yet supported there).
+    ForkAcrossPartitions,
     PreconditionFailed,
     Gone,
     /// 410: the stream was deleted, and forks of it still read its bytes
@@ -68,6 +71,7 @@ impl ErrorCode {
             ErrorCode::ProducerEpochStale => "PRODUCER_EPOCH_STALE",
             ErrorCode::ProducerLimit => "PRODUCER_LIMIT",
             ErrorCode::StagingLimit => "STAGING_LIMIT",
+            ErrorCode::ForkAcrossPartitions => "FORK_ACROSS_PARTITIONS",
             ErrorCode::PreconditionFailed => "INCARNATION_MISMATCH",
             ErrorCode::Gone => "OFFSET_TRIMMED",
             ErrorCode::StreamDeleted => "STREAM_DELETED",
@@ -101,6 +105,7 @@ impl ErrorCode {
             | ErrorCode::ProducerSeqConflict
             | ErrorCode::ProducerLimit
             | ErrorCode::StagingLimit
+            | ErrorCode::ForkAcrossPartitions
             | ErrorCode::SnapshotConflict => 409,
             ErrorCode::Gone | ErrorCode::StreamDeleted => 410,
             ErrorCode::PreconditionFailed => 412,

@@ -8,6 +8,9 @@ use http::HeaderName;
 /// that lists it among its origins sends there from then on (one hop
 /// fewer). The edge drops it from what it passes on.
 pub const REGION_OWNER: HeaderName = HeaderName::from_static("ds-region-owner");
+/// A region's partition count (`shared::partition`), on its forwarded
+/// answers and its invalidation feed's, when it has more than one.
+pub const REGION_PARTITIONS: HeaderName = HeaderName::from_static("ds-region-partitions");
 pub const STREAM_NEXT_OFFSET: HeaderName = HeaderName::from_static("stream-next-offset");
 pub const STREAM_OFFSET: HeaderName = HeaderName::from_static("stream-offset");
 pub const STREAM_UP_TO_DATE: HeaderName = HeaderName::from_static("stream-up-to-date");

@@ -15,6 +15,7 @@
 //! - [`sse`]: Server-Sent Events framing for data and control events.
 //! - [`invalidation`]: the origin's feed of deletes, creates, retention and replaced snapshots for edges.
 //! - [`paths`]: how a request path splits into a stream and a reserved sub-resource.
+//! - [`partition`]: which partition of a region a stream (or request path) belongs to.
 //! - [`params`]: parsing of the read query (`offset`, `live`, `max_bytes`, ...).
 //! - [`units`]: human sizes and durations on command lines.
 
@@ -32,6 +33,7 @@ pub mod negotiate;
 pub mod object_keys;
 pub mod offset;
 pub mod params;
+pub mod partition;
 pub mod paths;
 pub mod sse;
 pub mod units;

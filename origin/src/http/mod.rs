@@ -114,7 +114,7 @@ pub struct AppState {
     pub config: HttpConfig,
     pub metrics: Arc<Metrics>,
     /// Bytes of request bodies in memory, and each client's share.
-    pub ingress: ingress::Ingress,
+    pub ingress: Arc<ingress::Ingress>,
     /// Turns true when the server starts to shut down: live reads end, so
     /// the graceful shutdown does not wait for them.
     pub closing: tokio::sync::watch::Sender<bool>,

@@ -101,6 +101,11 @@ pub fn node_heartbeat(node: &str) -> Path {
     Path::from(format!("region/nodes/{node}"))
 }
 
+/// The region's partition count, pinned by its first origin.
+pub fn region_partitions() -> Path {
+    Path::from("region/partitions.json")
+}
+
 /// One of the region's access-control files.
 pub fn region_auth(file: &str) -> Path {
     Path::from(format!("region/auth/{file}"))

@@ -30,7 +30,9 @@ const KEY_STORE: &str = "keys.json";
 
 /// Copies the region's signing key and key store into `data`, making the
 /// signing key (from this origin's own, or new) if the region has none.
-pub async fn fetch(store: &dyn ObjectStore, data: &Path) -> std::io::Result<()> {
+/// The key store is left alone when `key_store` is false: an origin that serves
+/// partition 0 (the admin API's) holds the region's newest one itself.
+pub async fn fetch(store: &dyn ObjectStore, data: &Path, key_store: bool) -> std::io::Result<()> {
     let signing = keys::region_auth(SIGNING_KEY);
     let key = match read(store, &signing).await? {
         Some(key) => key,
@@ -61,6 +63,9 @@ pub async fn fetch(store: &dyn ObjectStore, data: &Path) -> std::io::Result<()> 
         }
     };
     write_private(&data.join(SIGNING_KEY), &key)?;
+    if !key_store {
+        return Ok(());
+    }
     match read(store, &keys::region_auth(KEY_STORE)).await? {
         Some(bytes) => write_private(&data.join(KEY_STORE), &bytes)?,
         // The region's first owner: the keys it has are the region's.

@@ -9,9 +9,9 @@
 //! ```
 //!
 //! Cost: every `renew` an origin puts its heartbeat, lists the heartbeats
-//! and reads each, and lists the epochs after the newest it knows; with
-//! three origins and the default second that is about five requests a
-//! second per origin.
+//! and reads each, and lists each partition's epochs after the newest it
+//! knows; with three origins, one partition and the default second that
+//! is about five requests a second per origin, and one more per partition.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,8 +20,9 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
+use super::assignment;
 use super::format;
-use super::liveness::{self, Decision, Heartbeat, Liveness, Owner};
+use super::liveness::{self, Decision, Heartbeat, Liveness, Owner, Released, Situation};
 use crate::objects::keys;
 
 /// How origins find each other and take over (`--lease`, `--lease-renew`).
@@ -70,17 +71,20 @@ impl Heartbeater {
                 // A restart's sequence differs from its last life's.
                 seq: u64::from(rand::random::<u32>()) << 16,
                 leaving: false,
+                released: Vec::new(),
             }),
         }
     }
 
     /// Renews the heartbeat; `leaving` tells the others to take over now
-    /// (a clean stop, or an origin whose claims keep failing).
-    pub async fn beat(&self, leaving: bool) -> object_store::Result<()> {
+    /// (a clean stop, or an origin whose claims keep failing), `released`
+    /// which partitions they may take at once.
+    pub async fn beat(&self, leaving: bool, released: Vec<Released>) -> object_store::Result<()> {
         let (key, bytes) = {
             let mut beat = self.beat.lock();
             beat.seq += 1;
             beat.leaving = leaving;
+            beat.released = released;
             (keys::node_heartbeat(&beat.node), beat.encode())
         };
         self.store
@@ -94,10 +98,20 @@ impl Heartbeater {
 pub struct Membership {
     store: Arc<dyn ObjectStore>,
     config: MembershipConfig,
-    partition: u32,
+    partitions: u32,
     me: String,
     liveness: Liveness,
-    owner: Option<Owner>,
+    /// Each partition's newest claim.
+    owners: Vec<Option<Owner>>,
+    /// Each partition's origin by the spread over the live origins.
+    targets: Vec<Option<String>>,
+    /// Since when each partition was seen with no claim at all.
+    unclaimed_since: Vec<Option<Duration>>,
+    /// Since when this origin serves each partition against the spread
+    /// while it holds more than its share.
+    misplaced_since: Vec<Option<Duration>>,
+    /// The live origins at the last look.
+    live: usize,
     started: tokio::time::Instant,
     /// When the last look failed (None: it did not).
     blind_since: Option<Duration>,
@@ -108,15 +122,20 @@ impl Membership {
         store: Arc<dyn ObjectStore>,
         config: MembershipConfig,
         node: &str,
-        partition: u32,
+        partitions: u32,
     ) -> Membership {
+        let n = partitions as usize;
         Membership {
             store,
             liveness: Liveness::new(config.lease, config.max_nodes),
             config,
-            partition,
+            partitions,
             me: node.to_owned(),
-            owner: None,
+            owners: vec![None; n],
+            targets: vec![None; n],
+            unclaimed_since: vec![None; n],
+            misplaced_since: vec![None; n],
+            live: 0,
             started: tokio::time::Instant::now(),
             blind_since: None,
         }
@@ -130,7 +149,12 @@ impl Membership {
         &self.config
     }
 
-    /// Reads the heartbeats and the newest claim. Returns the live origins.
+    /// The newest claim of partition `p` known.
+    pub fn owner(&self, p: u32) -> Option<&Owner> {
+        self.owners.get(p as usize)?.as_ref()
+    }
+
+    /// Reads the heartbeats and the newest claims. Returns the live origins.
     /// A look that fails leaves this origin blind until one succeeds; if
     /// that took longer than a renewal, every lease starts afresh
     /// ([`Liveness::after_blind`]): an outage of the bucket is not a death.
@@ -191,21 +215,57 @@ impl Membership {
             .await?;
         let now = self.now();
         self.liveness.observe(&beats, now);
-        self.owner = self.newest_claim().await?.or(self.owner.take());
-        if let Some(owner) = &self.owner {
-            self.liveness.note(&owner.node, now);
+        let newest: Vec<(u32, Option<Owner>)> = {
+            let me = &*self;
+            futures::stream::iter(0..self.partitions)
+                .map(
+                    |p| async move { Ok::<_, object_store::Error>((p, me.newest_claim(p).await?)) },
+                )
+                .buffer_unordered(READS)
+                .try_collect()
+                .await?
+        };
+        for (p, owner) in newest {
+            if let Some(owner) = owner {
+                self.owners[p as usize] = Some(owner);
+            }
         }
-        Ok(self.liveness.live(now).count())
+        // The owners named are noted (an owner never seen beating is dead
+        // a lease after it was first named).
+        let owners: std::collections::BTreeSet<&str> = self
+            .owners
+            .iter()
+            .flatten()
+            .map(|o| o.node.as_str())
+            .collect();
+        self.liveness.note(owners.iter().copied(), now);
+        for (p, owner) in self.owners.iter().enumerate() {
+            let since = &mut self.unclaimed_since[p];
+            match owner {
+                None => {
+                    since.get_or_insert(now);
+                }
+                Some(_) => *since = None,
+            }
+        }
+        let live: Vec<&str> = self.liveness.live(now).collect();
+        let count = live.len();
+        self.live = count;
+        self.targets = assignment::spread(self.partitions, &live)
+            .into_iter()
+            .map(|t| t.map(str::to_owned))
+            .collect();
+        Ok(count)
     }
 
-    /// The newest epoch claim past the one known (None: none newer).
-    async fn newest_claim(&self) -> object_store::Result<Option<Owner>> {
-        let prefix = keys::partition_epochs(self.partition);
-        let known = self.owner.as_ref().map(|o| o.epoch);
+    /// Partition `p`'s newest epoch claim past the one known (None: none newer).
+    async fn newest_claim(&self, p: u32) -> object_store::Result<Option<Owner>> {
+        let prefix = keys::partition_epochs(p);
+        let known = self.owner(p).map(|o| o.epoch);
         let listing = match known {
             Some(e) => self
                 .store
-                .list_with_offset(Some(&prefix), &keys::partition_epoch(self.partition, e)),
+                .list_with_offset(Some(&prefix), &keys::partition_epoch(p, e)),
             None => self.store.list(Some(&prefix)),
         };
         let newest = listing
@@ -218,7 +278,7 @@ impl Membership {
         };
         let bytes = self
             .store
-            .get(&keys::partition_epoch(self.partition, epoch))
+            .get(&keys::partition_epoch(p, epoch))
             .await?
             .bytes()
             .await?;
@@ -229,21 +289,56 @@ impl Membership {
                 url: claim.url,
             })),
             Err(e) => {
-                tracing::error!(epoch, error = %e, "an epoch claim is not of this protocol");
+                tracing::error!(partition = p, epoch, error = %e, "an epoch claim is not of this protocol");
                 Ok(None)
             }
         }
     }
 
-    /// What to do, serving `serving` (its epoch) or nothing.
-    pub fn decide(&self, serving: Option<u64>) -> Decision {
-        liveness::decide(
-            &self.me,
+    /// What to do about partition `p`, serving `serving` (its epoch) or
+    /// nothing, having released `mine` (this origin's own releases), and
+    /// serving `held` partitions in all. A partition the spread gives to
+    /// another is released only while this origin holds more than its
+    /// share (`⌈P/N⌉`): the region needs balance, not the spread itself,
+    /// and every hand-off costs its partition a moment of 503s.
+    pub fn decide(
+        &mut self,
+        p: u32,
+        serving: Option<u64>,
+        mine: &[Released],
+        held: usize,
+    ) -> Decision {
+        let now = self.now();
+        let i = p as usize;
+        let owner = self.owners[i].as_ref();
+        let target = self.targets[i].as_deref();
+        let share = (self.partitions as usize).div_ceil(self.live.max(1));
+        let misplaced = serving.is_some() && held > share && target.is_some_and(|t| t != self.me);
+        let misplaced_for = if misplaced {
+            Some(now.saturating_sub(*self.misplaced_since[i].get_or_insert(now)))
+        } else {
+            self.misplaced_since[i] = None;
+            None
+        };
+        let released_by_me = owner.is_some_and(|o| {
+            o.node == self.me
+                && mine.contains(&Released {
+                    partition: p,
+                    epoch: o.epoch,
+                })
+        });
+        let vacant_for = self
+            .liveness
+            .vacant_for(&self.me, p, owner, self.unclaimed_since[i], now);
+        let situation = Situation {
+            me: &self.me,
             serving,
-            self.owner.as_ref(),
-            &self.liveness,
-            self.config.stagger,
-            self.now(),
-        )
+            owner,
+            target,
+            vacant_for,
+            released_by_me,
+            misplaced_for,
+        };
+        liveness::decide(&situation, &self.liveness, self.config.stagger, now)
     }
 }

@@ -38,6 +38,9 @@ pub struct RegionConfig {
     pub url: String,
     /// The partition this store owns.
     pub partition: u32,
+    /// The region's partition count (`--region-partitions`), fixed for
+    /// the bucket's life.
+    pub partitions: u32,
     /// When its owner writes checkpoints into the bucket.
     pub checkpoint: super::checkpoint::CheckpointConfig,
 }

@@ -24,11 +24,38 @@ pub fn open_state(
     clock: Arc<dyn Clock>,
     keys: &std::path::Path,
 ) -> std::io::Result<(http::Shared, RecoveryReport)> {
+    open_state_sharing(store, http, clock, keys, None)
+}
+
+/// What the stores of one origin share, so that its bounds are the
+/// origin's and not each store's: the request body budget and each
+/// account's rate and tail limits (a region origin serves a store per
+/// partition).
+#[derive(Clone)]
+pub struct Sharing {
+    pub ingress: Arc<http::ingress::Ingress>,
+    pub limits: Arc<shared::limits::Limits>,
+}
+
+/// [`open_state`], with the parts in `sharing` taken from there.
+pub fn open_state_sharing(
+    store: StoreConfig,
+    http: HttpConfig,
+    clock: Arc<dyn Clock>,
+    keys: &std::path::Path,
+    sharing: Option<&Sharing>,
+) -> std::io::Result<(http::Shared, RecoveryReport)> {
     let metrics = Arc::new(Metrics::default());
     let (store, report) = Store::open(store, clock, Arc::clone(&metrics))?;
-    let ingress = http::ingress::Ingress::new(&http);
+    let ingress = match sharing {
+        Some(s) => Arc::clone(&s.ingress),
+        None => Arc::new(http::ingress::Ingress::new(&http)),
+    };
     let closing = tokio::sync::watch::Sender::new(false);
-    let auth = crate::auth::Auth::open(keys, http.auth.clone())?;
+    let mut auth = crate::auth::Auth::open(keys, http.auth.clone())?;
+    if let Some(s) = sharing {
+        auth.limits = Arc::clone(&s.limits);
+    }
     let staging = http::staging::Staging::new(store.staging_dir(), &http, Arc::clone(&metrics));
     let state = Arc::new(AppState {
         staging,

@@ -1,20 +1,27 @@
-//! A region origin (`--durability object`): it serves the partition while
-//! it owns it, forwards every stream request to the owner while another
-//! origin does (`http::forward`), and takes the partition over when the
-//! owner stops renewing its heartbeat (`region::liveness`).
+//! A region origin (`--durability object`): for each partition of the
+//! region it serves the partition while it owns it, forwards its requests
+//! to the owner while another origin does (`http::forward`), takes it over
+//! when the owner stops renewing its heartbeat (`region::liveness`), and
+//! lets go of it when the spread over the live origins gives it to another
+//! (`region::assignment`: a cooperative hand-off).
 //!
 //! Each claim opens a fresh store in a folder of its own under
-//! `DATA/region/{n}`, rebuilt from the bucket: a store that lost the
+//! `DATA/region/{n}`, rebuilt from the bucket: a store that lost its
 //! partition is stopped in the background and its folder removed, and its
-//! threads never share files with the next one. The key store and the
-//! token signing key stay in `DATA` itself, for every store in turn,
-//! copied from the bucket before each claim (`region::auth_sync`).
+//! threads never share files with the next one. Each store gets its share
+//! of the origin's budgets (`per_partition`), and all share one request
+//! body budget and one set of per-account limits (`Sharing`). The key
+//! store and the token signing key stay in `DATA` itself, for every store
+//! in turn, copied from the bucket before each claim (`region::auth_sync`);
+//! the owner of partition 0, where the admin API lives, puts the key store
+//! back when it changes.
 //!
-//! States: `Joining` (at start and while a claim replays: stream requests
-//! answer 503 + `Retry-After`), `Serving` (this origin's store answers),
-//! `Following` (forwarded to the owner's URL). The membership loop renews
-//! the heartbeat every `renew` even while a claim replays, so a long
-//! replay does not make this origin look dead.
+//! A partition's states: `Joining` (at start, while a claim replays, and
+//! between a release and the next owner's claim: its requests answer 503 +
+//! `Retry-After`), `Serving` (this origin's store answers), `Following`
+//! (forwarded to the owner's URL). The heartbeat is renewed every `renew`
+//! on a task of its own, so a long replay does not make this origin look
+//! dead.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -37,10 +44,11 @@ use crate::http::forward::Forwarder;
 use crate::http::{self, routes, HttpConfig, Shared};
 use crate::metrics::RegionMetrics;
 use crate::region::checkpoint::{self, Built};
-use crate::region::liveness::Decision;
+use crate::region::liveness::{Decision, Released};
 use crate::region::membership::{Heartbeater, Membership, MembershipConfig};
 use crate::region::WalError;
 use crate::store::StoreConfig;
+use futures::stream::{FuturesUnordered, StreamExt};
 
 #[derive(Clone)]
 enum Current {
@@ -56,6 +64,13 @@ enum Current {
     },
 }
 
+/// One partition as this origin holds it.
+struct Part {
+    current: RwLock<Current>,
+    /// Raised at every change of its state (forwarded answers of the old end).
+    generation: tokio::sync::watch::Sender<u64>,
+}
+
 pub struct RegionOrigin {
     /// The stores' configuration; `data` is each claim's own folder.
     store: StoreConfig,
@@ -66,14 +81,21 @@ pub struct RegionOrigin {
     membership: MembershipConfig,
     metrics: Arc<RegionMetrics>,
     forwarder: Forwarder,
-    current: RwLock<Current>,
+    /// The region's partition count, and each partition's state here.
+    partitions: u32,
+    parts: Vec<Part>,
+    /// Partitions this origin let go of (heartbeat `released`), each kept
+    /// until a newer claim of it is seen.
+    released: Arc<parking_lot::Mutex<Vec<Released>>>,
+    /// What the stores share.
+    sharing: super::Sharing,
+    /// One copy of the access files from the bucket at a time.
+    fetching: Arc<tokio::sync::Mutex<()>>,
     /// Turns true when the server starts to shut down.
     closing: tokio::sync::watch::Sender<bool>,
     incarnations: AtomicU64,
-    /// Raised at every change of state (forwarded answers of the old end).
-    generation: tokio::sync::watch::Sender<u64>,
-    /// Set while this origin stands aside after failed claims: its
-    /// heartbeat says `leaving`, so the next origin in line claims.
+    /// Set while this origin stands aside after claims that keep failing:
+    /// its heartbeat says `leaving`, so the others take over.
     standing_aside: std::sync::atomic::AtomicBool,
     /// The bucket (membership, access control), opened when serving starts.
     objects: std::sync::OnceLock<Arc<dyn object_store::ObjectStore>>,
@@ -82,8 +104,20 @@ pub struct RegionOrigin {
     builds_stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// A claim under way: its store's folder and the replay's task.
-type Claiming = (PathBuf, JoinHandle<std::io::Result<Shared>>);
+/// A claim under way: its partition, its store's folder and the replay's task.
+type Claiming = (u32, PathBuf, JoinHandle<std::io::Result<Shared>>);
+
+/// A claim's outcome, with its partition and folder.
+type ClaimDone = (
+    u32,
+    PathBuf,
+    Result<std::io::Result<Shared>, tokio::task::JoinError>,
+);
+
+/// Failed claims of one partition in a row past which this origin stands
+/// aside (a lost race fails a claim once; a broken disk or bucket again
+/// and again).
+const STAND_ASIDE_AFTER: u32 = 2;
 
 impl RegionOrigin {
     pub fn new(
@@ -98,6 +132,12 @@ impl RegionOrigin {
             std::fs::remove_dir_all(&stale)?;
         }
         let metrics = Arc::new(RegionMetrics::default());
+        let partitions = store.region.partitions.max(1);
+        metrics.partitions.store(i64::from(partitions), Relaxed);
+        let sharing = super::Sharing {
+            ingress: Arc::new(http::ingress::Ingress::new(&http)),
+            limits: shared::limits::Limits::new(http.auth.limits),
+        };
         Ok(Arc::new(RegionOrigin {
             forwarder: Forwarder::new(&store.region.node, Arc::clone(&metrics)),
             store,
@@ -106,22 +146,40 @@ impl RegionOrigin {
             data,
             membership,
             metrics,
-            current: RwLock::new(Current::Joining),
+            partitions,
+            parts: (0..partitions)
+                .map(|_| Part {
+                    current: RwLock::new(Current::Joining),
+                    generation: tokio::sync::watch::Sender::new(0),
+                })
+                .collect(),
+            released: Default::default(),
+            sharing,
+            fetching: Default::default(),
             closing: tokio::sync::watch::Sender::new(false),
             incarnations: AtomicU64::new(0),
-            generation: tokio::sync::watch::Sender::new(0),
             standing_aside: std::sync::atomic::AtomicBool::new(false),
             objects: std::sync::OnceLock::new(),
             builds_stop: Arc::default(),
         }))
     }
 
-    fn current(&self) -> Current {
-        self.current.read().clone()
+    fn current(&self, p: u32) -> Current {
+        self.parts[p as usize].current.read().clone()
     }
 
-    /// Serves until `shutdown` resolves, then stops the store it serves and
-    /// tells the region it left (the others take over at once).
+    /// The stores this origin serves now.
+    fn serving(&self) -> Vec<Shared> {
+        (0..self.partitions)
+            .filter_map(|p| match self.current(p) {
+                Current::Serving { state, .. } => Some(state),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Serves until `shutdown` resolves, then stops the stores it serves
+    /// and tells the region it left (the others take over at once).
     pub async fn serve(
         self: Arc<Self>,
         listener: TcpListener,
@@ -137,6 +195,7 @@ impl RegionOrigin {
             std::io::Error::other("object durability needs object storage (--object-store)")
         })?;
         let objects = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
+        crate::region::pin::partitions(&*objects, self.partitions).await?;
         let _ = self.objects.set(Arc::clone(&objects));
         let heartbeater = Arc::new(Heartbeater::new(
             Arc::clone(&objects),
@@ -147,7 +206,7 @@ impl RegionOrigin {
             objects,
             self.membership.clone(),
             &self.store.region.node,
-            self.store.region.partition,
+            self.partitions,
         );
         let (stop_beating, beating) = tokio::sync::watch::channel(false);
         let beats = tokio::spawn(Arc::clone(&self).beat(Arc::clone(&heartbeater), beating));
@@ -155,9 +214,9 @@ impl RegionOrigin {
         let sweeper = shell::periodic::every(Duration::from_secs(1), {
             let me = Arc::clone(&self);
             move || {
-                let current = me.current();
+                let stores = me.serving();
                 async move {
-                    if let Current::Serving { state, .. } = current {
+                    for state in stores {
                         super::tick(&state).await;
                     }
                 }
@@ -176,16 +235,18 @@ impl RegionOrigin {
         .await;
         drop(sweeper);
         run.await.map_err(std::io::Error::other)?;
-        let last = std::mem::replace(&mut *self.current.write(), Current::Joining);
-        if let Current::Serving { state, .. } = last {
-            state.store.shutdown().await;
+        for part in &self.parts {
+            let last = std::mem::replace(&mut *part.current.write(), Current::Joining);
+            if let Current::Serving { state, .. } = last {
+                state.store.shutdown().await;
+            }
         }
-        // The heartbeat went on until the store stopped; now the others
+        // The heartbeat went on until the stores stopped; now the others
         // may take over at once.
         let _ = stop_beating.send(true);
         let _ = beats.await;
         let patience = self.patience();
-        match tokio::time::timeout(patience, heartbeater.beat(true)).await {
+        match tokio::time::timeout(patience, heartbeater.beat(true, Vec::new())).await {
             Ok(Ok(())) => {}
             _ => tracing::warn!(
                 "could not tell the region this origin left; it takes over after the lease"
@@ -217,7 +278,8 @@ impl RegionOrigin {
                 _ = stop.wait_for(|s| *s) => return,
             }
             let aside = self.standing_aside.load(Relaxed);
-            match tokio::time::timeout(self.patience(), heartbeater.beat(aside)).await {
+            let released = self.released.lock().clone();
+            match tokio::time::timeout(self.patience(), heartbeater.beat(aside, released)).await {
                 Ok(Ok(())) => {}
                 _ => {
                     self.metrics.heartbeat_failures.fetch_add(1, Relaxed);
@@ -227,49 +289,50 @@ impl RegionOrigin {
         }
     }
 
-    /// The membership loop: look, decide, act; until closing.
+    /// The membership loop: look, decide and act for every partition;
+    /// until closing.
     async fn run(self: Arc<Self>, mut m: Membership) {
         let renew = m.config().renew;
         let patience = self.patience();
+        let n = self.partitions as usize;
         let mut interval = tokio::time::interval(renew);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut closed = self.closing.subscribe();
-        let mut claiming: Option<Claiming> = None;
-        // Claims that failed in a row, and when the next may start.
-        let mut failures: u32 = 0;
-        let mut next_claim = tokio::time::Instant::now();
+        let mut claims: FuturesUnordered<futures::future::BoxFuture<'static, ClaimDone>> =
+            FuturesUnordered::new();
+        let mut claiming = vec![false; n];
+        // Each partition's failed claims in a row, and when the next may start.
+        let mut failures = vec![0u32; n];
+        let mut next_claim = vec![tokio::time::Instant::now(); n];
         // The key store as last put in the bucket by this origin.
         let mut keys_published = Vec::new();
-        // A checkpoint build under way, and when the next may start.
-        let mut building: Option<JoinHandle<Result<Built, WalError>>> = None;
-        let mut next_build = tokio::time::Instant::now() + self.store.region.checkpoint.interval;
+        // Each partition's checkpoint build under way, and when the next may start.
+        let mut building: Vec<Option<JoinHandle<Result<Built, WalError>>>> =
+            (0..n).map(|_| None).collect();
+        let first_build = tokio::time::Instant::now() + self.store.region.checkpoint.interval;
+        let mut next_build = vec![first_build; n];
         loop {
-            // A claim that finishes is served at once, not at the next tick.
-            let finished = async {
-                match &mut claiming {
-                    Some((_, task)) => Some(task.await),
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
                 _ = interval.tick() => {}
                 _ = closed.wait_for(|c| *c) => break,
-                outcome = finished => {
-                    let (dir, _) = claiming.take().expect("a claim was under way");
-                    if self.claimed(dir, outcome.expect("some")) {
-                        failures = 0;
-                        self.standing_aside.store(false, Relaxed);
+                // A claim that finishes is served at once, not at the next tick.
+                Some((p, dir, outcome)) = claims.next(), if !claims.is_empty() => {
+                    let i = p as usize;
+                    claiming[i] = false;
+                    if self.claimed(p, dir, outcome) {
+                        failures[i] = 0;
                     } else {
-                        // Back off (a renewal, doubling up to 30 s) and
-                        // stand aside: the others see this origin leaving
-                        // and the next in line claims.
-                        failures = failures.saturating_add(1);
+                        // Back off (a renewal, doubling up to 30 s).
+                        failures[i] = failures[i].saturating_add(1);
                         let wait = renew
-                            .saturating_mul(1u32 << failures.min(5))
+                            .saturating_mul(1u32 << failures[i].min(5))
                             .min(Duration::from_secs(30));
-                        next_claim = tokio::time::Instant::now() + wait;
-                        self.standing_aside.store(true, Relaxed);
+                        next_claim[i] = tokio::time::Instant::now() + wait;
                     }
+                    // Claims that keep failing: stand aside (the others
+                    // see this origin leaving and take over).
+                    let aside = failures.iter().any(|f| *f >= STAND_ASIDE_AFTER);
+                    self.standing_aside.store(aside, Relaxed);
                     continue;
                 }
             }
@@ -280,77 +343,104 @@ impl RegionOrigin {
                     continue;
                 }
             }
-            if claiming.is_some() {
-                continue;
-            }
-            if let Current::Serving { state, .. } = self.current() {
+            for p in 0..self.partitions {
+                let i = p as usize;
+                if claiming[i] {
+                    continue;
+                }
+                let Current::Serving { state, .. } = self.current(p) else {
+                    continue;
+                };
                 if state.store.is_stopped() {
                     // Its writer stopped (fenced, or a put failed): nothing
                     // more is acknowledged; claim again or follow.
-                    tracing::warn!("this origin's store stopped writing; it steps down");
-                    self.step_down(Current::Joining);
-                } else {
-                    let objects = self.objects.get().expect("set before the loop");
-                    let published = crate::region::auth_sync::publish(
-                        &**objects,
-                        &self.data,
-                        &mut keys_published,
+                    tracing::warn!(
+                        partition = p,
+                        "this origin's store stopped writing; it steps down"
                     );
-                    if let Err(e) = tokio::time::timeout(patience, published)
-                        .await
-                        .unwrap_or_else(|_| Err(std::io::Error::other("timed out")))
-                    {
-                        tracing::warn!(error = %e, "could not put the key store in the bucket; trying again");
-                    }
-                    if building.as_ref().is_some_and(|b| b.is_finished()) {
-                        let outcome = building.take().expect("finished").await;
-                        self.built(outcome);
-                    }
-                    let now = tokio::time::Instant::now();
-                    if building.is_none() && now >= next_build {
-                        next_build = now + self.store.region.checkpoint.interval;
-                        building = self.build_checkpoint(&state);
-                    }
+                    self.step_down(p, Current::Joining);
+                    continue;
+                }
+                if p == 0 {
+                    self.publish_keys(&mut keys_published).await;
+                }
+                if building[i].as_ref().is_some_and(|b| b.is_finished()) {
+                    let outcome = building[i].take().expect("finished").await;
+                    self.built(p, outcome);
+                }
+                let now = tokio::time::Instant::now();
+                if building[i].is_none() && now >= next_build[i] {
+                    next_build[i] = now + self.store.region.checkpoint.interval;
+                    building[i] = self.build_checkpoint(p, &state);
                 }
             }
-            let serving = match self.current() {
-                Current::Serving { epoch, .. } => Some(epoch),
-                _ => None,
-            };
-            match m.decide(serving) {
-                Decision::Serve => {}
-                Decision::Follow { url } => {
-                    self.standing_aside.store(false, Relaxed);
-                    self.follow(url)
+            // A release is listed until a newer claim of it is seen.
+            self.released
+                .lock()
+                .retain(|r| m.owner(r.partition).is_some_and(|o| o.epoch == r.epoch));
+            let mine = self.released.lock().clone();
+            let held = self.serving().len();
+            for p in 0..self.partitions {
+                let i = p as usize;
+                if claiming[i] {
+                    continue;
                 }
-                Decision::Claim if tokio::time::Instant::now() >= next_claim => {
-                    claiming = Some(self.claim())
+                let serving = match self.current(p) {
+                    Current::Serving { epoch, .. } => Some(epoch),
+                    _ => None,
+                };
+                match m.decide(p, serving, &mine, held) {
+                    Decision::Serve | Decision::Wait => {}
+                    Decision::Release => self.release(p),
+                    Decision::Follow { url } => self.follow(p, url),
+                    Decision::Claim if tokio::time::Instant::now() >= next_claim[i] => {
+                        claiming[i] = true;
+                        let (p, dir, task) = self.claim(p);
+                        claims.push(Box::pin(async move { (p, dir, task.await) }));
+                    }
+                    Decision::Claim => {}
                 }
-                Decision::Claim => {}
             }
         }
         self.builds_stop.store(true, Relaxed);
-        // A claim still replaying finishes, and its store stops at once.
-        if let Some((dir, task)) = claiming {
-            if let Ok(Ok(state)) = task.await {
+        // Claims still replaying finish, and their stores stop at once.
+        while let Some((_, dir, outcome)) = claims.next().await {
+            if let Ok(Ok(state)) = outcome {
                 state.store.shutdown().await;
             }
             remove_later(dir);
         }
-        if let Current::Serving { state, .. } = self.current() {
+        for state in self.serving() {
             let _ = state.closing.send(true);
         }
     }
 
-    /// Starts a checkpoint build of the partition this origin serves, on a
-    /// blocking thread (`region::checkpoint`). A build that outlives the
-    /// serving is safe to finish: its looks and the model say so.
-    fn build_checkpoint(&self, state: &Shared) -> Option<JoinHandle<Result<Built, WalError>>> {
+    /// Puts the key store in the bucket if it changed (the owner of
+    /// partition 0, where the admin API lives, does).
+    async fn publish_keys(&self, published: &mut Vec<u8>) {
+        let objects = self.objects.get().expect("set before the loop");
+        let publishing = crate::region::auth_sync::publish(&**objects, &self.data, published);
+        if let Err(e) = tokio::time::timeout(self.patience(), publishing)
+            .await
+            .unwrap_or_else(|_| Err(std::io::Error::other("timed out")))
+        {
+            tracing::warn!(error = %e, "could not put the key store in the bucket; trying again");
+        }
+    }
+
+    /// Starts a checkpoint build of partition `p`, which this origin
+    /// serves, on a blocking thread (`region::checkpoint`). A build that
+    /// outlives the serving is safe to finish: its looks and the model say so.
+    fn build_checkpoint(
+        &self,
+        p: u32,
+        state: &Shared,
+    ) -> Option<JoinHandle<Result<Built, WalError>>> {
         let epoch = state.store.epoch()?;
         let acknowledged = state.store.acknowledged_below()?;
         let job = checkpoint::BuildJob {
             store: Arc::clone(self.objects.get()?),
-            partition: self.store.region.partition,
+            partition: p,
             epoch,
             acknowledged,
             scratch: checkpoint::scratch_dir(
@@ -365,8 +455,8 @@ impl RegionOrigin {
         Some(tokio::task::spawn_blocking(move || checkpoint::build(&job)))
     }
 
-    /// Counts and logs what a checkpoint build did.
-    fn built(&self, outcome: Result<Result<Built, WalError>, tokio::task::JoinError>) {
+    /// Counts and logs what a checkpoint build of partition `p` did.
+    fn built(&self, p: u32, outcome: Result<Result<Built, WalError>, tokio::task::JoinError>) {
         match outcome {
             Ok(Ok(Built::NotYet)) => {}
             Ok(Ok(Built::Published {
@@ -377,6 +467,7 @@ impl RegionOrigin {
                 deleted,
             })) => {
                 tracing::info!(
+                    partition = p,
                     number,
                     streams,
                     bytes,
@@ -387,50 +478,66 @@ impl RegionOrigin {
             }
             Ok(Ok(Built::GaveUp(why))) => {
                 self.metrics.checkpoint_failures.fetch_add(1, Relaxed);
-                tracing::info!(why, "a checkpoint build gave up");
+                tracing::info!(partition = p, why, "a checkpoint build gave up");
             }
             Ok(Err(e)) => {
                 self.metrics.checkpoint_failures.fetch_add(1, Relaxed);
-                tracing::warn!(error = %e, "a checkpoint build failed; the next one tries again");
+                tracing::warn!(partition = p, error = %e, "a checkpoint build failed; the next one tries again");
             }
             Err(e) => {
                 self.metrics.checkpoint_failures.fetch_add(1, Relaxed);
-                tracing::error!(error = %e, "a checkpoint build's task failed");
+                tracing::error!(partition = p, error = %e, "a checkpoint build's task failed");
             }
         }
     }
 
-    /// Starts a claim: a new store in a folder of its own, replayed from
-    /// the bucket on a blocking thread.
-    fn claim(&self) -> Claiming {
-        self.step_down(Current::Joining);
+    /// Starts a claim of partition `p`: a new store in a folder of its
+    /// own, replayed from the bucket on a blocking thread.
+    fn claim(&self, p: u32) -> Claiming {
+        self.step_down(p, Current::Joining);
         let n = self.incarnations.fetch_add(1, Relaxed) + 1;
-        let mut config = self.store.clone();
+        let mut config = per_partition(&self.store, self.partitions);
+        config.region.partition = p;
         config.data = self.data.join("region").join(n.to_string());
         let dir = config.data.clone();
-        let (http, clock, keys) = (
+        let (http, clock, keys, sharing) = (
             self.http.clone(),
             Arc::clone(&self.clock),
             self.data.clone(),
+            self.sharing.clone(),
         );
-        tracing::info!(folder = %dir.display(), "claiming the partition");
+        tracing::info!(partition = p, folder = %dir.display(), "claiming the partition");
         let objects = Arc::clone(self.objects.get().expect("set before the loop"));
+        // The key store is fetched unless this origin serves partition 0:
+        // then it holds the region's newest itself.
+        let key_store = !matches!(self.current(0), Current::Serving { .. });
+        let me = self.fetching_guard();
         let task = tokio::spawn(async move {
             // The region's signing key and key store first: keys and tokens
             // made on an earlier owner work here too.
-            crate::region::auth_sync::fetch(&*objects, &keys).await?;
+            {
+                let _one_at_a_time = me.lock().await;
+                crate::region::auth_sync::fetch(&*objects, &keys, key_store).await?;
+            }
             tokio::task::spawn_blocking(move || {
-                super::open_state(config, http, clock, &keys).map(|(state, _)| state)
+                super::open_state_sharing(config, http, clock, &keys, Some(&sharing))
+                    .map(|(state, _)| state)
             })
             .await
             .map_err(std::io::Error::other)?
         });
-        (dir, task)
+        (p, dir, task)
     }
 
-    /// Serves what a claim opened; false if it failed.
+    /// The lock copies of the access files take, to hand to a task.
+    fn fetching_guard(&self) -> Arc<tokio::sync::Mutex<()>> {
+        Arc::clone(&self.fetching)
+    }
+
+    /// Serves what a claim of partition `p` opened; false if it failed.
     fn claimed(
         &self,
+        p: u32,
         dir: PathBuf,
         outcome: Result<std::io::Result<Shared>, tokio::task::JoinError>,
     ) -> bool {
@@ -439,18 +546,20 @@ impl RegionOrigin {
                 let epoch = state.store.epoch().unwrap_or(0);
                 self.metrics.claims.fetch_add(1, Relaxed);
                 tracing::info!(
+                    partition = p,
                     epoch,
                     streams = state.store.stream_count(),
                     "serving the partition"
                 );
-                *self.current.write() = Current::Serving {
+                self.released.lock().retain(|r| r.partition != p);
+                *self.parts[p as usize].current.write() = Current::Serving {
                     state,
                     epoch,
                     dir: dir.into(),
                 };
                 // If a newer claim came meanwhile, the next look sees it.
                 if *self.closing.borrow() {
-                    if let Current::Serving { state, .. } = self.current() {
+                    if let Current::Serving { state, .. } = self.current(p) {
                         let _ = state.closing.send(true);
                     }
                 }
@@ -458,39 +567,85 @@ impl RegionOrigin {
             }
             Ok(Err(e)) => {
                 self.metrics.claim_failures.fetch_add(1, Relaxed);
-                tracing::warn!(error = %e, "the claim did not make this origin the owner");
+                tracing::warn!(partition = p, error = %e, "the claim did not make this origin the owner");
                 remove_later(dir);
                 false
             }
             Err(e) => {
                 self.metrics.claim_failures.fetch_add(1, Relaxed);
-                tracing::error!(error = %e, "the claim's task failed");
+                tracing::error!(partition = p, error = %e, "the claim's task failed");
                 remove_later(dir);
                 false
             }
         }
     }
 
-    /// Forwards to `url` from now on; a store this origin served (of an
-    /// older epoch, fenced) stops in the background.
-    fn follow(&self, url: String) {
-        if matches!(&*self.current.read(), Current::Following { url: u } if **u == *url) {
+    /// Forwards partition `p`'s requests to `url` from now on; a store
+    /// this origin served (of an older epoch, fenced) stops in the background.
+    fn follow(&self, p: u32, url: String) {
+        if matches!(&*self.parts[p as usize].current.read(), Current::Following { url: u } if **u == *url)
+        {
             return;
         }
-        tracing::info!(owner = %url, "following the partition's owner");
-        self.step_down(Current::Following {
-            url: url.as_str().into(),
+        tracing::info!(partition = p, owner = %url, "following the partition's owner");
+        self.step_down(
+            p,
+            Current::Following {
+                url: url.as_str().into(),
+            },
+        );
+    }
+
+    /// Lets go of partition `p` for the origin the spread gives it to: its
+    /// store stops (what is in flight is settled first), and only then
+    /// does the heartbeat list the release, so the next owner's claim
+    /// rarely fences a commit in flight (and is safe if it does).
+    fn release(&self, p: u32) {
+        let previous = std::mem::replace(
+            &mut *self.parts[p as usize].current.write(),
+            Current::Joining,
+        );
+        self.parts[p as usize].generation.send_modify(|g| *g += 1);
+        let Current::Serving { state, dir, epoch } = previous else {
+            return;
+        };
+        self.metrics.releases.fetch_add(1, Relaxed);
+        tracing::info!(
+            partition = p,
+            epoch,
+            "handing the partition to the origin the spread gives it to"
+        );
+        let _ = state.closing.send(true);
+        let released = Released {
+            partition: p,
+            epoch,
+        };
+        let me = self.released_list();
+        tokio::spawn(async move {
+            state.store.shutdown().await;
+            drop(state);
+            me.lock().push(released);
+            remove_later(dir.to_path_buf());
         });
     }
 
-    /// Moves to `next`; a store this origin served stops in the background
-    /// (its live reads end, its folder goes), and answers forwarded under
-    /// the state left behind end.
-    fn step_down(&self, next: Current) {
-        let previous = std::mem::replace(&mut *self.current.write(), next);
-        self.generation.send_modify(|g| *g += 1);
+    /// The list of releases, to hand to a task.
+    fn released_list(&self) -> Arc<parking_lot::Mutex<Vec<Released>>> {
+        Arc::clone(&self.released)
+    }
+
+    /// Moves partition `p` to `next`; a store this origin served stops in
+    /// the background (its live reads end, its folder goes), and answers
+    /// forwarded under the state left behind end.
+    fn step_down(&self, p: u32, next: Current) {
+        let part = &self.parts[p as usize];
+        let previous = std::mem::replace(&mut *part.current.write(), next);
+        part.generation.send_modify(|g| *g += 1);
         if let Current::Serving { state, dir, .. } = previous {
-            tracing::warn!("this origin no longer serves the partition; its store stops");
+            tracing::warn!(
+                partition = p,
+                "this origin no longer serves the partition; its store stops"
+            );
             let _ = state.closing.send(true);
             tokio::spawn(async move {
                 state.store.shutdown().await;
@@ -500,11 +655,12 @@ impl RegionOrigin {
         }
     }
 
-    /// Resolves when this origin starts to stop or leaves the state it is
-    /// in now (a forwarded answer to an owner it no longer follows ends).
-    fn ended(&self) -> futures::future::BoxFuture<'static, ()> {
+    /// Resolves when this origin starts to stop or partition `p` leaves
+    /// the state it is in now (a forwarded answer to an owner it no longer
+    /// follows ends).
+    fn ended(&self, p: u32) -> futures::future::BoxFuture<'static, ()> {
         let mut closing = self.closing.subscribe();
-        let mut generation = self.generation.subscribe();
+        let mut generation = self.parts[p as usize].generation.subscribe();
         let now = *generation.borrow_and_update();
         async move {
             tokio::select! {
@@ -514,6 +670,26 @@ impl RegionOrigin {
         }
         .boxed()
     }
+}
+
+/// A store's share of the origin's budgets when the origin may serve all
+/// `partitions` at once: each memory and file bound divided by the count
+/// (never below a floor that keeps a store working), so the origin's
+/// totals stay what its flags say.
+fn per_partition(config: &StoreConfig, partitions: u32) -> StoreConfig {
+    let mut c = config.clone();
+    if partitions <= 1 {
+        return c;
+    }
+    let n = u64::from(partitions);
+    let share = |v: u64, floor: u64| (v / n).max(floor.min(v));
+    c.buffered_bytes_limit = share(c.buffered_bytes_limit, 8 << 20);
+    c.chunk_cache_bytes = share(c.chunk_cache_bytes, 16 << 20);
+    c.max_unsealed_bytes = share(c.max_unsealed_bytes, 16 << 20);
+    c.log_retain_bytes = share(c.log_retain_bytes, 16 << 20);
+    c.max_log_extents = share(c.max_log_extents, 4096);
+    c.open_files = share(config.open_files_cap() as u64, 16) as usize;
+    c
 }
 
 /// Removes a stopped store's folder on a blocking thread.
@@ -527,38 +703,30 @@ fn remove_later(dir: PathBuf) {
     });
 }
 
-/// Answers one request: the server's own endpoints here, stream requests
-/// by the store it serves or the owner it follows.
+/// Answers one request: the server's own endpoints here, the rest by the
+/// store of its partition or the owner this origin follows for it.
 async fn handle<B>(me: Arc<RegionOrigin>, req: axum::http::Request<B>) -> Response<Body>
 where
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<axum::BoxError>,
 {
-    let current = me.current();
     if req.method() == Method::GET {
         match req.uri().path() {
-            routes::METRICS => {
-                let mut text = match &current {
-                    Current::Serving { state, .. } => http::metrics_text(state),
-                    _ => String::new(),
-                };
-                let (serving, following, epoch) = match &current {
-                    Current::Serving { epoch, .. } => (1, 0, *epoch),
-                    Current::Following { .. } => (0, 1, 0),
-                    Current::Joining => (0, 0, 0),
-                };
-                me.metrics.render_into(&mut text, serving, following, epoch);
-                return http::metrics_response(text);
-            }
+            routes::METRICS => return me.metrics_answer(),
             routes::HEALTH => return http::health_response(),
             _ => {}
         }
     }
-    match current {
+    let p = partition_of(&req, me.partitions);
+    if let Some(refused) = fork_across(&req, p, me.partitions) {
+        return refused;
+    }
+    let feed = req.uri().path() == shared::invalidation::PATH;
+    let mut answer = match me.current(p) {
         Current::Serving { state, .. } => http::handle(state, req).await,
         Current::Following { url } => {
             me.forwarder
-                .forward(&url, req.map(Body::new), me.ended())
+                .forward(&url, req.map(Body::new), me.ended(p))
                 .await
         }
         Current::Joining => {
@@ -569,5 +737,62 @@ where
             http::common_headers(&mut r, true);
             r
         }
+    };
+    // Edges tail every partition's feed, and route by the partition map.
+    let named = answer.headers().contains_key(shared::headers::REGION_OWNER);
+    if me.partitions > 1 && (feed || named) {
+        answer.headers_mut().insert(
+            shared::headers::REGION_PARTITIONS,
+            axum::http::HeaderValue::from(me.partitions),
+        );
+    }
+    answer
+}
+
+/// A fork whose source lies in another partition than the fork (`p`):
+/// refused for now, with a clear reason and nothing changed (a fork reads
+/// its source's bytes in its own store).
+fn fork_across<B>(req: &axum::http::Request<B>, p: u32, partitions: u32) -> Option<Response<Body>> {
+    if partitions <= 1 || req.method() != Method::PUT {
+        return None;
+    }
+    let source = req.headers().get(&shared::headers::STREAM_FORKED_FROM)?;
+    let source = std::str::from_utf8(source.as_bytes()).ok()?;
+    if shared::partition::of_stream(source, partitions) == p {
+        return None;
+    }
+    let mut r = http::error::error_response(
+        shared::error::ErrorCode::ForkAcrossPartitions,
+        "the fork's path and its source's fall in different partitions of this region; forks across partitions are not supported yet (choose a path in the source's partition, or run the region with one partition)",
+    );
+    http::common_headers(&mut r, true);
+    Some(r)
+}
+
+/// The partition a request belongs to (`shared::partition::of_request`).
+fn partition_of<B>(req: &axum::http::Request<B>, partitions: u32) -> u32 {
+    shared::partition::of_request(req.uri().path(), req.uri().query(), partitions)
+}
+
+impl RegionOrigin {
+    /// `/metrics`: the sums of the stores it serves, and its role.
+    fn metrics_answer(&self) -> Response<Body> {
+        let stores = self.serving();
+        let texts: Vec<String> = stores.iter().map(|s| http::metrics_text(s)).collect();
+        let mut text = crate::metrics::merge::merge(&texts);
+        let (mut serving, mut following, mut epoch) = (0, 0, 0);
+        for p in 0..self.partitions {
+            match self.current(p) {
+                Current::Serving { epoch: e, .. } => {
+                    serving += 1;
+                    epoch = epoch.max(e);
+                }
+                Current::Following { .. } => following += 1,
+                Current::Joining => {}
+            }
+        }
+        self.metrics
+            .render_into(&mut text, serving, following, epoch);
+        http::metrics_response(text)
     }
 }

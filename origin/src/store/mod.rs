@@ -195,6 +195,7 @@ impl StoreConfig {
                 node: "origin".into(),
                 url: String::new(),
                 partition: 0,
+                partitions: 1,
                 checkpoint: Default::default(),
             },
             object_write_timeout: Duration::from_secs(10),

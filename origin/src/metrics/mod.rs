@@ -7,6 +7,8 @@
 //! cores on every append, a measurable share of the append path on this
 //! two-core machine. `render` adds the shards up.
 
+pub mod merge;
+
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -379,12 +381,17 @@ pub struct RegionMetrics {
     /// its image's bytes.
     pub checkpoint_number: AtomicI64,
     pub checkpoint_bytes: AtomicI64,
+    /// Partitions this origin let go of for the spread (cooperative
+    /// hand-offs).
+    pub releases: AtomicU64,
+    /// The region's partition count.
+    pub partitions: AtomicI64,
 }
 
 impl RegionMetrics {
-    /// With the origin's role, read from its state when rendered:
-    /// `serving` 1 while it serves the partition at `epoch`, `following` 1
-    /// while it forwards to another (both 0: joining, or replaying a claim).
+    /// With the origin's role, read from its state when rendered: how many
+    /// partitions it serves (the highest epoch among them) and how many it
+    /// forwards to another (the rest: joining, or replaying a claim).
     pub fn render_into(&self, out: &mut String, serving: i64, following: i64, epoch: u64) {
         for (name, v) in [
             ("ds_region_claims_total", &self.claims),
@@ -404,6 +411,7 @@ impl RegionMetrics {
                 "ds_region_checkpoint_deleted_objects_total",
                 &self.checkpoint_deleted,
             ),
+            ("ds_region_releases_total", &self.releases),
         ] {
             let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Relaxed));
         }
@@ -412,6 +420,7 @@ impl RegionMetrics {
             ("ds_region_following", following),
             ("ds_region_epoch", epoch as i64),
             ("ds_region_live_origins", self.live_nodes.load(Relaxed)),
+            ("ds_region_partitions", self.partitions.load(Relaxed)),
             (
                 "ds_region_checkpoint_number",
                 self.checkpoint_number.load(Relaxed),

@@ -1,0 +1,325 @@
+//! A region of several partitions (`--region-partitions 6`) on SeaweedFS:
+//! the partitions spread over the live origins (none holds more than
+//! `⌈P/N⌉ + 1`); when one dies with its disk its partitions move to the
+//! others; an origin that joins takes its share by cooperative hand-off;
+//! writers going to every partition all along lose, duplicate and reorder
+//! nothing. Forks within a partition work; across partitions they are
+//! refused clearly; an origin started with another count refuses to start.
+
+use std::time::{Duration, Instant};
+
+use super::origins::{start_with, wait_serving, InProcessEdge};
+use crate::common::process::Proc;
+use crate::common::seaweed::Seaweed;
+
+const PARTITIONS: u32 = 6;
+const STREAMS: usize = 12;
+
+fn args() -> Vec<&'static str> {
+    vec![
+        "--region-partitions",
+        "6",
+        "--lease",
+        "2s",
+        "--lease-renew",
+        "500ms",
+    ]
+}
+
+fn base(p: &Proc) -> String {
+    format!("http://{}", p.addr)
+}
+
+/// (served, followed) partitions of the origin at `base`.
+async fn roles(client: &reqwest::Client, base: &str) -> Option<(i64, i64)> {
+    let text = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    let m = |name| crate::common::metric_in(&text, name);
+    Some((m("ds_region_serving")?, m("ds_region_following")?))
+}
+
+/// Waits until every partition is served by exactly one of `bases` and
+/// followed by the rest, each serving at most `most`; returns each one's
+/// count of served partitions.
+async fn settled(client: &reqwest::Client, bases: &[String], most: i64) -> Vec<i64> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut served = Vec::new();
+        let mut whole = true;
+        for b in bases {
+            match roles(client, b).await {
+                Some((s, f)) if s + f == i64::from(PARTITIONS) => served.push(s),
+                _ => whole = false,
+            }
+        }
+        if whole
+            && served.iter().sum::<i64>() == i64::from(PARTITIONS)
+            && served.iter().all(|s| *s <= most)
+        {
+            return served;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the partitions did not settle: {served:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn stream(i: usize) -> String {
+    format!("/v1/stream/p{i}")
+}
+
+/// Appends `[i:seq]` to stream `i` as its producer's `seq`, through the
+/// origins in turn until one acknowledges (503s while partitions move).
+async fn append(client: &reqwest::Client, bases: &[String], i: usize, seq: u64) -> String {
+    let body = format!("[{i}:{seq:04}]");
+    let started = Instant::now();
+    for attempt in 0usize.. {
+        let b = &bases[(i + attempt) % bases.len()];
+        let sent = client
+            .post(format!("{b}{}", stream(i)))
+            .header("content-type", "application/octet-stream")
+            .header("producer-id", "w")
+            .header("producer-epoch", "0")
+            .header("producer-seq", seq.to_string())
+            .body(body.clone())
+            .timeout(Duration::from_secs(15))
+            .send()
+            .await;
+        match sent {
+            Ok(r) if r.status() == 200 || r.status() == 204 => return body,
+            Ok(r) => assert_eq!(r.status(), 503, "append {seq} to {i} through {b}"),
+            Err(_) => {}
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "append {seq} to {i} never landed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    unreachable!()
+}
+
+async fn read(client: &reqwest::Client, url: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let resp = client.get(format!("{url}?offset=-1")).send().await.unwrap();
+        if resp.status() == 200 {
+            return resp.text().await.unwrap();
+        }
+        assert_eq!(resp.status(), 503, "reading {url}");
+        assert!(Instant::now() < deadline, "{url} kept answering 503");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Appends a round to every stream, `rounds` times, keeping what was
+/// acknowledged.
+async fn write_rounds(
+    client: &reqwest::Client,
+    bases: &[String],
+    acknowledged: &mut [String],
+    next: &mut u64,
+    rounds: u64,
+) {
+    for _ in 0..rounds {
+        for (i, acked) in acknowledged.iter_mut().enumerate() {
+            acked.push_str(&append(client, bases, i, *next).await);
+        }
+        *next += 1;
+    }
+}
+
+async fn read_everywhere(client: &reqwest::Client, bases: &[String], acknowledged: &[String]) {
+    for b in bases {
+        for (i, acked) in acknowledged.iter().enumerate() {
+            assert_eq!(
+                &read(client, &format!("{b}{}", stream(i))).await,
+                acked,
+                "{i} through {b}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_spread_move_off_a_dead_origin_and_onto_a_new_one_losing_nothing() {
+    let weed = Seaweed::start();
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let more = args();
+    let mut procs: Vec<Proc> = ["a", "b", "c"]
+        .iter()
+        .map(|n| start_with(&weed, &dir.path().join(n), "parts", n, &more))
+        .collect();
+    let mut bases: Vec<String> = procs.iter().map(base).collect();
+    for b in &bases {
+        wait_serving(&client, b).await;
+    }
+    // ⌈6/3⌉ = 2 each once settled (the bound asked is ⌈P/N⌉ + 1).
+    let served = settled(&client, &bases, 3).await;
+    eprintln!("three origins serve {served:?}");
+    let streams: std::collections::BTreeSet<u32> = (0..STREAMS)
+        .map(|i| shared::partition::of_stream(&stream(i), PARTITIONS))
+        .collect();
+    assert!(streams.len() >= 4, "the streams fall in {streams:?}");
+    for i in 0..STREAMS {
+        let r = client
+            .put(format!("{}{}", bases[i % 3], stream(i)))
+            .header("content-type", "application/octet-stream")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201, "create {i}");
+    }
+    let mut acknowledged = vec![String::new(); STREAMS];
+    let mut next = 0;
+    write_rounds(&client, &bases, &mut acknowledged, &mut next, 3).await;
+    read_everywhere(&client, &bases, &acknowledged).await;
+
+    // An edge in front of all three reads what they do.
+    let edge = InProcessEdge::start(&bases).await;
+    for (i, acked) in acknowledged.iter().enumerate() {
+        assert_eq!(
+            &read(&client, &format!("{}{}", edge.base, stream(i))).await,
+            acked
+        );
+    }
+
+    // The busiest origin's machine goes, its disk with it.
+    let mut busiest = 0;
+    for (i, b) in bases.iter().enumerate() {
+        if roles(&client, b).await.unwrap().0 > roles(&client, &bases[busiest]).await.unwrap().0 {
+            busiest = i;
+        }
+    }
+    let dead = procs.remove(busiest);
+    bases.remove(busiest);
+    drop(dead);
+    let killed = Instant::now();
+    write_rounds(&client, &bases, &mut acknowledged, &mut next, 2).await;
+    let served = settled(&client, &bases, 4).await;
+    eprintln!(
+        "after the kill, two serve {served:?} ({:?} after it)",
+        killed.elapsed()
+    );
+    read_everywhere(&client, &bases, &acknowledged).await;
+
+    // A new origin joins: the two hand it its share while writes go on.
+    let d = start_with(&weed, &dir.path().join("d"), "parts", "d", &more);
+    bases.push(base(&d));
+    procs.push(d);
+    let joined = Instant::now();
+    let mut moved = false;
+    while joined.elapsed() < Duration::from_secs(60) && !moved {
+        write_rounds(&client, &bases, &mut acknowledged, &mut next, 1).await;
+        moved = roles(&client, &bases[2]).await.is_some_and(|(s, _)| s >= 1);
+    }
+    assert!(moved, "the new origin got no partition");
+    let served = settled(&client, &bases, 3).await;
+    eprintln!(
+        "with the new one, three serve {served:?} ({:?} after it joined)",
+        joined.elapsed()
+    );
+    write_rounds(&client, &bases, &mut acknowledged, &mut next, 1).await;
+    read_everywhere(&client, &bases, &acknowledged).await;
+    let mut releases = 0;
+    for b in &bases {
+        let text = crate::common::metrics_at(&client, b).await;
+        releases += crate::common::metric_in(&text, "ds_region_releases_total").unwrap();
+    }
+    assert!(releases >= 1, "no partition was handed off");
+    for (i, acked) in acknowledged.iter().enumerate() {
+        assert_eq!(
+            &read(&client, &format!("{}{}", edge.base, stream(i))).await,
+            acked,
+            "{i} through the edge"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forks_stay_in_their_partition_and_the_count_is_pinned() {
+    let weed = Seaweed::start();
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let more = args();
+    let a = start_with(&weed, &dir.path().join("a"), "forks", "a", &more);
+    let b = start_with(&weed, &dir.path().join("b"), "forks", "b", &more);
+    let bases = vec![base(&a), base(&b)];
+    for u in &bases {
+        wait_serving(&client, u).await;
+    }
+    settled(&client, &bases, 4).await;
+    let source = "/v1/stream/source";
+    let home = shared::partition::of_stream(source, PARTITIONS);
+    let (same, other): (Vec<String>, Vec<String>) = (0..200)
+        .map(|i| format!("/v1/stream/fork{i}"))
+        .partition(|f| shared::partition::of_stream(f, PARTITIONS) == home);
+    let r = client
+        .put(format!("{}{source}", bases[0]))
+        .header("content-type", "text/plain")
+        .body("hello")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let fork = |path: String, through: String| {
+        let client = client.clone();
+        async move {
+            client
+                .put(format!("{through}{path}"))
+                .header("content-type", "text/plain")
+                .header("stream-forked-from", source)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    // Within the source's partition, through either origin.
+    let r = fork(same[0].clone(), bases[1].clone()).await;
+    assert_eq!(r.status(), 201);
+    assert_eq!(
+        read(&client, &format!("{}{}", bases[0], same[0])).await,
+        "hello"
+    );
+    // Across partitions: refused, nothing made.
+    let r = fork(other[0].clone(), bases[0].clone()).await;
+    assert_eq!(r.status(), 409);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "FORK_ACROSS_PARTITIONS");
+    let r = client
+        .head(format!("{}{}", bases[1], other[0]))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+
+    // Another count on this bucket: the origin refuses to start.
+    let mut wrong = start_with(
+        &weed,
+        &dir.path().join("c"),
+        "forks",
+        "c",
+        &["--region-partitions", "3"],
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = wrong.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "an origin with another count kept running"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!status.success());
+}
