@@ -63,6 +63,8 @@ mod forks;
 mod ops;
 #[path = "differential_reads.rs"]
 mod reads;
+#[path = "differential_region.rs"]
+mod region;
 
 const CHUNK: u64 = 4 << 20;
 /// The largest an incarnation of a stream grows.
@@ -372,10 +374,33 @@ impl Mismatch {
 
 // ---------------------------------------------------------------- one seed
 
+/// What a seed runs against: one origin and an edge, or a region of two
+/// origins (the owner killed halfway) and an edge given both.
+enum Under {
+    One(Stack),
+    Region(region::RegionStack),
+}
+
+impl Under {
+    fn origin_base(&self) -> String {
+        match self {
+            Under::One(s) => format!("http://{}", s.origin.addr),
+            Under::Region(r) => r.origin_base.clone(),
+        }
+    }
+
+    fn edge_base(&self) -> String {
+        match self {
+            Under::One(s) => format!("http://{}", s.edge_addr),
+            Under::Region(r) => r.edge_base.clone(),
+        }
+    }
+}
+
 struct Run<'a> {
     seed: u64,
     knobs: &'a Knobs,
-    stack: Stack,
+    stack: Under,
     http: reqwest::Client,
     rng: Rng,
     slots: Vec<Slot>,
@@ -410,7 +435,11 @@ fn header_of(r: &reqwest::Response, name: &str) -> Option<String> {
 
 impl<'a> Run<'a> {
     async fn new(seed: u64, knobs: &'a Knobs) -> Run<'a> {
-        let stack = Setup::of(seed).start().await;
+        let stack = Under::One(Setup::of(seed).start().await);
+        Self::on(seed, knobs, stack)
+    }
+
+    fn on(seed: u64, knobs: &'a Knobs, stack: Under) -> Run<'a> {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_secs(30))
@@ -451,6 +480,15 @@ impl<'a> Run<'a> {
     async fn run(&mut self) {
         for op in 0..self.knobs.ops {
             self.op = op;
+            if op == self.knobs.ops / 2 {
+                if let Under::Region(region) = &mut self.stack {
+                    let took = region.take_over(&self.http).await;
+                    eprintln!(
+                        "differential: seed {} op {op}: the owner killed (-9, disk deleted), the other serving after {took:?}",
+                        self.seed
+                    );
+                }
+            }
             let (slot, invalidating) = self.step().await;
             if self.knobs.trace {
                 eprintln!("seed {} op {op}: {}", self.seed, self.op_desc);
@@ -473,7 +511,7 @@ impl<'a> Run<'a> {
     // ------------------------------------------------------------ operations
 
     fn origin(&self, target: &str) -> String {
-        self.stack.origin_url(target)
+        format!("{}{target}", self.stack.origin_base())
     }
 
     /// One random operation on the origin; the slot it concerned and
@@ -634,7 +672,22 @@ impl<'a> Run<'a> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_operations_on_the_origin_read_the_same_through_the_edge() {
-    let knobs = Knobs::from_env();
+    run_seeds(Knobs::from_env(), false).await;
+}
+
+/// The same in a region of two origins whose owner is killed (`-9`, its
+/// disk deleted) halfway through each seed: across the takeover every
+/// answer through the edge is still the origin's. `DIFF_REGION_SEEDS`
+/// (default 1) seeds from 101.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_operations_read_the_same_through_the_edge_across_a_takeover() {
+    let mut knobs = Knobs::from_env();
+    let count = env_u64("DIFF_REGION_SEEDS").unwrap_or(1);
+    knobs.seeds = (101..101 + count).collect();
+    run_seeds(knobs, true).await;
+}
+
+async fn run_seeds(knobs: Knobs, in_region: bool) {
     let started = Instant::now();
     let mut reads = 0;
     let mut by_class: BTreeMap<&'static str, usize> = BTreeMap::new();
@@ -643,14 +696,26 @@ async fn random_operations_on_the_origin_read_the_same_through_the_edge() {
     let mut surprises: Vec<String> = Vec::new();
     for &seed in &knobs.seeds {
         let t = Instant::now();
-        let mut run = Run::new(seed, &knobs).await;
+        let mut run = if in_region {
+            Run::on(
+                seed,
+                &knobs,
+                Under::Region(region::RegionStack::start(seed).await),
+            )
+        } else {
+            Run::new(seed, &knobs).await
+        };
         run.run().await;
         let f = &run.fork_stats;
+        let setup = if in_region {
+            "Region".to_owned()
+        } else {
+            format!("{:?}", Setup::of(seed))
+        };
         eprintln!(
-            "differential: seed {seed} ({:?}): {} ops, {} MiB appended, {} forks (and {} refused), \
+            "differential: seed {seed} ({setup}): {} ops, {} MiB appended, {} forks (and {} refused), \
              {} soft deletes, {} with their last fork, {} retained with their source, \
              {} reads compared, {} mismatches, {:.1} s",
-            Setup::of(seed),
             knobs.ops,
             run.appended >> 20,
             f.made,

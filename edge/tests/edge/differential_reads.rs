@@ -244,8 +244,8 @@ impl Run<'_> {
     }
 
     pub(super) async fn compare(&mut self, req: Req) {
-        let origin_base = format!("http://{}", self.stack.origin.addr);
-        let edge_base = format!("http://{}", self.stack.edge_addr);
+        let origin_base = self.stack.origin_base();
+        let edge_base = self.stack.edge_base();
         let (o, e) = tokio::join!(self.send(origin_base, &req), self.send(edge_base, &req));
         self.reads += 1;
         *self.by_class.entry(req.class).or_default() += 1;

@@ -386,6 +386,9 @@ pub struct RegionMetrics {
     pub releases: AtomicU64,
     /// The region's partition count.
     pub partitions: AtomicI64,
+    /// Looks that saw another origin heartbeating under this one's
+    /// `--node-id` (with another URL): an operator's mistake to fix.
+    pub node_id_conflicts: AtomicU64,
 }
 
 impl RegionMetrics {
@@ -412,6 +415,7 @@ impl RegionMetrics {
                 &self.checkpoint_deleted,
             ),
             ("ds_region_releases_total", &self.releases),
+            ("ds_region_node_id_conflicts_total", &self.node_id_conflicts),
         ] {
             let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Relaxed));
         }

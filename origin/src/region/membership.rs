@@ -100,6 +100,11 @@ pub struct Membership {
     config: MembershipConfig,
     partitions: u32,
     me: String,
+    /// This origin's advertised URL: a heartbeat under its name with
+    /// another is a second origin started with the same `--node-id`.
+    url: String,
+    /// Whether the last look saw such a heartbeat.
+    conflict: bool,
     liveness: Liveness,
     /// Each partition's newest claim.
     owners: Vec<Option<Owner>>,
@@ -122,6 +127,7 @@ impl Membership {
         store: Arc<dyn ObjectStore>,
         config: MembershipConfig,
         node: &str,
+        url: &str,
         partitions: u32,
     ) -> Membership {
         let n = partitions as usize;
@@ -131,6 +137,8 @@ impl Membership {
             config,
             partitions,
             me: node.to_owned(),
+            url: url.to_owned(),
+            conflict: false,
             owners: vec![None; n],
             targets: vec![None; n],
             unclaimed_since: vec![None; n],
@@ -147,6 +155,11 @@ impl Membership {
 
     pub fn config(&self) -> &MembershipConfig {
         &self.config
+    }
+
+    /// Whether the last look saw another origin under this one's name.
+    pub fn conflict(&self) -> bool {
+        self.conflict
     }
 
     /// The newest claim of partition `p` known.
@@ -214,6 +227,13 @@ impl Membership {
             .try_collect()
             .await?;
         let now = self.now();
+        self.conflict = beats.iter().any(|b| b.node == self.me && b.url != self.url);
+        if self.conflict {
+            tracing::error!(
+                node = %self.me,
+                "another origin heartbeats under this origin's --node-id with another URL: give each origin of a region its own name (ownership stays safe, but the two take partitions from each other)"
+            );
+        }
         self.liveness.observe(&beats, now);
         let newest: Vec<(u32, Option<Owner>)> = {
             let me = &*self;

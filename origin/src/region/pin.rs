@@ -13,9 +13,20 @@ struct Pinned {
     partitions: u32,
 }
 
+/// Why the count could not be pinned.
+#[derive(Debug, thiserror::Error)]
+pub enum PinError {
+    /// The bucket has another count: this origin must not start.
+    #[error("{0}")]
+    Mismatch(String),
+    /// The bucket could not be read or written: try again.
+    #[error("the bucket: {0}")]
+    Bucket(#[from] std::io::Error),
+}
+
 /// Pins `partitions` if the bucket has no count yet; an error naming both
 /// if it has another.
-pub async fn partitions(store: &dyn ObjectStore, partitions: u32) -> std::io::Result<()> {
+pub async fn partitions(store: &dyn ObjectStore, partitions: u32) -> Result<(), PinError> {
     let key = keys::region_partitions();
     let mine = serde_json::to_vec(&Pinned { partitions }).expect("serializes");
     let create = PutOptions {
@@ -36,8 +47,8 @@ pub async fn partitions(store: &dyn ObjectStore, partitions: u32) -> std::io::Re
                     .is_none()
             {
                 let _ = store.delete(&key).await;
-                return Err(std::io::Error::other(
-                    "this region's bucket was made with one partition (before the count was pinned); start it with --region-partitions 1",
+                return Err(PinError::Mismatch(
+                    "this region's bucket was made with one partition (before the count was pinned); start it with --region-partitions 1".into(),
                 ));
             }
             return Ok(());
@@ -49,12 +60,12 @@ pub async fn partitions(store: &dyn ObjectStore, partitions: u32) -> std::io::Re
             .bytes()
             .await
             .map_err(std::io::Error::other)?,
-        Err(e) => return Err(std::io::Error::other(e)),
+        Err(e) => return Err(std::io::Error::other(e).into()),
     };
     let pinned: Pinned = serde_json::from_slice(&pinned)
-        .map_err(|e| std::io::Error::other(format!("{key} is not a partition count: {e}")))?;
+        .map_err(|e| PinError::Mismatch(format!("{key} is not a partition count: {e}")))?;
     if pinned.partitions != partitions {
-        return Err(std::io::Error::other(format!(
+        return Err(PinError::Mismatch(format!(
             "this region's bucket has {} partitions (pinned at its start); --region-partitions {} would move streams away from their data",
             pinned.partitions, partitions
         )));

@@ -195,7 +195,24 @@ impl RegionOrigin {
             std::io::Error::other("object durability needs object storage (--object-store)")
         })?;
         let objects = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
-        crate::region::pin::partitions(&*objects, self.partitions).await?;
+        // Another count refuses to start; a bucket not answering yet is
+        // tried again before the first look (answering 503 meanwhile).
+        let pinned = tokio::time::timeout(
+            self.patience(),
+            crate::region::pin::partitions(&*objects, self.partitions),
+        )
+        .await;
+        let pinned = match pinned {
+            Ok(Err(crate::region::pin::PinError::Mismatch(why))) => {
+                return Err(std::io::Error::other(why))
+            }
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not pin the region's partition count yet; trying again");
+                false
+            }
+            Err(_) => false,
+        };
         let _ = self.objects.set(Arc::clone(&objects));
         let heartbeater = Arc::new(Heartbeater::new(
             Arc::clone(&objects),
@@ -206,11 +223,12 @@ impl RegionOrigin {
             objects,
             self.membership.clone(),
             &self.store.region.node,
+            &self.store.region.url,
             self.partitions,
         );
         let (stop_beating, beating) = tokio::sync::watch::channel(false);
         let beats = tokio::spawn(Arc::clone(&self).beat(Arc::clone(&heartbeater), beating));
-        let run = tokio::spawn(Arc::clone(&self).run(membership));
+        let run = tokio::spawn(Arc::clone(&self).run(membership, pinned));
         let sweeper = shell::periodic::every(Duration::from_secs(1), {
             let me = Arc::clone(&self);
             move || {
@@ -291,7 +309,7 @@ impl RegionOrigin {
 
     /// The membership loop: look, decide and act for every partition;
     /// until closing.
-    async fn run(self: Arc<Self>, mut m: Membership) {
+    async fn run(self: Arc<Self>, mut m: Membership, mut pinned: bool) {
         let renew = m.config().renew;
         let patience = self.patience();
         let n = self.partitions as usize;
@@ -336,8 +354,26 @@ impl RegionOrigin {
                     continue;
                 }
             }
+            if !pinned {
+                let objects = self.objects.get().expect("set before the loop");
+                let pin = crate::region::pin::partitions(&**objects, self.partitions);
+                match tokio::time::timeout(patience, pin).await {
+                    Ok(Ok(())) => pinned = true,
+                    Ok(Err(crate::region::pin::PinError::Mismatch(why))) => {
+                        // Found only now: stay out of the region.
+                        tracing::error!(%why, "this origin does not join the region");
+                        continue;
+                    }
+                    _ => continue,
+                }
+            }
             match m.look(patience).await {
-                Some(live) => self.metrics.live_nodes.store(live as i64, Relaxed),
+                Some(live) => {
+                    self.metrics.live_nodes.store(live as i64, Relaxed);
+                    if m.conflict() {
+                        self.metrics.node_id_conflicts.fetch_add(1, Relaxed);
+                    }
+                }
                 None => {
                     self.metrics.heartbeat_failures.fetch_add(1, Relaxed);
                     continue;

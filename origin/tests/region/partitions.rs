@@ -323,3 +323,31 @@ async fn forks_stay_in_their_partition_and_the_count_is_pinned() {
     };
     assert!(!status.success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_origins_under_one_name_are_reported() {
+    let weed = Seaweed::start();
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let more = args();
+    let one = start_with(&weed, &dir.path().join("1"), "twins", "twin", &more);
+    let two = start_with(&weed, &dir.path().join("2"), "twins", "twin", &more);
+    let bases = [base(&one), base(&two)];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut seen = 0;
+        for b in &bases {
+            let text = crate::common::metrics_at(&client, b).await;
+            seen +=
+                crate::common::metric_in(&text, "ds_region_node_id_conflicts_total").unwrap_or(0);
+        }
+        if seen > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "neither origin noticed the other under its name"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
