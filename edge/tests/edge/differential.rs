@@ -377,7 +377,7 @@ impl Mismatch {
 /// What a seed runs against: one origin and an edge, or a region of two
 /// origins (the owner killed halfway) and an edge given both.
 enum Under {
-    One(Stack),
+    One(Box<Stack>),
     Region(region::RegionStack),
 }
 
@@ -435,7 +435,7 @@ fn header_of(r: &reqwest::Response, name: &str) -> Option<String> {
 
 impl<'a> Run<'a> {
     async fn new(seed: u64, knobs: &'a Knobs) -> Run<'a> {
-        let stack = Under::One(Setup::of(seed).start().await);
+        let stack = Under::One(Box::new(Setup::of(seed).start().await));
         Self::on(seed, knobs, stack)
     }
 
