@@ -6,7 +6,8 @@
 # Express-like, S3 Standard-like). Prints ds-load's line for each and the
 # origin's WAL puts per second and per append (the PUT bill). Last, a region
 # of two: the same load against the owner and through the follower (every
-# append forwarded), for the cost of the extra hop.
+# append forwarded), for the cost of the extra hop. Also one origin serving
+# six partitions (six WALs), for what per-partition WALs cost in puts.
 #
 #   loadtest/region-bench.sh [SECONDS]     (default 10; needs `weed` on PATH
 #                                           and a release build)
@@ -34,7 +35,8 @@ start_origin() {
   for _ in $(seq 1 300); do
     addr=$(grep -Eo 'addr=[0-9.:]+' "$log" | head -1 | cut -d= -f2 || true)
     [ -n "$addr" ] && curl -sf "http://$addr/metrics" 2>/dev/null |
-      awk '$1 ~ /^ds_region_(serving|following)$/ {seen=1; if ($2 == 1) up=1} END {exit !(up || !seen)}' && break
+      awk '$1 ~ /^ds_region_(serving|following)$/ {seen=1; held+=$2} $1 == "ds_region_partitions" {p=$2}
+           END {exit !(!seen || (p > 0 && held == p))}' && break
     sleep 0.1
   done
 }
@@ -78,4 +80,7 @@ run sync --durability sync
 run object --object-store s3://bench/object --durability object
 run object-10ms --object-store s3://bench/object-10 --durability object --object-put-delay 10ms
 run object-50ms --object-store s3://bench/object-50 --durability object --object-put-delay 50ms
+# One origin serving six partitions: a WAL (and a group commit) each, so
+# the same load makes more, smaller puts (the cost of per-partition WALs).
+run object-6-partitions --object-store s3://bench/object-6 --durability object --region-partitions 6
 follower_runs
