@@ -13,6 +13,9 @@ use origin::server::Origin;
 use origin::store::{Store, StoreConfig};
 use tokio::sync::oneshot;
 
+/// A region origin's role, from its metrics.
+#[path = "../../../origin/tests/common/region_roles.rs"]
+pub mod region_roles;
 /// SeaweedFS for origins in object durability (`DS_TEST_DURABILITY=object`).
 #[path = "../../../origin/tests/common/seaweed.rs"]
 pub mod seaweed;

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common::region_roles::serving as serves;
 use crate::common::seaweed::Seaweed;
 use crate::common::*;
 
@@ -75,27 +76,6 @@ fn spawn(weed: &Seaweed, data: PathBuf, prefix: &str, node: &str) -> OriginProc 
         .unwrap_or_else(|| panic!("no address in {first}"));
     std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
     OriginProc { child, addr, data }
-}
-
-/// Whether the origin at `base` serves the partition (None: no answer).
-async fn serves(http: &reqwest::Client, base: &str) -> Option<bool> {
-    let text = http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    let value = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<i64>().ok())
-    };
-    match (value("ds_region_serving"), value("ds_region_following")) {
-        (Some(1), _) => Some(true),
-        (_, Some(1)) => Some(false),
-        _ => None,
-    }
 }
 
 fn base(p: &OriginProc) -> String {

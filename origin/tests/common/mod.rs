@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod process;
+pub mod region_roles;
 pub mod s3;
 pub mod seaweed;
 

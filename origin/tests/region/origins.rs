@@ -50,24 +50,7 @@ pub async fn wait_owner(client: &reqwest::Client, base: &str) {
     panic!("the origin at {base} did not take the partition");
 }
 
-/// Whether the origin at `base` serves the partition (Some(false): it
-/// follows another; None: no answer, or joining).
-pub async fn serving(client: &reqwest::Client, base: &str) -> Option<bool> {
-    let text = client
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    let metric = |name| crate::common::metric_in(&text, name);
-    match (metric("ds_region_serving"), metric("ds_region_following")) {
-        (Some(1), _) => Some(true),
-        (_, Some(1)) => Some(false),
-        _ => None,
-    }
-}
+pub use crate::common::region_roles::serving;
 
 /// Creates a binary stream at `url`; returns the status.
 pub async fn create(client: &reqwest::Client, url: &str) -> reqwest::StatusCode {

@@ -30,19 +30,7 @@ fn base(p: &Proc) -> String {
     format!("http://{}", p.addr)
 }
 
-/// (served, followed) partitions of the origin at `base`.
-async fn roles(client: &reqwest::Client, base: &str) -> Option<(i64, i64)> {
-    let text = client
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    let m = |name| crate::common::metric_in(&text, name);
-    Some((m("ds_region_serving")?, m("ds_region_following")?))
-}
+use crate::common::region_roles::roles;
 
 /// Waits until every partition is served by exactly one of `bases` and
 /// followed by the rest, each serving at most `most`; returns each one's
