@@ -1,16 +1,30 @@
-//! The region's partition count, pinned in the bucket by its first origin
-//! (`region/partitions.json`, a create-only put): a stream's partition is
-//! a hash of its path modulo the count, so an origin started with another
-//! count would look for streams where they are not. It refuses to start.
+//! The region's partition count and format, pinned in the bucket by its
+//! first origin (`region/partitions.json`, a create-only put): a stream's
+//! partition is a hash of its path modulo the count, so an origin started
+//! with another count would look for streams where they are not, and one
+//! that does not know the bucket's format would misread it. Either
+//! refuses to start. A later version that changes what the bucket holds
+//! raises [`FORMAT`], so older binaries stop at the gate instead of
+//! serving (or fencing) what they cannot read.
 
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
 
 use crate::objects::keys;
 
+/// The format of the region's objects this build writes and reads.
+pub const FORMAT: u32 = 1;
+
 #[derive(Serialize, Deserialize)]
 struct Pinned {
     partitions: u32,
+    /// Absent in buckets pinned before it was: format 1.
+    #[serde(default = "first_format")]
+    format: u32,
+}
+
+fn first_format() -> u32 {
+    1
 }
 
 /// Why the count could not be pinned.
@@ -28,7 +42,11 @@ pub enum PinError {
 /// if it has another.
 pub async fn partitions(store: &dyn ObjectStore, partitions: u32) -> Result<(), PinError> {
     let key = keys::region_partitions();
-    let mine = serde_json::to_vec(&Pinned { partitions }).expect("serializes");
+    let mine = serde_json::to_vec(&Pinned {
+        partitions,
+        format: FORMAT,
+    })
+    .expect("serializes");
     let create = PutOptions {
         mode: PutMode::Create,
         ..Default::default()
@@ -64,6 +82,12 @@ pub async fn partitions(store: &dyn ObjectStore, partitions: u32) -> Result<(), 
     };
     let pinned: Pinned = serde_json::from_slice(&pinned)
         .map_err(|e| PinError::Mismatch(format!("{key} is not a partition count: {e}")))?;
+    if pinned.format > FORMAT {
+        return Err(PinError::Mismatch(format!(
+            "this region's bucket is of format {} (a newer version of this server wrote it); this one reads format {FORMAT}: upgrade it",
+            pinned.format
+        )));
+    }
     if pinned.partitions != partitions {
         return Err(PinError::Mismatch(format!(
             "this region's bucket has {} partitions (pinned at its start); --region-partitions {} would move streams away from their data",

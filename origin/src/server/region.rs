@@ -84,9 +84,12 @@ pub struct RegionOrigin {
     /// The region's partition count, and each partition's state here.
     partitions: u32,
     parts: Vec<Part>,
-    /// Partitions this origin let go of (heartbeat `released`), each kept
+    /// Partitions this origin let go of, each kept until a newer claim of
+    /// it is seen, and whether its store stopped: only then does the
+    /// heartbeat list it (`released`). Decisions count it at once, so this
+    /// origin does not take back what it is letting go of.
     /// until a newer claim of it is seen.
-    released: Arc<parking_lot::Mutex<Vec<Released>>>,
+    released: Arc<parking_lot::Mutex<Vec<(Released, bool)>>>,
     /// What the stores share.
     sharing: super::Sharing,
     /// One copy of the access files from the bucket at a time.
@@ -296,7 +299,13 @@ impl RegionOrigin {
                 _ = stop.wait_for(|s| *s) => return,
             }
             let aside = self.standing_aside.load(Relaxed);
-            let released = self.released.lock().clone();
+            let released = self
+                .released
+                .lock()
+                .iter()
+                .filter(|(_, stopped)| *stopped)
+                .map(|(r, _)| *r)
+                .collect();
             match tokio::time::timeout(self.patience(), heartbeater.beat(aside, released)).await {
                 Ok(Ok(())) => {}
                 _ => {
@@ -413,8 +422,8 @@ impl RegionOrigin {
             // A release is listed until a newer claim of it is seen.
             self.released
                 .lock()
-                .retain(|r| m.owner(r.partition).is_some_and(|o| o.epoch == r.epoch));
-            let mine = self.released.lock().clone();
+                .retain(|(r, _)| m.owner(r.partition).is_some_and(|o| o.epoch == r.epoch));
+            let mine: Vec<Released> = self.released.lock().iter().map(|(r, _)| *r).collect();
             let held = self.serving().len();
             for p in 0..self.partitions {
                 let i = p as usize;
@@ -428,7 +437,12 @@ impl RegionOrigin {
                 match m.decide(p, serving, &mine, held) {
                     Decision::Serve | Decision::Wait => {}
                     Decision::Release => self.release(p),
-                    Decision::Follow { url } => self.follow(p, url),
+                    Decision::Follow { url } => {
+                        // Another serves it: its failed claims no longer
+                        // count against this origin.
+                        failures[i] = 0;
+                        self.follow(p, url)
+                    }
                     Decision::Claim if tokio::time::Instant::now() >= next_claim[i] => {
                         claiming[i] = true;
                         let (p, dir, task) = self.claim(p);
@@ -437,6 +451,8 @@ impl RegionOrigin {
                     Decision::Claim => {}
                 }
             }
+            let aside = failures.iter().any(|f| *f >= STAND_ASIDE_AFTER);
+            self.standing_aside.store(aside, Relaxed);
         }
         self.builds_stop.store(true, Relaxed);
         // Claims still replaying finish, and their stores stop at once.
@@ -587,7 +603,7 @@ impl RegionOrigin {
                     streams = state.store.stream_count(),
                     "serving the partition"
                 );
-                self.released.lock().retain(|r| r.partition != p);
+                self.released.lock().retain(|(r, _)| r.partition != p);
                 *self.parts[p as usize].current.write() = Current::Serving {
                     state,
                     epoch,
@@ -656,18 +672,20 @@ impl RegionOrigin {
             partition: p,
             epoch,
         };
-        let me = self.released_list();
+        self.released.lock().push((released, false));
+        let list = Arc::clone(&self.released);
         tokio::spawn(async move {
             state.store.shutdown().await;
             drop(state);
-            me.lock().push(released);
+            // Listed in the heartbeat from now on (unless already claimed
+            // back, or taken by a newer claim).
+            for (r, stopped) in list.lock().iter_mut() {
+                if *r == released {
+                    *stopped = true;
+                }
+            }
             remove_later(dir.to_path_buf());
         });
-    }
-
-    /// The list of releases, to hand to a task.
-    fn released_list(&self) -> Arc<parking_lot::Mutex<Vec<Released>>> {
-        Arc::clone(&self.released)
     }
 
     /// Moves partition `p` to `next`; a store this origin served stops in

@@ -310,6 +310,28 @@ async fn forks_stay_in_their_partition_and_the_count_is_pinned() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(!status.success());
+
+    // A bucket a newer version wrote (a higher format): refused as well.
+    use object_store::ObjectStoreExt as _;
+    let store = weed.store("gate");
+    let pin = object_store::path::Path::from("region/partitions.json");
+    store
+        .put(&pin, br#"{"partitions":1,"format":2}"#.to_vec().into())
+        .await
+        .unwrap();
+    let mut newer = start_with(&weed, &dir.path().join("d"), "gate", "d", &[]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = newer.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "an origin kept running on a newer format"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!status.success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
