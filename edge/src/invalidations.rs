@@ -56,6 +56,7 @@ pub struct Feed {
 
 impl Feed {
     pub fn new(upstream: Upstream, metrics: Arc<Metrics>, limits: &Limits) -> Arc<Feed> {
+        metrics.feed_partitions(1);
         Arc::new(Feed {
             vouch: Mutex::new(Vouch::new(limits.feed_stale_after)),
             upstream,
@@ -171,18 +172,13 @@ impl Feed {
         }
     }
 
-    /// The partition count an answer names, if it names more than known.
-    fn learn(&self, headers: &HeaderMap) {
-        let Some(count) = headers
-            .get(h::REGION_PARTITIONS)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u32>().ok())
-            .map(|n| n.min(shared::partition::MAX_PARTITIONS))
-        else {
-            return;
-        };
+    /// The partition count the answers so far named (`Upstream` reads it
+    /// off every answer, the feed's included), if more than known.
+    fn learn(&self) {
+        let count = self.upstream.partitions();
         if count > *self.partitions.borrow() {
             self.answered.lock().resize(count as usize, None);
+            self.metrics.feed_partitions(count);
             self.partitions.send_replace(count);
         }
     }
@@ -228,7 +224,7 @@ impl Feed {
         if answer.status.is_server_error() {
             return Step::Failed;
         }
-        self.learn(&answer.headers);
+        self.learn();
         let (Some(incarnation), Some(next)) = (
             answer.headers.get(h::STREAM_INCARNATION).cloned(),
             answer

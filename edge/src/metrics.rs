@@ -80,6 +80,8 @@ pub struct Metrics {
     sse_dropped_slow: AtomicU64,
     sse_feeds_over_budget: AtomicU64,
     upstream_tails: AtomicI64,
+    /// Partitions whose invalidation feeds are tailed (a region's count).
+    feed_partitions_followed: AtomicI64,
     invalidations: AtomicU64,
     feed_losses: AtomicU64,
     not_vouched: AtomicU64,
@@ -142,6 +144,12 @@ impl Metrics {
     }
 
     /// The feed was lost (an error, a gap, a restart of the origin).
+    /// The feed now tails this many partitions' feeds.
+    pub fn feed_partitions(&self, count: u32) {
+        self.feed_partitions_followed
+            .store(i64::from(count), Relaxed);
+    }
+
     pub fn feed_lost(&self) {
         self.feed_losses.fetch_add(1, Relaxed);
     }
@@ -227,6 +235,7 @@ impl Metrics {
             ("edge_long_poll_flights", &self.long_poll_flights),
             ("edge_sse_open", &self.sse_open),
             ("edge_upstream_tails", &self.upstream_tails),
+            ("edge_feed_partitions", &self.feed_partitions_followed),
         ];
         for (name, v) in gauges {
             let _ = writeln!(out, "# TYPE {name} gauge\n{name} {}", v.load(Relaxed));

@@ -100,6 +100,11 @@ impl Upstream {
         self.current.load(std::sync::atomic::Ordering::Relaxed) % self.bases.len()
     }
 
+    /// The region's partition count as answers named it (1: one).
+    pub fn partitions(&self) -> u32 {
+        self.partitions.load(Relaxed)
+    }
+
     /// The origin for a request of `path_and_query`: its partition's owner
     /// when known, else the one in use.
     fn origin_for(&self, path_and_query: &str) -> usize {

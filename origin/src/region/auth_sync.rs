@@ -17,11 +17,17 @@
 //! the owner. The bucket then holds the private signing key: who may read
 //! the bucket's `region/` may mint tokens (it may read every stream
 //! anyway).
+//!
+//! With several partitions the key store lives with partition 0 (where
+//! `/_admin` is routed): its owner puts it back when it changes, and every
+//! other origin serving a partition reads it again at each look when its
+//! ETag changed ([`refresh`]), so a key made or revoked there works or
+//! stops working everywhere within a renewal or two.
 
 use std::io::Write;
 use std::path::Path;
 
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use crate::objects::keys;
 
@@ -98,6 +104,32 @@ pub async fn publish(
         .map_err(std::io::Error::other)?;
     *last = bytes;
     Ok(())
+}
+
+/// Copies the region's key store into `data` if it changed in the bucket
+/// since `etag` (the ETag it was last read at, which it then holds).
+pub async fn refresh(
+    store: &dyn ObjectStore,
+    data: &Path,
+    etag: &mut Option<String>,
+) -> std::io::Result<()> {
+    let options = GetOptions {
+        if_none_match: etag.clone(),
+        ..Default::default()
+    };
+    match store.get_opts(&keys::region_auth(KEY_STORE), options).await {
+        Ok(got) => {
+            let tag = got.meta.e_tag.clone();
+            let bytes = got.bytes().await.map_err(std::io::Error::other)?;
+            write_private(&data.join(KEY_STORE), &bytes)?;
+            *etag = tag;
+            Ok(())
+        }
+        Err(object_store::Error::NotModified { .. } | object_store::Error::NotFound { .. }) => {
+            Ok(())
+        }
+        Err(e) => Err(std::io::Error::other(e)),
+    }
 }
 
 async fn read(

@@ -51,34 +51,41 @@ pub async fn partitions(store: &dyn ObjectStore, partitions: u32) -> Result<(), 
         mode: PutMode::Create,
         ..Default::default()
     };
-    let pinned = match store.put_opts(&key, PutPayload::from(mine), create).await {
-        Ok(_) if partitions == 1 => return Ok(()),
-        Ok(_) => {
-            // A bucket of a region from before the pin had one partition.
-            use futures::StreamExt;
-            let older = store.list(Some(&keys::partition_epochs(0))).next().await;
-            if older.is_some()
-                && store
-                    .list(Some(&keys::partition_epochs(1)))
-                    .next()
-                    .await
-                    .is_none()
-            {
-                let _ = store.delete(&key).await;
-                return Err(PinError::Mismatch(
-                    "this region's bucket was made with one partition (before the count was pinned); start it with --region-partitions 1".into(),
-                ));
-            }
-            return Ok(());
-        }
-        Err(object_store::Error::AlreadyExists { .. }) => store
-            .get(&key)
-            .await
-            .map_err(std::io::Error::other)?
-            .bytes()
-            .await
-            .map_err(std::io::Error::other)?,
+    let existing = match store.get(&key).await {
+        Ok(got) => Some(got.bytes().await.map_err(std::io::Error::other)?),
+        Err(object_store::Error::NotFound { .. }) => None,
         Err(e) => return Err(std::io::Error::other(e).into()),
+    };
+    if existing.is_none() && partitions != 1 {
+        // No pin yet: a bucket of a region from before the pin, whose
+        // claims are of partition 0 alone, had one partition.
+        use futures::StreamExt;
+        let any = |p: u32| async move {
+            match store.list(Some(&keys::partition_epochs(p))).next().await {
+                None => Ok(false),
+                Some(Ok(_)) => Ok(true),
+                Some(Err(e)) => Err(PinError::Bucket(std::io::Error::other(e))),
+            }
+        };
+        if any(0).await? && !any(1).await? {
+            return Err(PinError::Mismatch(
+                "this region's bucket was made with one partition (before the count was pinned); start it with --region-partitions 1".into(),
+            ));
+        }
+    }
+    let pinned = match existing {
+        Some(bytes) => bytes,
+        None => match store.put_opts(&key, PutPayload::from(mine), create).await {
+            Ok(_) => return Ok(()),
+            Err(object_store::Error::AlreadyExists { .. }) => store
+                .get(&key)
+                .await
+                .map_err(std::io::Error::other)?
+                .bytes()
+                .await
+                .map_err(std::io::Error::other)?,
+            Err(e) => return Err(std::io::Error::other(e).into()),
+        },
     };
     let pinned: Pinned = serde_json::from_slice(&pinned)
         .map_err(|e| PinError::Mismatch(format!("{key} is not a partition count: {e}")))?;

@@ -92,6 +92,10 @@ pub struct RegionOrigin {
     released: Arc<parking_lot::Mutex<Vec<(Released, bool)>>>,
     /// What the stores share.
     sharing: super::Sharing,
+    /// Set once the partition count is pinned (or found the same): the
+    /// heartbeat waits for it, so an origin that may not join is never
+    /// seen as a live member.
+    pinned: std::sync::atomic::AtomicBool,
     /// One copy of the access files from the bucket at a time.
     fetching: Arc<tokio::sync::Mutex<()>>,
     /// Turns true when the server starts to shut down.
@@ -121,6 +125,10 @@ type ClaimDone = (
 /// aside (a lost race fails a claim once; a broken disk or bucket again
 /// and again).
 const STAND_ASIDE_AFTER: u32 = 2;
+
+/// How long a partition this origin claimed back after releasing it stays
+/// here whatever the spread says.
+const TAKEN_BACK_KEPT: Duration = Duration::from_secs(60);
 
 impl RegionOrigin {
     pub fn new(
@@ -159,6 +167,7 @@ impl RegionOrigin {
             released: Default::default(),
             sharing,
             fetching: Default::default(),
+            pinned: Default::default(),
             closing: tokio::sync::watch::Sender::new(false),
             incarnations: AtomicU64::new(0),
             standing_aside: std::sync::atomic::AtomicBool::new(false),
@@ -209,7 +218,10 @@ impl RegionOrigin {
             Ok(Err(crate::region::pin::PinError::Mismatch(why))) => {
                 return Err(std::io::Error::other(why))
             }
-            Ok(Ok(())) => true,
+            Ok(Ok(())) => {
+                self.pinned.store(true, Relaxed);
+                true
+            }
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "could not pin the region's partition count yet; trying again");
                 false
@@ -298,6 +310,9 @@ impl RegionOrigin {
                 _ = interval.tick() => {}
                 _ = stop.wait_for(|s| *s) => return,
             }
+            if !self.pinned.load(Relaxed) {
+                continue;
+            }
             let aside = self.standing_aside.load(Relaxed);
             let released = self
                 .released
@@ -331,13 +346,20 @@ impl RegionOrigin {
         // Each partition's failed claims in a row, and when the next may start.
         let mut failures = vec![0u32; n];
         let mut next_claim = vec![tokio::time::Instant::now(); n];
-        // The key store as last put in the bucket by this origin.
+        // The key store as last put in the bucket by this origin, and the
+        // ETag it was last read from there at.
         let mut keys_published = Vec::new();
+        let mut keys_read: Option<String> = None;
         // Each partition's checkpoint build under way, and when the next may start.
         let mut building: Vec<Option<JoinHandle<Result<Built, WalError>>>> =
             (0..n).map(|_| None).collect();
         let first_build = tokio::time::Instant::now() + self.store.region.checkpoint.interval;
         let mut next_build = vec![first_build; n];
+        // A partition this origin released and then claimed back (its
+        // target did not claim it: its disk or bucket may be failing) is
+        // not released again before this, so the two do not hand it back
+        // and forth.
+        let mut keep_until = vec![tokio::time::Instant::now(); n];
         loop {
             tokio::select! {
                 _ = interval.tick() => {}
@@ -346,8 +368,12 @@ impl RegionOrigin {
                 Some((p, dir, outcome)) = claims.next(), if !claims.is_empty() => {
                     let i = p as usize;
                     claiming[i] = false;
+                    let took_back = self.released.lock().iter().any(|(r, _)| r.partition == p);
                     if self.claimed(p, dir, outcome) {
                         failures[i] = 0;
+                        if took_back {
+                            keep_until[i] = tokio::time::Instant::now() + TAKEN_BACK_KEPT;
+                        }
                     } else {
                         // Back off (a renewal, doubling up to 30 s).
                         failures[i] = failures[i].saturating_add(1);
@@ -367,7 +393,10 @@ impl RegionOrigin {
                 let objects = self.objects.get().expect("set before the loop");
                 let pin = crate::region::pin::partitions(&**objects, self.partitions);
                 match tokio::time::timeout(patience, pin).await {
-                    Ok(Ok(())) => pinned = true,
+                    Ok(Ok(())) => {
+                        pinned = true;
+                        self.pinned.store(true, Relaxed);
+                    }
                     Ok(Err(crate::region::pin::PinError::Mismatch(why))) => {
                         // Found only now: stay out of the region.
                         tracing::error!(%why, "this origin does not join the region");
@@ -419,12 +448,28 @@ impl RegionOrigin {
                     building[i] = self.build_checkpoint(p, &state);
                 }
             }
+            // Keys made or revoked on partition 0's owner reach the stores
+            // of the others.
+            let serving = self.serving();
+            if !serving.is_empty() && !matches!(self.current(0), Current::Serving { .. }) {
+                let objects = self.objects.get().expect("set before the loop");
+                let refresh =
+                    crate::region::auth_sync::refresh(&**objects, &self.data, &mut keys_read);
+                match tokio::time::timeout(patience, refresh).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        tracing::warn!(error = %e, "could not read the region's key store; trying again")
+                    }
+                    Err(_) => tracing::warn!("reading the region's key store took too long"),
+                }
+            }
+            drop(serving);
             // A release is listed until a newer claim of it is seen.
             self.released
                 .lock()
                 .retain(|(r, _)| m.owner(r.partition).is_some_and(|o| o.epoch == r.epoch));
             let mine: Vec<Released> = self.released.lock().iter().map(|(r, _)| *r).collect();
-            let held = self.serving().len();
+            let mut held = self.serving().len();
             for p in 0..self.partitions {
                 let i = p as usize;
                 if claiming[i] {
@@ -436,7 +481,18 @@ impl RegionOrigin {
                 };
                 match m.decide(p, serving, &mine, held) {
                     Decision::Serve | Decision::Wait => {}
-                    Decision::Release => self.release(p),
+                    Decision::Release if tokio::time::Instant::now() < keep_until[i] => {}
+                    Decision::Release => {
+                        // One at a time down to the share: the decisions
+                        // of this pass saw the count before it.
+                        held = held.saturating_sub(1);
+                        if p == 0 {
+                            // The next owner of the admin API starts from
+                            // every key made here.
+                            self.publish_keys(&mut keys_published).await;
+                        }
+                        self.release(p)
+                    }
                     Decision::Follow { url } => {
                         // Another serves it: its failed claims no longer
                         // count against this origin.
@@ -832,8 +888,13 @@ impl RegionOrigin {
     /// `/metrics`: the sums of the stores it serves, and its role.
     fn metrics_answer(&self) -> Response<Body> {
         let stores = self.serving();
-        let texts: Vec<String> = stores.iter().map(|s| http::metrics_text(s)).collect();
+        let texts: Vec<String> = stores
+            .iter()
+            .map(|s| s.metrics.render(s.store.stream_count()))
+            .collect();
         let mut text = crate::metrics::merge::merge(&texts);
+        // One request body budget for the whole origin: rendered once.
+        self.sharing.ingress.render(&mut text);
         let (mut serving, mut following, mut epoch) = (0, 0, 0);
         for p in 0..self.partitions {
             match self.current(p) {

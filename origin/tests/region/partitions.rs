@@ -181,6 +181,24 @@ async fn partitions_spread_move_off_a_dead_origin_and_onto_a_new_one_losing_noth
         );
     }
 
+    // It tails every partition's invalidation feed, and counts the feed
+    // live only with all of them.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = crate::common::metrics_at(&client, &edge.base).await;
+        let m = |n| crate::common::metric_in(&text, n);
+        if m("edge_feed_partitions") == Some(i64::from(PARTITIONS))
+            && m("edge_feed_live") == Some(1)
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the edge does not follow every partition's feed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
     // The busiest origin's machine goes, its disk with it.
     let mut busiest = 0;
     for (i, b) in bases.iter().enumerate() {
@@ -360,4 +378,109 @@ async fn two_origins_under_one_name_are_reported() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Sends `make()` until it answers `want` (the key store reaches the other
+/// partitions' owners within a look or two).
+async fn until_status(want: u16, what: &str, make: impl Fn() -> reqwest::RequestBuilder) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let status = make().send().await.unwrap().status().as_u16();
+        if status == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: still {status}, not {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_made_and_revoked_on_partition_zero_hold_in_every_partition() {
+    let weed = Seaweed::start();
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--region-partitions",
+        "2",
+        "--lease",
+        "2s",
+        "--lease-renew",
+        "500ms",
+        "--open-accounts",
+        "",
+        "--admin-token",
+        "admin-secret",
+    ];
+    let a = start_with(&weed, &dir.path().join("a"), "keys2", "a", &flags);
+    let b = start_with(&weed, &dir.path().join("b"), "keys2", "b", &flags);
+    let bases = vec![base(&a), base(&b)];
+    for u in &bases {
+        wait_serving(&client, u).await;
+    }
+    // One partition each.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while roles(&client, &bases[0]).await != Some((1, 1))
+        || roles(&client, &bases[1]).await != Some((1, 1))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the two partitions did not spread"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let made: serde_json::Value = client
+        .post(format!("{}/_admin/keys", bases[0]))
+        .bearer_auth("admin-secret")
+        .body(r#"{"account":"default"}"#)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let key = made["key"].as_str().expect("a key").to_owned();
+    let id = made["id"].as_str().expect("an id").to_owned();
+    let stream = (0..100)
+        .map(|i| format!("/v1/stream/guarded{i}"))
+        .find(|s| shared::partition::of_stream(s, 2) == 1)
+        .unwrap();
+    // The key works in partition 1, whose owner did not make it.
+    until_status(201, "create with the new key", || {
+        client
+            .put(format!("{}{stream}", bases[0]))
+            .bearer_auth(&key)
+            .header("content-type", "application/octet-stream")
+    })
+    .await;
+    let r = client
+        .post(format!("{}{stream}", bases[1]))
+        .header("content-type", "application/octet-stream")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401, "credentials are required");
+    // Revoked on partition 0's owner: it stops working in partition 1 too.
+    let revoked = client
+        .delete(format!("{}/_admin/keys/{id}", bases[1]))
+        .bearer_auth("admin-secret")
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        revoked.status().is_success(),
+        "revoke: {}",
+        revoked.status()
+    );
+    until_status(401, "append with the revoked key", || {
+        client
+            .post(format!("{}{stream}", bases[1]))
+            .bearer_auth(&key)
+            .header("content-type", "application/octet-stream")
+            .body("y")
+    })
+    .await;
 }
