@@ -251,6 +251,19 @@ async fn partitions_spread_move_off_a_dead_origin_and_onto_a_new_one_losing_noth
     }
 }
 
+/// Until `p` exits, which it must with a failure.
+async fn refuses_to_start(p: &mut Proc, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = p.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "{what} kept running");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!status.success(), "{what} exited cleanly");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forks_stay_in_their_partition_and_the_count_is_pinned() {
     let weed = Seaweed::start();
@@ -316,18 +329,7 @@ async fn forks_stay_in_their_partition_and_the_count_is_pinned() {
         "c",
         &["--region-partitions", "3"],
     );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = wrong.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "an origin with another count kept running"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert!(!status.success());
+    refuses_to_start(&mut wrong, "an origin with another count").await;
 
     // A bucket a newer version wrote (a higher format): refused as well.
     use object_store::ObjectStoreExt as _;
@@ -338,18 +340,7 @@ async fn forks_stay_in_their_partition_and_the_count_is_pinned() {
         .await
         .unwrap();
     let mut newer = start_with(&weed, &dir.path().join("d"), "gate", "d", &[]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = newer.child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "an origin kept running on a newer format"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert!(!status.success());
+    refuses_to_start(&mut newer, "an origin on a newer format").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
