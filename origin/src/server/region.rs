@@ -29,9 +29,6 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{Method, Response};
-use axum::response::IntoResponse;
 use futures::FutureExt;
 use parking_lot::RwLock;
 use shell::Http1;
@@ -39,16 +36,20 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use crate::clock::{Clock, SystemClock};
-use crate::http::error::ApiError;
 use crate::http::forward::Forwarder;
-use crate::http::{self, routes, HttpConfig, Shared};
+use crate::http::{self, HttpConfig, Shared};
 use crate::metrics::RegionMetrics;
-use crate::region::checkpoint::{self, Built};
+use crate::region::checkpoint::Built;
 use crate::region::liveness::{Decision, Released};
 use crate::region::membership::{Heartbeater, Membership, MembershipConfig};
 use crate::region::WalError;
 use crate::store::StoreConfig;
 use futures::stream::{FuturesUnordered, StreamExt};
+
+mod answer;
+mod builds;
+
+use answer::handle;
 
 #[derive(Clone)]
 enum Current {
@@ -214,20 +215,16 @@ impl RegionOrigin {
             crate::region::pin::partitions(&*objects, self.partitions),
         )
         .await;
-        let pinned = match pinned {
+        match pinned {
             Ok(Err(crate::region::pin::PinError::Mismatch(why))) => {
                 return Err(std::io::Error::other(why))
             }
-            Ok(Ok(())) => {
-                self.pinned.store(true, Relaxed);
-                true
-            }
+            Ok(Ok(())) => self.pinned.store(true, Relaxed),
             Ok(Err(e)) => {
-                tracing::warn!(error = %e, "could not pin the region's partition count yet; trying again");
-                false
+                tracing::warn!(error = %e, "could not pin the region's partition count yet; trying again")
             }
-            Err(_) => false,
-        };
+            Err(_) => {}
+        }
         let _ = self.objects.set(Arc::clone(&objects));
         let heartbeater = Arc::new(Heartbeater::new(
             Arc::clone(&objects),
@@ -243,7 +240,7 @@ impl RegionOrigin {
         );
         let (stop_beating, beating) = tokio::sync::watch::channel(false);
         let beats = tokio::spawn(Arc::clone(&self).beat(Arc::clone(&heartbeater), beating));
-        let run = tokio::spawn(Arc::clone(&self).run(membership, pinned));
+        let run = tokio::spawn(Arc::clone(&self).run(membership));
         let sweeper = shell::periodic::every(Duration::from_secs(1), {
             let me = Arc::clone(&self);
             move || {
@@ -333,7 +330,7 @@ impl RegionOrigin {
 
     /// The membership loop: look, decide and act for every partition;
     /// until closing.
-    async fn run(self: Arc<Self>, mut m: Membership, mut pinned: bool) {
+    async fn run(self: Arc<Self>, mut m: Membership) {
         let renew = m.config().renew;
         let patience = self.patience();
         let n = self.partitions as usize;
@@ -389,14 +386,11 @@ impl RegionOrigin {
                     continue;
                 }
             }
-            if !pinned {
+            if !self.pinned.load(Relaxed) {
                 let objects = self.objects.get().expect("set before the loop");
                 let pin = crate::region::pin::partitions(&**objects, self.partitions);
                 match tokio::time::timeout(patience, pin).await {
-                    Ok(Ok(())) => {
-                        pinned = true;
-                        self.pinned.store(true, Relaxed);
-                    }
+                    Ok(Ok(())) => self.pinned.store(true, Relaxed),
                     Ok(Err(crate::region::pin::PinError::Mismatch(why))) => {
                         // Found only now: stay out of the region.
                         tracing::error!(%why, "this origin does not join the region");
@@ -536,69 +530,6 @@ impl RegionOrigin {
         }
     }
 
-    /// Starts a checkpoint build of partition `p`, which this origin
-    /// serves, on a blocking thread (`region::checkpoint`). A build that
-    /// outlives the serving is safe to finish: its looks and the model say so.
-    fn build_checkpoint(
-        &self,
-        p: u32,
-        state: &Shared,
-    ) -> Option<JoinHandle<Result<Built, WalError>>> {
-        let epoch = state.store.epoch()?;
-        let acknowledged = state.store.acknowledged_below()?;
-        let job = checkpoint::BuildJob {
-            store: Arc::clone(self.objects.get()?),
-            partition: p,
-            epoch,
-            acknowledged,
-            scratch: checkpoint::scratch_dir(
-                &self.data,
-                self.incarnations.fetch_add(1, Relaxed) + 1,
-            ),
-            now: self.clock.now_ms(),
-            config: self.store.region.checkpoint.clone(),
-            metrics: Arc::clone(&self.metrics),
-            stopping: Arc::clone(&self.builds_stop),
-        };
-        Some(tokio::task::spawn_blocking(move || checkpoint::build(&job)))
-    }
-
-    /// Counts and logs what a checkpoint build of partition `p` did.
-    fn built(&self, p: u32, outcome: Result<Result<Built, WalError>, tokio::task::JoinError>) {
-        match outcome {
-            Ok(Ok(Built::NotYet)) => {}
-            Ok(Ok(Built::Published {
-                number,
-                streams,
-                bytes,
-                parts,
-                deleted,
-            })) => {
-                tracing::info!(
-                    partition = p,
-                    number,
-                    streams,
-                    bytes,
-                    parts,
-                    deleted,
-                    "checkpointed the partition in the bucket"
-                );
-            }
-            Ok(Ok(Built::GaveUp(why))) => {
-                self.metrics.checkpoint_failures.fetch_add(1, Relaxed);
-                tracing::info!(partition = p, why, "a checkpoint build gave up");
-            }
-            Ok(Err(e)) => {
-                self.metrics.checkpoint_failures.fetch_add(1, Relaxed);
-                tracing::warn!(partition = p, error = %e, "a checkpoint build failed; the next one tries again");
-            }
-            Err(e) => {
-                self.metrics.checkpoint_failures.fetch_add(1, Relaxed);
-                tracing::error!(partition = p, error = %e, "a checkpoint build's task failed");
-            }
-        }
-    }
-
     /// Starts a claim of partition `p`: a new store in a folder of its
     /// own, replayed from the bucket on a blocking thread.
     fn claim(&self, p: u32) -> Claiming {
@@ -619,7 +550,7 @@ impl RegionOrigin {
         // The key store is fetched unless this origin serves partition 0:
         // then it holds the region's newest itself.
         let key_store = !matches!(self.current(0), Current::Serving { .. });
-        let me = self.fetching_guard();
+        let me = Arc::clone(&self.fetching);
         let task = tokio::spawn(async move {
             // The region's signing key and key store first: keys and tokens
             // made on an earlier owner work here too.
@@ -635,11 +566,6 @@ impl RegionOrigin {
             .map_err(std::io::Error::other)?
         });
         (p, dir, task)
-    }
-
-    /// The lock copies of the access files take, to hand to a task.
-    fn fetching_guard(&self) -> Arc<tokio::sync::Mutex<()>> {
-        Arc::clone(&self.fetching)
     }
 
     /// Serves what a claim of partition `p` opened; false if it failed.
@@ -811,103 +737,4 @@ fn remove_later(dir: PathBuf) {
             }
         }
     });
-}
-
-/// Answers one request: the server's own endpoints here, the rest by the
-/// store of its partition or the owner this origin follows for it.
-async fn handle<B>(me: Arc<RegionOrigin>, req: axum::http::Request<B>) -> Response<Body>
-where
-    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-    B::Error: Into<axum::BoxError>,
-{
-    if req.method() == Method::GET {
-        match req.uri().path() {
-            routes::METRICS => return me.metrics_answer(),
-            routes::HEALTH => return http::health_response(),
-            _ => {}
-        }
-    }
-    let p = partition_of(&req, me.partitions);
-    if let Some(refused) = fork_across(&req, p, me.partitions) {
-        return refused;
-    }
-    let feed = req.uri().path() == shared::invalidation::PATH;
-    let mut answer = match me.current(p) {
-        Current::Serving { state, .. } => http::handle(state, req).await,
-        Current::Following { url } => {
-            me.forwarder
-                .forward(&url, req.map(Body::new), me.ended(p))
-                .await
-        }
-        Current::Joining => {
-            let mut r = ApiError::Busy(
-                "this origin is joining its region or taking the partition over; retry shortly",
-            )
-            .into_response();
-            http::common_headers(&mut r, true);
-            r
-        }
-    };
-    // Edges tail every partition's feed, and route by the partition map.
-    let named = answer.headers().contains_key(shared::headers::REGION_OWNER);
-    if me.partitions > 1 && (feed || named) {
-        answer.headers_mut().insert(
-            shared::headers::REGION_PARTITIONS,
-            axum::http::HeaderValue::from(me.partitions),
-        );
-    }
-    answer
-}
-
-/// A fork whose source lies in another partition than the fork (`p`):
-/// refused for now, with a clear reason and nothing changed (a fork reads
-/// its source's bytes in its own store).
-fn fork_across<B>(req: &axum::http::Request<B>, p: u32, partitions: u32) -> Option<Response<Body>> {
-    if partitions <= 1 || req.method() != Method::PUT {
-        return None;
-    }
-    let source = req.headers().get(&shared::headers::STREAM_FORKED_FROM)?;
-    let source = std::str::from_utf8(source.as_bytes()).ok()?;
-    if shared::partition::of_stream(source, partitions) == p {
-        return None;
-    }
-    let mut r = http::error::error_response(
-        shared::error::ErrorCode::ForkAcrossPartitions,
-        "the fork's path and its source's fall in different partitions of this region; forks across partitions are not supported yet (choose a path in the source's partition, or run the region with one partition)",
-    );
-    http::common_headers(&mut r, true);
-    Some(r)
-}
-
-/// The partition a request belongs to (`shared::partition::of_request`).
-fn partition_of<B>(req: &axum::http::Request<B>, partitions: u32) -> u32 {
-    shared::partition::of_request(req.uri().path(), req.uri().query(), partitions)
-}
-
-impl RegionOrigin {
-    /// `/metrics`: the sums of the stores it serves, and its role.
-    fn metrics_answer(&self) -> Response<Body> {
-        let stores = self.serving();
-        let texts: Vec<String> = stores
-            .iter()
-            .map(|s| s.metrics.render(s.store.stream_count()))
-            .collect();
-        let mut text = crate::metrics::merge::merge(&texts);
-        // One request body budget for the whole origin: rendered once.
-        self.sharing.ingress.render(&mut text);
-        let (mut serving, mut following, mut epoch) = (0, 0, 0);
-        for p in 0..self.partitions {
-            match self.current(p) {
-                Current::Serving { epoch: e, .. } => {
-                    serving += 1;
-                    epoch = epoch.max(e);
-                }
-                Current::Following { .. } => following += 1,
-                Current::Joining => {}
-            }
-        }
-        self.metrics
-            .render_into(&mut text, serving, following, epoch);
-        http::metrics_response(text)
-    }
 }
