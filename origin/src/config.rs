@@ -153,6 +153,16 @@ pub struct Cli {
     /// pins it there, and an origin given another count refuses to start.
     #[arg(long, env = "ORIGIN_REGION_PARTITIONS", default_value_t = 1)]
     pub region_partitions: u32,
+    /// A fork whose source is in another partition copies the source's
+    /// prefix into its own partition: at most this many bytes (a longer
+    /// prefix answers 409 FORK_ACROSS_PARTITIONS).
+    #[arg(long, env = "ORIGIN_REGION_FORK_COPY_MAX", default_value = "256MiB", value_parser = parse_size)]
+    pub region_fork_copy_max: u64,
+    /// How old the region's record of a fork across partitions must be
+    /// before its owner checks that the fork's other end still exists
+    /// (and drops it if not: after a crash in the middle of making one).
+    #[arg(long, env = "ORIGIN_REGION_PIN_GRACE", default_value = "60s", value_parser = parse_duration)]
+    pub region_pin_grace: Duration,
     /// How often the serving origin looks whether a checkpoint is due.
     #[arg(long, env = "ORIGIN_REGION_CHECKPOINT_INTERVAL", default_value = "10s", value_parser = parse_duration)]
     pub region_checkpoint_interval: Duration,
@@ -277,6 +287,8 @@ impl Cli {
         c.region.checkpoint.objects = self.region_checkpoint_objects;
         c.region.checkpoint.bytes = self.region_checkpoint_bytes;
         c.region.checkpoint.interval = self.region_checkpoint_interval;
+        c.region.fork_copy_max = self.region_fork_copy_max;
+        c.region.pin_grace = self.region_pin_grace;
         c.object_write_timeout = self.object_write_timeout;
         c.object_put_delay = self.object_put_delay;
         c

@@ -9,6 +9,8 @@ mod chaos;
 #[path = "region/checkpoints.rs"]
 mod checkpoints;
 mod common;
+#[path = "region/forks_across.rs"]
+mod forks_across;
 #[path = "region/origins.rs"]
 mod origins;
 #[path = "region/outage.rs"]
@@ -34,6 +36,8 @@ fn node(name: &str) -> RegionConfig {
         partition: 0,
         partitions: 1,
         checkpoint: Default::default(),
+        fork_copy_max: 1 << 20,
+        pin_grace: std::time::Duration::from_secs(60),
     }
 }
 

@@ -11,6 +11,9 @@ pub const REGION_OWNER: HeaderName = HeaderName::from_static("ds-region-owner");
 /// A region's partition count (`shared::partition`), on its forwarded
 /// answers and its invalidation feed's, when it has more than one.
 pub const REGION_PARTITIONS: HeaderName = HeaderName::from_static("ds-region-partitions");
+/// The region's peer key, which one origin's requests to another carry
+/// (an origin asks nothing else of them: see `origin::region::peer_key`).
+pub const REGION_PEER: HeaderName = HeaderName::from_static("ds-region-peer");
 pub const STREAM_NEXT_OFFSET: HeaderName = HeaderName::from_static("stream-next-offset");
 pub const STREAM_OFFSET: HeaderName = HeaderName::from_static("stream-offset");
 pub const STREAM_UP_TO_DATE: HeaderName = HeaderName::from_static("stream-up-to-date");

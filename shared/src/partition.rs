@@ -10,17 +10,35 @@
 //!
 //! Paths that name no stream (the servers' own endpoints, `/_admin`,
 //! `/_auth/...`) belong to partition 0; the invalidation feed names its
-//! partition in its query.
+//! partition in its query. The region's own streams (under [`HIDDEN`],
+//! which hold what a fork across partitions needs) name theirs in their
+//! path: `/.ds-region/in/{n}/...` is in partition `n`.
 
 use crate::paths::{classify, Target};
 
 /// The most partitions a region may have.
 pub const MAX_PARTITIONS: u32 = 1024;
 
+/// Where the region's own streams live: no client may name one.
+pub const HIDDEN: &str = "/.ds-region/";
+
+/// The partition a region stream's path names (`/.ds-region/in/{n}/...`).
+pub fn named(stream: &str) -> Option<u32> {
+    let rest = stream.strip_prefix(HIDDEN)?.strip_prefix("in/")?;
+    let (n, _) = rest.split_once('/')?;
+    if n.is_empty() || n.len() > 4 || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok()
+}
+
 /// The partition of the stream at `stream` (its path) among `partitions`.
 pub fn of_stream(stream: &str, partitions: u32) -> u32 {
     if partitions <= 1 {
         return 0;
+    }
+    if let Some(n) = named(stream).filter(|n| *n < partitions) {
+        return n;
     }
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in stream.bytes() {
@@ -61,6 +79,38 @@ pub fn of_request(path: &str, query: Option<&str>, partitions: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn region_streams_name_their_partition() {
+        assert_eq!(of_stream("/.ds-region/in/5/pin/00/v1/stream/a", 6), 5);
+        assert_eq!(
+            of_path("/.ds-region/in/5/copy/00/a/incarnation/t/chunk/0", 6),
+            5
+        );
+        assert_eq!(named("/.ds-region/in/0/x"), Some(0));
+        for not in [
+            "/.ds-region/in//x",
+            "/.ds-region/in/a/x",
+            "/.ds-region/5/x",
+            "/v1/stream/a",
+        ] {
+            assert_eq!(named(not), None, "{not}");
+        }
+        // A count past the region's falls back to the hash.
+        assert_eq!(
+            of_stream("/.ds-region/in/9/x", 6),
+            of_stream_hashed("/.ds-region/in/9/x", 6)
+        );
+    }
+
+    fn of_stream_hashed(stream: &str, partitions: u32) -> u32 {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in stream.bytes() {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        (hash % u64::from(partitions)) as u32
+    }
 
     #[test]
     fn the_hash_is_fixed_forever() {

@@ -93,7 +93,13 @@ impl Forwarder {
         parts
             .headers
             .insert(FORWARDED_BY.clone(), self.node.clone());
-        self.metrics.forwarded.fetch_add(1, Relaxed);
+        // The region's own requests (a fork across partitions) are
+        // counted apart from the clients' that reached the wrong origin.
+        if parts.headers.contains_key(&shared::headers::REGION_PEER) {
+            self.metrics.peer_forwarded.fetch_add(1, Relaxed);
+        } else {
+            self.metrics.forwarded.fetch_add(1, Relaxed);
+        }
         let sent = self.client.request(Request::from_parts(parts, body));
         let answer = tokio::select! {
             answer = sent => answer,

@@ -199,6 +199,17 @@ pub fn health_response() -> Response<Body> {
     r
 }
 
+/// Marks a request another origin of the region sent (it proved the
+/// region's peer key): no credential is asked of it. Only the region's
+/// router sets it; no client can.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer;
+
+/// Marks a fork whose named source is a region copy (`region::across`):
+/// the caller needs read access to the stream it copies, named here.
+#[derive(Clone, Debug)]
+pub struct SourceAccess(pub String);
+
 /// Admits a request or answers its refusal.
 fn admit(
     state: &AppState,
@@ -244,11 +255,20 @@ async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
         .then(|| req.headers().get(&shared::headers::STREAM_FORKED_FROM))
         .flatten()
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    // A fork of a region copy needs read access to the stream it copies.
+    let source = req
+        .extensions()
+        .get::<SourceAccess>()
+        .map(|s| s.0.clone())
+        .or(source);
+    // A request of another origin of the region needs no credential.
+    let peer = req.extensions().get::<Peer>().is_some();
     let checks = source
         .as_deref()
         .map(|s| (s, shared::auth::Access::Read))
         .into_iter()
-        .chain(shared::auth::request_access(&target, &method));
+        .chain(shared::auth::request_access(&target, &method))
+        .filter(|_| !peer);
     for (stream, access) in checks {
         if let Err(refused) = admit(&state, &mut req, stream, access) {
             let mut refused = *refused;

@@ -389,6 +389,14 @@ pub struct RegionMetrics {
     /// Looks that saw another origin heartbeating under this one's
     /// `--node-id` (with another URL): an operator's mistake to fix.
     pub node_id_conflicts: AtomicU64,
+    /// Forks made across partitions here (`server::region::across`), their
+    /// pins deleted, and what the sweep removed after a crash.
+    pub forks_across: AtomicU64,
+    /// Requests of the region's own (for forks across partitions) passed
+    /// on to another origin; `forwarded` counts the clients' only.
+    pub peer_forwarded: AtomicU64,
+    pub unpins: AtomicU64,
+    pub swept: AtomicU64,
 }
 
 impl RegionMetrics {
@@ -416,6 +424,10 @@ impl RegionMetrics {
             ),
             ("ds_region_releases_total", &self.releases),
             ("ds_region_node_id_conflicts_total", &self.node_id_conflicts),
+            ("ds_region_forks_across_total", &self.forks_across),
+            ("ds_region_peer_forwarded_total", &self.peer_forwarded),
+            ("ds_region_fork_unpins_total", &self.unpins),
+            ("ds_region_fork_swept_total", &self.swept),
         ] {
             let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Relaxed));
         }

@@ -106,6 +106,11 @@ pub fn region_partitions() -> Path {
     Path::from("region/partitions.json")
 }
 
+/// The key origins of the region prove to one another (`region::peer_key`).
+pub fn region_peer_key() -> Path {
+    Path::from("region/peer.key")
+}
+
 /// One of the region's access-control files.
 pub fn region_auth(file: &str) -> Path {
     Path::from(format!("region/auth/{file}"))

@@ -14,6 +14,7 @@
 //! and `membership` (its reads and writes); `server::region` serves or
 //! forwards by it. See `docs/decisions/0012-object-durability.md`.
 
+pub mod across;
 pub mod assignment;
 pub mod auth_sync;
 pub mod checkpoint;
@@ -23,6 +24,7 @@ pub mod liveness;
 pub mod local;
 pub mod membership;
 pub mod object_wal;
+pub mod peer_key;
 pub mod pin;
 
 pub use object_wal::{Claimed, ObjectWal, RegionConfig, Replay, Settlement, WalError};

@@ -43,6 +43,14 @@ pub struct RegionConfig {
     pub partitions: u32,
     /// When its owner writes checkpoints into the bucket.
     pub checkpoint: super::checkpoint::CheckpointConfig,
+    /// The most bytes a fork across partitions copies from its source
+    /// (`--region-fork-copy-max`): a larger prefix is refused with `409
+    /// FORK_ACROSS_PARTITIONS` and nothing is made (`region::across`).
+    pub fork_copy_max: u64,
+    /// How old a pin or copy of a fork across partitions must be before
+    /// its owner asks whether its other end exists (`--region-pin-grace`):
+    /// longer than any fork's making takes.
+    pub pin_grace: Duration,
 }
 
 /// Why a WAL operation did not succeed.

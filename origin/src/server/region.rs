@@ -46,6 +46,7 @@ use crate::region::WalError;
 use crate::store::StoreConfig;
 use futures::stream::{FuturesUnordered, StreamExt};
 
+mod across;
 mod answer;
 mod builds;
 
@@ -110,7 +111,16 @@ pub struct RegionOrigin {
     /// Set when the origin stops: a checkpoint build waiting for the bucket
     /// gives up (it is safe to stop anywhere: `region::checkpoint`).
     builds_stop: Arc<std::sync::atomic::AtomicBool>,
+    /// The key the region's origins prove to one another, once read.
+    peer_key: std::sync::OnceLock<Arc<str>>,
+    /// Copies of forks across partitions being filled here (`across`).
+    copying: across::Copying,
 }
+
+/// How often each partition served here is swept for what a crash in the
+/// middle of a fork across partitions left (`across::sweep`), at most: a
+/// shorter grace sweeps as often as it.
+const SWEEP_EVERY: Duration = Duration::from_secs(10);
 
 /// A claim under way: its partition, its store's folder and the replay's task.
 type Claiming = (u32, PathBuf, JoinHandle<std::io::Result<Shared>>);
@@ -174,11 +184,41 @@ impl RegionOrigin {
             standing_aside: std::sync::atomic::AtomicBool::new(false),
             objects: std::sync::OnceLock::new(),
             builds_stop: Arc::default(),
+            peer_key: std::sync::OnceLock::new(),
+            copying: Default::default(),
         }))
     }
 
     fn current(&self, p: u32) -> Current {
         self.parts[p as usize].current.read().clone()
+    }
+
+    /// The region's peer key, read from the bucket (or made there) the
+    /// first time it is asked for; None while the bucket does not answer.
+    async fn peer_key(&self) -> Option<Arc<str>> {
+        if let Some(key) = self.peer_key.get() {
+            return Some(Arc::clone(key));
+        }
+        let objects = self.objects.get()?;
+        let load = crate::region::peer_key::load(&**objects);
+        match tokio::time::timeout(self.patience(), load).await {
+            Ok(Ok(key)) => Some(Arc::clone(self.peer_key.get_or_init(|| Arc::from(key)))),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not read the region's peer key");
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Whether a request is another origin's of the region: it carries the
+    /// peer key. None when it carries one but the key cannot be read yet.
+    async fn is_peer(&self, sent: Option<axum::http::HeaderValue>) -> Option<bool> {
+        let Some(sent) = sent else {
+            return Some(false);
+        };
+        let key = self.peer_key().await?;
+        Some(crate::region::peer_key::matches(&key, sent.as_bytes()))
     }
 
     /// The stores this origin serves now.
@@ -226,6 +266,8 @@ impl RegionOrigin {
             Err(_) => {}
         }
         let _ = self.objects.set(Arc::clone(&objects));
+        // Read now, so the first fork across partitions does not wait for it.
+        let _ = self.peer_key().await;
         let heartbeater = Arc::new(Heartbeater::new(
             Arc::clone(&objects),
             &self.store.region.node,
@@ -252,6 +294,20 @@ impl RegionOrigin {
                 }
             }
         });
+        let every = SWEEP_EVERY.min(self.store.region.pin_grace.max(Duration::from_millis(100)));
+        let forks = shell::periodic::every(every, {
+            let me = Arc::clone(&self);
+            move || {
+                let me = Arc::clone(&me);
+                async move {
+                    for p in 0..me.partitions {
+                        if let Current::Serving { state, .. } = me.current(p) {
+                            across::sweep(&me, p, &state).await;
+                        }
+                    }
+                }
+            }
+        });
         let shutdown = shell::signal::announced(shutdown, self.closing.clone());
         let serve = self.http.serve.clone();
         let me = Arc::clone(&self);
@@ -264,6 +320,7 @@ impl RegionOrigin {
         )
         .await;
         drop(sweeper);
+        drop(forks);
         run.await.map_err(std::io::Error::other)?;
         for part in &self.parts {
             let last = std::mem::replace(&mut *part.current.write(), Current::Joining);

@@ -197,6 +197,8 @@ impl StoreConfig {
                 partition: 0,
                 partitions: 1,
                 checkpoint: Default::default(),
+                fork_copy_max: 256 * 1024 * 1024,
+                pin_grace: Duration::from_secs(60),
             },
             object_write_timeout: Duration::from_secs(10),
             object_put_delay: Duration::ZERO,
@@ -598,6 +600,17 @@ impl Store {
             return Err(StoreError::NotFound);
         }
         Ok(view)
+    }
+
+    /// Every stream whose path starts with `prefix`, soft-deleted ones
+    /// included (a scan of all: for the region's rare sweeps only).
+    pub fn streams_under(&self, prefix: &str) -> Vec<Arc<StreamView>> {
+        self.registry
+            .read()
+            .iter()
+            .filter(|(p, _)| p.starts_with(prefix))
+            .map(|(_, v)| Arc::clone(v))
+            .collect()
     }
 
     pub fn stream_count(&self) -> usize {

@@ -1,7 +1,9 @@
 //! How a region origin answers a request: its own endpoints (`/metrics`
 //! summed over the stores it serves, `/healthz`), and every other request
 //! by the store of its partition, the owner it follows for it, or 503
-//! while the partition is joining.
+//! while the partition is joining. Forks whose source is in another
+//! partition, and deletes that may end one, go by `across`; the region's
+//! own streams answer only requests of its origins (`region::peer_key`).
 
 use std::sync::Arc;
 
@@ -9,7 +11,7 @@ use axum::body::Body;
 use axum::http::{Method, Response};
 use axum::response::IntoResponse;
 
-use super::{Current, RegionOrigin};
+use super::{across, Current, RegionOrigin};
 use crate::http::error::ApiError;
 use crate::http::{self, routes};
 
@@ -27,18 +29,57 @@ where
             _ => {}
         }
     }
-    let p = shared::partition::of_request(req.uri().path(), req.uri().query(), me.partitions);
-    if let Some(refused) = fork_across(&req, p, me.partitions) {
-        return refused;
+    let mut req = req.map(Body::new);
+    // The region's own streams: only its origins may name them.
+    let sent = req.headers().get(&shared::headers::REGION_PEER).cloned();
+    match me.is_peer(sent).await {
+        Some(true) => {
+            req.extensions_mut().insert(http::Peer);
+        }
+        Some(false) if names_region_stream(&req) => {
+            let mut r = http::error::error_response(
+                shared::error::ErrorCode::NotFound,
+                "no such stream: paths under /.ds-region/ are the region's own",
+            );
+            http::common_headers(&mut r, true);
+            return r;
+        }
+        Some(false) => {}
+        None => {
+            let mut r = ApiError::Busy("the region's peer key is not readable yet; retry shortly")
+                .into_response();
+            http::common_headers(&mut r, true);
+            return r;
+        }
     }
+    let p = shared::partition::of_request(req.uri().path(), req.uri().query(), me.partitions);
+    if let Current::Serving { state, .. } = me.current(p) {
+        if fork_source(&req).is_some_and(|s| shared::partition::of_stream(s, me.partitions) != p) {
+            return across::fork(&me, p, state, req).await;
+        }
+        if req.method() == Method::DELETE {
+            let copies = state
+                .store
+                .get(req.uri().path())
+                .map(|v| across::copies_above(&v, me.partitions))
+                .unwrap_or_default();
+            let answer = http::handle(state.clone(), req).await;
+            if answer.status().is_success() && !copies.is_empty() {
+                across::unpin_removed(&me, &state, copies).await;
+            }
+            return answer;
+        }
+    }
+    route(&me, p, req).await
+}
+
+/// Answers a request by the store of its partition `p` here, the owner
+/// this origin follows for it, or 503 while the partition is joining.
+async fn route(me: &Arc<RegionOrigin>, p: u32, req: axum::http::Request<Body>) -> Response<Body> {
     let feed = req.uri().path() == shared::invalidation::PATH;
     let mut answer = match me.current(p) {
         Current::Serving { state, .. } => http::handle(state, req).await,
-        Current::Following { url } => {
-            me.forwarder
-                .forward(&url, req.map(Body::new), me.ended(p))
-                .await
-        }
+        Current::Following { url } => me.forwarder.forward(&url, req, me.ended(p)).await,
         Current::Joining => {
             let mut r = ApiError::Busy(
                 "this origin is joining its region or taking the partition over; retry shortly",
@@ -59,24 +100,20 @@ where
     answer
 }
 
-/// A fork whose source lies in another partition than the fork (`p`):
-/// refused for now, with a clear reason and nothing changed (a fork reads
-/// its source's bytes in its own store).
-fn fork_across<B>(req: &axum::http::Request<B>, p: u32, partitions: u32) -> Option<Response<Body>> {
-    if partitions <= 1 || req.method() != Method::PUT {
+/// The source a `PUT` forks, if it is a fork.
+fn fork_source<B>(req: &axum::http::Request<B>) -> Option<&str> {
+    if req.method() != Method::PUT {
         return None;
     }
     let source = req.headers().get(&shared::headers::STREAM_FORKED_FROM)?;
-    let source = std::str::from_utf8(source.as_bytes()).ok()?;
-    if shared::partition::of_stream(source, partitions) == p {
-        return None;
-    }
-    let mut r = http::error::error_response(
-        shared::error::ErrorCode::ForkAcrossPartitions,
-        "the fork's path and its source's fall in different partitions of this region; forks across partitions are not supported yet (choose a path in the source's partition, or run the region with one partition)",
-    );
-    http::common_headers(&mut r, true);
-    Some(r)
+    std::str::from_utf8(source.as_bytes()).ok()
+}
+
+/// Whether a request names one of the region's own streams (as its path
+/// or a fork's source).
+fn names_region_stream<B>(req: &axum::http::Request<B>) -> bool {
+    crate::region::across::is_region_stream(req.uri().path())
+        || fork_source(req).is_some_and(crate::region::across::is_region_stream)
 }
 
 impl RegionOrigin {

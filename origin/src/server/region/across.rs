@@ -1,0 +1,446 @@
+//! Forks across partitions, as the fork's owner makes them and as deletes
+//! and the sweep undo them (the two region streams and why are in
+//! `region::across`; decision 0016).
+//!
+//! Making one, on the owner of the fork's partition (every step a plain
+//! request of the protocol, sent through this origin's own router, so it
+//! reaches whichever origin owns the stream it names):
+//! 1. `HEAD` the source with the caller's credential: the caller must be
+//!    allowed to read it, and the answer has the expiry a fork inherits;
+//! 2. `PUT` the pin, a fork of the source in its own partition: every
+//!    refusal of a fork (no source, `410`/`409` for a soft-deleted one,
+//!    another content type, past the end) is the pin's, answered as is;
+//! 3. make the copy here, empty, and append the pin's bytes to it, read
+//!    piece by piece (`GET`, NDJSON for a JSON stream: the stored form);
+//! 4. make the fork here as a fork of the copy (the caller's request, its
+//!    source renamed), then delete the copy: it stays soft-deleted while
+//!    the fork reads it.
+//!
+//! If a step fails, what the earlier ones made is deleted again; what a
+//! crash leaves (a pin without a copy, a copy never forked) the sweep
+//! removes after the grace.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use axum::response::IntoResponse;
+use bytes::Bytes;
+use shared::error::ErrorCode;
+use shared::headers as h;
+use shared::offset::Offset;
+
+use super::RegionOrigin;
+use crate::core::config::{Expiry, StreamConfig};
+use crate::core::stream::AppendRequest;
+use crate::http::error::{error_response, ApiError};
+use crate::http::{self, Shared};
+use crate::region::across::{self, Kind};
+use crate::store::{StoreError, StreamView};
+
+/// Far enough ahead to be never: the pin lasts as long as its fork, not
+/// as long as the source's expiry would give it.
+const NEVER: &str = "9999-12-31T23:59:59Z";
+
+/// A request one origin of the region sends another (or itself).
+fn peer(me: &RegionOrigin, method: Method, uri: &str) -> Request<Body> {
+    let mut req = Request::new(Body::empty());
+    *req.method_mut() = method;
+    *req.uri_mut() = uri.parse().expect("a region stream's path is a URI");
+    if let Some(key) = me.peer_key.get() {
+        if let Ok(v) = HeaderValue::from_str(key) {
+            req.headers_mut().insert(h::REGION_PEER, v);
+        }
+    }
+    req
+}
+
+/// Sends `req` through this origin's router (boxed: the router calls back).
+async fn send(me: &Arc<RegionOrigin>, req: Request<Body>) -> Response<Body> {
+    Box::pin(super::answer::handle(Arc::clone(me), req)).await
+}
+
+/// Copies being filled here, which the sweep leaves alone. Bounded by the
+/// fork requests in flight (each adds one and takes it out when done).
+#[derive(Default)]
+pub(super) struct Copying(parking_lot::Mutex<HashSet<String>>);
+
+struct Filling<'a>(&'a Copying, String);
+
+impl Drop for Filling<'_> {
+    fn drop(&mut self) {
+        self.0 .0.lock().remove(&self.1);
+    }
+}
+
+/// Makes the fork `req` asks for at its path (in partition `p`, served
+/// here by `state`), whose source is in another partition.
+pub(super) async fn fork(
+    me: &Arc<RegionOrigin>,
+    p: u32,
+    state: Shared,
+    req: Request<Body>,
+) -> Response<Body> {
+    let (mut parts, body) = req.into_parts();
+    let fork = parts.uri.path().to_owned();
+    let Some(source) = parts
+        .headers
+        .get(&h::STREAM_FORKED_FROM)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+    else {
+        return ApiError::bad("Stream-Forked-From is not text").into_response();
+    };
+    let limit = shared::paths::MAX_STREAM_PATH - across::NAME_OVERHEAD;
+    if fork.len() > limit || source.len() > limit {
+        return ApiError::bad(format!(
+            "a fork whose source is in another partition of the region needs paths of at most {limit} bytes"
+        ))
+        .into_response();
+    }
+    // The fork is there already: the same again (its copy is of this
+    // source), or a conflict, answered by its store as ever.
+    if let Some(copy) = copy_of(&state, &fork, &source) {
+        return local(state, parts, body, &copy, &source).await;
+    }
+    if matches!(
+        state.store.find(&fork),
+        Ok(_) | Err(StoreError::SoftDeleted)
+    ) {
+        return http::handle(state, Request::from_parts(parts, body)).await;
+    }
+    // 1. The caller may read the source; what a fork inherits of it.
+    let mut head = peer(me, Method::HEAD, &source);
+    head.headers_mut().remove(h::REGION_PEER);
+    if let Some(a) = parts.headers.get(axum::http::header::AUTHORIZATION) {
+        head.headers_mut()
+            .insert(axum::http::header::AUTHORIZATION, a.clone());
+    }
+    let head = send(me, head).await;
+    match head.status() {
+        StatusCode::OK => {}
+        StatusCode::NOT_FOUND => {
+            return ApiError::Store(StoreError::NotFound).into_response();
+        }
+        StatusCode::GONE => {
+            return ApiError::Store(StoreError::ForkSourceDeleted).into_response();
+        }
+        other => return refusal_of(other),
+    }
+    // 2. The pin, in the source's partition.
+    if me.peer_key().await.is_none() {
+        return ApiError::Busy("the region's peer key is not readable yet; retry shortly")
+            .into_response();
+    }
+    let nonce: u64 = rand::random();
+    let q = shared::partition::of_stream(&source, me.partitions);
+    let pin = across::pin(q, nonce, &fork);
+    let copy = across::copy(p, nonce, &source);
+    me.copying.0.lock().insert(copy.clone());
+    let _filling = Filling(&me.copying, copy.clone());
+    let mut put = peer(me, Method::PUT, &pin);
+    for name in [
+        axum::http::header::CONTENT_TYPE,
+        h::STREAM_FORKED_FROM,
+        h::STREAM_FORK_OFFSET,
+        h::STREAM_FORK_SUB_OFFSET,
+    ] {
+        if let Some(v) = parts.headers.get(&name) {
+            put.headers_mut().insert(name, v.clone());
+        }
+    }
+    put.headers_mut()
+        .insert(h::STREAM_EXPIRES_AT, HeaderValue::from_static(NEVER));
+    let pinned = send(me, put).await;
+    if pinned.status() != StatusCode::CREATED {
+        return pinned;
+    }
+    let Some(at) = next_offset(pinned.headers()) else {
+        unpin(me, &pin).await;
+        return ApiError::Internal("the pin's answer has no Stream-Next-Offset".into())
+            .into_response();
+    };
+    // 3. The copy, byte for byte.
+    let content_type = head
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/octet-stream")
+        .to_owned();
+    if let Err(answer) = fill(me, &state, &pin, &copy, &content_type, at).await {
+        let _ = state.store.delete(copy.clone(), None).await;
+        unpin(me, &pin).await;
+        return answer;
+    }
+    // 4. The fork, of the copy, with the source's expiry unless it names one.
+    if !parts.headers.contains_key(&h::STREAM_TTL)
+        && !parts.headers.contains_key(&h::STREAM_EXPIRES_AT)
+    {
+        for name in [h::STREAM_TTL, h::STREAM_EXPIRES_AT] {
+            if let Some(v) = head.headers().get(&name) {
+                parts.headers.insert(name, v.clone());
+            }
+        }
+    }
+    let answer = local(state.clone(), parts, body, &copy, &source).await;
+    let made = answer.status().is_success();
+    let _ = state.store.delete(copy.clone(), None).await;
+    if made {
+        me.metrics
+            .forks_across
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    } else {
+        unpin(me, &pin).await;
+    }
+    answer
+}
+
+/// The fork request, its source renamed to `copy`, in the fork's store.
+async fn local(
+    state: Shared,
+    mut parts: axum::http::request::Parts,
+    body: Body,
+    copy: &str,
+    source: &str,
+) -> Response<Body> {
+    parts.headers.insert(
+        h::STREAM_FORKED_FROM,
+        HeaderValue::from_str(copy).expect("a path is a header value"),
+    );
+    parts
+        .extensions
+        .insert(http::SourceAccess(source.to_owned()));
+    http::handle(state, Request::from_parts(parts, body)).await
+}
+
+/// The copy of `source` the fork at `fork` forks, if it is one.
+fn copy_of(state: &Shared, fork: &str, source: &str) -> Option<String> {
+    let view = state.store.get(fork)?;
+    let parent = &view.inherited()?.parent;
+    let name = across::parse(&parent.path)?;
+    (name.kind == Kind::Copy && name.other == source).then(|| parent.path.to_string())
+}
+
+/// The pin's bytes `[0, at)` appended to a new copy, a piece at a time.
+async fn fill(
+    me: &Arc<RegionOrigin>,
+    state: &Shared,
+    pin: &str,
+    copy: &str,
+    content_type: &str,
+    at: u64,
+) -> Result<(), Response<Body>> {
+    if at > me.store.region.fork_copy_max {
+        return Err(error_response(
+            ErrorCode::ForkAcrossPartitions,
+            format!(
+                "the source's prefix is {at} bytes; a fork whose source is in another partition copies at most {} (choose a path in the source's partition)",
+                me.store.region.fork_copy_max
+            ),
+        ));
+    }
+    let config = StreamConfig {
+        content_type: content_type.into(),
+        expiry: Expiry::Never,
+        public: false,
+    };
+    state
+        .store
+        .create(copy.to_owned(), config, false, Bytes::new())
+        .await
+        .map_err(|e| ApiError::Store(e).into_response())?;
+    let view = state
+        .store
+        .get(copy)
+        .ok_or_else(|| ApiError::Internal("the copy vanished".into()).into_response())?;
+    let json = view.is_json();
+    let (mut offset, mut carried) = (0u64, Vec::new());
+    while offset < at {
+        let mut get = peer(me, Method::GET, &format!("{pin}?offset={}", Offset(offset)));
+        get.headers_mut().insert(
+            axum::http::header::ACCEPT,
+            HeaderValue::from_static(shared::content_type::NDJSON),
+        );
+        let answer = send(me, get).await;
+        if answer.status() == StatusCode::GONE {
+            return Err(error_response(
+                ErrorCode::ForkAcrossPartitions,
+                "the source keeps only a snapshot of its start; a fork of it must be in its partition",
+            ));
+        }
+        if answer.status() != StatusCode::OK {
+            return Err(answer);
+        }
+        let next = next_offset(answer.headers()).unwrap_or(offset);
+        let limit = usize::try_from(state.config.max_body.max(16 << 20)).unwrap_or(usize::MAX);
+        let bytes = axum::body::to_bytes(answer.into_body(), limit)
+            .await
+            .map_err(|e| ApiError::Internal(format!("reading the pin: {e}")).into_response())?;
+        if next <= offset || bytes.is_empty() {
+            return Err(
+                ApiError::Busy("the source's owner answered no bytes; retry shortly")
+                    .into_response(),
+            );
+        }
+        offset = next.min(at);
+        carried.extend_from_slice(&bytes);
+        // A JSON stream is appended whole messages at a time.
+        let cut = if json && offset < at {
+            carried
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |i| i + 1)
+        } else {
+            carried.len()
+        };
+        if cut == 0 {
+            continue;
+        }
+        let piece: Vec<u8> = carried.drain(..cut).collect();
+        append(state, &view, content_type, Bytes::from(piece)).await?;
+    }
+    Ok(())
+}
+
+async fn append(
+    state: &Shared,
+    view: &Arc<StreamView>,
+    content_type: &str,
+    piece: Bytes,
+) -> Result<(), Response<Body>> {
+    let req = AppendRequest {
+        content_type: Some(content_type.to_owned()),
+        payload_len: piece.len() as u64,
+        producer: None,
+        stream_seq: None,
+        close: false,
+    };
+    state
+        .store
+        .append(Arc::clone(view), None, req, piece)
+        .await
+        .map(|_| ())
+        .map_err(|e| ApiError::Store(e).into_response())
+}
+
+/// Deletes a pin (its fork is gone, or was never made). A pin that stays
+/// (its owner did not answer) is the sweep's.
+async fn unpin(me: &Arc<RegionOrigin>, pin: &str) {
+    let answer = send(me, peer(me, Method::DELETE, pin)).await;
+    if answer.status().is_success() || answer.status() == StatusCode::NOT_FOUND {
+        me.metrics
+            .unpins
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    } else {
+        tracing::warn!(pin, status = %answer.status(), "could not delete a fork's pin; the sweep will");
+    }
+}
+
+/// The pins of the copies above `view` (its source, its source's source,
+/// ...), each with its copy: the ones to delete once a delete of `view`
+/// removed their copy.
+pub(super) fn copies_above(view: &Arc<StreamView>, partitions: u32) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut child = Arc::clone(view);
+    while let Some(parent) = child.inherited().map(|i| Arc::clone(&i.parent)) {
+        if let Some(name) = across::parse(&parent.path).filter(|n| n.kind == Kind::Copy) {
+            let q = shared::partition::of_stream(name.other, partitions);
+            out.push((
+                parent.path.to_string(),
+                across::pin(q, name.nonce, &child.path),
+            ));
+        }
+        child = parent;
+    }
+    out
+}
+
+/// After a delete here: the pins of the copies it removed.
+pub(super) async fn unpin_removed(
+    me: &Arc<RegionOrigin>,
+    state: &Shared,
+    copies: Vec<(String, String)>,
+) {
+    for (copy, pin) in copies {
+        if matches!(state.store.find(&copy), Err(StoreError::NotFound)) {
+            unpin(me, &pin).await;
+        }
+    }
+}
+
+/// One sweep of partition `p` (served here by `state`): pins whose copy
+/// is gone, and copies never forked (both left by a crash), older than
+/// the grace, are deleted.
+pub(super) async fn sweep(me: &Arc<RegionOrigin>, p: u32, state: &Shared) {
+    let prefix = format!("{}in/{p}/", shared::partition::HIDDEN);
+    let now = state.store.clock().now_ms();
+    let grace = u64::try_from(me.store.region.pin_grace.as_millis()).unwrap_or(u64::MAX);
+    for view in state.store.streams_under(&prefix) {
+        if view.is_soft_deleted() || now.saturating_sub(view.created_at) < grace {
+            continue;
+        }
+        let Some(name) = across::parse(&view.path) else {
+            continue;
+        };
+        match name.kind {
+            Kind::Copy => {
+                if me.copying.0.lock().contains(&*view.path) {
+                    continue;
+                }
+                let copies = copies_above(&view, me.partitions);
+                let _ = state.store.delete(view.path.to_string(), None).await;
+                unpin_removed(me, state, copies).await;
+                me.metrics
+                    .swept
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Kind::Pin => {
+                let Some(source) = view.inherited().map(|i| Arc::clone(&i.parent)) else {
+                    continue;
+                };
+                let fp = shared::partition::of_stream(name.other, me.partitions);
+                let copy = across::copy(fp, name.nonce, &source.path);
+                let answer = send(me, peer(me, Method::HEAD, &copy)).await;
+                if answer.status() == StatusCode::NOT_FOUND {
+                    send(me, peer(me, Method::DELETE, &view.path)).await;
+                    me.metrics
+                        .swept
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
+fn next_offset(headers: &HeaderMap) -> Option<u64> {
+    let v = headers.get(&h::STREAM_NEXT_OFFSET)?.to_str().ok()?;
+    Offset::parse(v).map(|o| o.bytes())
+}
+
+/// A refusal of the source's `HEAD` (no body) as an error answer.
+fn refusal_of(status: StatusCode) -> Response<Body> {
+    let (code, why) = match status {
+        StatusCode::UNAUTHORIZED => (
+            ErrorCode::Unauthorized,
+            "reading the fork's source needs a credential",
+        ),
+        StatusCode::FORBIDDEN => (
+            ErrorCode::Forbidden,
+            "this credential may not read the fork's source",
+        ),
+        _ => (
+            ErrorCode::Unavailable,
+            "the fork's source could not be read; retry shortly",
+        ),
+    };
+    let mut r = error_response(code, format!("{why} (its owner answered {status})"));
+    if code == ErrorCode::Unavailable {
+        r.headers_mut().insert(
+            axum::http::header::RETRY_AFTER,
+            HeaderValue::from_static("1"),
+        );
+        *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+    }
+    r
+}
