@@ -16,6 +16,9 @@
 //! - `fork-bench`: fork creation time for a source with 1 GiB sealed and
 //!   one with 64 MiB unsealed, next to plain creates, and the bytes object
 //!   storage gains per fork.
+//! - `fork-region`: in a region of several partitions (started by
+//!   `loadtest/fork-region-bench.sh`), forks within the source's partition
+//!   next to forks across partitions (which copy the prefix), by size.
 //! - `sse-fanout`, `catchup-compare`: the edge (see `edge.rs`).
 //! - `hostile-paths`: an edge's memory under distinct long paths.
 //! - `peers`: the ceiling, the origin, Ursula, Electric's Rust server and the
@@ -37,6 +40,7 @@ mod ceiling;
 mod compare;
 mod edge;
 mod fork;
+mod fork_region;
 mod forward;
 mod hostile;
 mod interleave;
@@ -71,6 +75,7 @@ enum Cmd {
     RestartTime(restart::Args),
     SealBench(seal::Args),
     ForkBench(fork::Args),
+    ForkRegion(fork_region::Args),
     SseFanout(edge::FanoutArgs),
     CatchupCompare(edge::CatchupArgs),
     Peers(peers::Args),
@@ -93,6 +98,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::RestartTime(a) => restart::run(a).await,
         Cmd::SealBench(a) => seal::run(a).await,
         Cmd::ForkBench(a) => fork::run(a).await,
+        Cmd::ForkRegion(a) => fork_region::run(a).await,
         Cmd::SseFanout(a) => edge::fanout(a).await,
         Cmd::CatchupCompare(a) => edge::catchup(a).await,
         Cmd::Peers(a) => peers::run(a).await,
