@@ -9,6 +9,8 @@ mod chaos;
 #[path = "region/checkpoints.rs"]
 mod checkpoints;
 mod common;
+#[path = "region/feed.rs"]
+mod feed;
 #[path = "region/forks_across.rs"]
 mod forks_across;
 #[path = "region/origins.rs"]
@@ -38,6 +40,7 @@ fn node(name: &str) -> RegionConfig {
         checkpoint: Default::default(),
         fork_copy_max: 1 << 20,
         pin_grace: std::time::Duration::from_secs(60),
+        feed: None,
     }
 }
 

@@ -1,11 +1,14 @@
 //! The invalidation feed's memory: the last [`INVALIDATIONS_KEPT`] events,
 //! numbered from 0 since the process started (`shared::invalidation`).
 //!
-//! It is not persisted: the feed's incarnation names the process, so an
-//! edge that tailed an origin before its restart sees another incarnation,
-//! knows it may have missed events, and stops answering from what it kept
-//! until it has caught up again. An edge that falls more than the kept
-//! events behind learns the same from a `410`.
+//! On one origin it is not persisted: the feed's incarnation names the
+//! process, so an edge that tailed an origin before its restart sees
+//! another incarnation, knows it may have missed events, and stops
+//! answering from what it kept until it has caught up again. An edge that
+//! falls more than the kept events behind learns the same from a `410`.
+//! A region's partition logs its events (`store::invalidations`): a new
+//! owner starts from the position and events its replay found
+//! ([`InvalidationLog::resumed`]), under the same incarnation.
 
 use std::collections::VecDeque;
 
@@ -41,6 +44,42 @@ impl InvalidationLog {
             next: 0,
             capacity: capacity.max(1),
         }
+    }
+
+    /// A log whose next position is `next`, holding `events` (the last
+    /// ones before it, in order; older ones past the capacity dropped).
+    pub fn resumed(
+        capacity: usize,
+        next: u64,
+        events: impl IntoIterator<Item = Invalidation>,
+    ) -> Self {
+        let mut log = InvalidationLog::new(capacity);
+        for e in events {
+            log.push_event(e);
+        }
+        if next > log.next {
+            // Positions between were never given: nothing older is kept.
+            log.events.clear();
+            log.next = next;
+        }
+        log
+    }
+
+    /// Adds an event at its own position: past a gap, what came before
+    /// is forgotten (positions stay dense); an older one is ignored.
+    pub fn push_event(&mut self, event: Invalidation) {
+        if event.seq < self.next {
+            return;
+        }
+        if event.seq != self.next {
+            self.events.clear();
+            self.next = event.seq;
+        }
+        if self.events.len() == self.capacity {
+            self.events.pop_front();
+        }
+        self.events.push_back(event);
+        self.next += 1;
     }
 
     /// The position the next event will have.
@@ -104,5 +143,37 @@ mod tests {
         assert_eq!((events.len(), next), (1, 3));
         assert_eq!(log.since(5, 10), Since::Events(vec![], 5));
         assert_eq!(log.since(6, 10), Since::Beyond { next: 5 });
+    }
+
+    fn event(seq: u64) -> Invalidation {
+        Invalidation {
+            seq,
+            stream: seq,
+            incarnation: "1-a".into(),
+            change: Change::Created,
+            retained: None,
+        }
+    }
+
+    #[test]
+    fn a_resumed_log_answers_the_positions_it_was_given() {
+        let log = InvalidationLog::resumed(3, 12, (8..12).map(event));
+        assert_eq!(log.next(), 12);
+        assert_eq!(log.since(8, 10), Since::Gone { oldest: 9 });
+        let Since::Events(events, next) = log.since(10, 10) else {
+            panic!("events")
+        };
+        assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [10, 11]);
+        assert_eq!(next, 12);
+        // No events, a later position: nothing before it is known.
+        let log = InvalidationLog::resumed(3, 40, (8..12).map(event));
+        assert_eq!(log.since(11, 10), Since::Gone { oldest: 40 });
+        assert_eq!(log.since(40, 10), Since::Events(vec![], 40));
+        // A gap forgets what came before it.
+        let mut log = InvalidationLog::resumed(8, 3, (0..3).map(event));
+        log.push_event(event(5));
+        assert_eq!(log.since(2, 10), Since::Gone { oldest: 5 });
+        log.push_event(event(4));
+        assert_eq!(log.next(), 6, "an older one is ignored");
     }
 }

@@ -51,6 +51,10 @@ pub struct RegionConfig {
     /// its owner asks whether its other end exists (`--region-pin-grace`):
     /// longer than any fork's making takes.
     pub pin_grace: Duration,
+    /// The partition's invalidation feed's name, the same for every owner
+    /// (its events are then logged: `store::invalidations`); None: a name
+    /// of this store's own, events not logged.
+    pub feed: Option<String>,
 }
 
 /// Why a WAL operation did not succeed.

@@ -456,6 +456,11 @@ impl RegionOrigin {
                     _ => continue,
                 }
             }
+            // Claims name their feed by it (read at start unless the
+            // bucket did not answer then).
+            if self.peer_key.get().is_none() {
+                let _ = self.peer_key().await;
+            }
             match m.look(patience).await {
                 Some(live) => {
                     self.metrics.live_nodes.store(live as i64, Relaxed);
@@ -594,6 +599,12 @@ impl RegionOrigin {
         let n = self.incarnations.fetch_add(1, Relaxed) + 1;
         let mut config = per_partition(&self.store, self.partitions);
         config.region.partition = p;
+        // The partition's feed has one name for every owner (the region's
+        // peer key tells regions apart), so edges go on across a takeover.
+        config.region.feed = self
+            .peer_key
+            .get()
+            .map(|key| format!("feed-p{p}-{:016x}", shared::invalidation::stream_id(key)));
         config.data = self.data.join("region").join(n.to_string());
         let dir = config.data.clone();
         let (http, clock, keys, sharing) = (

@@ -144,6 +144,11 @@ pub struct Engine {
     /// since they still read it), so that a change of what they inherit
     /// reaches them. Rebuilt from the forks at recovery.
     pub forks: FastMap<u64, Vec<u64>>,
+    /// A region's invalidation feed as the log replayed it: its next
+    /// position, and the events logged since the image it started from
+    /// (at most the feed keeps).
+    pub feed_next: u64,
+    pub feed: std::collections::VecDeque<shared::invalidation::Invalidation>,
 }
 
 /// What deleting a stream did.
@@ -171,6 +176,8 @@ impl Engine {
             extents_total: 0,
             types: super::FastSet::default(),
             forks: FastMap::default(),
+            feed_next: 0,
+            feed: Default::default(),
         }
     }
 
@@ -393,6 +400,23 @@ impl Engine {
 
     fn replay_change(&mut self, record: Record, now: Millis, at: LogPos) -> io::Result<()> {
         match record {
+            Record::FeedFrom { next } => {
+                if next > self.feed_next {
+                    self.feed.clear();
+                    self.feed_next = next;
+                }
+                Ok(())
+            }
+            Record::Feed(event) => {
+                if event.seq >= self.feed_next {
+                    self.feed_next = event.seq + 1;
+                    if self.feed.len() == crate::core::invalidation_log::INVALIDATIONS_KEPT {
+                        self.feed.pop_front();
+                    }
+                    self.feed.push_back(event);
+                }
+                Ok(())
+            }
             Record::Create(rec, payload) => {
                 // Never written so (a create finds the path free), but a
                 // stale stream there goes first.

@@ -77,6 +77,13 @@ pub fn export(
     ids.sort_unstable();
     let mut stats = ImageStats::default();
     let mut part = Vec::new();
+    // Where the partition's invalidation feed goes on after the image.
+    record::encode(
+        &Record::FeedFrom {
+            next: engine.feed_next,
+        },
+        &mut part,
+    );
     let mut reader = SegmentReader::new(scratch);
     let mut flush = |part: &mut Vec<u8>, stats: &mut ImageStats| -> io::Result<()> {
         if part.len() >= part_bytes {

@@ -6,6 +6,15 @@
 //! stream unregistered, its new tail published) and before the request
 //! that caused it is answered, so an edge that hears of it and asks again
 //! finds the change already made.
+//!
+//! A region's partition names its feed for the partition, not the process
+//! ([`Invalidations::logged`]): the writer gives each event its position
+//! when it makes the change and logs it (`Record::Feed`) in the same
+//! commit, and checkpoints carry the next position (`Record::FeedFrom`),
+//! so whichever origin claims the partition next replays the same events
+//! at the same positions and answers an edge where the last owner left it
+//! (decision 0017). An edge behind the partition's last checkpoint learns
+//! of its loss from a `410`, as from an origin that forgot.
 
 use parking_lot::Mutex;
 use shared::invalidation::{stream_id, Change};
@@ -16,8 +25,12 @@ use crate::core::invalidation_log::{InvalidationLog, Since, INVALIDATIONS_KEPT};
 pub struct Invalidations {
     log: Mutex<InvalidationLog>,
     end: watch::Sender<u64>,
-    /// Names this process's feed: positions of another mean nothing here.
+    /// Names this process's feed (or the region partition's): positions of
+    /// another mean nothing here.
     incarnation: String,
+    /// The position the writer gives the next event, when its events are
+    /// logged (a region's); None on one origin.
+    logged: Option<std::sync::atomic::AtomicU64>,
 }
 
 impl Default for Invalidations {
@@ -32,7 +45,50 @@ impl Invalidations {
             log: Mutex::new(InvalidationLog::new(capacity)),
             end: watch::Sender::new(0),
             incarnation: format!("feed-{:016x}", rand::random::<u64>()),
+            logged: None,
         }
+    }
+
+    /// A region partition's feed named `incarnation`, resumed where the
+    /// replay left it: `next`, with the events logged since the image.
+    pub fn logged(
+        incarnation: String,
+        next: u64,
+        events: impl IntoIterator<Item = shared::invalidation::Invalidation>,
+    ) -> Invalidations {
+        let log = InvalidationLog::resumed(INVALIDATIONS_KEPT, next, events);
+        let next = log.next();
+        Invalidations {
+            log: Mutex::new(log),
+            end: watch::Sender::new(next),
+            incarnation,
+            logged: Some(std::sync::atomic::AtomicU64::new(next)),
+        }
+    }
+
+    /// The position of the next event, given now by the writer (which
+    /// logs the event in the change's commit); None when not logged.
+    pub fn assign(&self) -> Option<u64> {
+        self.logged
+            .as_ref()
+            .map(|n| n.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// The next position the writer would give (what a checkpoint keeps).
+    pub fn assigned(&self) -> Option<u64> {
+        self.logged
+            .as_ref()
+            .map(|n| n.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Adds a logged event at its position, once its commit is durable.
+    pub fn push_event(&self, event: shared::invalidation::Invalidation) {
+        let next = {
+            let mut log = self.log.lock();
+            log.push_event(event);
+            log.next()
+        };
+        self.end.send_replace(next);
     }
 
     pub fn incarnation(&self) -> &str {

@@ -199,6 +199,7 @@ impl StoreConfig {
                 checkpoint: Default::default(),
                 fork_copy_max: 256 * 1024 * 1024,
                 pin_grace: Duration::from_secs(60),
+                feed: None,
             },
             object_write_timeout: Duration::from_secs(10),
             object_put_delay: Duration::ZERO,
@@ -347,7 +348,7 @@ impl Store {
             })
         })?;
         let recovery::Recovered {
-            engine,
+            mut engine,
             mut wal,
             report,
             touched,
@@ -400,7 +401,14 @@ impl Store {
         let seal_retry_max = config.seal_retry_max;
         let gc_grace = config.gc_grace;
         let data = config.data.clone();
-        let invalidations = Arc::new(invalidations::Invalidations::default());
+        let invalidations = Arc::new(match &config.region.feed {
+            Some(name) => invalidations::Invalidations::logged(
+                name.clone(),
+                engine.feed_next,
+                std::mem::take(&mut engine.feed),
+            ),
+            None => invalidations::Invalidations::default(),
+        });
         let (promotions, promoter_jobs) = std::sync::mpsc::channel();
         let promoter_writer = tx.clone();
         std::thread::Builder::new()

@@ -52,6 +52,8 @@ const KIND_VISIBILITY: u8 = 7;
 const KIND_FORK: u8 = 8;
 const KIND_IMAGE: u8 = 9;
 const KIND_IMAGE_MORE: u8 = 10;
+const KIND_FEED: u8 = 11;
+const KIND_FEED_FROM: u8 = 12;
 
 /// The most of a stream's bytes one image record carries (a body stays
 /// well under [`MAX_BODY`], and an image part near its size).
@@ -114,6 +116,14 @@ pub enum Record {
     ImageMore {
         id: u64,
         payload: Bytes,
+    },
+    /// An event of the invalidation feed, at its position, logged in the
+    /// commit of the change it tells of (a region's feed: every owner of
+    /// the partition answers the same positions; `store::invalidations`).
+    Feed(shared::invalidation::Invalidation),
+    /// An image's first record: the feed's next position at the image.
+    FeedFrom {
+        next: u64,
     },
 }
 
@@ -228,6 +238,19 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) -> usize {
             put_u64(out, *id);
             out.extend_from_slice(payload);
         }
+        Record::Feed(e) => {
+            out.push(KIND_FEED);
+            put_u64(out, e.seq);
+            put_u64(out, e.stream);
+            put_str(out, &e.incarnation);
+            out.push(change_tag(e.change));
+            out.push(e.retained.is_some() as u8);
+            put_u64(out, e.retained.unwrap_or(0));
+        }
+        Record::FeedFrom { next } => {
+            out.push(KIND_FEED_FROM);
+            put_u64(out, *next);
+        }
     }
     let body_len = out.len() - at - HEADER;
     let crc = crc32fast::hash(&out[at + HEADER..]);
@@ -249,6 +272,8 @@ impl Record {
             | Record::Visibility { id, .. }
             | Record::ImageMore { id, .. } => *id,
             Record::Image { saved, .. } => saved.core.id,
+            // Of no stream (ids start at 1).
+            Record::Feed(_) | Record::FeedFrom { .. } => 0,
         }
     }
 }
@@ -401,12 +426,52 @@ fn decode_body(body: &[u8]) -> Result<Record, FrameError> {
             id: r.u64()?,
             payload: r.rest(),
         },
+        KIND_FEED => {
+            let seq = r.u64()?;
+            let stream = r.u64()?;
+            let incarnation = r.str()?;
+            let change = change_of(r.u8()?)?;
+            let has = r.flag()?;
+            let retained = r.u64()?;
+            if !has && retained != 0 {
+                return Err(FrameError::Malformed("a retained offset without its flag"));
+            }
+            Record::Feed(shared::invalidation::Invalidation {
+                seq,
+                stream,
+                incarnation,
+                change,
+                retained: has.then_some(retained),
+            })
+        }
+        KIND_FEED_FROM => Record::FeedFrom { next: r.u64()? },
         _ => return Err(FrameError::Malformed("unknown kind")),
     };
     if !r.buf.is_empty() {
         return Err(FrameError::Malformed("bytes after the record's fields"));
     }
     Ok(record)
+}
+
+fn change_tag(c: shared::invalidation::Change) -> u8 {
+    use shared::invalidation::Change;
+    match c {
+        Change::Deleted => 0,
+        Change::Created => 1,
+        Change::Retained => 2,
+        Change::SnapshotReplaced => 3,
+    }
+}
+
+fn change_of(tag: u8) -> Result<shared::invalidation::Change, FrameError> {
+    use shared::invalidation::Change;
+    Ok(match tag {
+        0 => Change::Deleted,
+        1 => Change::Created,
+        2 => Change::Retained,
+        3 => Change::SnapshotReplaced,
+        _ => return Err(FrameError::Malformed("unknown feed change")),
+    })
 }
 
 fn put_u64(out: &mut Vec<u8>, v: u64) {
@@ -553,6 +618,23 @@ mod tests {
             (any::<u64>(), any::<u64>()).prop_map(|(id, offset)| Record::Retain { id, offset }),
             (any::<u64>(), any::<bool>())
                 .prop_map(|(id, public)| Record::Visibility { id, public }),
+            any::<u64>().prop_map(|next| Record::FeedFrom { next }),
+            (
+                any::<u64>(),
+                any::<u64>(),
+                "[a-z0-9-]{0,16}",
+                0u8..4,
+                proptest::option::of(any::<u64>())
+            )
+                .prop_map(|(seq, stream, incarnation, tag, retained)| {
+                    Record::Feed(shared::invalidation::Invalidation {
+                        seq,
+                        stream,
+                        incarnation,
+                        change: change_of(tag).unwrap(),
+                        retained,
+                    })
+                }),
             (
                 any::<u64>(),
                 any::<u64>(),

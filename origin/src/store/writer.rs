@@ -222,6 +222,9 @@ pub struct Writer {
     pub replayed_bytes: u64,
     /// The feed edges tail (see `store::invalidations`).
     pub invalidations: Option<Arc<super::invalidations::Invalidations>>,
+    /// A region's feed events of this batch, logged at its end
+    /// (`Record::Feed`): `invalidate` adds them, from `&self`.
+    feed_frames: std::cell::RefCell<Vec<u8>>,
     /// Object durability: where every batch goes before it is answered.
     pub object_wal: Option<crate::region::ObjectWal>,
     /// Set once the object WAL said this store may acknowledge no more.
@@ -275,6 +278,7 @@ impl Writer {
             pending_gc: Vec::new(),
             replayed_bytes: 0,
             invalidations: None,
+            feed_frames: Default::default(),
             object_wal: None,
             fenced: Arc::default(),
             pipeline: object_commit::Pipeline::default(),
@@ -404,6 +408,12 @@ impl Writer {
         after: &mut Vec<AfterCommit>,
         commands: usize,
     ) -> bool {
+        // The batch's feed events, in the commit of the changes they tell of.
+        let feed = self.feed_frames.get_mut();
+        if !feed.is_empty() {
+            frames.extend_from_slice(feed);
+            feed.clear();
+        }
         if !frames.is_empty() {
             let started = Instant::now();
             if let Err(e) = self.wal.append_durably(frames) {

@@ -180,6 +180,23 @@ impl Writer {
         if let Some(feed) = &self.invalidations {
             let feed = Arc::clone(feed);
             let (path, incarnation) = (path.into(), incarnation.into());
+            // A region's feed: the event gets its position now and is
+            // logged in this batch, so every owner answers the same.
+            if let Some(seq) = feed.assign() {
+                let event = shared::invalidation::Invalidation {
+                    seq,
+                    stream: shared::invalidation::stream_id(&path),
+                    incarnation: incarnation.to_string(),
+                    change,
+                    retained,
+                };
+                record::encode(
+                    &Record::Feed(event.clone()),
+                    &mut self.feed_frames.borrow_mut(),
+                );
+                after.push(AfterCommit::Reply(Box::new(move || feed.push_event(event))));
+                return;
+            }
             after.push(AfterCommit::Reply(Box::new(move || {
                 feed.push(&path, &incarnation, change, retained)
             })));
