@@ -21,6 +21,8 @@ mod outage;
 mod partitions;
 #[path = "region/routing.rs"]
 mod routing;
+#[path = "region/staging.rs"]
+mod staging;
 #[path = "region/takeover.rs"]
 mod takeover;
 

@@ -144,6 +144,13 @@ impl StagedUploads {
         self.uploads
     }
 
+    /// Whether `key` has an upload here.
+    pub fn has(&self, key: &UploadKey) -> bool {
+        self.streams
+            .get(&key.path)
+            .is_some_and(|u| u.contains_key(&(Arc::clone(&key.incarnation), key.offset)))
+    }
+
     fn upload_mut(&mut self, key: &UploadKey) -> Option<&mut Upload> {
         self.streams
             .get_mut(&key.path)?

@@ -24,6 +24,7 @@ pub mod routes;
 pub mod snapshot;
 pub mod sse;
 pub mod staging;
+pub mod staging_bucket;
 
 use std::sync::Arc;
 use std::time::Duration;

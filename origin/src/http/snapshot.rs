@@ -10,7 +10,8 @@
 //!   the request limit) stages them, then `PUT {stream}/snapshot/{offset}`
 //!   with `Stream-Snapshot-Parts: N` and no body publishes parts `0..N` in
 //!   order. Staged parts live on the origin's disk until the publish, the
-//!   stream's delete, an hour untouched, or a restart; all parts of one
+//!   stream's delete, an hour untouched, or a restart (in a region also in
+//!   the bucket, so they outlive the owner: `staging_bucket`); all parts of one
 //!   offset together stay under `Ursula-Max-Snapshot-Bytes`, and
 //!   [`super::staging`] bounds the offsets per stream and the disk in total.
 //! - The digest is the SHA-256 of the blob's bytes, so a reader can check
@@ -205,6 +206,11 @@ async fn publish(
             let not_staged =
                 |i: usize| ApiError::bad(format!("part {i} of the snapshot was not staged"));
             let now = state.store.clock().now_ms();
+            // In a region, parts an earlier owner of the partition staged.
+            state
+                .staging
+                .bring_back(&upload_key(&view, offset), now)
+                .await?;
             let hold = state
                 .staging
                 .hold(upload_key(&view, offset), now)

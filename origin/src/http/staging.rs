@@ -7,7 +7,9 @@
 //! mid-write drops its request's future, and the ledger must still learn
 //! how the write ended, or what is on disk and what is counted part ways.
 //! The directory is emptied at start (`Store::open`), so the ledger starts
-//! empty too.
+//! empty too. In a region every part is in the bucket as well, and an
+//! upload an earlier owner of the partition staged is brought back from
+//! there (`staging_bucket`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,6 +18,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use super::error::ApiError;
+use super::staging_bucket::StagingBucket;
 use super::HttpConfig;
 use crate::core::staging::{Removals, StagedUploads, StagingBounds, UploadId, UploadKey};
 use crate::core::Millis;
@@ -25,6 +28,13 @@ pub struct Staging {
     root: PathBuf,
     ledger: Mutex<StagedUploads>,
     metrics: Arc<Metrics>,
+    /// In a region: the bucket's copy, each upload's name there (one per
+    /// upload in the ledger), one upload brought back at a time, and when
+    /// the bucket was last swept.
+    bucket: Option<StagingBucket>,
+    names: Mutex<std::collections::HashMap<UploadId, String>>,
+    bringing: tokio::sync::Mutex<()>,
+    swept: Mutex<Millis>,
 }
 
 impl Staging {
@@ -40,7 +50,23 @@ impl Staging {
             root,
             ledger: Mutex::new(StagedUploads::new(bounds)),
             metrics,
+            bucket: None,
+            names: Default::default(),
+            bringing: Default::default(),
+            swept: Mutex::new(0),
         })
+    }
+
+    /// The same, with every part also in the bucket (a region's partition).
+    pub fn in_bucket(
+        root: PathBuf,
+        config: &HttpConfig,
+        metrics: Arc<Metrics>,
+        bucket: StagingBucket,
+    ) -> Arc<Staging> {
+        let mut staging = Arc::into_inner(Self::new(root, config, metrics)).expect("just made");
+        staging.bucket = Some(bucket);
+        Arc::new(staging)
     }
 
     fn dir(&self, id: UploadId) -> PathBuf {
@@ -57,15 +83,45 @@ impl Staging {
         bytes: Bytes,
         now: Millis,
     ) -> Result<(), ApiError> {
+        self.bring_back(&key, now).await?;
+        self.stage_here(key, part, bytes, now, true).await
+    }
+
+    /// Stages a part; `copy` puts it in the bucket too (in a region).
+    async fn stage_here(
+        self: &Arc<Self>,
+        key: UploadKey,
+        part: u32,
+        bytes: Bytes,
+        now: Millis,
+        copy: bool,
+    ) -> Result<(), ApiError> {
         let id = self
             .ledger
             .lock()
             .admit_part(&key, part, bytes.len() as u64, now)
             .map_err(ApiError::Staging)?;
         self.show();
+        let name = self.bucket.as_ref().map(|_| {
+            self.names
+                .lock()
+                .entry(id)
+                .or_insert_with(|| StagingBucket::name(&key))
+                .clone()
+        });
         let this = Arc::clone(self);
         let written = tokio::spawn(async move {
-            let result = write_part(&this.dir(id), part, &bytes).await;
+            let mut result = write_part(&this.dir(id), part, &bytes)
+                .await
+                .map_err(ApiError::from);
+            if let (Ok(()), Some(bucket), Some(name), true) = (&result, &this.bucket, &name, copy) {
+                if let Err(e) = bucket.put_part(name, part, bytes).await {
+                    tracing::warn!(error = %e, "could not put a staged snapshot part in the bucket");
+                    result = Err(ApiError::Busy(
+                        "object storage cannot take the snapshot part right now; retry shortly",
+                    ));
+                }
+            }
             let removals = this
                 .ledger
                 .lock()
@@ -75,9 +131,40 @@ impl Staging {
         })
         .await;
         match written {
-            Ok(result) => Ok(result?),
+            Ok(result) => result,
             Err(e) => Err(ApiError::Internal(format!("staging a part: {e}"))),
         }
+    }
+
+    /// In a region: `key`'s upload as an earlier owner of the partition
+    /// staged it, brought here from the bucket if this owner has no record
+    /// of it (a bucket that does not answer: 503).
+    pub async fn bring_back(
+        self: &Arc<Self>,
+        key: &UploadKey,
+        now: Millis,
+    ) -> Result<(), ApiError> {
+        let Some(bucket) = &self.bucket else {
+            return Ok(());
+        };
+        if self.ledger.lock().has(key) {
+            return Ok(());
+        }
+        let _one = self.bringing.lock().await;
+        if self.ledger.lock().has(key) {
+            return Ok(());
+        }
+        let parts = bucket.parts(&StagingBucket::name(key)).await.map_err(|e| {
+            tracing::warn!(error = %e, "could not read staged snapshot parts from the bucket");
+            ApiError::Busy(
+                "object storage cannot give the staged snapshot parts right now; retry shortly",
+            )
+        })?;
+        for (part, bytes) in parts {
+            self.stage_here(key.clone(), part, bytes, now, false)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Holds `key`'s upload for a publish that reads its parts; `None` when
@@ -106,11 +193,34 @@ impl Staging {
             tracing::info!(uploads = removals.len(), "staged snapshot uploads expired");
         }
         self.remove(removals).await;
+        let every =
+            u64::try_from(super::staging_bucket::SWEEP_EVERY.as_millis()).unwrap_or(u64::MAX);
+        if let Some(bucket) = &self.bucket {
+            let due = {
+                let mut swept = self.swept.lock();
+                let due = now.saturating_sub(*swept) >= every;
+                if due {
+                    *swept = now;
+                }
+                due
+            };
+            if due {
+                let held: std::collections::HashSet<String> =
+                    self.names.lock().values().cloned().collect();
+                bucket.sweep(now, &held).await;
+            }
+        }
     }
 
     /// Removes the directories of dropped uploads; the metrics change once
     /// they are gone.
     async fn remove(&self, removals: Removals) {
+        for &id in &removals {
+            let name = self.names.lock().remove(&id);
+            if let (Some(bucket), Some(name)) = (&self.bucket, name) {
+                bucket.delete_upload(&name).await;
+            }
+        }
         for id in removals {
             if let Err(e) = tokio::fs::remove_dir_all(self.dir(id)).await {
                 if e.kind() != std::io::ErrorKind::NotFound {

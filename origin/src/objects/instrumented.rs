@@ -105,6 +105,13 @@ impl Objects {
         self.count_err(r)
     }
 
+    /// The objects under `prefix` (their keys, sizes and times).
+    pub async fn list(&self, prefix: &Path) -> object_store::Result<Vec<object_store::ObjectMeta>> {
+        use futures::TryStreamExt;
+        let r = self.store.list(Some(prefix)).try_collect().await;
+        self.count_err(r)
+    }
+
     /// Deletes every object under `prefix`.
     pub async fn delete_prefix(&self, prefix: &Path) -> object_store::Result<()> {
         use futures::TryStreamExt;

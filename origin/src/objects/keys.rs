@@ -8,6 +8,7 @@
 //! region/partitions/{p:04}/wal/{number:020}     one group commit (or fence) of p
 //! region/partitions/{p:04}/checkpoints/{number:020}   a checkpoint's manifest (`region::checkpoint`)
 //! region/partitions/{p:04}/images/{number:020}/{put id}/{part:06}   its image, in parts
+//! region/partitions/{p:04}/staging/{upload}/{part:05}   a staged snapshot part (`http::staging`)
 //! region/nodes/{node}                           one origin's heartbeat (`region::membership`)
 //! region/auth/{token-signing.pk8,keys.json}     the region's access control (`region::auth_sync`)
 //! ```
@@ -50,6 +51,12 @@ pub fn partition_epoch(p: u32, epoch: u64) -> Path {
 }
 
 /// Where partition `p`'s WAL objects are.
+/// The staged snapshot parts of partition `p` (`upload` is a hash of the
+/// upload's stream, incarnation and offset).
+pub fn partition_staging(p: u32) -> Path {
+    Path::from(format!("region/partitions/{p:04}/staging"))
+}
+
 pub fn partition_wal(p: u32) -> Path {
     Path::from(format!("region/partitions/{p:04}/wal"))
 }

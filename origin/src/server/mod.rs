@@ -46,6 +46,7 @@ pub fn open_state_sharing(
     sharing: Option<&Sharing>,
 ) -> std::io::Result<(http::Shared, RecoveryReport)> {
     let metrics = Arc::new(Metrics::default());
+    let (store_durability, partition) = (store.durability, store.region.partition);
     let (store, report) = Store::open(store, clock, Arc::clone(&metrics))?;
     let ingress = match sharing {
         Some(s) => Arc::clone(&s.ingress),
@@ -56,7 +57,24 @@ pub fn open_state_sharing(
     if let Some(s) = sharing {
         auth.limits = Arc::clone(&s.limits);
     }
-    let staging = http::staging::Staging::new(store.staging_dir(), &http, Arc::clone(&metrics));
+    // In a region the staged parts are in the bucket too: they move with
+    // the partition.
+    let bucket = match (store_durability, store.objects()) {
+        (crate::store::Durability::Object, Some(objects)) => {
+            Some(http::staging_bucket::StagingBucket::new(
+                objects.clone(),
+                partition,
+                http.staged_upload_ttl,
+            ))
+        }
+        _ => None,
+    };
+    let staging = match bucket {
+        Some(b) => {
+            http::staging::Staging::in_bucket(store.staging_dir(), &http, Arc::clone(&metrics), b)
+        }
+        None => http::staging::Staging::new(store.staging_dir(), &http, Arc::clone(&metrics)),
+    };
     let state = Arc::new(AppState {
         staging,
         auth,
