@@ -414,7 +414,6 @@ pub const WAIT: Duration = Duration::from_secs(10);
 /// How often it looks.
 pub const POLL: Duration = Duration::from_millis(20);
 
-/// Sends a request, panicking on transport errors.
 /// The value of the series `name` (with its labels, if any) in a
 /// `/metrics` text.
 pub fn metric_in(text: &str, name: &str) -> Option<i64> {
@@ -432,6 +431,7 @@ pub async fn metrics_at(http: &reqwest::Client, base: &str) -> String {
         .expect("metrics")
 }
 
+/// Sends a request, panicking on transport errors.
 pub async fn send(req: reqwest::RequestBuilder) -> reqwest::Response {
     req.send().await.expect("request")
 }

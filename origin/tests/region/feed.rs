@@ -85,22 +85,11 @@ fn base(p: &Proc) -> String {
 }
 
 /// Until the origin at `base` published a checkpoint past `before`.
-async fn checkpointed(client: &reqwest::Client, base: &str, before: u64) {
+async fn checkpointed(client: &reqwest::Client, base: &str, before: i64) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let text = client
-            .get(format!("{base}/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let n: u64 = text
-            .lines()
-            .find_map(|l| l.strip_prefix("ds_region_checkpoints_total "))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
+        let text = crate::common::metrics_at(client, base).await;
+        let n = crate::common::metric_in(&text, "ds_region_checkpoints_total").unwrap_or(0);
         if n > before {
             return;
         }

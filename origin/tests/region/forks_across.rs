@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 use object_store::ObjectStoreExt as _;
 
 use super::origins::{start_with, wait_serving};
-use super::partitions::{args, base, read, settled};
-use crate::common::region_roles::roles;
+use super::partitions::{args, base, keyed_pair, read, settled};
 use crate::common::seaweed::Seaweed;
 
 const PARTITIONS: u32 = 6;
@@ -253,19 +252,10 @@ async fn forks_across_partitions_answer_as_forks_in_one_store() {
     }
     assert_eq!(status(client.delete(format!("{x}{held}"))).await, 204);
     assert_eq!(status(client.head(format!("{y}{held}"))).await, 404);
-    let metrics = |b: &str| {
-        let client = client.clone();
-        let url = format!("{b}/metrics");
-        async move { client.get(url).send().await.unwrap().text().await.unwrap() }
-    };
     let mut swept = 0;
     for b in &bases {
-        let text = metrics(b).await;
-        swept += text
-            .lines()
-            .find_map(|l| l.strip_prefix("ds_region_fork_swept_total "))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap();
+        let text = crate::common::metrics_at(&client, b).await;
+        swept += crate::common::metric_in(&text, "ds_region_fork_swept_total").unwrap();
     }
     assert_eq!(swept, 2, "the pin and the copy the crash left");
 }
@@ -275,32 +265,7 @@ async fn a_fork_across_partitions_needs_read_access_to_its_source() {
     let weed = Seaweed::start();
     let client = reqwest::Client::new();
     let dir = tempfile::tempdir().unwrap();
-    let flags = [
-        "--region-partitions",
-        "2",
-        "--lease",
-        "2s",
-        "--lease-renew",
-        "500ms",
-        "--open-accounts",
-        "",
-        "--admin-token",
-        "admin-secret",
-    ];
-    let a = start_with(&weed, &dir.path().join("a"), "across-keys", "a", &flags);
-    let b = start_with(&weed, &dir.path().join("b"), "across-keys", "b", &flags);
-    let bases = vec![base(&a), base(&b)];
-    for u in &bases {
-        wait_serving(&client, u).await;
-    }
-    // One partition each.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while roles(&client, &bases[0]).await != Some((1, 1))
-        || roles(&client, &bases[1]).await != Some((1, 1))
-    {
-        assert!(Instant::now() < deadline, "the partitions did not spread");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (_a, _b, bases) = keyed_pair(&weed, dir.path(), "across-keys", &client).await;
     let (x, y) = (&bases[0], &bases[1]);
     let key = |body: &'static str| {
         let client = client.clone();

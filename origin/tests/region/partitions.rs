@@ -376,11 +376,15 @@ async fn until_status(want: u16, what: &str, make: impl Fn() -> reqwest::Request
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn keys_made_and_revoked_on_partition_zero_hold_in_every_partition() {
-    let weed = Seaweed::start();
-    let client = reqwest::Client::new();
-    let dir = tempfile::tempdir().unwrap();
+/// Two origins of a region of two partitions with access control (no
+/// open account, the admin token `admin-secret`) under `prefix`, once
+/// each serves one partition.
+pub async fn keyed_pair(
+    weed: &Seaweed,
+    dir: &std::path::Path,
+    prefix: &str,
+    client: &reqwest::Client,
+) -> (Proc, Proc, Vec<String>) {
     let flags = [
         "--region-partitions",
         "2",
@@ -393,16 +397,15 @@ async fn keys_made_and_revoked_on_partition_zero_hold_in_every_partition() {
         "--admin-token",
         "admin-secret",
     ];
-    let a = start_with(&weed, &dir.path().join("a"), "keys2", "a", &flags);
-    let b = start_with(&weed, &dir.path().join("b"), "keys2", "b", &flags);
+    let a = start_with(weed, &dir.join("a"), prefix, "a", &flags);
+    let b = start_with(weed, &dir.join("b"), prefix, "b", &flags);
     let bases = vec![base(&a), base(&b)];
     for u in &bases {
-        wait_serving(&client, u).await;
+        wait_serving(client, u).await;
     }
-    // One partition each.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while roles(&client, &bases[0]).await != Some((1, 1))
-        || roles(&client, &bases[1]).await != Some((1, 1))
+    while roles(client, &bases[0]).await != Some((1, 1))
+        || roles(client, &bases[1]).await != Some((1, 1))
     {
         assert!(
             Instant::now() < deadline,
@@ -410,6 +413,15 @@ async fn keys_made_and_revoked_on_partition_zero_hold_in_every_partition() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    (a, b, bases)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_made_and_revoked_on_partition_zero_hold_in_every_partition() {
+    let weed = Seaweed::start();
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (_a, _b, bases) = keyed_pair(&weed, dir.path(), "keys2", &client).await;
     let made: serde_json::Value = client
         .post(format!("{}/_admin/keys", bases[0]))
         .bearer_auth("admin-secret")
