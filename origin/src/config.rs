@@ -163,6 +163,10 @@ pub struct Cli {
     /// (and drops it if not: after a crash in the middle of making one).
     #[arg(long, env = "ORIGIN_REGION_PIN_GRACE", default_value = "60s", value_parser = parse_duration)]
     pub region_pin_grace: Duration,
+    /// Forks across partitions one origin makes at once (each copies its
+    /// source's prefix); one more answers 503 + Retry-After.
+    #[arg(long, env = "ORIGIN_REGION_FORK_COPIES", default_value_t = 8)]
+    pub region_fork_copies: usize,
     /// How often the serving origin looks whether a checkpoint is due.
     #[arg(long, env = "ORIGIN_REGION_CHECKPOINT_INTERVAL", default_value = "10s", value_parser = parse_duration)]
     pub region_checkpoint_interval: Duration,
@@ -289,6 +293,7 @@ impl Cli {
         c.region.checkpoint.interval = self.region_checkpoint_interval;
         c.region.fork_copy_max = self.region_fork_copy_max;
         c.region.pin_grace = self.region_pin_grace;
+        c.region.fork_copies = self.region_fork_copies.max(1);
         c.object_write_timeout = self.object_write_timeout;
         c.object_put_delay = self.object_put_delay;
         c

@@ -42,6 +42,7 @@ fn node(name: &str) -> RegionConfig {
         checkpoint: Default::default(),
         fork_copy_max: 1 << 20,
         pin_grace: std::time::Duration::from_secs(60),
+        fork_copies: 8,
         feed: None,
     }
 }

@@ -95,7 +95,7 @@ impl Forwarder {
             .insert(FORWARDED_BY.clone(), self.node.clone());
         // The region's own requests (a fork across partitions) are
         // counted apart from the clients' that reached the wrong origin.
-        if parts.headers.contains_key(&shared::headers::REGION_PEER) {
+        if parts.extensions.get::<super::Peer>().is_some() {
             self.metrics.peer_forwarded.fetch_add(1, Relaxed);
         } else {
             self.metrics.forwarded.fetch_add(1, Relaxed);

@@ -206,10 +206,26 @@ pub fn health_response() -> Response<Body> {
 #[derive(Clone, Copy, Debug)]
 pub struct Peer;
 
-/// Marks a fork whose named source is a region copy (`region::across`):
-/// the caller needs read access to the stream it copies, named here.
-#[derive(Clone, Debug)]
-pub struct SourceAccess(pub String);
+/// Marks a request whose caller was admitted already, for its path and
+/// its fork's source (a fork across partitions: `server::region::across`
+/// asks both before its work, the source of the source's own owner).
+#[derive(Clone, Copy, Debug)]
+pub struct Admitted;
+
+/// Admits the caller of a `PUT` at its path; the request comes back with
+/// its caller (the fork's owner asks this first of a fork across
+/// partitions, before any of its work).
+pub fn admit_create(state: &AppState, mut req: Request) -> Result<Request, Box<Response<Body>>> {
+    let path = req.uri().path().to_owned();
+    let target = classify(&path);
+    if let Some((stream, access)) = shared::auth::request_access(&target, &Method::PUT) {
+        if let Err(mut refused) = admit(state, &mut req, stream, access) {
+            common_headers(&mut refused, true);
+            return Err(refused);
+        }
+    }
+    Ok(req)
+}
 
 /// Admits a request or answers its refusal.
 fn admit(
@@ -256,14 +272,10 @@ async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
         .then(|| req.headers().get(&shared::headers::STREAM_FORKED_FROM))
         .flatten()
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    // A fork of a region copy needs read access to the stream it copies.
-    let source = req
-        .extensions()
-        .get::<SourceAccess>()
-        .map(|s| s.0.clone())
-        .or(source);
-    // A request of another origin of the region needs no credential.
-    let peer = req.extensions().get::<Peer>().is_some();
+    // A request of another origin of the region needs no credential; one
+    // admitted already is not asked (or charged) again.
+    let peer =
+        req.extensions().get::<Peer>().is_some() || req.extensions().get::<Admitted>().is_some();
     let checks = source
         .as_deref()
         .map(|s| (s, shared::auth::Access::Read))

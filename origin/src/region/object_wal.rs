@@ -51,6 +51,10 @@ pub struct RegionConfig {
     /// its owner asks whether its other end exists (`--region-pin-grace`):
     /// longer than any fork's making takes.
     pub pin_grace: Duration,
+    /// Forks across partitions one origin makes at once
+    /// (`--region-fork-copies`); one more answers 503 + `Retry-After`. Each
+    /// holds one piece of its source (one read's answer) in memory.
+    pub fork_copies: usize,
     /// The partition's invalidation feed's name, the same for every owner
     /// (its events are then logged: `store::invalidations`); None: a name
     /// of this store's own, events not logged.

@@ -120,7 +120,7 @@ pub struct RegionOrigin {
 /// How often each partition served here is swept for what a crash in the
 /// middle of a fork across partitions left (`across::sweep`), at most: a
 /// shorter grace sweeps as often as it.
-const SWEEP_EVERY: Duration = Duration::from_secs(10);
+const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// A claim under way: its partition, its store's folder and the replay's task.
 type Claiming = (u32, PathBuf, JoinHandle<std::io::Result<Shared>>);
@@ -213,12 +213,13 @@ impl RegionOrigin {
 
     /// Whether a request is another origin's of the region: it carries the
     /// peer key. None when it carries one but the key cannot be read yet.
-    async fn is_peer(&self, sent: Option<axum::http::HeaderValue>) -> Option<bool> {
+    fn is_peer(&self, sent: Option<axum::http::HeaderValue>) -> Option<bool> {
         let Some(sent) = sent else {
             return Some(false);
         };
-        let key = self.peer_key().await?;
-        Some(crate::region::peer_key::matches(&key, sent.as_bytes()))
+        // Read at start and before any claim: a request never waits for it.
+        let key = self.peer_key.get()?;
+        Some(crate::region::peer_key::matches(key, sent.as_bytes()))
     }
 
     /// The stores this origin serves now.
@@ -295,6 +296,7 @@ impl RegionOrigin {
             }
         });
         let every = SWEEP_EVERY.min(self.store.region.pin_grace.max(Duration::from_millis(100)));
+        let every_ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX);
         let forks = shell::periodic::every(every, {
             let me = Arc::clone(&self);
             move || {
@@ -302,7 +304,7 @@ impl RegionOrigin {
                 async move {
                     for p in 0..me.partitions {
                         if let Current::Serving { state, .. } = me.current(p) {
-                            across::sweep(&me, p, &state).await;
+                            across::sweep(&me, p, &state, every_ms).await;
                         }
                     }
                 }
@@ -457,9 +459,12 @@ impl RegionOrigin {
                 }
             }
             // Claims name their feed by it (read at start unless the
-            // bucket did not answer then).
-            if self.peer_key.get().is_none() {
-                let _ = self.peer_key().await;
+            // bucket did not answer then): no claim without it, or the
+            // partition's feed would go on unlogged under a name of its own
+            // and the next owner resume the last logged one past changes
+            // no edge heard of (decision 0017).
+            if self.peer_key().await.is_none() {
+                continue;
             }
             match m.look(patience).await {
                 Some(live) => {
@@ -605,6 +610,7 @@ impl RegionOrigin {
             .peer_key
             .get()
             .map(|key| format!("feed-p{p}-{:016x}", shared::invalidation::stream_id(key)));
+        debug_assert!(config.region.feed.is_some(), "claims wait for the peer key");
         config.data = self.data.join("region").join(n.to_string());
         let dir = config.data.clone();
         let (http, clock, keys, sharing) = (

@@ -199,6 +199,7 @@ impl StoreConfig {
                 checkpoint: Default::default(),
                 fork_copy_max: 256 * 1024 * 1024,
                 pin_grace: Duration::from_secs(60),
+                fork_copies: 8,
                 feed: None,
             },
             object_write_timeout: Duration::from_secs(10),

@@ -351,7 +351,9 @@ impl Writer {
                     stopping = true;
                     break;
                 }
-                match self.fits(cmd, frames.len(), &mut after) {
+                // A region's feed events go at the batch's end: count them.
+                let written = frames.len() + self.feed_frames.get_mut().len();
+                match self.fits(cmd, written, &mut after) {
                     room::Fit::Apply(cmd) => self.handle(cmd, now, &mut frames, &mut after),
                     room::Fit::Done => {} // refused: answered without a change
                     room::Fit::Later(cmd) => {

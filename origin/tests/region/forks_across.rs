@@ -121,6 +121,14 @@ async fn forks_across_partitions_answer_as_forks_in_one_store() {
         .header("stream-forked-from", source.as_str());
     assert_eq!(status(mismatch).await, 409);
     assert_eq!(status(client.head(format!("{y}{nowhere}"))).await, 404);
+    // A source that is no stream path (no URI path either) is a 400.
+    for bad in ["/v1/stream/a b", "/v1/stream/<x>", ""] {
+        let r = client
+            .put(format!("{x}{nowhere}"))
+            .header("stream-forked-from", bad);
+        let got = status(r).await;
+        assert!(got == 400 || got == 404, "{bad:?}: {got}");
+    }
 
     // The source deleted: soft-deleted while the forks read it.
     assert_eq!(status(client.delete(format!("{y}{source}"))).await, 204);

@@ -47,7 +47,11 @@ const NEVER: &str = "9999-12-31T23:59:59Z";
 fn peer(me: &RegionOrigin, method: Method, uri: &str) -> Request<Body> {
     let mut req = Request::new(Body::empty());
     *req.method_mut() = method;
-    *req.uri_mut() = uri.parse().expect("a region stream's path is a URI");
+    // Every path here was checked to be a URI path (`fork`); should one
+    // not be, the request names nothing and answers 404.
+    *req.uri_mut() = uri
+        .parse()
+        .unwrap_or_else(|_| axum::http::Uri::from_static("/.ds-region/unnamed"));
     if let Some(key) = me.peer_key.get() {
         if let Ok(v) = HeaderValue::from_str(key) {
             req.headers_mut().insert(h::REGION_PEER, v);
@@ -82,7 +86,7 @@ pub(super) async fn fork(
     state: Shared,
     req: Request<Body>,
 ) -> Response<Body> {
-    let (mut parts, body) = req.into_parts();
+    let (parts, body) = req.into_parts();
     let fork = parts.uri.path().to_owned();
     let Some(source) = parts
         .headers
@@ -92,6 +96,12 @@ pub(super) async fn fork(
     else {
         return ApiError::bad("Stream-Forked-From is not text").into_response();
     };
+    if shared::paths::validate_stream_path(&source).is_err()
+        || source.parse::<axum::http::Uri>().is_err()
+    {
+        return ApiError::bad(format!("Stream-Forked-From names no stream: {source:?}"))
+            .into_response();
+    }
     let limit = shared::paths::MAX_STREAM_PATH - across::NAME_OVERHEAD;
     if fork.len() > limit || source.len() > limit {
         return ApiError::bad(format!(
@@ -110,6 +120,11 @@ pub(super) async fn fork(
     ) {
         return http::handle(state, Request::from_parts(parts, body)).await;
     }
+    // The caller may make the fork: asked first, before anything costs.
+    let (mut parts, body) = match http::admit_create(&state, Request::from_parts(parts, body)) {
+        Ok(req) => req.into_parts(),
+        Err(refused) => return *refused,
+    };
     // 1. The caller may read the source; what a fork inherits of it.
     let mut head = peer(me, Method::HEAD, &source);
     head.headers_mut().remove(h::REGION_PEER);
@@ -137,7 +152,16 @@ pub(super) async fn fork(
     let q = shared::partition::of_stream(&source, me.partitions);
     let pin = across::pin(q, nonce, &fork);
     let copy = across::copy(p, nonce, &source);
-    me.copying.0.lock().insert(copy.clone());
+    {
+        let mut copying = me.copying.0.lock();
+        if copying.len() >= me.store.region.fork_copies {
+            return ApiError::Busy(
+                "this origin is making as many forks across partitions as it may at once; retry shortly",
+            )
+            .into_response();
+        }
+        copying.insert(copy.clone());
+    }
     let _filling = Filling(&me.copying, copy.clone());
     let mut put = peer(me, Method::PUT, &pin);
     for name in [
@@ -170,7 +194,7 @@ pub(super) async fn fork(
         .to_owned();
     if let Err(answer) = fill(me, &state, &pin, &copy, &content_type, at).await {
         let _ = state.store.delete(copy.clone(), None).await;
-        unpin(me, &pin).await;
+        unpin_removed(me, &state, vec![(copy, pin)]).await;
         return answer;
     }
     // 4. The fork, of the copy, with the source's expiry unless it names one.
@@ -184,14 +208,15 @@ pub(super) async fn fork(
         }
     }
     let answer = local(state.clone(), parts, body, &copy, &source).await;
-    let made = answer.status().is_success();
     let _ = state.store.delete(copy.clone(), None).await;
-    if made {
+    if answer.status().is_success() {
         me.metrics
             .forks_across
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     } else {
-        unpin(me, &pin).await;
+        // Not made, unless the answer was ambiguous (the commit may still
+        // land): then the copy lives on soft-deleted and keeps its pin.
+        unpin_removed(me, &state, vec![(copy, pin)]).await;
     }
     answer
 }
@@ -208,9 +233,9 @@ async fn local(
         h::STREAM_FORKED_FROM,
         HeaderValue::from_str(copy).expect("a path is a header value"),
     );
-    parts
-        .extensions
-        .insert(http::SourceAccess(source.to_owned()));
+    let _ = source;
+    // Admitted for the fork before step 1, for the source by its owner.
+    parts.extensions.insert(http::Admitted);
     http::handle(state, Request::from_parts(parts, body)).await
 }
 
@@ -372,7 +397,7 @@ pub(super) async fn unpin_removed(
 /// One sweep of partition `p` (served here by `state`): pins whose copy
 /// is gone, and copies never forked (both left by a crash), older than
 /// the grace, are deleted.
-pub(super) async fn sweep(me: &Arc<RegionOrigin>, p: u32, state: &Shared) {
+pub(super) async fn sweep(me: &Arc<RegionOrigin>, p: u32, state: &Shared, every: u64) {
     let prefix = format!("{}in/{p}/", shared::partition::HIDDEN);
     let now = state.store.clock().now_ms();
     let grace = u64::try_from(me.store.region.pin_grace.as_millis()).unwrap_or(u64::MAX);
@@ -396,6 +421,9 @@ pub(super) async fn sweep(me: &Arc<RegionOrigin>, p: u32, state: &Shared) {
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
             Kind::Pin => {
+                if !due(now.saturating_sub(view.created_at), grace, every) {
+                    continue;
+                }
                 let Some(source) = view.inherited().map(|i| Arc::clone(&i.parent)) else {
                     continue;
                 };
@@ -411,6 +439,24 @@ pub(super) async fn sweep(me: &Arc<RegionOrigin>, p: u32, state: &Shared) {
             }
         }
     }
+}
+
+/// Whether a pin of age `age` is asked after in a sweep every `every`
+/// ms: once its age passes `grace`, then `2 grace`, `4 grace`, … (a pin
+/// whose fork lives long is asked after rarely; what a crash or an expiry
+/// left goes within about its age).
+fn due(age: u64, grace: u64, every: u64) -> bool {
+    let mut mark = grace.max(1);
+    while mark <= age {
+        if age - mark < every {
+            return true;
+        }
+        mark = match mark.checked_mul(2) {
+            Some(m) => m,
+            None => return false,
+        };
+    }
+    false
 }
 
 fn next_offset(headers: &HeaderMap) -> Option<u64> {
@@ -443,4 +489,26 @@ fn refusal_of(status: StatusCode) -> Response<Body> {
         *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::due;
+
+    #[test]
+    fn pins_are_asked_after_at_doubling_ages() {
+        let (grace, every) = (60_000, 10_000);
+        let asked: Vec<u64> = (0..2_000_000u64)
+            .step_by(10_000)
+            .filter(|age| due(*age, grace, every))
+            .collect();
+        assert_eq!(
+            asked,
+            [60_000, 120_000, 240_000, 480_000, 960_000, 1_920_000]
+        );
+        assert!(!due(59_999, grace, every));
+        // Doubling stops short of overflowing.
+        assert!(due(u64::MAX, u64::MAX, 1));
+        assert!(!due(u64::MAX - 5, 1 << 62, 1));
+    }
 }

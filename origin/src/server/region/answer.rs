@@ -32,9 +32,14 @@ where
     let mut req = req.map(Body::new);
     // The region's own streams: only its origins may name them.
     let sent = req.headers().get(&shared::headers::REGION_PEER).cloned();
-    match me.is_peer(sent).await {
+    let claimed = sent.is_some();
+    match me.is_peer(sent) {
         Some(true) => {
             req.extensions_mut().insert(http::Peer);
+        }
+        // A key that is not the region's is no key (and goes no further).
+        Some(false) if claimed && !names_region_stream(&req) => {
+            req.headers_mut().remove(&shared::headers::REGION_PEER);
         }
         Some(false) if names_region_stream(&req) => {
             let mut r = http::error::error_response(

@@ -20,12 +20,19 @@ use super::super::error::StoreError;
 use super::{AfterCommit, Command, Writer};
 
 /// Log kept for the writer's own records (seals, expiry's deletes of one
-/// tick: 10,000 of ~30 B) once client writes are refused for want of room.
-pub const LOG_RESERVE: u64 = 1024 * 1024;
+/// tick: 10,000 of ~30 B, ~100 B more each with a region's feed event)
+/// once client writes are refused for want of room.
+pub const LOG_RESERVE: u64 = 2 * 1024 * 1024;
 
 /// What a record's fields besides its payload take at most: paths (1 KiB),
 /// content types, producer ids (256 B), `Stream-Seq`, a snapshot's digest.
 const FIELDS: u64 = 64 * 1024;
+
+/// What a change that reaches a stream's forks may add in a region's feed
+/// events (one of ~100 B per fork it reaches: a retention or a snapshot
+/// reaching 2,500 forks, a delete letting that many soft-deleted sources
+/// go). A change past it writes into the reserve.
+const FORK_EVENTS: u64 = 256 * 1024;
 
 /// The most log a command can write, and whether it is a client's.
 pub fn log_bytes(cmd: &Command) -> (u64, bool) {
@@ -33,10 +40,10 @@ pub fn log_bytes(cmd: &Command) -> (u64, bool) {
         Command::Create { payload, .. }
         | Command::Fork { payload, .. }
         | Command::Append { payload, .. } => (payload.len() as u64 + FIELDS, true),
-        Command::Delete { .. }
-        | Command::Snapshot { .. }
-        | Command::SetPublic { .. }
-        | Command::Retain { .. } => (FIELDS, true),
+        Command::Delete { .. } | Command::Snapshot { .. } | Command::Retain { .. } => {
+            (FIELDS + FORK_EVENTS, true)
+        }
+        Command::SetPublic { .. } => (FIELDS, true),
         Command::Tick => (LOG_RESERVE / 2, false),
         Command::Wake => (0, false),
         Command::Sealed { .. } | Command::Promoted { .. } | Command::Shutdown => (FIELDS, false),
