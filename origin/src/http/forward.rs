@@ -37,6 +37,12 @@ pub static FORWARDED_BY: HeaderName = HeaderName::from_static("ds-forwarded-by")
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The client this origin forwards with, pooled across requests.
+/// Marks a request an origin makes of the region on a client's behalf
+/// with the client's credential (a fork across partitions asking its
+/// source's owner): forwarded, it counts with the region's own requests.
+#[derive(Clone, Copy, Debug)]
+pub struct OnBehalf;
+
 #[derive(Clone)]
 pub struct Forwarder {
     client: Client<HttpConnector, Body>,
@@ -95,7 +101,9 @@ impl Forwarder {
             .insert(FORWARDED_BY.clone(), self.node.clone());
         // The region's own requests (a fork across partitions) are
         // counted apart from the clients' that reached the wrong origin.
-        if parts.extensions.get::<super::Peer>().is_some() {
+        if parts.extensions.get::<super::Peer>().is_some()
+            || parts.extensions.get::<OnBehalf>().is_some()
+        {
             self.metrics.peer_forwarded.fetch_add(1, Relaxed);
         } else {
             self.metrics.forwarded.fetch_add(1, Relaxed);

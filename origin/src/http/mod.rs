@@ -220,6 +220,7 @@ pub fn admit_create(state: &AppState, mut req: Request) -> Result<Request, Box<R
     let target = classify(&path);
     if let Some((stream, access)) = shared::auth::request_access(&target, &Method::PUT) {
         if let Err(mut refused) = admit(state, &mut req, stream, access) {
+            state.metrics.request("refused", refused.status().as_u16());
             common_headers(&mut refused, true);
             return Err(refused);
         }

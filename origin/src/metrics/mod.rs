@@ -392,8 +392,9 @@ pub struct RegionMetrics {
     /// Forks made across partitions here (`server::region::across`), their
     /// pins deleted, and what the sweep removed after a crash.
     pub forks_across: AtomicU64,
-    /// Requests of the region's own (for forks across partitions) passed
-    /// on to another origin; `forwarded` counts the clients' only.
+    /// Requests of the region's own (for forks across partitions, the
+    /// source's HEAD made with the client's credential included) passed on
+    /// to another origin; `forwarded` counts the clients' only.
     pub peer_forwarded: AtomicU64,
     pub unpins: AtomicU64,
     pub swept: AtomicU64,

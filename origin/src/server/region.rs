@@ -462,10 +462,9 @@ impl RegionOrigin {
             // bucket did not answer then): no claim without it, or the
             // partition's feed would go on unlogged under a name of its own
             // and the next owner resume the last logged one past changes
-            // no edge heard of (decision 0017).
-            if self.peer_key().await.is_none() {
-                continue;
-            }
+            // no edge heard of (decision 0017). Meanwhile it follows, and
+            // stands aside so no partition is handed to it.
+            let keyed = self.peer_key().await.is_some();
             match m.look(patience).await {
                 Some(live) => {
                     self.metrics.live_nodes.store(live as i64, Relaxed);
@@ -560,7 +559,7 @@ impl RegionOrigin {
                         failures[i] = 0;
                         self.follow(p, url)
                     }
-                    Decision::Claim if tokio::time::Instant::now() >= next_claim[i] => {
+                    Decision::Claim if keyed && tokio::time::Instant::now() >= next_claim[i] => {
                         claiming[i] = true;
                         let (p, dir, task) = self.claim(p);
                         claims.push(Box::pin(async move { (p, dir, task.await) }));
@@ -568,7 +567,7 @@ impl RegionOrigin {
                     Decision::Claim => {}
                 }
             }
-            let aside = failures.iter().any(|f| *f >= STAND_ASIDE_AFTER);
+            let aside = !keyed || failures.iter().any(|f| *f >= STAND_ASIDE_AFTER);
             self.standing_aside.store(aside, Relaxed);
         }
         self.builds_stop.store(true, Relaxed);

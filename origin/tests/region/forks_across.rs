@@ -332,6 +332,21 @@ async fn a_fork_across_partitions_needs_read_access_to_its_source() {
         .await,
         200
     );
+    // The same fork again: the same answer as within a store, and no
+    // credential changes nothing.
+    let again = || {
+        client
+            .put(format!("{y}{my_fork}"))
+            .header("stream-forked-from", my_source.as_str())
+            .header("stream-public", "true")
+    };
+    assert_eq!(status(again()).await, 401);
+    assert_eq!(
+        status(client.get(format!("{y}{my_fork}?offset=-1"))).await,
+        401,
+        "still private"
+    );
+    assert_eq!(status(again().bearer_auth(&mine)).await, 200);
     // Another's source: refused, and nothing made.
     let other_fork = in_part("mine-other", 1);
     let r = client

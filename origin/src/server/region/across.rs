@@ -109,15 +109,15 @@ pub(super) async fn fork(
         ))
         .into_response();
     }
-    // The fork is there already: the same again (its copy is of this
-    // source), or a conflict, answered by its store as ever.
-    if let Some(copy) = copy_of(&state, &fork, &source) {
-        return local(state, parts, body, &copy, &source).await;
-    }
-    if matches!(
-        state.store.find(&fork),
-        Ok(_) | Err(StoreError::SoftDeleted)
-    ) {
+    // A fork there already that is not of this source's copy (or any
+    // stream there): answered by its store as ever (a conflict).
+    let again = copy_of(&state, &fork, &source);
+    if again.is_none()
+        && matches!(
+            state.store.find(&fork),
+            Ok(_) | Err(StoreError::SoftDeleted)
+        )
+    {
         return http::handle(state, Request::from_parts(parts, body)).await;
     }
     // The caller may make the fork: asked first, before anything costs.
@@ -128,11 +128,22 @@ pub(super) async fn fork(
     // 1. The caller may read the source; what a fork inherits of it.
     let mut head = peer(me, Method::HEAD, &source);
     head.headers_mut().remove(h::REGION_PEER);
+    head.extensions_mut().insert(crate::http::forward::OnBehalf);
     if let Some(a) = parts.headers.get(axum::http::header::AUTHORIZATION) {
         head.headers_mut()
             .insert(axum::http::header::AUTHORIZATION, a.clone());
     }
     let head = send(me, head).await;
+    // The same fork again (its copy is of this source): the caller may
+    // read the source (soft-deleted since, it still may), and the fork's
+    // store answers it as any second PUT of a fork.
+    if let Some(copy) = again {
+        return match head.status() {
+            StatusCode::OK | StatusCode::GONE => local(state, parts, body, &copy, &source).await,
+            StatusCode::NOT_FOUND => ApiError::Store(StoreError::ConfigMismatch).into_response(),
+            other => refusal_of(other),
+        };
+    }
     match head.status() {
         StatusCode::OK => {}
         StatusCode::NOT_FOUND => {

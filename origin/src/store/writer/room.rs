@@ -22,7 +22,7 @@ use super::{AfterCommit, Command, Writer};
 /// Log kept for the writer's own records (seals, expiry's deletes of one
 /// tick: 10,000 of ~30 B, ~100 B more each with a region's feed event)
 /// once client writes are refused for want of room.
-pub const LOG_RESERVE: u64 = 2 * 1024 * 1024;
+pub const LOG_RESERVE: u64 = 4 * 1024 * 1024;
 
 /// What a record's fields besides its payload take at most: paths (1 KiB),
 /// content types, producer ids (256 B), `Stream-Seq`, a snapshot's digest.
