@@ -48,7 +48,9 @@ use futures::stream::{FuturesUnordered, StreamExt};
 
 mod across;
 mod answer;
+mod beat;
 mod builds;
+mod peer;
 
 use answer::handle;
 
@@ -193,35 +195,6 @@ impl RegionOrigin {
         self.parts[p as usize].current.read().clone()
     }
 
-    /// The region's peer key, read from the bucket (or made there) the
-    /// first time it is asked for; None while the bucket does not answer.
-    async fn peer_key(&self) -> Option<Arc<str>> {
-        if let Some(key) = self.peer_key.get() {
-            return Some(Arc::clone(key));
-        }
-        let objects = self.objects.get()?;
-        let load = crate::region::peer_key::load(&**objects);
-        match tokio::time::timeout(self.patience(), load).await {
-            Ok(Ok(key)) => Some(Arc::clone(self.peer_key.get_or_init(|| Arc::from(key)))),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "could not read the region's peer key");
-                None
-            }
-            Err(_) => None,
-        }
-    }
-
-    /// Whether a request is another origin's of the region: it carries the
-    /// peer key. None when it carries one but the key cannot be read yet.
-    fn is_peer(&self, sent: Option<axum::http::HeaderValue>) -> Option<bool> {
-        let Some(sent) = sent else {
-            return Some(false);
-        };
-        // Read at start and before any claim: a request never waits for it.
-        let key = self.peer_key.get()?;
-        Some(crate::region::peer_key::matches(key, sent.as_bytes()))
-    }
-
     /// The stores this origin serves now.
     fn serving(&self) -> Vec<Shared> {
         (0..self.partitions)
@@ -350,41 +323,6 @@ impl RegionOrigin {
             .renew
             .saturating_mul(2)
             .max(Duration::from_secs(1))
-    }
-
-    /// Renews the heartbeat every renewal until told to stop; `leaving`
-    /// while this origin stands aside after failed claims.
-    async fn beat(
-        self: Arc<Self>,
-        heartbeater: Arc<Heartbeater>,
-        mut stop: tokio::sync::watch::Receiver<bool>,
-    ) {
-        let mut interval = tokio::time::interval(self.membership.renew);
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = interval.tick() => {}
-                _ = stop.wait_for(|s| *s) => return,
-            }
-            if !self.pinned.load(Relaxed) {
-                continue;
-            }
-            let aside = self.standing_aside.load(Relaxed);
-            let released = self
-                .released
-                .lock()
-                .iter()
-                .filter(|(_, stopped)| *stopped)
-                .map(|(r, _)| *r)
-                .collect();
-            match tokio::time::timeout(self.patience(), heartbeater.beat(aside, released)).await {
-                Ok(Ok(())) => {}
-                _ => {
-                    self.metrics.heartbeat_failures.fetch_add(1, Relaxed);
-                    tracing::warn!("could not renew this origin's heartbeat");
-                }
-            }
-        }
     }
 
     /// The membership loop: look, decide and act for every partition;

@@ -139,7 +139,7 @@ pub(super) async fn fork(
     // store answers it as any second PUT of a fork.
     if let Some(copy) = again {
         return match head.status() {
-            StatusCode::OK | StatusCode::GONE => local(state, parts, body, &copy, &source).await,
+            StatusCode::OK | StatusCode::GONE => local(state, parts, body, &copy).await,
             StatusCode::NOT_FOUND => ApiError::Store(StoreError::ConfigMismatch).into_response(),
             other => refusal_of(other),
         };
@@ -218,7 +218,7 @@ pub(super) async fn fork(
             }
         }
     }
-    let answer = local(state.clone(), parts, body, &copy, &source).await;
+    let answer = local(state.clone(), parts, body, &copy).await;
     let _ = state.store.delete(copy.clone(), None).await;
     if answer.status().is_success() {
         me.metrics
@@ -238,13 +238,11 @@ async fn local(
     mut parts: axum::http::request::Parts,
     body: Body,
     copy: &str,
-    source: &str,
 ) -> Response<Body> {
     parts.headers.insert(
         h::STREAM_FORKED_FROM,
         HeaderValue::from_str(copy).expect("a path is a header value"),
     );
-    let _ = source;
     // Admitted for the fork before step 1, for the source by its owner.
     parts.extensions.insert(http::Admitted);
     http::handle(state, Request::from_parts(parts, body)).await
