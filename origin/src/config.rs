@@ -97,6 +97,10 @@ pub struct Cli {
     /// (a credential's account; without one, its address).
     #[arg(long, env = "ORIGIN_INGRESS_SHARE_PERCENT", default_value_t = 25, value_parser = clap::value_parser!(u8).range(1..=100))]
     pub ingress_share_percent: u8,
+    /// How long a request body waits for room in the ingress budget (or its
+    /// client's share) before it is refused with 503 + Retry-After, e.g. 5s.
+    #[arg(long, env = "ORIGIN_INGRESS_WAIT", default_value = "5s", value_parser = parse_duration)]
+    pub ingress_wait: Duration,
     /// A header a trusted proxy in front sets to the client's address, e.g.
     /// cloudfront-viewer-address; unset: the connection's peer address.
     #[arg(long, env = "ORIGIN_CLIENT_ADDRESS_HEADER")]
@@ -368,6 +372,7 @@ impl Cli {
                 .max(self.max_snapshot),
             sse_session: self.sse_session,
             ingress_share_percent: self.ingress_share_percent,
+            ingress_wait: self.ingress_wait,
             client_address_header: self.client_address_header.clone(),
             serve: shell::ServeConfig {
                 max_connections: self.max_connections,
@@ -386,7 +391,6 @@ impl Cli {
                 max_token_secs: self.max_token_ttl.as_secs().max(1),
                 admin_token: self.admin_token.clone().filter(|t| !t.is_empty()),
             },
-            ..HttpConfig::default()
         }
     }
 }

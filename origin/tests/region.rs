@@ -8,6 +8,8 @@
 mod chaos;
 #[path = "region/checkpoints.rs"]
 mod checkpoints;
+#[path = "region/clients.rs"]
+mod clients;
 mod common;
 #[path = "region/feed.rs"]
 mod feed;

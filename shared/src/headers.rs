@@ -14,6 +14,15 @@ pub const REGION_PARTITIONS: HeaderName = HeaderName::from_static("ds-region-par
 /// The region's peer key, which one origin's requests to another carry
 /// (an origin asks nothing else of them: see `origin::region::peer_key`).
 pub const REGION_PEER: HeaderName = HeaderName::from_static("ds-region-peer");
+/// On a client's request a follower forwards to the partition's owner: the
+/// client's address as the follower saw it, so the owner's per-client
+/// shares count the client rather than the follower. Believed only beside
+/// [`REGION_VIA`] carrying the region's peer key; dropped otherwise.
+pub const REGION_CLIENT: HeaderName = HeaderName::from_static("ds-region-client");
+/// The region's peer key on a client's request a follower forwarded: it
+/// vouches for [`REGION_CLIENT`] and for nothing else (the request is still
+/// the client's, admitted by the client's own credential).
+pub const REGION_VIA: HeaderName = HeaderName::from_static("ds-region-via");
 pub const STREAM_NEXT_OFFSET: HeaderName = HeaderName::from_static("stream-next-offset");
 pub const STREAM_OFFSET: HeaderName = HeaderName::from_static("stream-offset");
 pub const STREAM_UP_TO_DATE: HeaderName = HeaderName::from_static("stream-up-to-date");

@@ -36,13 +36,13 @@ pub static FORWARDED_BY: HeaderName = HeaderName::from_static("ds-forwarded-by")
 /// How long connecting to the owner may take.
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The client this origin forwards with, pooled across requests.
 /// Marks a request an origin makes of the region on a client's behalf
 /// with the client's credential (a fork across partitions asking its
 /// source's owner): forwarded, it counts with the region's own requests.
 #[derive(Clone, Copy, Debug)]
 pub struct OnBehalf;
 
+/// The client this origin forwards with, pooled across requests.
 #[derive(Clone)]
 pub struct Forwarder {
     client: Client<HttpConnector, Body>,

@@ -11,6 +11,11 @@
 //! past the budget, is waited for up to `ingress_wait`, then refused with
 //! 503 + `Retry-After`.
 //!
+//! Behind a region's follower, the owner sees the follower's address on
+//! every forwarded request; the follower names the client in
+//! `ds-region-client` (vouched for by the region's peer key in
+//! `ds-region-via`), and the owner counts that client ([`Vouched`]).
+//!
 //! Shares live in a map with an entry only while a client holds room, so it
 //! is bounded by the bodies in flight (at most one per connection).
 
@@ -96,16 +101,54 @@ impl ClientKey {
     }
 }
 
+/// On a request a region's follower forwarded: the client's address as the
+/// follower saw it (`ds-region-client`, vouched for by the peer key). The
+/// region's router sets it; no client can.
+#[derive(Clone, Debug)]
+pub struct Vouched(pub http::HeaderValue);
+
 /// The client a request's body is counted against (see [`ClientKey::of`]).
 pub fn client_of(state: &super::AppState, req: &axum::extract::Request) -> ClientKey {
     let caller = req.extensions().get::<crate::auth::Caller>();
-    let header = state
-        .config
-        .client_address_header
-        .as_ref()
-        .and_then(|name| req.headers().get(name));
+    let header = req
+        .extensions()
+        .get::<Vouched>()
+        .map(|v| &v.0)
+        .or_else(|| address_header(&state.config, req));
     let peer = req.extensions().get::<shell::Client>().map(|c| c.addr.ip());
     ClientKey::of(caller.map(|c| c.account.as_str()), header, peer)
+}
+
+/// The value of the configured client address header on a request.
+fn address_header<'r, B>(
+    config: &super::HttpConfig,
+    req: &'r http::Request<B>,
+) -> Option<&'r http::HeaderValue> {
+    config
+        .client_address_header
+        .as_ref()
+        .and_then(|name| req.headers().get(name))
+}
+
+/// The client's address as this origin sees it, as a header value a
+/// forward names it by: what the configured header says, else the socket's
+/// peer. None for a request with neither (made in process).
+pub fn address_of<B>(
+    config: &super::HttpConfig,
+    req: &http::Request<B>,
+) -> Option<http::HeaderValue> {
+    if let Some(v) = req.extensions().get::<Vouched>() {
+        return Some(v.0.clone());
+    }
+    let named = address_header(config, req)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.rsplit(',').next())
+        .and_then(|last| http::HeaderValue::from_str(last.trim()).ok());
+    if named.is_some() {
+        return named;
+    }
+    let peer = req.extensions().get::<shell::Client>()?;
+    http::HeaderValue::from_str(&peer.addr.ip().to_string()).ok()
 }
 
 pub struct Ingress {

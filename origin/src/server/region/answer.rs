@@ -57,6 +57,7 @@ where
             return r;
         }
     }
+    vouch(&me, &mut req);
     let p = shared::partition::of_request(req.uri().path(), req.uri().query(), me.partitions);
     if let Current::Serving { state, .. } = me.current(p) {
         if fork_source(&req).is_some_and(|s| shared::partition::of_stream(s, me.partitions) != p) {
@@ -84,7 +85,10 @@ async fn route(me: &Arc<RegionOrigin>, p: u32, req: axum::http::Request<Body>) -
     let feed = req.uri().path() == shared::invalidation::PATH;
     let mut answer = match me.current(p) {
         Current::Serving { state, .. } => http::handle(state, req).await,
-        Current::Following { url } => me.forwarder.forward(&url, req, me.ended(p)).await,
+        Current::Following { url } => {
+            let req = name_the_client(me, req);
+            me.forwarder.forward(&url, req, me.ended(p)).await
+        }
         Current::Joining => {
             let mut r = ApiError::Busy(
                 "this origin is joining its region or taking the partition over; retry shortly",
@@ -103,6 +107,40 @@ async fn route(me: &Arc<RegionOrigin>, p: u32, req: axum::http::Request<Body>) -
         );
     }
     answer
+}
+
+/// Believes the client a follower names on a request it forwarded, if the
+/// region's peer key vouches for it (`http::ingress::Vouched`); drops the
+/// name and the key otherwise, so no client names itself.
+fn vouch(me: &RegionOrigin, req: &mut axum::http::Request<Body>) {
+    let via = req.headers_mut().remove(&shared::headers::REGION_VIA);
+    let named = req.headers_mut().remove(&shared::headers::REGION_CLIENT);
+    if let Some(named) = named {
+        if me.is_peer(via) == Some(true) {
+            req.extensions_mut().insert(http::ingress::Vouched(named));
+        }
+    }
+}
+
+/// A client's request on its way to the partition's owner, naming the
+/// client (the region's own requests name none: they are no client's).
+fn name_the_client(
+    me: &RegionOrigin,
+    mut req: axum::http::Request<Body>,
+) -> axum::http::Request<Body> {
+    let ours = req.extensions().get::<http::Peer>().is_some()
+        || req.extensions().get::<http::forward::OnBehalf>().is_some();
+    let key = me
+        .peer_key
+        .get()
+        .and_then(|k| axum::http::HeaderValue::from_str(k).ok());
+    if let (false, Some(key), Some(client)) = (ours, key, http::ingress::address_of(&me.http, &req))
+    {
+        req.headers_mut().insert(shared::headers::REGION_VIA, key);
+        req.headers_mut()
+            .insert(shared::headers::REGION_CLIENT, client);
+    }
+    req
 }
 
 /// The source a `PUT` forks, if it is a fork.
