@@ -170,3 +170,53 @@ async fn append_rounds(
         }
     }
 }
+
+/// The region's sweeps walk its own streams alone (under `/.ds-region/`),
+/// kept apart as they are made and deleted and rebuilt at a restart,
+/// however many other streams the store holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_regions_own_streams_are_walked_apart_from_all_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let open = || {
+        let mut cfg = StoreConfig::new(dir.path().to_owned());
+        cfg.object_store = None;
+        cfg.durability = Durability::Sync;
+        let clock = Arc::new(ManualClock::new(1_000_000));
+        Store::open(cfg, clock, Arc::new(Metrics::default()))
+            .unwrap()
+            .0
+    };
+    let store = open();
+    let paths = [
+        "/.ds-region/in/0/pin/00000000000000aa/v1/stream/a",
+        "/.ds-region/in/0/copy/00000000000000bb/v1/stream/b",
+        "/.ds-region/in/1/pin/00000000000000cc/v1/stream/c",
+        "/v1/stream/.ds-region/in/0/not-ours",
+        "/v1/stream/plain",
+    ];
+    for p in paths {
+        store
+            .create(p.into(), config(Expiry::Never), false, Bytes::new())
+            .await
+            .unwrap();
+    }
+    let under = |store: &Store, prefix: &str| -> Vec<String> {
+        store
+            .region_streams_under(prefix)
+            .iter()
+            .map(|v| v.path.to_string())
+            .collect()
+    };
+    // In path order: the copy before the pin.
+    assert_eq!(under(&store, "/.ds-region/in/0/"), [paths[1], paths[0]]);
+    assert_eq!(under(&store, "/.ds-region/in/1/"), [paths[2]]);
+    store.delete(paths[1].into(), None).await.unwrap();
+    assert_eq!(under(&store, "/.ds-region/in/0/"), [paths[0]]);
+    store.shutdown().await;
+    drop(store);
+    let store = open();
+    assert_eq!(under(&store, "/.ds-region/in/0/"), [paths[0]]);
+    assert_eq!(under(&store, "/.ds-region/"), [paths[0], paths[2]]);
+    assert_eq!(store.stream_count(), 4);
+    store.shutdown().await;
+}

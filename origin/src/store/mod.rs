@@ -275,6 +275,8 @@ pub use shell::descriptors::limit as descriptor_limit;
 pub struct Store {
     tx: mpsc::Sender<Command>,
     registry: Registry,
+    /// The region's own streams, apart (see `publisher::Hidden`).
+    hidden: publisher::Hidden,
     clock: Arc<dyn Clock>,
     writer: Arc<Mutex<Option<JoinHandle<()>>>>,
     objects: Option<crate::objects::instrumented::Objects>,
@@ -396,7 +398,19 @@ impl Store {
         let (tx, rx) = mpsc::channel(config.queue_commands);
         let object_write_timeout = config.object_write_timeout;
         let fenced = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let publisher = Arc::new(Publisher::new(Arc::clone(&registry), config.data.clone()));
+        let hidden: publisher::Hidden = Arc::new(RwLock::new(
+            engine
+                .entries
+                .iter()
+                .filter(|(p, _)| publisher::is_hidden(p))
+                .map(|(p, e)| (p.clone(), Arc::clone(&e.view)))
+                .collect(),
+        ));
+        let publisher = Arc::new(Publisher::new(
+            Arc::clone(&registry),
+            Arc::clone(&hidden),
+            config.data.clone(),
+        ));
         tokio::spawn(Arc::clone(&publisher).run());
         let sealer_metrics = Arc::clone(&metrics);
         let seal_retry_max = config.seal_retry_max;
@@ -469,6 +483,7 @@ impl Store {
             Store {
                 tx,
                 registry,
+                hidden,
                 clock,
                 writer: Arc::new(Mutex::new(Some(handle))),
                 objects,
@@ -611,13 +626,18 @@ impl Store {
         Ok(view)
     }
 
-    /// Every stream whose path starts with `prefix`, soft-deleted ones
-    /// included (a scan of all: for the region's rare sweeps only).
-    pub fn streams_under(&self, prefix: &str) -> Vec<Arc<StreamView>> {
-        self.registry
+    /// Every one of the region's own streams (under
+    /// `shared::partition::HIDDEN`) whose path starts with `prefix`,
+    /// soft-deleted ones included: a walk of those alone, in path order.
+    pub fn region_streams_under(&self, prefix: &str) -> Vec<Arc<StreamView>> {
+        debug_assert!(publisher::is_hidden(prefix));
+        self.hidden
             .read()
-            .iter()
-            .filter(|(p, _)| p.starts_with(prefix))
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|(p, _)| p.starts_with(prefix))
             .map(|(_, v)| Arc::clone(v))
             .collect()
     }

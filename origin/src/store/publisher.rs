@@ -31,8 +31,20 @@ use super::writer::{AfterCommit, AppendOutcome, Registry};
 /// itself: the runtime is gone, or too busy to keep up.
 const MAX_WAITING_BATCHES: usize = 256;
 
+/// The region's own streams (paths under `shared::partition::HIDDEN`), in
+/// path order: the region's sweeps walk these alone, never the registry of
+/// every stream. A subset of the registry, changed with it.
+pub type Hidden =
+    Arc<parking_lot::RwLock<std::collections::BTreeMap<Arc<str>, Arc<super::StreamView>>>>;
+
+/// Whether a path is one of the region's own streams, kept in [`Hidden`].
+pub fn is_hidden(path: &str) -> bool {
+    path.starts_with(shared::partition::HIDDEN)
+}
+
 pub struct Publisher {
     registry: Registry,
+    hidden: Hidden,
     data: std::path::PathBuf,
     /// Durable batches not carried out yet, oldest first.
     waiting: Mutex<VecDeque<Vec<AfterCommit>>>,
@@ -45,9 +57,10 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    pub fn new(registry: Registry, data: std::path::PathBuf) -> Self {
+    pub fn new(registry: Registry, hidden: Hidden, data: std::path::PathBuf) -> Self {
         Publisher {
             registry,
+            hidden,
             data,
             waiting: Mutex::new(VecDeque::new()),
             pending: AtomicBool::new(false),
@@ -128,6 +141,11 @@ impl Publisher {
         for action in actions {
             match action {
                 AfterCommit::Register(view) => {
+                    if is_hidden(&view.path) {
+                        self.hidden
+                            .write()
+                            .insert(view.path.clone(), Arc::clone(&view));
+                    }
                     self.registry.write().insert(view.path.clone(), view);
                 }
                 AfterCommit::Unregister(view) => {
@@ -136,6 +154,15 @@ impl Publisher {
                         reg.remove(&*view.path);
                     }
                     drop(reg);
+                    if is_hidden(&view.path) {
+                        let mut hidden = self.hidden.write();
+                        if hidden
+                            .get(&*view.path)
+                            .is_some_and(|v| Arc::ptr_eq(v, &view))
+                        {
+                            hidden.remove(&*view.path);
+                        }
+                    }
                     view.set_soft_deleted(false);
                     view.publish(Tail {
                         gone: true,

@@ -410,7 +410,7 @@ pub(super) async fn sweep(me: &Arc<RegionOrigin>, p: u32, state: &Shared, every:
     let prefix = format!("{}in/{p}/", shared::partition::HIDDEN);
     let now = state.store.clock().now_ms();
     let grace = u64::try_from(me.store.region.pin_grace.as_millis()).unwrap_or(u64::MAX);
-    for view in state.store.streams_under(&prefix) {
+    for view in state.store.region_streams_under(&prefix) {
         if view.is_soft_deleted() || now.saturating_sub(view.created_at) < grace {
             continue;
         }
