@@ -197,6 +197,7 @@ mod tests {
     fn publisher() -> Arc<Publisher> {
         Arc::new(Publisher::new(
             Arc::new(RwLock::new(Default::default())),
+            Arc::default(),
             std::env::temp_dir(),
         ))
     }
