@@ -112,6 +112,17 @@ async fn forks_across_partitions_answer_as_forks_in_one_store() {
     // A second PUT of the same fork is the same; another is a conflict.
     assert_eq!(status(forking(y, fork, "0000000000000005")).await, 200);
     assert_eq!(status(forking(x, fork, "0000000000000004")).await, 409);
+    // Eight PUTs of one new fork at once, through both origins: one makes
+    // it, the others are its repeats (never a conflict with each other).
+    let raced = apart("race", 1, &[part(source)]).remove(0);
+    let puts = (0..8).map(|i| {
+        let through = if i % 2 == 0 { x } else { y };
+        status(forking(through, &raced, "0000000000000005"))
+    });
+    let mut got = futures::future::join_all(puts).await;
+    got.sort_unstable();
+    assert_eq!(got, [200, 200, 200, 200, 200, 200, 200, 201]);
+    assert_eq!(read(&client, &format!("{y}{raced}")).await, "hello");
     // Refusals of the fork itself are the source's, and make nothing.
     let nowhere = apart("none", 1, &[part(source)]).remove(0);
     assert_eq!(status(forking(x, &nowhere, "00000000000000ff")).await, 400);
@@ -141,7 +152,9 @@ async fn forks_across_partitions_answer_as_forks_in_one_store() {
     // Its last fork deleted: it goes at once, before the delete answers.
     assert_eq!(status(client.delete(format!("{x}{fork}"))).await, 204);
     assert_eq!(status(client.head(format!("{x}{source}"))).await, 410);
+    assert_eq!(status(client.delete(format!("{y}{raced}"))).await, 204);
     assert_eq!(status(client.delete(format!("{y}{other}"))).await, 204);
+    // Gone only if no racing PUT left a pin of its own behind.
     assert_eq!(status(client.head(format!("{x}{source}"))).await, 404);
     assert_eq!(status(client.head(format!("{y}{fork}"))).await, 404);
 

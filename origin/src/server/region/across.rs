@@ -218,8 +218,20 @@ pub(super) async fn fork(
             }
         }
     }
-    let answer = local(state.clone(), parts, body, &copy).await;
+    let mut repeat = parts.clone();
+    let mut answer = local(state.clone(), parts, body, &copy).await;
     let _ = state.store.delete(copy.clone(), None).await;
+    // A racing PUT of the same fork made it first, of its own copy: this
+    // one is then its repeat, answered as a repeat after it would be.
+    if answer.status() == StatusCode::CONFLICT {
+        if let Some(theirs) = copy_of(&state, &fork, &source).filter(|c| *c != copy) {
+            repeat.headers.remove(axum::http::header::CONTENT_LENGTH);
+            repeat.headers.remove(axum::http::header::TRANSFER_ENCODING);
+            answer = local(state.clone(), repeat, Body::empty(), &theirs).await;
+            unpin_removed(me, &state, vec![(copy, pin)]).await;
+            return answer;
+        }
+    }
     if answer.status().is_success() {
         me.metrics
             .forks_across
