@@ -147,8 +147,10 @@ pub fn address_of<B>(
     if named.is_some() {
         return named;
     }
+    // The socket address whole (`[v6]:port` or `v4:port`): a bare IPv6
+    // address would be read back as `address:port` and cut short.
     let peer = req.extensions().get::<shell::Client>()?;
-    http::HeaderValue::from_str(&peer.addr.ip().to_string()).ok()
+    http::HeaderValue::from_str(&peer.addr.to_string()).ok()
 }
 
 pub struct Ingress {
@@ -436,6 +438,28 @@ impl Drop for ShareRoom<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_peer_named_by_its_socket_address_is_read_back_as_that_client() {
+        for sa in [
+            "1.2.3.4:80",
+            "[::ffff:1.2.3.4]:5",
+            "[2001:0:0:2:3:4:5:6]:443",
+            "[2001:db8::1]:1",
+        ] {
+            let sa: std::net::SocketAddr = sa.parse().unwrap();
+            assert_eq!(
+                ClientKey::from_forwarded(&sa.to_string()),
+                ClientKey::address(sa.ip()),
+                "{sa}"
+            );
+        }
+        // The IPv4-mapped address is its IPv4 client.
+        assert_eq!(
+            ClientKey::from_forwarded("[::ffff:1.2.3.4]:5"),
+            ClientKey::from_forwarded("1.2.3.4:9")
+        );
+    }
 
     fn ingress(budget: u64, percent: u8, max_body: u64) -> Ingress {
         Ingress::new(&HttpConfig {
