@@ -32,8 +32,11 @@ const edgeCount = (labels) => readMetric(edge.url, 'edge_requests_total', labels
 before(async () => {
   const dataDir = tmpDir('ds-browser-origin-');
   key = await createKey({ dataDir, account: 'acme' });
-  origin = await startOrigin({ dataDir, args: ['--sse-session', SSE_SESSION] });
-  edge = await startEdge({ origin: origin.url, args: ['--sse-session', SSE_SESSION] });
+  // Keepalive comments every 100 ms, so Chromium's EventSource parses
+  // them between every event it is sent (decision 0019).
+  const sse = ['--sse-session', SSE_SESSION, '--sse-keepalive', '100ms'];
+  origin = await startOrigin({ dataDir, args: sse });
+  edge = await startEdge({ origin: origin.url, args: sse });
   site = await servePage(await bundlePage());
   context = await launchBrowser();
   page = await context.newPage();

@@ -57,8 +57,11 @@ for (const mode of MODES) {
     let edge;
     let varnish;
     before(async () => {
-      origin = await startOrigin({ jsonReads: mode.jsonReads });
-      edge = await startEdge({ origin: origin.url });
+      // Keepalive comments every 100 ms, so the client's SSE parser meets
+      // them between events (decision 0019).
+      const keepalive = ['--sse-keepalive', '100ms'];
+      origin = await startOrigin({ jsonReads: mode.jsonReads, args: keepalive });
+      edge = await startEdge({ origin: origin.url, args: keepalive });
       if (!noVarnish) varnish = await startVarnish({ edge });
     });
     after(async () => {

@@ -43,6 +43,7 @@ resource "aws_launch_template" "edge" {
     cache_size      = var.edge_cache_size
     region          = var.region
     open_accounts   = var.open_accounts
+    sse_keepalive   = var.sse_keepalive_seconds
     extra_env       = var.edge_extra_env
     install_release = local.install_release
   }))

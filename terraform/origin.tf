@@ -62,6 +62,7 @@ resource "aws_instance" "origin" {
     object_store    = local.object_store
     region          = var.region
     open_accounts   = var.open_accounts
+    sse_keepalive   = var.sse_keepalive_seconds
     extra_env       = var.origin_extra_env
     install_release = local.install_release
   })
@@ -85,6 +86,10 @@ resource "aws_instance" "origin" {
     precondition {
       condition     = local.origin_region || var.origin_count == 1
       error_message = "origin_durability = \"sync\" needs origin_count = 1: a sync origin's log is on its own volume, and several origins need object durability to form a region."
+    }
+    precondition {
+      condition     = var.sse_keepalive_seconds < var.cdn_origin_read_timeout
+      error_message = "sse_keepalive_seconds must be below cdn_origin_read_timeout, or CloudFront cuts quiet SSE tails between keepalives."
     }
     # A newer AMI alone is no reason to replace an origin; change ami_id (or
     # taint) to roll it deliberately.

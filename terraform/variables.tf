@@ -282,6 +282,17 @@ variable "cdn_origin_read_timeout" {
   }
 }
 
+variable "sse_keepalive_seconds" {
+  description = "How often an idle SSE tail sends a keepalive comment (EDGE_SSE_KEEPALIVE and ORIGIN_SSE_KEEPALIVE), in seconds: below cdn_origin_read_timeout, so CloudFront never cuts a quiet tail; 0 turns keepalives off."
+  type        = number
+  default     = 15
+
+  validation {
+    condition     = var.sse_keepalive_seconds >= 0 && floor(var.sse_keepalive_seconds) == var.sse_keepalive_seconds
+    error_message = "sse_keepalive_seconds must be a whole number of seconds, 0 or more."
+  }
+}
+
 variable "cdn_origin_keepalive_timeout" {
   description = "CloudFront origin keep-alive timeout in seconds (5-60 without a quota increase)."
   type        = number

@@ -55,9 +55,8 @@ backend edge {
     # A long-poll answers within its timeout_ms (at most 60 s) plus the
     # edge's grace for a shared wait (10 s): the first byte may take 70 s.
     .first_byte_timeout = 75s;
-    # SSE sends nothing while the stream is quiet (no heartbeat) until the
-    # edge ends the session (--sse-session, 60 s by default). Keep this
-    # above the session, or Varnish cuts quiet tails first.
+    # A quiet SSE tail sends a keepalive comment every --sse-keepalive
+    # (15 s by default). Keep this above it, or Varnish cuts quiet tails.
     .between_bytes_timeout = 75s;
 }
 
@@ -144,7 +143,7 @@ sub vcl_hash {
 
 sub vcl_backend_fetch {
     # (SSE tails live with the backend's timeouts above: a quiet tail sends
-    # nothing until its session ends.)
+    # a keepalive comment every --sse-keepalive.)
     if (bereq.http.X-DS-Tail == "long-poll") {
         # Never make a long-poll conditional: a 304 would be merged into a
         # kept object, and conditional headers split the edge's collapse

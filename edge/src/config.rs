@@ -33,6 +33,11 @@ pub struct Cli {
     /// How long an SSE reader stays connected before the edge ends it, e.g. 60s.
     #[arg(long, env = "EDGE_SSE_SESSION", default_value = "60s", value_parser = parse_duration)]
     pub sse_session: Duration,
+    /// An idle SSE reader gets a comment line this often, so no CDN in
+    /// front cuts it for silence (keep it below the CDN's read timeout),
+    /// e.g. 15s; 0s: none.
+    #[arg(long, env = "EDGE_SSE_KEEPALIVE", default_value = "15s", value_parser = parse_duration)]
+    pub sse_keepalive: Duration,
     /// Streams under this path prefix belong to the account `default` (as
     /// on the origin).
     #[arg(long, env = "EDGE_DEFAULT_PREFIX", default_value = "/v1/stream/")]
@@ -99,6 +104,7 @@ impl Cli {
             c.public_url = public_url;
             c.object_store = self.object_store.clone();
             c.limits.sse_session = self.sse_session;
+            c.limits.sse_keepalive = self.sse_keepalive;
             c.limits.serve = shell::ServeConfig {
                 max_connections: self.max_connections,
                 header_read_timeout: self.header_read_timeout,
@@ -212,6 +218,10 @@ pub struct Limits {
     pub sse_feed_bytes: u64,
     /// An SSE reader is ended after this long, as the origin does.
     pub sse_session: Duration,
+    /// An SSE reader silent for this long is sent a keepalive comment
+    /// (`shared::sse::KEEPALIVE`); zero: none. One whose queue is full is
+    /// sent none (bytes are waiting for it anyway).
+    pub sse_keepalive: Duration,
     /// Largest upstream answer the edge buffers (a read is at most 8 MiB).
     pub max_answer_bytes: usize,
     /// Bytes of snapshots copied into the cache while they stream through,
@@ -242,6 +252,7 @@ impl Default for Limits {
             tail_poll_ms: 20_000,
             sse_feed_bytes: 512 * 1024 * 1024,
             sse_session: Duration::from_secs(60),
+            sse_keepalive: Duration::from_secs(15),
             max_answer_bytes: 9 * 1024 * 1024,
             snapshot_fill_bytes: 256 * 1024 * 1024,
             feed_poll: Duration::from_secs(1),

@@ -108,6 +108,11 @@ pub struct Cli {
     /// How long an SSE tail stays open before the server ends it, e.g. 60s.
     #[arg(long, env = "ORIGIN_SSE_SESSION", default_value = "60s", value_parser = parse_duration)]
     pub sse_session: Duration,
+    /// An idle SSE tail sends a comment line this often, so no proxy or
+    /// CDN in front cuts it for silence (keep it below their read
+    /// timeouts), e.g. 15s; 0s: none.
+    #[arg(long, env = "ORIGIN_SSE_KEEPALIVE", default_value = "15s", value_parser = parse_duration)]
+    pub sse_keepalive: Duration,
     /// A request body that sends nothing for this long answers 408.
     #[arg(long, env = "ORIGIN_BODY_IDLE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub body_idle_timeout: Duration,
@@ -371,6 +376,7 @@ impl Cli {
                 .max(self.max_body)
                 .max(self.max_snapshot),
             sse_session: self.sse_session,
+            sse_keepalive: self.sse_keepalive,
             ingress_share_percent: self.ingress_share_percent,
             ingress_wait: self.ingress_wait,
             client_address_header: self.client_address_header.clone(),

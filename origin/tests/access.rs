@@ -470,7 +470,7 @@ async fn a_token_expiring_mid_sse_ends_the_tail_with_credential_expired() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    let mut sse = common::Sse::new(resp);
+    let mut sse = common::Sse::new(resp, common::WAIT);
     sse.expect("control").await;
     let expired = tokio::time::timeout(WAIT, sse.expect("credential-expired"))
         .await

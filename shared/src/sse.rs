@@ -79,6 +79,14 @@ pub fn control_event(control: &Control) -> Vec<u8> {
     )
 }
 
+/// What an idle tail sends every `sse_keepalive`: a comment line (and the
+/// blank line that ends a block), which every SSE parser skips. It carries
+/// no event, so readers see exactly the events they would without it; it
+/// only keeps the bytes flowing through proxies and CDNs that cut an answer
+/// silent for longer than their read timeout (Fastly: 10 s by default,
+/// CloudFront: 30 s).
+pub const KEEPALIVE: &[u8] = b": keepalive\n\n";
+
 /// Frames an event whose data is one line of JSON (`error`, `credential-expired`).
 pub fn named_json_event(name: &str, json: &str) -> Vec<u8> {
     debug_assert!(!json.contains('\n'));
@@ -160,6 +168,17 @@ mod tests {
         };
         let ev = String::from_utf8(control_event(&c)).unwrap();
         assert_eq!(ev, "event: control\ndata:{\"streamNextOffset\":\"0000000000000001\",\"streamCursor\":\"5\",\"upToDate\":true}\n\n");
+    }
+
+    #[test]
+    fn a_keepalive_is_a_comment_every_parser_skips() {
+        let text = std::str::from_utf8(KEEPALIVE).unwrap();
+        assert!(text.ends_with("\n\n"));
+        assert!(text
+            .lines()
+            .filter(|l| !l.is_empty())
+            .all(|l| l.starts_with(':')));
+        assert_eq!(parse_data(KEEPALIVE), "");
     }
 
     #[test]

@@ -36,8 +36,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "us" => Duration::from_micros(n),
         "ms" => Duration::from_millis(n),
         "" | "s" => Duration::from_secs(n),
-        "m" => Duration::from_secs(n * 60),
-        "h" => Duration::from_secs(n * 3600),
+        "m" | "h" => {
+            let per = if unit == "m" { 60 } else { 3600 };
+            Duration::from_secs(
+                n.checked_mul(per)
+                    .ok_or_else(|| format!("{s:?} is too long"))?,
+            )
+        }
         other => return Err(format!("unknown duration unit {other:?}")),
     })
 }
@@ -55,5 +60,7 @@ mod tests {
         assert_eq!(parse_duration("60s").unwrap(), Duration::from_secs(60));
         assert_eq!(parse_duration("250us").unwrap(), Duration::from_micros(250));
         assert!(parse_duration("x").is_err());
+        assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
+        assert!(parse_duration(&format!("{}h", u64::MAX)).is_err());
     }
 }

@@ -11,6 +11,7 @@
 //! - [`body`]: request bodies that go silent for too long end in an error;
 //! - [`drain`] and [`signal`]: graceful shutdown on SIGTERM;
 //! - [`periodic`]: the once-a-second work of a running server;
+//! - [`keepalive`]: when an idle SSE tail sends its keepalive comment;
 //! - [`config`]: every limit above, with its default, in one struct;
 //! - [`clock`]: time from tokio's clock, so paused-clock tests drive it;
 //! - [`proxy`]: what passing a request on to another server drops.
@@ -23,6 +24,7 @@ pub mod connection;
 pub mod descriptors;
 pub mod drain;
 pub mod idle;
+pub mod keepalive;
 pub mod logging;
 pub mod objects;
 pub mod peer;

@@ -9,7 +9,9 @@
 //! reader whose queue of `sse_reader_queue` items is full, or that fell off
 //! the end of the feed's ring, is disconnected and reconnects from its last
 //! `streamNextOffset`. A reader is ended after `sse_session`, as the origin
-//! does. Readers that need their own event sizes (`max_bytes`) or name an
+//! does, and one silent for `sse_keepalive` is sent a keepalive comment
+//! (`shared::sse::KEEPALIVE`) while it waits for the next frame, as the
+//! origin does. Readers that need their own event sizes (`max_bytes`) or name an
 //! incarnation are passed through to the origin.
 
 use std::convert::Infallible;
@@ -25,7 +27,8 @@ use shared::error::{ErrorBody, ErrorCode};
 use shared::headers as h;
 use shared::offset::{Offset, ReadFrom};
 use shared::params::{ReadParams, MAX_READ_BYTES};
-use shared::sse::{control_event, named_json_event, Control};
+use shared::sse::{control_event, named_json_event, Control, KEEPALIVE};
+use shell::keepalive::Keepalive;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -235,11 +238,19 @@ impl Reader {
                 return Ok(());
             }
         }
+        // The first read's events were the tail's last write.
+        let mut keepalive = Keepalive::new(self.state.config.limits.sse_keepalive);
         loop {
             let item = tokio::select! {
                 item = sub.feed.recv() => item,
                 _ = self.out.closed() => return Err(End::Stop),
+                _ = keepalive.due() => {
+                    keepalive.wrote();
+                    self.keep_alive()?;
+                    continue;
+                }
             };
+            keepalive.wrote();
             match item {
                 Ok(FeedItem::Data(frame)) => match splice(self.pos, frame.start, frame.end) {
                     Splice::Skip => {}
@@ -350,6 +361,15 @@ impl Reader {
     /// A catch-up send: waits for the reader.
     async fn send(&self, bytes: Bytes) -> Result<(), End> {
         self.out.send(bytes).await.map_err(|_| End::Stop)
+    }
+
+    /// A keepalive: skipped when the queue is full (bytes are waiting for
+    /// the reader, so its answer is not silent).
+    fn keep_alive(&self) -> Result<(), End> {
+        match self.out.try_send(Bytes::from_static(KEEPALIVE)) {
+            Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => Ok(()),
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(End::Stop),
+        }
     }
 
     /// A live send: never waits; a full queue disconnects the reader.

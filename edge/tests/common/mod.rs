@@ -242,6 +242,16 @@ impl Stack {
         format!("http://{}{}", self.edge_addr, path)
     }
 
+    /// A GET of `path_and_query` on the edge, sent; panics when it cannot
+    /// be sent.
+    pub async fn get(&self, path_and_query: &str) -> reqwest::Response {
+        self.http
+            .get(self.url(path_and_query))
+            .send()
+            .await
+            .expect("a GET on the edge")
+    }
+
     /// A URL on the origin itself.
     pub fn origin_url(&self, path: &str) -> String {
         format!("http://{}{}", self.origin.addr, path)
@@ -423,109 +433,5 @@ pub fn offset(pos: u64) -> String {
     format!("{pos:016x}")
 }
 
-/// One Server-Sent Event.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SseEvent {
-    pub event: String,
-    /// The `data:` lines joined with `\n`, as an SSE parser gives them.
-    pub data: String,
-}
-
-impl SseEvent {
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.data).expect("JSON event data")
-    }
-}
-
-/// An SSE answer read event by event, parsed as the HTML standard says.
-pub struct Sse {
-    pub resp: reqwest::Response,
-    buf: Vec<u8>,
-    ended: bool,
-}
-
-impl Sse {
-    pub fn new(resp: reqwest::Response) -> Self {
-        Sse {
-            resp,
-            buf: Vec::new(),
-            ended: false,
-        }
-    }
-
-    /// The next event, or `None` once the answer ended (or broke off).
-    pub async fn next(&mut self) -> Option<SseEvent> {
-        tokio::time::timeout(WAIT, self.next_event())
-            .await
-            .expect("an SSE event or the end within the wait")
-    }
-
-    async fn next_event(&mut self) -> Option<SseEvent> {
-        loop {
-            if let Some(at) = self.buf.windows(2).position(|w| w == b"\n\n") {
-                let block: Vec<u8> = self.buf.drain(..at + 2).collect();
-                if let Some(e) = parse_event(&block[..at]) {
-                    return Some(e);
-                }
-                continue;
-            }
-            if self.ended {
-                return None;
-            }
-            match self.resp.chunk().await {
-                Ok(Some(c)) => self.buf.extend_from_slice(&c),
-                Ok(None) | Err(_) => self.ended = true,
-            }
-        }
-    }
-
-    /// Data bytes until a control event says `next`; asserts the control
-    /// events on the way move forward.
-    pub async fn read_until(&mut self, next: &str) -> Vec<u8> {
-        let mut data = Vec::new();
-        loop {
-            let e = self
-                .next()
-                .await
-                .unwrap_or_else(|| panic!("the answer ended before {next}"));
-            match e.event.as_str() {
-                "data" => data.extend_from_slice(e.data.as_bytes()),
-                "control" => {
-                    let c = e.json();
-                    if c["streamNextOffset"] == next {
-                        return data;
-                    }
-                }
-                other => panic!("unexpected {other} event: {e:?}"),
-            }
-        }
-    }
-}
-
-fn parse_event(block: &[u8]) -> Option<SseEvent> {
-    let text = std::str::from_utf8(block).expect("SSE is UTF-8");
-    let mut event = None;
-    let mut data: Option<String> = None;
-    for line in text.split('\n') {
-        if line.is_empty() || line.starts_with(':') {
-            continue;
-        }
-        let (field, value) = line.split_once(':').unwrap_or((line, ""));
-        let value = value.strip_prefix(' ').unwrap_or(value);
-        match field {
-            "event" => event = Some(value.to_owned()),
-            "data" => match &mut data {
-                Some(d) => {
-                    d.push('\n');
-                    d.push_str(value);
-                }
-                None => data = Some(value.to_owned()),
-            },
-            _ => {}
-        }
-    }
-    data.map(|data| SseEvent {
-        event: event.unwrap_or_else(|| "message".into()),
-        data,
-    })
-}
+#[allow(unused_imports)] // not every test binary reads SSE
+pub use testkit::sse::{Sse, SseEvent};

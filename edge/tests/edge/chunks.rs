@@ -125,12 +125,9 @@ async fn a_recreated_stream_gets_its_own_bytes_never_the_old_ones() {
     assert!(body[..] == old[..]);
     // A long-poll and an SSE reader that saw the old incarnation.
     let r = s
-        .http
-        .get(s.url(&format!("{p}?offset={}&live=sse", offset(CHUNK as u64))))
-        .send()
-        .await
-        .unwrap();
-    let mut sse = Sse::new(r);
+        .get(&format!("{p}?offset={}&live=sse", offset(CHUNK as u64)))
+        .await;
+    let mut sse = Sse::new(r, WAIT);
     assert_eq!(sse.next().await.expect("control").event, "control");
 
     let r = s.http.delete(s.url(&p)).send().await.unwrap();
@@ -155,11 +152,8 @@ async fn a_recreated_stream_gets_its_own_bytes_never_the_old_ones() {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let r = s
-            .http
-            .get(s.url(&format!("{p}?offset={}&max_bytes=1000", offset(10))))
-            .send()
-            .await
-            .unwrap();
+            .get(&format!("{p}?offset={}&max_bytes=1000", offset(10)))
+            .await;
         assert_eq!(r.status(), 200);
         let inc = header(&r, "stream-incarnation").expect("incarnation");
         let body = r.bytes().await.unwrap();
@@ -184,21 +178,15 @@ async fn a_recreated_stream_gets_its_own_bytes_never_the_old_ones() {
     }
     // Reads, long-polls and SSE of the new stream carry the new bytes.
     let r = s
-        .http
-        .get(s.url(&format!("{p}?offset={}&live=long-poll", offset(0))))
-        .send()
-        .await
-        .unwrap();
+        .get(&format!("{p}?offset={}&live=long-poll", offset(0)))
+        .await;
     assert_eq!(header(&r, "stream-incarnation"), Some(new_inc.clone()));
     assert!(r.bytes().await.unwrap()[..] == new[..]);
     let r = s
-        .http
-        .get(s.url(&format!("{p}?offset={}&live=sse", offset(CHUNK as u64 - 3))))
-        .send()
-        .await
-        .unwrap();
+        .get(&format!("{p}?offset={}&live=sse", offset(CHUNK as u64 - 3)))
+        .await;
     assert_eq!(header(&r, "stream-incarnation"), Some(new_inc));
-    let mut sse = Sse::new(r);
+    let mut sse = Sse::new(r, WAIT);
     let e = sse.next().await.expect("data");
     assert_eq!(e.event, "data");
     use base64::Engine;
@@ -368,7 +356,7 @@ async fn sealed_chunks_are_filled_from_the_bucket_with_the_origins_headers() {
         (CHUNK, &data[CHUNK..2 * CHUNK]),
     ] {
         let path = format!("{p}/incarnation/{inc}/chunk/{}", offset(start as u64));
-        let via_edge = s.http.get(s.url(&path)).send().await.unwrap();
+        let via_edge = s.get(&path).await;
         let direct = s.http.get(s.origin_url(&path)).send().await.unwrap();
         assert_eq!(via_edge.status(), 200);
         assert_eq!(comparable(&via_edge), comparable(&direct), "{path}");
@@ -387,7 +375,7 @@ async fn sealed_chunks_are_filled_from_the_bucket_with_the_origins_headers() {
     );
     // The open chunk is not in the bucket: the origin answers it.
     let open = format!("{p}/incarnation/{inc}/chunk/{}", offset(2 * CHUNK as u64));
-    let r = s.http.get(s.url(&open)).send().await.unwrap();
+    let r = s.get(&open).await;
     assert_eq!(r.status(), 200);
     assert_eq!(r.bytes().await.unwrap()[..], data[2 * CHUNK..]);
     assert_eq!(s.metric(UPSTREAM_CHUNKS).await, 1);
@@ -408,7 +396,7 @@ async fn chunk_offsets_at_the_end_of_the_range_answer_as_the_origin() {
         u64::MAX - u64::MAX % CHUNK as u64,
     ] {
         let path = format!("{p}/incarnation/{inc}/chunk/{}", offset(at));
-        let edge = s.http.get(s.url(&path)).send().await.unwrap();
+        let edge = s.get(&path).await;
         let origin = s.http.get(s.origin_url(&path)).send().await.unwrap();
         assert_eq!(origin.status(), 416, "{at:x} is past the end");
         assert_eq!(edge.status(), origin.status(), "{at:x}");
@@ -453,7 +441,7 @@ async fn off_grid_chunk_answers_are_weighed_by_what_they_hold() {
         // Near the end of the chunk: small answers of a 4 MiB object.
         let at = CHUNK as u64 - 1000 - i;
         let path = format!("{p}/incarnation/{inc}/chunk/{}", offset(at));
-        let r = s.http.get(s.url(&path)).send().await.unwrap();
+        let r = s.get(&path).await;
         assert_eq!(r.status(), 200);
         assert_eq!(r.bytes().await.unwrap().len() as u64, CHUNK as u64 - at);
     }

@@ -42,7 +42,7 @@ async fn until_edge_agrees(s: &Stack, path_and_query: &str) -> Duration {
     )
     .await;
     loop {
-        let got = answer(s.http.get(s.url(path_and_query)).send().await.unwrap()).await;
+        let got = answer(s.get(path_and_query).await).await;
         if got == want {
             return started.elapsed();
         }
@@ -73,7 +73,7 @@ async fn cached_closed_stream(s: &Stack, p: &str, body: &str) -> String {
     let inc = header(&r, "stream-incarnation").unwrap();
     let chunk = format!("{p}/incarnation/{inc}/chunk/{}", offset(0));
     for _ in 0..2 {
-        let r = s.http.get(s.url(&chunk)).send().await.unwrap();
+        let r = s.get(&chunk).await;
         assert_eq!(r.status(), 200);
         assert_eq!(header(&r, "stream-immutable").as_deref(), Some("true"));
         assert_eq!(r.text().await.unwrap(), body);
@@ -114,12 +114,7 @@ async fn deletes_and_recreations_reach_every_url_within_the_bound() {
         ] {
             delays.push(until_edge_agrees(&s, &q).await);
         }
-        let r = s
-            .http
-            .get(s.url(&format!("{p}?offset=-1")))
-            .send()
-            .await
-            .unwrap();
+        let r = s.get(&format!("{p}?offset=-1")).await;
         assert_eq!(r.text().await.unwrap(), "new");
     }
     delays.sort();
@@ -161,7 +156,7 @@ async fn retention_reaches_reads_and_chunk_urls_cut_from_memory() {
         until_edge_agrees(&s, u).await;
     }
     for u in &urls {
-        s.http.get(s.url(u)).send().await.unwrap();
+        s.get(u).await;
     }
     let at = c + 4096;
     let r = s
@@ -189,10 +184,10 @@ async fn retention_reaches_reads_and_chunk_urls_cut_from_memory() {
         let took = until_edge_agrees(&s, u).await;
         assert!(took <= BOUND, "{u}: {took:?}");
     }
-    let r = s.http.get(s.url(&urls[0])).send().await.unwrap();
+    let r = s.get(&urls[0]).await;
     assert_eq!(header(&r, "stream-retained-offset"), Some(offset(at)));
     assert_eq!(r.bytes().await.unwrap(), data[at as usize..]);
-    let r = s.http.get(s.url(&urls[1])).send().await.unwrap();
+    let r = s.get(&urls[1]).await;
     assert_eq!(r.status(), 410);
 }
 
@@ -232,7 +227,7 @@ async fn an_edge_restarted_during_a_delete_answers_as_the_origin() {
     s.replace_edge(stop, task);
     let took = until_edge_agrees(&s, &chunk).await;
     assert!(took <= BOUND);
-    let r = s.http.get(s.url(&chunk)).send().await.unwrap();
+    let r = s.get(&chunk).await;
     assert_eq!(r.status(), 404);
 }
 
@@ -245,7 +240,7 @@ async fn a_change_made_through_the_edge_is_read_back_at_once_through_it() {
         let r = s.http.delete(s.url(&p)).send().await.unwrap();
         assert_eq!(r.status(), 204);
         // The very next request, with no wait for the feed.
-        let r = s.http.get(s.url(&chunk)).send().await.unwrap();
+        let r = s.get(&chunk).await;
         assert_eq!(r.status(), 404, "{chunk}");
     }
 }

@@ -93,11 +93,8 @@ async fn different_keys_do_not_share_and_a_timeout_is_the_origins_204() {
     assert_eq!(&r.bytes().await.unwrap()[..], b"bc");
     // A missing stream: the origin's 404.
     let r = s
-        .http
-        .get(s.url(&format!("{}?offset=-1&live=long-poll", stream_path("none"))))
-        .send()
-        .await
-        .unwrap();
+        .get(&format!("{}?offset=-1&live=long-poll", stream_path("none")))
+        .await;
     assert_eq!(r.status(), 404);
 }
 
@@ -110,14 +107,9 @@ async fn stopping_the_edge_ends_waiting_long_polls_and_sse_readers() {
         .http
         .get(s.url(&format!("{p}?offset=now&live=long-poll&timeout_ms=60000")));
     let poll = tokio::spawn(async move { poll.send().await.map(|r| r.status().as_u16()) });
-    let sse = s
-        .http
-        .get(s.url(&format!("{p}?offset=-1&live=sse")))
-        .send()
-        .await
-        .unwrap();
+    let sse = s.get(&format!("{p}?offset=-1&live=sse")).await;
     assert_eq!(sse.status(), 200);
-    let mut sse = Sse::new(sse);
+    let mut sse = Sse::new(sse, WAIT);
     assert_eq!(sse.next().await.expect("control").event, "control");
     s.wait_metric("edge_long_polls_waiting", |v| v == 1).await;
     let took = s.stop_edge().await;
@@ -147,29 +139,16 @@ async fn past_the_waiter_and_reader_limits_the_edge_answers_503() {
         .collect();
     s.wait_metric("edge_long_polls_waiting", |v| v == 2).await;
     let r = s
-        .http
-        .get(s.url(&format!("{p}?offset=now&live=long-poll&cursor=c")))
-        .send()
-        .await
-        .unwrap();
+        .get(&format!("{p}?offset=now&live=long-poll&cursor=c"))
+        .await;
     assert_eq!(r.status(), 503);
     assert_eq!(header(&r, "retry-after").as_deref(), Some("1"));
     let body: serde_json::Value = r.json().await.unwrap();
     assert_eq!(body["error"]["code"], "UNAVAILABLE");
 
-    let first = s
-        .http
-        .get(s.url(&format!("{p}?offset=-1&live=sse")))
-        .send()
-        .await
-        .unwrap();
+    let first = s.get(&format!("{p}?offset=-1&live=sse")).await;
     assert_eq!(first.status(), 200);
-    let r = s
-        .http
-        .get(s.url(&format!("{p}?offset=-1&live=sse")))
-        .send()
-        .await
-        .unwrap();
+    let r = s.get(&format!("{p}?offset=-1&live=sse")).await;
     assert_eq!(r.status(), 503);
     assert_eq!(header(&r, "retry-after").as_deref(), Some("1"));
 

@@ -88,7 +88,7 @@ async fn sse_readers_get_the_shape_they_accept_from_their_own_hub() {
             .http
             .get(s.url(&format!("{p}?offset=-1&live=sse")))
             .header("accept", accept);
-        async move { Sse::new(req.send().await.expect("sse")) }
+        async move { Sse::new(req.send().await.expect("sse"), WAIT) }
     };
     let mut arrays = open("text/event-stream, application/json").await;
     let mut ndjson = open("text/event-stream").await;

@@ -53,7 +53,7 @@ async fn snapshots_of_any_size_stream_through_and_those_that_fit_are_kept() {
         let (url, blob) = publish(&s, &q, size, size as u8).await;
         let before = s.metric(forwards).await;
         for _ in 0..3 {
-            let r = s.http.get(s.url(&url)).send().await.unwrap();
+            let r = s.get(&url).await;
             assert_eq!(r.status(), 200);
             assert_eq!(header(&r, "stream-immutable").as_deref(), Some("true"));
             let body = r.bytes().await.unwrap();
@@ -67,7 +67,7 @@ async fn snapshots_of_any_size_stream_through_and_those_that_fit_are_kept() {
         let asked = s.metric(forwards).await - before;
         if kept {
             assert_eq!(asked, 1, "{size}: one fill, then memory");
-            let tag = header(&s.http.get(s.url(&url)).send().await.unwrap(), "etag").unwrap();
+            let tag = header(&s.get(&url).await, "etag").unwrap();
             let r = s
                 .http
                 .get(s.url(&url))
@@ -89,21 +89,11 @@ async fn snapshots_of_any_size_stream_through_and_those_that_fit_are_kept() {
     s.create(&q, "application/octet-stream").await;
     s.append(&q, "application/octet-stream", "01234").await;
     let (url, blob) = publish(&s, &q, 12 * MIB, 7).await;
-    let mut r = s.http.get(s.url(&url)).send().await.unwrap();
+    let mut r = s.get(&url).await;
     let first = r.chunk().await.unwrap().unwrap();
     assert_eq!(first[..], blob[..first.len()]);
     drop(r);
-    let r = s.http.get(s.url(&url)).send().await.unwrap();
+    let r = s.get(&url).await;
     assert!(r.bytes().await.unwrap() == blob);
-    assert!(
-        s.http
-            .get(s.url(&url))
-            .send()
-            .await
-            .unwrap()
-            .bytes()
-            .await
-            .unwrap()
-            == blob
-    );
+    assert!(s.get(&url).await.bytes().await.unwrap() == blob);
 }

@@ -31,7 +31,7 @@ async fn a_thousand_sse_readers_share_one_upstream_tail_and_get_every_byte() {
             tokio::spawn(async move {
                 let r = req.send().await.expect("SSE");
                 assert_eq!(r.status(), 200);
-                let mut sse = Sse::new(r);
+                let mut sse = Sse::new(r, WAIT);
                 let data = sse.read_until(&end).await;
                 (data, sse)
             })
@@ -96,7 +96,7 @@ async fn readers_joining_during_appends_get_every_byte_once() {
             let end = end.clone();
             readers.push(tokio::spawn(async move {
                 let r = req.send().await.expect("SSE");
-                let mut sse = Sse::new(r);
+                let mut sse = Sse::new(r, WAIT);
                 let mut got = Vec::new();
                 loop {
                     let e = sse.next().await.expect("an event");
@@ -135,12 +135,7 @@ async fn a_slow_sse_reader_is_dropped_and_the_others_are_not() {
     let p = stream_path("slow");
     s.create(&p, "application/octet-stream").await;
     // The slow reader never reads its body.
-    let slow = s
-        .http
-        .get(s.url(&format!("{p}?offset=-1&live=sse")))
-        .send()
-        .await
-        .unwrap();
+    let slow = s.get(&format!("{p}?offset=-1&live=sse")).await;
     let end = offset((PART * PARTS) as u64);
     // The fast reader says how far it got, and the writer stays at most a
     // few parts ahead of it: it keeps up however slow this machine is,
@@ -149,7 +144,7 @@ async fn a_slow_sse_reader_is_dropped_and_the_others_are_not() {
     let fast = {
         let req = s.http.get(s.url(&format!("{p}?offset=-1&live=sse")));
         tokio::spawn(async move {
-            let mut sse = Sse::new(req.send().await.unwrap());
+            let mut sse = Sse::new(req.send().await.unwrap(), WAIT);
             let mut data = Vec::new();
             loop {
                 let e = sse.next().await.expect("the fast reader is never dropped");
@@ -204,18 +199,13 @@ async fn an_sse_session_ends_after_its_time_and_a_reader_resumes_at_its_offset()
     let p = stream_path("session");
     s.create(&p, "text/plain").await;
     s.append(&p, "text/plain", "one\n").await;
-    let r = s
-        .http
-        .get(s.url(&format!("{p}?offset=-1&live=sse")))
-        .send()
-        .await
-        .unwrap();
+    let r = s.get(&format!("{p}?offset=-1&live=sse")).await;
     assert_eq!(header(&r, "cache-control").as_deref(), Some("no-cache"));
     assert_eq!(
         header(&r, "stream-data-content-type").as_deref(),
         Some("text/plain")
     );
-    let mut sse = Sse::new(r);
+    let mut sse = Sse::new(r, WAIT);
     assert_eq!(sse.read_until(&offset(4)).await, b"one\n");
     // The session ends by itself, as the origin's does.
     assert_eq!(sse.next().await, None);
@@ -225,13 +215,8 @@ async fn an_sse_session_ends_after_its_time_and_a_reader_resumes_at_its_offset()
     s.create(&p, "text/plain").await;
     s.append(&p, "text/plain", "one\n").await;
     s.append(&p, "text/plain", "two\n").await;
-    let r = s
-        .http
-        .get(s.url(&format!("{p}?offset={}&live=sse", offset(4))))
-        .send()
-        .await
-        .unwrap();
-    let mut sse = Sse::new(r);
+    let r = s.get(&format!("{p}?offset={}&live=sse", offset(4))).await;
+    let mut sse = Sse::new(r, WAIT);
     assert_eq!(sse.read_until(&offset(8)).await, b"two\n");
     // Closing the stream ends the reader with streamClosed.
     let r = s
@@ -264,13 +249,7 @@ async fn the_shared_feeds_hold_at_most_their_bytes() {
     let s = Stack::start_with(JsonReads::Ndjson, limits).await;
     let p = stream_path("feed-bytes");
     s.create(&p, "text/plain").await;
-    let mut reader = Sse::new(
-        s.http
-            .get(s.url(&format!("{p}?offset=now&live=sse")))
-            .send()
-            .await
-            .unwrap(),
-    );
+    let mut reader = Sse::new(s.get(&format!("{p}?offset=now&live=sse")).await, WAIT);
     s.wait_metric("edge_sse_open", |v| v == 1).await;
     s.append(&p, "text/plain", "a".repeat(30_000)).await;
     s.wait_metric("edge_sse_feeds_over_budget_total", |v| v == 1)
@@ -282,12 +261,7 @@ async fn the_shared_feeds_hold_at_most_their_bytes() {
     }
     s.wait_metric("edge_sse_open", |v| v == 0).await;
     // Its room is back: a new reader is served.
-    let again = s
-        .http
-        .get(s.url(&format!("{p}?offset=now&live=sse")))
-        .send()
-        .await
-        .unwrap();
+    let again = s.get(&format!("{p}?offset=now&live=sse")).await;
     assert_eq!(again.status(), 200);
     drop(again);
 
@@ -299,12 +273,36 @@ async fn the_shared_feeds_hold_at_most_their_bytes() {
     };
     let s = Stack::start_with(JsonReads::Ndjson, tight).await;
     s.create(&p, "application/json").await;
-    let refused = s
-        .http
-        .get(s.url(&format!("{p}?offset=now&live=sse")))
-        .send()
-        .await
-        .unwrap();
+    let refused = s.get(&format!("{p}?offset=now&live=sse")).await;
     assert_eq!(refused.status(), 503);
     assert!(header(&refused, "retry-after").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_reader_is_sent_a_keepalive_each_period_and_then_the_next_append() {
+    let every = std::time::Duration::from_millis(200);
+    let limits = Limits {
+        sse_keepalive: every,
+        ..Limits::default()
+    };
+    let s = Stack::start_with(JsonReads::Ndjson, limits).await;
+    let p = stream_path("keepalive");
+    s.create(&p, "text/plain").await;
+    s.append(&p, "text/plain", "one\n").await;
+    let r = s.get(&format!("{p}?offset=-1&live=sse")).await;
+    let mut sse = Sse::new(r, WAIT);
+    assert_eq!(sse.read_until(&offset(4)).await, b"one\n");
+    // Silent, the reader is sent a comment every period and nothing else.
+    let began = std::time::Instant::now();
+    for _ in 0..3 {
+        assert_eq!(sse.expect_comment().await, ": keepalive");
+    }
+    let took = began.elapsed();
+    assert!(
+        took >= 3 * every - std::time::Duration::from_millis(10),
+        "{took:?}"
+    );
+    // The keepalives change no event: the next append arrives as it would.
+    s.append(&p, "text/plain", "two\n").await;
+    assert_eq!(sse.read_until(&offset(8)).await, b"two\n");
 }

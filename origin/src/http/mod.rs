@@ -71,6 +71,9 @@ pub struct HttpConfig {
     pub serve: shell::ServeConfig,
     /// An SSE tail is closed after this long, so caches can collapse readers.
     pub sse_session: Duration,
+    /// An SSE tail silent for this long sends a keepalive comment; zero:
+    /// none. Keep it below the read timeout of every proxy in front.
+    pub sse_keepalive: Duration,
     /// The largest snapshot accepted in parts (advertised on HEAD).
     pub max_snapshot: u64,
     // Staged snapshot parts wait on disk for their publish
@@ -101,6 +104,7 @@ impl Default for HttpConfig {
             client_address_header: None,
             serve: shell::ServeConfig::default(),
             sse_session: Duration::from_secs(60),
+            sse_keepalive: Duration::from_secs(15),
             max_snapshot: 128 * 1024 * 1024,
             max_staged_uploads_per_stream: 4,
             max_staged_bytes: 1024 * 1024 * 1024,

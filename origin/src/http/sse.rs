@@ -4,7 +4,10 @@
 //! single write. The task writes into a channel of [`SSE_BUFFERED_FRAMES`]
 //! frames, so a reader that stops reading holds at most that many frames of
 //! memory and its task waits; the session ends after `sse_session` (about
-//! 60 s) so a CDN can collapse readers onto fresh requests.
+//! 60 s) so a CDN can collapse readers onto fresh requests. A tail silent
+//! for `sse_keepalive` sends a comment line (`shared::sse::KEEPALIVE`), so
+//! no proxy's read timeout cuts it; one whose channel is full skips it
+//! (bytes are waiting for that reader anyway).
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -16,7 +19,7 @@ use shared::error::{ErrorBody, ErrorCode};
 use shared::headers as h;
 use shared::offset::Offset;
 use shared::params::ReadParams;
-use shared::sse::{control_event, data_event, named_json_event, Control};
+use shared::sse::{control_event, data_event, named_json_event, Control, KEEPALIVE};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -27,6 +30,7 @@ use super::reading::{
 };
 use super::{JsonReads, Shared};
 use crate::core::json::ndjson_to_array;
+use shell::keepalive::Keepalive;
 use shell::peer;
 use shell::Client;
 
@@ -102,6 +106,7 @@ async fn run(
         let session_end = tokio::time::Instant::now() + task_state.config.sse_session;
         let deadline = credential_end.map_or(session_end, |c| c.min(session_end));
         let mut announced = false;
+        let mut keepalive = Keepalive::new(task_state.config.sse_keepalive);
         loop {
             if tokio::time::Instant::now() >= deadline {
                 if credential_end.is_some_and(|c| c <= session_end) {
@@ -148,6 +153,7 @@ async fn run(
                 task_state.metrics.served(payload.len());
                 pos = slice.end;
                 announced = true;
+                keepalive.wrote();
                 if tx.send(Ok(Bytes::from(frame))).await.is_err() || slice.closed {
                     return;
                 }
@@ -162,6 +168,7 @@ async fn run(
                     stream_closed: tail.closed,
                 });
                 announced = true;
+                keepalive.wrote();
                 if tx.send(Ok(Bytes::from(frame))).await.is_err() || tail.closed {
                     return;
                 }
@@ -169,6 +176,14 @@ async fn run(
             tokio::select! {
                 _ = rx.changed() => {}
                 _ = tokio::time::sleep_until(deadline) => continue,
+                _ = keepalive.due() => {
+                    keepalive.wrote();
+                    if let Err(mpsc::error::TrySendError::Closed(_)) =
+                        tx.try_send(Ok(Bytes::from_static(KEEPALIVE)))
+                    {
+                        return;
+                    }
+                }
                 _ = task_state.closed() => return,
                 _ = tx.closed() => return,
                 _ = &mut left => return,

@@ -405,7 +405,7 @@ impl Api {
     pub async fn sse(&self, path: &str, query: &str) -> Sse {
         let resp = send(self.get(&format!("{path}?{query}&live=sse"))).await;
         assert_eq!(resp.status().as_u16(), 200, "SSE on {path}?{query}");
-        Sse::new(resp)
+        Sse::new(resp, WAIT)
     }
 }
 
@@ -441,129 +441,8 @@ pub fn offset(pos: u64) -> String {
     format!("{pos:016x}")
 }
 
-/// One Server-Sent Event.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SseEvent {
-    pub event: String,
-    /// The `data:` lines joined with `\n`, as an SSE parser gives them.
-    pub data: String,
-}
-
-impl SseEvent {
-    /// The JSON data of a `control` (or `error`) event.
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.data)
-            .unwrap_or_else(|e| panic!("{} event is not JSON ({e}): {:?}", self.event, self.data))
-    }
-
-    /// The bytes of a base64 data event.
-    pub fn base64(&self) -> Vec<u8> {
-        use base64::Engine;
-        let text: String = self
-            .data
-            .chars()
-            .filter(|c| *c != '\n' && *c != '\r')
-            .collect();
-        base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .expect("base64 data event")
-    }
-}
-
-/// An SSE answer read event by event, parsed as the HTML standard says
-/// (one space after the colon is dropped; `data` lines join with `\n`).
-pub struct Sse {
-    pub resp: reqwest::Response,
-    buf: Vec<u8>,
-    ended: bool,
-}
-
-impl Sse {
-    pub fn new(resp: reqwest::Response) -> Self {
-        Sse {
-            resp,
-            buf: Vec::new(),
-            ended: false,
-        }
-    }
-
-    /// The next event, or `None` once the server ended the answer. Panics
-    /// when nothing arrives within [`WAIT`].
-    pub async fn next(&mut self) -> Option<SseEvent> {
-        tokio::time::timeout(WAIT, self.next_event())
-            .await
-            .expect("an SSE event or the end within the wait")
-    }
-
-    /// The next event, which must exist.
-    pub async fn expect(&mut self, event: &str) -> SseEvent {
-        let e = self
-            .next()
-            .await
-            .unwrap_or_else(|| panic!("expected a {event} event, the answer ended"));
-        assert_eq!(e.event, event, "event kind of {e:?}");
-        e
-    }
-
-    /// Asserts that the server ends the answer with no further event.
-    pub async fn expect_end(&mut self) {
-        let e = self.next().await;
-        assert_eq!(e, None, "the answer should end here");
-    }
-
-    async fn next_event(&mut self) -> Option<SseEvent> {
-        loop {
-            if let Some(at) = self.buf.windows(2).position(|w| w == b"\n\n") {
-                let block: Vec<u8> = self.buf.drain(..at + 2).collect();
-                if let Some(e) = parse_event(&block[..at]) {
-                    return Some(e);
-                }
-                continue;
-            }
-            if self.ended {
-                assert!(
-                    self.buf.is_empty(),
-                    "the answer ended inside an event: {:?}",
-                    String::from_utf8_lossy(&self.buf)
-                );
-                return None;
-            }
-            match self.resp.chunk().await {
-                Ok(Some(c)) => self.buf.extend_from_slice(&c),
-                Ok(None) => self.ended = true,
-                Err(e) => panic!("SSE body: {e}"),
-            }
-        }
-    }
-}
-
-fn parse_event(block: &[u8]) -> Option<SseEvent> {
-    let text = std::str::from_utf8(block).expect("SSE is UTF-8");
-    let mut event = None;
-    let mut data: Option<String> = None;
-    for line in text.split('\n') {
-        if line.is_empty() || line.starts_with(':') {
-            continue;
-        }
-        let (field, value) = line.split_once(':').unwrap_or((line, ""));
-        let value = value.strip_prefix(' ').unwrap_or(value);
-        match field {
-            "event" => event = Some(value.to_owned()),
-            "data" => match &mut data {
-                Some(d) => {
-                    d.push('\n');
-                    d.push_str(value);
-                }
-                None => data = Some(value.to_owned()),
-            },
-            _ => {}
-        }
-    }
-    data.map(|data| SseEvent {
-        event: event.unwrap_or_else(|| "message".into()),
-        data,
-    })
-}
+#[allow(unused_imports)] // not every test binary reads SSE
+pub use testkit::sse::{Sse, SseEvent};
 
 /// Sends a request and asserts its status.
 async fn send_expecting(

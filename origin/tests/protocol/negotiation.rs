@@ -148,7 +148,10 @@ async fn long_polls_and_sse_tails_negotiate_too() {
     // SSE: `text/event-stream` alone is the default; with `application/json`
     // the events carry arrays.
     let sse_q = format!("{path}?offset=-1&live=sse");
-    let mut ndjson = Sse::new(send(api.get(&sse_q).header("accept", "text/event-stream")).await);
+    let mut ndjson = Sse::new(
+        send(api.get(&sse_q).header("accept", "text/event-stream")).await,
+        WAIT,
+    );
     assert_eq!(
         header(&ndjson.resp, "stream-data-content-type").as_deref(),
         Some(NDJSON)
@@ -164,6 +167,7 @@ async fn long_polls_and_sse_tails_negotiate_too() {
                 .header("accept", "text/event-stream, application/json"),
         )
         .await,
+        WAIT,
     );
     assert_eq!(
         header(&arrays.resp, "stream-data-content-type").as_deref(),

@@ -401,3 +401,29 @@ async fn deleting_the_stream_ends_a_tail_with_an_error_event() {
         .is_some_and(|m| !m.is_empty()));
     sse.expect_end().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_tail_sends_a_keepalive_each_period_and_then_the_next_append() {
+    let every = Duration::from_millis(200);
+    let api = Api::start_with(HttpConfig {
+        sse_keepalive: every,
+        ..HttpConfig::default()
+    })
+    .await;
+    let path = stream_path("sse-keepalive");
+    api.create_with(&path, "text/plain", "x").await;
+    let mut sse = api.sse(&path, "offset=-1").await;
+    assert_eq!(sse.expect("data").await.data, "x");
+    assert_control(&sse.expect("control").await, 1, true, false);
+    // Silent, the tail sends a comment every period and nothing else.
+    let began = Instant::now();
+    for _ in 0..3 {
+        assert_eq!(sse.expect_comment().await, ": keepalive");
+    }
+    let took = began.elapsed();
+    assert!(took >= 3 * every - Duration::from_millis(10), "{took:?}");
+    // The keepalives change no event: the next append arrives as it would.
+    api.append(&path, "text/plain", "y").await;
+    assert_eq!(sse.expect("data").await.data, "y");
+    assert_control(&sse.expect("control").await, 2, true, false);
+}
