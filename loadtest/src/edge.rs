@@ -2,8 +2,8 @@
 //! (and the ceiling where it compares):
 //! - `sse-fanout`: N SSE readers through the edge on one stream, a writer
 //!   appending timestamped events at a fixed rate; prints publish-to-receive
-//!   p50/p99, and the edge's memory per idle SSE reader and per waiting
-//!   (collapsed) long-poller.
+//!   p50/p99, the edge's and the origin's memory per idle SSE reader, and
+//!   the edge's per waiting (collapsed) long-poller.
 //! - `catchup-compare`: warm-cache catch-up reads from the edge, the same
 //!   reads from the origin, and the bare-hyper ceiling serving a static body
 //!   of the same size; prints each and the edge's share of the ceiling.
@@ -72,10 +72,10 @@ pub struct CatchupArgs {
 
 /// An origin and an edge in front of it, as processes of their own.
 pub(crate) struct Pair {
-    origin: Child,
-    edge: Child,
+    pub(crate) origin: Child,
+    pub(crate) edge: Child,
     pub(crate) edge_addr: SocketAddr,
-    origin_addr: SocketAddr,
+    pub(crate) origin_addr: SocketAddr,
     data: PathBuf,
 }
 
@@ -119,7 +119,7 @@ impl Pair {
 }
 
 /// Resident memory of a process, from /proc.
-fn rss_kib(pid: u32) -> u64 {
+pub(crate) fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
@@ -128,7 +128,7 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-async fn request(
+pub(crate) async fn request(
     addr: SocketAddr,
     method: &str,
     path: &str,
@@ -307,7 +307,8 @@ pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
     );
     let origin = pair.origin_addr;
     let origin_pid = pair.origin.id().unwrap_or(0);
-    let (direct, _) = fanout_round(
+    let origin_base = rss_kib(origin_pid);
+    let (direct, origin_rss) = fanout_round(
         origin,
         origin,
         "ds_sse_open",
@@ -317,6 +318,15 @@ pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
     )
     .await?;
     println!("{}", fanout_line("origin (direct, peer)", &args, &direct));
+    // The origin also served the edge's tail and the first round's
+    // appends: its growth over this round is its own readers'.
+    println!(
+        "origin memory per idle SSE reader: {:.1} KiB (RSS {} -> {} KiB for {} readers)",
+        (origin_rss.saturating_sub(origin_base)) as f64 / args.readers.max(1) as f64,
+        origin_base,
+        origin_rss,
+        args.readers
+    );
     println!(
         "p50 edge / origin: {:.0} %   p99 edge / origin: {:.0} %",
         100.0 * through_edge.p50_us as f64 / direct.p50_us.max(1) as f64,

@@ -21,6 +21,8 @@
 //!   next to forks across partitions (which copy the prefix), by size.
 //! - `sse-fanout`, `catchup-compare`: the edge (see `edge.rs`).
 //! - `hostile-paths`: an edge's memory under distinct long paths.
+//! - `conn-cost`: a server's memory per connection, silent, idle, tailing
+//!   by SSE and parked in a long-poll (where a reader's cost goes).
 //! - `peers`: the ceiling, the origin, Ursula, Electric's Rust server and the
 //!   Node reference server in one run (appends, catch-up, long-poll and SSE
 //!   tails, and pooled appends: a fixed pool of connections round-robin
@@ -38,6 +40,7 @@
 mod append;
 mod ceiling;
 mod compare;
+mod conn_cost;
 mod edge;
 mod fork;
 mod fork_region;
@@ -83,6 +86,7 @@ enum Cmd {
     CompareForward(forward::Args),
     Streams(streams::Args),
     HostilePaths(hostile::Args),
+    ConnCost(conn_cost::Args),
 }
 
 #[tokio::main]
@@ -106,5 +110,6 @@ async fn main() -> anyhow::Result<()> {
         Cmd::CompareForward(a) => forward::run(a).await,
         Cmd::Streams(a) => streams::run(a).await,
         Cmd::HostilePaths(a) => hostile::run(a).await,
+        Cmd::ConnCost(a) => conn_cost::run(a).await,
     }
 }
