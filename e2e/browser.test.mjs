@@ -32,8 +32,8 @@ const edgeCount = (labels) => readMetric(edge.url, 'edge_requests_total', labels
 before(async () => {
   const dataDir = tmpDir('ds-browser-origin-');
   key = await createKey({ dataDir, account: 'acme' });
-  // Keepalive comments every 100 ms, so Chromium's EventSource parses
-  // them between every event it is sent (decision 0019).
+  // Keepalive comments on every tail silent for 100 ms, so Chromium's
+  // EventSource parses them in the gaps between events (decision 0019).
   const sse = ['--sse-session', SSE_SESSION, '--sse-keepalive', '100ms'];
   origin = await startOrigin({ dataDir, args: sse });
   edge = await startEdge({ origin: origin.url, args: sse });

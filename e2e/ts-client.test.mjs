@@ -57,8 +57,8 @@ for (const mode of MODES) {
     let edge;
     let varnish;
     before(async () => {
-      // Keepalive comments every 100 ms, so the client's SSE parser meets
-      // them between events (decision 0019).
+      // Keepalive comments on every tail silent for 100 ms, so the
+      // client's SSE parser meets them in the gaps between events (0019).
       const keepalive = ['--sse-keepalive', '100ms'];
       origin = await startOrigin({ jsonReads: mode.jsonReads, args: keepalive });
       edge = await startEdge({ origin: origin.url, args: keepalive });

@@ -810,6 +810,10 @@ describe('SSE keepalives through Varnish with a 5 s between_bytes_timeout', { sk
     assert.ok(quiet.ended, 'the tail without keepalives was cut');
     const cutAfter = (quiet.ended.at - quiet.connectedAt) / 1000;
     assert.ok(cutAfter >= BETWEEN_BYTES_S * 0.9, `cut after ${cutAfter} s`);
+    // Cut by Varnish, not ended by the server: no chunked end, and long
+    // before any session end.
+    assert.ok(!quiet.ended.complete, 'the quiet tail was cut, not ended cleanly');
+    assert.ok(cutAfter < IDLE_S, `cut after ${cutAfter} s`);
     assert.equal(quiet.comments, 0);
 
     await append(V, path, 'after-idle;');

@@ -15,6 +15,17 @@ pub fn now() -> std::time::Instant {
     tokio::time::Instant::now().into_std()
 }
 
+/// The instant `after` from now on tokio's clock; a duration too long for
+/// the clock (an operator's `--sse-session 584542y`) is a deadline a
+/// century away, never an overflow.
+pub fn deadline(after: Duration) -> tokio::time::Instant {
+    const CENTURY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+    let now = tokio::time::Instant::now();
+    now.checked_add(after.min(CENTURY))
+        .or_else(|| now.checked_add(Duration::from_secs(24 * 3600)))
+        .unwrap_or(now)
+}
+
 /// Wall time: the system's, or (tests) derived from tokio's clock.
 #[derive(Clone, Copy, Debug)]
 pub enum WallClock {
@@ -59,6 +70,18 @@ impl WallClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_too_far_for_the_clock_is_a_century_away_not_a_panic() {
+        let now = tokio::time::Instant::now();
+        assert_eq!(
+            deadline(Duration::from_secs(60)) - now,
+            Duration::from_secs(60)
+        );
+        let far = deadline(Duration::MAX) - now;
+        assert!(far >= Duration::from_secs(24 * 3600), "{far:?}");
+        assert!(far <= Duration::from_secs(100 * 365 * 24 * 3600), "{far:?}");
+    }
 
     #[tokio::test(start_paused = true)]
     async fn wall_time_moves_with_tokios_clock() {

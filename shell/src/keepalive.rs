@@ -27,7 +27,7 @@ impl Keepalive {
     /// The tail wrote something (an event or a keepalive): the next
     /// keepalive is due a whole period later.
     pub fn wrote(&mut self) {
-        self.next = (!self.every.is_zero()).then(|| Instant::now() + self.every);
+        self.next = (!self.every.is_zero()).then(|| crate::clock::deadline(self.every));
     }
 
     /// Resolves when a keepalive is due; never, when keepalives are off.

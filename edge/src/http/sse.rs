@@ -136,7 +136,7 @@ pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Res
     tokio::spawn(async move {
         let _slot = slot;
         let _open = reader.state.metrics.sse_guard();
-        let deadline = tokio::time::Instant::now() + reader.state.config.limits.sse_session;
+        let deadline = shell::clock::deadline(reader.state.config.limits.sse_session);
         let state = reader.state.clone();
         let mut reader = reader;
         let _ = tokio::select! {
@@ -250,7 +250,6 @@ impl Reader {
                     continue;
                 }
             };
-            keepalive.wrote();
             match item {
                 Ok(FeedItem::Data(frame)) => match splice(self.pos, frame.start, frame.end) {
                     Splice::Skip => {}
@@ -261,6 +260,7 @@ impl Reader {
                         self.pos = frame.end;
                         let control = self.control(frame.up_to_date, frame.closed);
                         self.offer(control)?;
+                        keepalive.wrote();
                         if frame.closed {
                             return Ok(());
                         }
@@ -272,6 +272,7 @@ impl Reader {
                                 return Ok(());
                             }
                         }
+                        keepalive.wrote();
                         if frame.closed {
                             let control = self.control(true, true);
                             self.offer(control)?;

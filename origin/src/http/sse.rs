@@ -103,7 +103,7 @@ async fn run(
         tokio::pin!(left);
         let _open = task_state.metrics.sse_guard();
         let _tail = tail_guard;
-        let session_end = tokio::time::Instant::now() + task_state.config.sse_session;
+        let session_end = shell::clock::deadline(task_state.config.sse_session);
         let deadline = credential_end.map_or(session_end, |c| c.min(session_end));
         let mut announced = false;
         let mut keepalive = Keepalive::new(task_state.config.sse_keepalive);
