@@ -27,7 +27,7 @@ const sseRequests = []; // {url, finished, failed, request}
 const app = (fn, arg) => page.evaluate(([f, a]) => window.app[f](a), [fn, arg]);
 const texts = (id) => page.locator(`#${id} ul.messages li`).allTextContents();
 const status = (id) => page.locator(`#${id} .status`).getAttribute('data-state');
-const edgeCount = (labels) => readMetric(edge.url, 'edge_requests_total', labels).then((v) => v ?? 0);
+const edgeCount = (labels) => readMetric(edge.url, 'ds_edge_requests_total', labels).then((v) => v ?? 0);
 
 before(async () => {
   const dataDir = tmpDir('ds-browser-origin-');

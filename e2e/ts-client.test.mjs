@@ -181,7 +181,7 @@ for (const mode of MODES) {
             await p.flush();
 
             const server = metricsServer();
-            const metric = target === 'origin' ? 'ds_requests_total' : 'edge_requests_total';
+            const metric = target === 'origin' ? 'ds_origin_requests_total' : 'ds_edge_requests_total';
             const route = live === 'sse' ? 'sse' : 'long_poll';
             const liveBefore = (await readMetric(server.url, metric, { route })) ?? 0;
 

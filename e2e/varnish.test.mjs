@@ -74,15 +74,15 @@ async function closeStream(base, path) {
 
 /** Every request the edge answered (all routes and statuses; /metrics is not counted). */
 async function edgeTotal(edgeUrl) {
-  return (await readMetric(edgeUrl, 'edge_requests_total')) ?? 0;
+  return (await readMetric(edgeUrl, 'ds_edge_requests_total')) ?? 0;
 }
 
 async function edgeCount(edgeUrl, labels) {
-  return (await readMetric(edgeUrl, 'edge_requests_total', labels)) ?? 0;
+  return (await readMetric(edgeUrl, 'ds_edge_requests_total', labels)) ?? 0;
 }
 
 async function edgeUpstream(edgeUrl, kind) {
-  return (await readMetric(edgeUrl, 'edge_upstream_requests_total', { kind })) ?? 0;
+  return (await readMetric(edgeUrl, 'ds_edge_upstream_requests_total', { kind })) ?? 0;
 }
 
 /** The soft limit on open files of this process (Linux), or Infinity. */
@@ -204,7 +204,7 @@ describe('Varnish in front of the edge (deploy/varnish/edge.vcl)', { skip: noVar
           const failed = readers.find((r) => r.error);
           if (failed) throw failed.error;
           if (!readers.every((r) => r.inFlight === expectedOffset)) return false;
-          return ((await readMetric(E, 'edge_long_polls_waiting')) ?? 0) >= 1;
+          return ((await readMetric(E, 'ds_edge_long_polls_waiting')) ?? 0) >= 1;
         },
         { timeout: 60_000, interval: 10, message: `all ${n} readers waiting at ${expectedOffset} (round ${round})` },
       );
@@ -346,7 +346,7 @@ describe('Varnish in front of the edge (deploy/varnish/edge.vcl)', { skip: noVar
     // "now" has moved on: a reader asking now waits for the next append,
     // it does not get "first;" from the cache.
     const later = request(url, { agent });
-    await waitFor(async () => (await readMetric(E, 'edge_long_polls_waiting')) >= 1, {
+    await waitFor(async () => (await readMetric(E, 'ds_edge_long_polls_waiting')) >= 1, {
       timeout: 10_000,
       message: 'the later reader waiting at the edge',
     });
@@ -708,7 +708,7 @@ describe('Varnish in front of the edge (deploy/varnish/edge.vcl)', { skip: noVar
 
   test('the edge metrics and Varnish counters are readable (sanity of the harness)', async () => {
     const samples = await scrapeMetrics(E);
-    assert.ok(samples.some((s) => s.name === 'edge_requests_total'));
+    assert.ok(samples.some((s) => s.name === 'ds_edge_requests_total'));
     const stats = await varnish.stats();
     assert.ok(stats['MAIN.client_req'] > 0);
     const vcl = await varnish.adm('vcl.list');

@@ -14,5 +14,5 @@ pids+=($!)
 e=$(addr_of "$work/edge.log")
 "$bin/ds-load" fork-region --addr "$e" --partitions 6 --forks "$forks"
 across=0
-for a in "${addrs[@]}"; do across=$((across + $(metric "$a" ds_region_forks_across_total))); done
+for a in "${addrs[@]}"; do across=$((across + $(metric "$a" ds_origin_region_forks_across_total))); done
 echo "forks made across partitions (the origins' count): $across"

@@ -15,7 +15,7 @@ source "$(dirname "$0")/six-partitions.sh" routing
 
 forwarded() {
   local sum=0
-  for a in "${addrs[@]}"; do sum=$((sum + $(metric "$a" ds_region_forwarded_total))); done
+  for a in "${addrs[@]}"; do sum=$((sum + $(metric "$a" ds_origin_region_forwarded_total))); done
   echo $sum
 }
 

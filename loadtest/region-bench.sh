@@ -35,7 +35,7 @@ start_origin() {
   for _ in $(seq 1 300); do
     addr=$(grep -Eo 'addr=[0-9.:]+' "$log" | head -1 | cut -d= -f2 || true)
     [ -n "$addr" ] && curl -sf "http://$addr/metrics" 2>/dev/null |
-      awk '$1 ~ /^ds_region_(serving|following)$/ {seen=1; held+=$2} $1 == "ds_region_partitions" {p=$2}
+      awk '$1 ~ /^ds_origin_region_(serving|following)$/ {seen=1; held+=$2} $1 == "ds_origin_region_partitions" {p=$2}
            END {exit !(!seen || (p > 0 && held == p))}' && break
     sleep 0.1
   done
@@ -52,8 +52,8 @@ run() {
   shift
   start_origin "$label" "$@"
   load "$label"
-  puts=$(metric "$addr" ds_object_wal_puts_total)
-  commands=$(metric "$addr" ds_wal_commands_total)
+  puts=$(metric "$addr" ds_origin_object_wal_puts_total)
+  commands=$(metric "$addr" ds_origin_wal_commands_total)
   echo "  $label: WAL puts ${puts:-0}, log commands ${commands:-0} (creates and appends, warm-up included)"
   kill -TERM $opid
   wait $opid || true
@@ -70,7 +70,7 @@ follower_runs() {
   load object-owner
   addr=$follower_addr
   load object-via-follower
-  echo "  forwarded by the follower: $(metric "$follower_addr" ds_region_forwarded_total)"
+  echo "  forwarded by the follower: $(metric "$follower_addr" ds_origin_region_forwarded_total)"
   kill -TERM "$follower_pid" "$owner_pid"
   wait "$follower_pid" "$owner_pid" || true
   opid=""

@@ -34,7 +34,7 @@ done
 for _ in $(seq 1 600); do
   settled=1
   for a in "${addrs[@]}"; do
-    [ "$(metric "$a" ds_region_serving)" = 2 ] && [ "$(metric "$a" ds_region_following)" = 4 ] || settled=0
+    [ "$(metric "$a" ds_origin_region_serving)" = 2 ] && [ "$(metric "$a" ds_origin_region_following)" = 4 ] || settled=0
   done
   [ $settled = 1 ] && break
   sleep 0.1

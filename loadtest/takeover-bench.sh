@@ -39,7 +39,7 @@ start() {
   done
   echo "origin $n did not start"; cat "$log"; exit 1
 }
-serving() { curl -s --max-time 1 "http://$1/metrics" | awk '$1 == "ds_region_serving" {print $2}'; }
+serving() { curl -s --max-time 1 "http://$1/metrics" | awk '$1 == "ds_origin_region_serving" {print $2}'; }
 owner() {
   for _ in $(seq 1 600); do
     for n in a b c; do
@@ -82,7 +82,7 @@ if [ "${HISTORY_SECONDS:-0}" -gt 0 ]; then
   "$bin/ds-load" append --addr "${addr[$first]}" --streams "${HISTORY_STREAMS:-500}" --body "${HISTORY_BODY:-256}" \
     --seconds "$HISTORY_SECONDS" --warmup 0 --create --label history
   curl -s "http://${addr[$first]}/metrics" |
-    awk '$1 ~ /^ds_object_wal_(puts|bytes)_total$|^ds_region_checkpoint(s_total|_number|_bytes)$/ {print "  history: " $1 " " $2}'
+    awk '$1 ~ /^ds_origin_object_wal_(puts|bytes)_total$|^ds_origin_region_checkpoint(s_total|_number|_bytes)$/ {print "  history: " $1 " " $2}'
 fi
 skip=""
 seq=0

@@ -152,7 +152,9 @@ resource "aws_lb_target_group" "edge" {
   deregistration_delay = 65
 
   health_check {
-    path                = "/healthz"
+    # Readiness: 503 while the edge drains or before its invalidation feed
+    # caught up, so the balancer sends it nothing then.
+    path                = "/readyz"
     port                = "traffic-port"
     protocol            = "HTTP"
     matcher             = "200"

@@ -58,6 +58,18 @@ backend edge {
     # A quiet SSE tail sends a keepalive comment every --sse-keepalive
     # (15 s by default). Keep this above it, or Varnish cuts quiet tails.
     .between_bytes_timeout = 75s;
+    # Readiness: an edge that is draining (SIGTERM) or whose invalidation
+    # feed has not caught up since it started answers 503 here, and Varnish
+    # stops sending it requests. Healthy from the start (initial =
+    # threshold), so a restart of Varnish sends at once.
+    .probe = {
+        .url = "/readyz";
+        .interval = 2s;
+        .timeout = 1s;
+        .window = 3;
+        .threshold = 2;
+        .initial = 2;
+    }
 }
 
 sub vcl_recv {
@@ -87,12 +99,12 @@ sub vcl_recv {
     if (req.url ~ "^/_") {
         return (synth(404, "Not Found"));
     }
-    # /metrics is the edge's Prometheus text; /healthz its liveness, which
-    # a health check must see live (the edge sends it without Cache-Control).
+    # /metrics is the edge's Prometheus text; /healthz its liveness and
+    # /readyz its readiness, which a health check must see live.
     if (req.url ~ "^/metrics(\?.*)?$") {
         return (synth(404, "Not Found"));
     }
-    if (req.url ~ "^/healthz(\?.*)?$") {
+    if (req.url ~ "^/(healthz|readyz)(\?.*)?$") {
         return (pass);
     }
 

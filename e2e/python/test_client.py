@@ -188,9 +188,9 @@ class Target:
         (directly, or behind Varnish, whose VCL refuses /metrics; Varnish
         passes every waiting reader's request on to the edge)."""
         if self.kind == "origin":
-            name, base = "ds_" + what, self.deployment.origin.url
+            name, base = "ds_origin_" + what, self.deployment.origin.url
         else:
-            name, base = "edge_" + what, self.deployment.edge.url
+            name, base = "ds_edge_" + what, self.deployment.edge.url
         res = httpx.get(f"{base}/metrics", timeout=5)
         assert res.status_code == 200, f"GET {base}/metrics answered {res.status_code}"
         match = re.search(rf"^{name} (\d+)$", res.text, re.MULTILINE)

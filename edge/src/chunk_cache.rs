@@ -43,6 +43,14 @@ pub enum Source {
     Origin,
 }
 
+/// What a kept path holds, for `/metrics`.
+fn kind_of(path: &str) -> crate::metrics::Kept {
+    match classify(path) {
+        Target::Chunk { .. } => crate::metrics::Kept::Chunk,
+        _ => crate::metrics::Kept::Snapshot,
+    }
+}
+
 /// An answer kept, with the mark of when it was asked of the origin.
 #[derive(Clone)]
 struct Kept {
@@ -100,10 +108,12 @@ impl ChunkCache {
             .await?;
         let kept = entry.value();
         let source = if entry.is_fresh() {
-            self.metrics.cache_miss(kept.answer.body.len());
+            self.metrics
+                .cache_miss(kind_of(path), kept.answer.body.len());
             Source::Origin
         } else {
-            self.metrics.cache_hit(kept.answer.body.len());
+            self.metrics
+                .cache_hit(kind_of(path), kept.answer.body.len());
             Source::Cache
         };
         Ok((Arc::clone(&kept.answer), source))
@@ -115,14 +125,15 @@ impl ChunkCache {
             .feed
             .vouched(&self.cache, path, stream_of(path), |k| k.mark)
             .await?;
-        self.metrics.cache_hit(kept.answer.body.len());
+        self.metrics
+            .cache_hit(kind_of(path), kept.answer.body.len());
         Some(kept.answer)
     }
 
     /// Keeps an answer asked of the origin after `mark` (an answer that
     /// streamed through: see `http::snapshot`).
     pub async fn insert(&self, path: &str, answer: Answer, mark: Mark) {
-        self.metrics.cache_miss(answer.body.len());
+        self.metrics.cache_miss(kind_of(path), answer.body.len());
         let kept = Kept {
             answer: Arc::new(answer),
             mark,

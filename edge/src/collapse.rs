@@ -33,7 +33,9 @@ use crate::upstream::UpstreamError;
 /// What a flight ends with, shared by every waiter.
 #[derive(Clone, Debug)]
 pub enum Outcome {
-    Answer(Arc<Answer>),
+    /// The answer, and when it arrived (a waiter's delivery lag counts
+    /// from there).
+    Answer(Arc<Answer>, std::time::Instant),
     Failed(Arc<UpstreamError>),
     /// The flight's task ended without an answer (it panicked).
     Abandoned,
@@ -121,6 +123,9 @@ impl CollapseTable {
         });
         flights.insert(key, Arc::clone(&flight));
         let fut = fetch();
+        // The upstream request is made for the waiter that started it: it
+        // carries that request's id.
+        let ctx = shell::request_id::current();
         let landing = Landing {
             table: Arc::clone(self),
             flight: Arc::clone(&flight),
@@ -128,8 +133,12 @@ impl CollapseTable {
             _counted: self.metrics.flight_guard(),
         };
         let task = tokio::spawn(async move {
-            let outcome = match fut.await {
-                Ok(a) => Outcome::Answer(Arc::new(a)),
+            let answered = match ctx {
+                Some(ctx) => shell::request_id::scope(ctx, fut).await,
+                None => fut.await,
+            };
+            let outcome = match answered {
+                Ok(a) => Outcome::Answer(Arc::new(a), std::time::Instant::now()),
                 Err(e) => Outcome::Failed(Arc::new(e)),
             };
             landing.land(outcome);
@@ -186,6 +195,9 @@ impl Landing {
     fn land(mut self, outcome: Outcome) {
         self.landed = true;
         remove(&mut self.table.flights.lock(), &self.flight);
+        self.table
+            .metrics
+            .flight_landed(*self.flight.waiters.lock());
         self.flight.outcome.send_replace(Some(outcome));
     }
 }
@@ -208,8 +220,23 @@ pub struct Waiter {
 }
 
 impl Waiter {
+    /// Waits at most `bound` for the shared answer (and when it arrived).
+    pub async fn wait_landed(
+        self,
+        bound: Duration,
+    ) -> Result<(Arc<Answer>, std::time::Instant), WaitError> {
+        self.outcome_within(bound).await
+    }
+
     /// Waits at most `bound` for the shared answer.
-    pub async fn wait(mut self, bound: Duration) -> Result<Arc<Answer>, WaitError> {
+    pub async fn wait(self, bound: Duration) -> Result<Arc<Answer>, WaitError> {
+        self.outcome_within(bound).await.map(|(a, _)| a)
+    }
+
+    async fn outcome_within(
+        mut self,
+        bound: Duration,
+    ) -> Result<(Arc<Answer>, std::time::Instant), WaitError> {
         let got = tokio::time::timeout(bound, self.outcome.wait_for(Option::is_some)).await;
         let outcome = match got {
             Err(_) => return Err(WaitError::TimedOut),
@@ -217,7 +244,7 @@ impl Waiter {
             Ok(Ok(o)) => o.clone().expect("waited for an outcome"),
         };
         match outcome {
-            Outcome::Answer(a) => Ok(a),
+            Outcome::Answer(a, at) => Ok((a, at)),
             Outcome::Failed(e) => Err(WaitError::Upstream(e)),
             Outcome::Abandoned => Err(WaitError::Abandoned),
         }

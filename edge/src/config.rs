@@ -18,6 +18,10 @@ pub struct Cli {
     /// Address to listen on; port 0 picks a free port (the first log line names it).
     #[arg(long, env = "EDGE_LISTEN", default_value = "127.0.0.1:4438")]
     pub listen: SocketAddr,
+    /// How log lines are written: `text`, or `json` (one object per line,
+    /// for log shippers). Lines of a request carry its `request_id`.
+    #[arg(long, env = "EDGE_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: shell::logging::LogFormat,
     /// The origin every request the edge cannot answer itself goes to; a
     /// comma-separated list names the origins of one region, tried in turn
     /// when the one in use cannot be reached.

@@ -44,6 +44,9 @@ pub struct Frame {
     pub event: Bytes,
     pub up_to_date: bool,
     pub closed: bool,
+    /// When its answer arrived from the origin (delivery lag counts from
+    /// here).
+    pub arrived: std::time::Instant,
     /// Its room in `sse_feed_bytes`, given back when the ring drops it.
     _room: Option<OwnedSemaphorePermit>,
 }
@@ -312,6 +315,7 @@ impl Fanout {
                     event,
                     up_to_date: up_to_date && whole,
                     closed: closed && whole,
+                    arrived: std::time::Instant::now(),
                     _room: Some(room),
                 }))
             }
@@ -322,6 +326,7 @@ impl Fanout {
                     event: Bytes::new(),
                     up_to_date: true,
                     closed: true,
+                    arrived: std::time::Instant::now(),
                     _room: None,
                 }))
             }

@@ -52,6 +52,9 @@ pub struct Feed {
     /// When each partition's feed last reached its end (None: not since
     /// it was followed from its end, or since a loss).
     answered: Mutex<Vec<Option<Instant>>>,
+    /// Every partition's feed reached its end once (readiness: see
+    /// `http::ready`).
+    caught_up_once: std::sync::atomic::AtomicBool,
 }
 
 impl Feed {
@@ -64,6 +67,7 @@ impl Feed {
             poll: limits.feed_poll,
             partitions: watch::Sender::new(1),
             answered: Mutex::new(vec![None]),
+            caught_up_once: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -102,6 +106,13 @@ impl Feed {
         }
         cache.invalidate(key).await;
         None
+    }
+
+    /// Whether every partition's feed has reached its end at least once
+    /// since the edge started.
+    pub fn caught_up_once(&self) -> bool {
+        self.caught_up_once
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn is_live(&self) -> bool {
@@ -168,6 +179,8 @@ impl Feed {
         if let Some(oldest) = answered.iter().copied().collect::<Option<Vec<_>>>() {
             if let Some(at) = oldest.into_iter().min() {
                 vouch.answered(at);
+                self.caught_up_once
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
             }
         }
     }

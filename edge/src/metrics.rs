@@ -1,13 +1,16 @@
-//! Every metric the edge exports, named in one place and rendered as
-//! Prometheus text at `GET /metrics`. Names start with `edge_` so one
-//! scrape config can take origin and edge side by side.
+//! Every metric the edge exports, named in one place and handed to the
+//! shell's [`Exposition`] at `GET /metrics`. Names start with `ds_edge_`
+//! (the origin's with `ds_origin_`), so one scrape config takes both side
+//! by side (`docs/decisions/0021-metrics.md`).
 
-use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::time::Duration;
 
-/// Routes counted in `edge_requests_total`.
-pub const ROUTES: [&str; 12] = [
+use shell::metrics::{buckets, Exposition, Requests, ShardedHistogram, ShardedHistogramVec};
+
+/// Routes counted in `ds_edge_requests_total`.
+pub const ROUTES: &[&str] = &[
     "create",
     "append",
     "delete",
@@ -22,7 +25,9 @@ pub const ROUTES: [&str; 12] = [
     "other",
 ];
 
-/// What the edge asks the origin, counted in `edge_upstream_requests_total`.
+/// What the edge asks the origin, counted in
+/// `ds_edge_upstream_requests_total` and timed in
+/// `ds_edge_upstream_request_duration_seconds`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Upstream {
     /// A request passed through unchanged (writes, HEAD, reads).
@@ -51,29 +56,55 @@ const UPSTREAM: [(Upstream, &str); 7] = [
     (Upstream::Feed, "feed"),
 ];
 
-/// Request counters by route and status, lock-free: statuses 100..=599 each
-/// have a slot.
-struct RequestCounts([[AtomicU64; 500]; ROUTES.len()]);
-
-impl Default for RequestCounts {
-    fn default() -> Self {
-        RequestCounts(std::array::from_fn(|_| {
-            std::array::from_fn(|_| AtomicU64::new(0))
-        }))
-    }
+fn upstream_index(kind: Upstream) -> usize {
+    UPSTREAM
+        .iter()
+        .position(|(k, _)| *k == kind)
+        .expect("every kind is listed")
 }
 
-#[derive(Default)]
+/// What the edge keeps: sealed chunks and snapshots (`chunk_cache`) and
+/// streams' recent states (`http::stream_state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kept {
+    Chunk,
+    Snapshot,
+    State,
+}
+
+const KEPT: [(Kept, &str); 3] = [
+    (Kept::Chunk, "chunk"),
+    (Kept::Snapshot, "snapshot"),
+    (Kept::State, "state"),
+];
+
+fn kept_index(kind: Kept) -> usize {
+    KEPT.iter()
+        .position(|(k, _)| *k == kind)
+        .expect("every kind is listed")
+}
+
+/// The label sets of the delivery lag.
+pub const SSE: usize = 0;
+pub const LONG_POLL: usize = 1;
+
 pub struct Metrics {
-    requests: RequestCounts,
+    requests: Requests,
     upstream: [AtomicU64; UPSTREAM.len()],
+    /// One label set per [`UPSTREAM`] kind, in its order.
+    upstream_durations: ShardedHistogramVec,
     upstream_errors: AtomicU64,
-    cache_hits: AtomicU64,
-    cache_misses: AtomicU64,
+    cache_hits: [AtomicU64; KEPT.len()],
+    cache_misses: [AtomicU64; KEPT.len()],
     cache_fill_bytes: AtomicU64,
     cache_served_bytes: AtomicU64,
     bytes_served: AtomicU64,
     collapsed_waiters: AtomicU64,
+    /// Waiters one upstream long-poll answered.
+    flight_waiters: ShardedHistogram,
+    /// From a frame's arrival from the origin to its write to a reader:
+    /// [`SSE`], [`LONG_POLL`].
+    delivery: ShardedHistogramVec,
     long_polls_waiting: AtomicI64,
     long_poll_flights: AtomicI64,
     sse_open: AtomicI64,
@@ -87,7 +118,52 @@ pub struct Metrics {
     not_vouched: AtomicU64,
 }
 
-/// Numbers `/metrics` reads from elsewhere at render time.
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            requests: Requests::new("ds_edge", ROUTES),
+            upstream: Default::default(),
+            upstream_durations: ShardedHistogramVec::new(
+                "ds_edge_upstream_request_duration_seconds",
+                "Time from sending a request to the origin (or the bucket) to its answer's head, by kind.",
+                &["kind"],
+                buckets::SECONDS,
+                UPSTREAM.iter().map(|(_, k)| vec![*k]).collect(),
+            ),
+            upstream_errors: AtomicU64::new(0),
+            cache_hits: Default::default(),
+            cache_misses: Default::default(),
+            cache_fill_bytes: AtomicU64::new(0),
+            cache_served_bytes: AtomicU64::new(0),
+            bytes_served: AtomicU64::new(0),
+            collapsed_waiters: AtomicU64::new(0),
+            flight_waiters: ShardedHistogram::new(
+                "ds_edge_long_poll_flight_waiters",
+                "Readers one shared upstream long-poll answered (the collapse).",
+                buckets::COUNT,
+            ),
+            delivery: ShardedHistogramVec::new(
+                "ds_edge_delivery_lag_seconds",
+                "Time from bytes arriving from the origin to their write to a reader, by kind (sse, long_poll).",
+                &["kind"],
+                buckets::LAG_SECONDS,
+                vec![vec!["sse"], vec!["long_poll"]],
+            ),
+            long_polls_waiting: AtomicI64::new(0),
+            long_poll_flights: AtomicI64::new(0),
+            sse_open: AtomicI64::new(0),
+            sse_dropped_slow: AtomicU64::new(0),
+            sse_feeds_over_budget: AtomicU64::new(0),
+            upstream_tails: AtomicI64::new(0),
+            feed_partitions_followed: AtomicI64::new(0),
+            invalidations: AtomicU64::new(0),
+            feed_losses: AtomicU64::new(0),
+            not_vouched: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Numbers `/metrics` reads from elsewhere at scrape time.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Sampled {
     pub cache_weighted_bytes: u64,
@@ -97,34 +173,32 @@ pub struct Sampled {
 }
 
 impl Metrics {
-    pub fn request(&self, route: &'static str, status: u16) {
-        let r = ROUTES
-            .iter()
-            .position(|x| *x == route)
-            .unwrap_or(ROUTES.len() - 1);
-        let s = usize::from(status.clamp(100, 599) - 100);
-        self.requests.0[r][s].fetch_add(1, Relaxed);
+    /// Counts one answered request and how long it took.
+    pub fn request(&self, route: &'static str, status: u16, took: Duration) {
+        self.requests.answered(route, status, took);
     }
 
     pub fn upstream(&self, kind: Upstream) {
-        let i = UPSTREAM
-            .iter()
-            .position(|(k, _)| *k == kind)
-            .expect("every kind is listed");
-        self.upstream[i].fetch_add(1, Relaxed);
+        self.upstream[upstream_index(kind)].fetch_add(1, Relaxed);
+    }
+
+    /// How long one upstream request took to answer (or fail).
+    pub fn upstream_took(&self, kind: Upstream, took: Duration) {
+        self.upstream_durations
+            .observe(upstream_index(kind), took.as_secs_f64());
     }
 
     pub fn upstream_error(&self) {
         self.upstream_errors.fetch_add(1, Relaxed);
     }
 
-    pub fn cache_hit(&self, bytes: usize) {
-        self.cache_hits.fetch_add(1, Relaxed);
+    pub fn cache_hit(&self, kind: Kept, bytes: usize) {
+        self.cache_hits[kept_index(kind)].fetch_add(1, Relaxed);
         self.cache_served_bytes.fetch_add(bytes as u64, Relaxed);
     }
 
-    pub fn cache_miss(&self, filled_bytes: usize) {
-        self.cache_misses.fetch_add(1, Relaxed);
+    pub fn cache_miss(&self, kind: Kept, filled_bytes: usize) {
+        self.cache_misses[kept_index(kind)].fetch_add(1, Relaxed);
         self.cache_fill_bytes
             .fetch_add(filled_bytes as u64, Relaxed);
     }
@@ -138,18 +212,29 @@ impl Metrics {
         self.collapsed_waiters.fetch_add(1, Relaxed);
     }
 
+    /// A shared upstream long-poll landed with `waiters` readers on it.
+    pub fn flight_landed(&self, waiters: usize) {
+        self.flight_waiters.observe(waiters as f64);
+    }
+
+    /// Bytes that arrived from the origin `lag` ago were written to a
+    /// reader ([`SSE`]) or answered a parked long-poll ([`LONG_POLL`]).
+    pub fn delivered(&self, kind: usize, lag: Duration) {
+        self.delivery.observe(kind, lag.as_secs_f64());
+    }
+
     /// An event of the origin's invalidation feed.
     pub fn invalidation(&self) {
         self.invalidations.fetch_add(1, Relaxed);
     }
 
-    /// The feed was lost (an error, a gap, a restart of the origin).
     /// The feed now tails this many partitions' feeds.
     pub fn feed_partitions(&self, count: u32) {
         self.feed_partitions_followed
             .store(i64::from(count), Relaxed);
     }
 
+    /// The feed was lost (an error, a gap, a restart of the origin).
     pub fn feed_lost(&self) {
         self.feed_losses.fetch_add(1, Relaxed);
     }
@@ -187,75 +272,128 @@ impl Metrics {
         Gauge::new(Arc::clone(self), |m| &m.upstream_tails)
     }
 
-    pub fn render(&self, sampled: Sampled) -> String {
-        let mut out = String::new();
-        let _ = writeln!(out, "# TYPE edge_requests_total counter");
-        for (route, counts) in ROUTES.iter().zip(&self.requests.0) {
-            for (i, n) in counts.iter().enumerate() {
-                let n = n.load(Relaxed);
-                if n > 0 {
-                    let status = i + 100;
-                    let _ = writeln!(
-                        out,
-                        "edge_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
-                    );
-                }
-            }
-        }
-        let _ = writeln!(out, "# TYPE edge_upstream_requests_total counter");
-        for ((_, kind), n) in UPSTREAM.iter().zip(&self.upstream) {
-            let _ = writeln!(
-                out,
-                "edge_upstream_requests_total{{kind=\"{kind}\"}} {}",
-                n.load(Relaxed)
-            );
-        }
-        let counters = [
-            ("edge_upstream_errors_total", &self.upstream_errors),
-            ("edge_cache_hits_total", &self.cache_hits),
-            ("edge_cache_misses_total", &self.cache_misses),
-            ("edge_cache_fill_bytes_total", &self.cache_fill_bytes),
-            ("edge_cache_served_bytes_total", &self.cache_served_bytes),
-            ("edge_bytes_served_total", &self.bytes_served),
-            ("edge_collapsed_waiters_total", &self.collapsed_waiters),
-            ("edge_sse_dropped_slow_total", &self.sse_dropped_slow),
+    /// Every family, with the numbers read at scrape time.
+    pub fn expose(&self, sampled: Sampled, e: &mut Exposition) {
+        Requests::expose(&[&self.requests], e);
+        e.counters(
+            "ds_edge_upstream_requests_total",
+            "Requests the edge sent to the origin or the bucket, by kind.",
+            UPSTREAM
+                .iter()
+                .zip(&self.upstream)
+                .map(|((_, kind), n)| ([("kind", *kind)], n.load(Relaxed))),
+        );
+        e.counters(
+            "ds_edge_cache_hits_total",
+            "Answers served from what the edge keeps, by kind.",
+            KEPT.iter()
+                .zip(&self.cache_hits)
+                .map(|((_, kind), n)| ([("kind", *kind)], n.load(Relaxed))),
+        );
+        e.counters(
+            "ds_edge_cache_misses_total",
+            "Lookups that asked the origin, by kind.",
+            KEPT.iter()
+                .zip(&self.cache_misses)
+                .map(|((_, kind), n)| ([("kind", *kind)], n.load(Relaxed))),
+        );
+        for (name, help, v) in [
             (
-                "edge_sse_feeds_over_budget_total",
+                "ds_edge_upstream_errors_total",
+                "Upstream requests that failed (no answer, or an unreadable one).",
+                &self.upstream_errors,
+            ),
+            (
+                "ds_edge_cache_fill_bytes_total",
+                "Bytes put into the chunk cache.",
+                &self.cache_fill_bytes,
+            ),
+            (
+                "ds_edge_cache_served_bytes_total",
+                "Bytes served from the chunk cache.",
+                &self.cache_served_bytes,
+            ),
+            (
+                "ds_edge_served_bytes_total",
+                "Stream bytes written into answers.",
+                &self.bytes_served,
+            ),
+            (
+                "ds_edge_collapsed_waiters_total",
+                "Long-poll waiters that joined a shared upstream wait.",
+                &self.collapsed_waiters,
+            ),
+            (
+                "ds_edge_sse_dropped_slow_total",
+                "SSE readers ended for not draining their socket.",
+                &self.sse_dropped_slow,
+            ),
+            (
+                "ds_edge_sse_feeds_over_budget_total",
+                "Shared SSE feeds ended for want of room in sse_feed_bytes.",
                 &self.sse_feeds_over_budget,
             ),
-            ("edge_invalidations_total", &self.invalidations),
-            ("edge_feed_losses_total", &self.feed_losses),
-            ("edge_not_vouched_total", &self.not_vouched),
-        ];
-        for (name, v) in counters {
-            let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Relaxed));
+            (
+                "ds_edge_invalidations_total",
+                "Events of the origin's invalidation feed.",
+                &self.invalidations,
+            ),
+            (
+                "ds_edge_feed_losses_total",
+                "Times the invalidation feed was lost (everything kept was voided).",
+                &self.feed_losses,
+            ),
+            (
+                "ds_edge_not_vouched_total",
+                "Kept answers not served because the feed no longer vouched for them.",
+                &self.not_vouched,
+            ),
+        ] {
+            e.counter(name, help, v.load(Relaxed));
         }
-        let gauges = [
-            ("edge_long_polls_waiting", &self.long_polls_waiting),
-            ("edge_long_poll_flights", &self.long_poll_flights),
-            ("edge_sse_open", &self.sse_open),
-            ("edge_upstream_tails", &self.upstream_tails),
-            ("edge_feed_partitions", &self.feed_partitions_followed),
-        ];
-        for (name, v) in gauges {
-            let _ = writeln!(out, "# TYPE {name} gauge\n{name} {}", v.load(Relaxed));
+        for (name, help, v) in [
+            (
+                "ds_edge_long_polls_waiting",
+                "Long-poll readers parked now.",
+                &self.long_polls_waiting,
+            ),
+            (
+                "ds_edge_long_poll_flights",
+                "Shared upstream long-polls in flight.",
+                &self.long_poll_flights,
+            ),
+            ("ds_edge_sse_open", "SSE readers open now.", &self.sse_open),
+            (
+                "ds_edge_upstream_tails",
+                "Shared upstream SSE tails open now.",
+                &self.upstream_tails,
+            ),
+            (
+                "ds_edge_feed_partitions",
+                "Partitions whose invalidation feeds are tailed.",
+                &self.feed_partitions_followed,
+            ),
+        ] {
+            e.gauge(name, help, v.load(Relaxed) as f64);
         }
-        let _ = writeln!(
-            out,
-            "# TYPE edge_cache_bytes gauge\nedge_cache_bytes {}",
-            sampled.cache_weighted_bytes
+        e.gauge(
+            "ds_edge_cache_bytes",
+            "Weighted bytes the chunk cache holds.",
+            sampled.cache_weighted_bytes as f64,
+        )
+        .gauge(
+            "ds_edge_cache_entries",
+            "Entries the chunk cache holds.",
+            sampled.cache_entries as f64,
+        )
+        .gauge(
+            "ds_edge_feed_live",
+            "1 while the invalidation feed is caught up and answering.",
+            f64::from(u8::from(sampled.feed_live)),
         );
-        let _ = writeln!(
-            out,
-            "# TYPE edge_cache_entries gauge\nedge_cache_entries {}",
-            sampled.cache_entries
-        );
-        let _ = writeln!(
-            out,
-            "# TYPE edge_feed_live gauge\nedge_feed_live {}",
-            u8::from(sampled.feed_live)
-        );
-        out
+        e.families_of(self.upstream_durations.families())
+            .families_of(self.flight_waiters.families())
+            .families_of(self.delivery.families());
     }
 }
 
@@ -282,19 +420,34 @@ impl Drop for Gauge {
 mod tests {
     use super::*;
 
+    fn render(m: &Metrics) -> String {
+        let mut e = Exposition::default();
+        m.expose(Sampled::default(), &mut e);
+        e.render()
+    }
+
     #[test]
-    fn renders_counters_and_gauges() {
+    fn renders_counters_gauges_and_histograms() {
         let m = Arc::new(Metrics::default());
-        m.request("chunk", 200);
+        m.request("chunk", 200, Duration::from_millis(1));
         m.upstream(Upstream::LongPoll);
+        m.upstream_took(Upstream::LongPoll, Duration::from_millis(3));
+        m.cache_hit(Kept::Snapshot, 10);
+        m.flight_landed(3);
         let g = m.waiter_guard();
-        let text = m.render(Sampled::default());
-        assert!(text.contains("edge_requests_total{route=\"chunk\",status=\"200\"} 1"));
-        assert!(text.contains("edge_upstream_requests_total{kind=\"long_poll\"} 1"));
-        assert!(text.contains("edge_long_polls_waiting 1"));
+        let text = render(&m);
+        for line in [
+            "ds_edge_requests_total{route=\"chunk\",status=\"200\"} 1\n",
+            "ds_edge_upstream_requests_total{kind=\"long_poll\"} 1\n",
+            "ds_edge_cache_hits_total{kind=\"snapshot\"} 1\n",
+            "ds_edge_cache_hits_total{kind=\"chunk\"} 0\n",
+            "ds_edge_long_polls_waiting 1\n",
+            "ds_edge_upstream_request_duration_seconds_count{kind=\"long_poll\"} 1\n",
+            "ds_edge_long_poll_flight_waiters_sum 3\n",
+        ] {
+            assert!(text.contains(line), "{line} missing in {text}");
+        }
         drop(g);
-        assert!(m
-            .render(Sampled::default())
-            .contains("edge_long_polls_waiting 0"));
+        assert!(render(&m).contains("ds_edge_long_polls_waiting 0\n"));
     }
 }

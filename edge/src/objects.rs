@@ -28,10 +28,13 @@ impl ChunkObjects {
     /// caller then asks the origin).
     pub async fn get(&self, key: &str) -> Option<Bytes> {
         self.metrics.upstream(metrics::Upstream::Object);
+        let sent = tokio::time::Instant::now();
         let got = match self.store.get(&Path::from(key)).await {
             Ok(r) => r.bytes().await,
             Err(e) => Err(e),
         };
+        self.metrics
+            .upstream_took(metrics::Upstream::Object, sent.elapsed());
         match got {
             Ok(b) => Some(b),
             Err(object_store::Error::NotFound { .. }) => None,

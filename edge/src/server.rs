@@ -43,6 +43,7 @@ impl Edge {
         let serve = state.config.limits.serve.clone();
         shell::serve(
             listener,
+            Vec::new(),
             &serve,
             Http1::HyperWatches,
             shutdown,

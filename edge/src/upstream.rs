@@ -238,12 +238,16 @@ impl Upstream {
         self.metrics.upstream(kind);
         req.headers_mut()
             .insert("via", HeaderValue::from_static("1.1 ds-edge"));
+        shell::request_id::pass_on(req.headers_mut());
         let path = req
             .uri()
             .path_and_query()
             .map_or("/", |p| p.as_str())
             .to_owned();
-        let mut resp = self.client.request(req).await.map_err(|e| {
+        let sent = tokio::time::Instant::now();
+        let answered = self.client.request(req).await;
+        self.metrics.upstream_took(kind, sent.elapsed());
+        let mut resp = answered.map_err(|e| {
             self.metrics.upstream_error();
             if e.is_connect() {
                 self.move_on_from(origin);

@@ -29,6 +29,8 @@ mod long_poll;
 mod negotiation;
 #[path = "edge/process.rs"]
 mod process;
+#[path = "edge/ready.rs"]
+mod ready;
 #[path = "edge/restart.rs"]
 mod restart;
 #[path = "edge/snapshots.rs"]

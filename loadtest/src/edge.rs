@@ -287,13 +287,13 @@ pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
     let (through_edge, sse_rss) = fanout_round(
         edge,
         edge,
-        "edge_sse_open",
+        "ds_edge_sse_open",
         "/v1/stream/fanout",
         &args,
         edge_pid,
     )
     .await?;
-    let tails = metric(edge, "edge_upstream_requests_total{kind=\"tail\"}").await?;
+    let tails = metric(edge, "ds_edge_upstream_requests_total{kind=\"tail\"}").await?;
     println!(
         "{}  upstream tail polls {tails}",
         fanout_line("edge", &args, &through_edge)
@@ -311,7 +311,7 @@ pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
     let (direct, origin_rss) = fanout_round(
         origin,
         origin,
-        "ds_sse_open",
+        "ds_origin_sse_open",
         "/v1/stream/fanout-direct",
         &args,
         origin_pid,
@@ -355,10 +355,10 @@ pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
                 send(&mut s, req).await
             }));
         }
-        wait_metric(edge, "edge_long_polls_waiting", args.long_pollers as i64).await?;
+        wait_metric(edge, "ds_edge_long_polls_waiting", args.long_pollers as i64).await?;
         tokio::time::sleep(Duration::from_millis(500)).await;
         let waiting = pair.edge_rss_kib();
-        let flights = metric(edge, "edge_long_poll_flights").await?;
+        let flights = metric(edge, "ds_edge_long_poll_flights").await?;
         println!(
             "edge memory per waiting long-poller: {:.1} KiB (RSS {} -> {} KiB for {} waiters, {} upstream long-poll)",
             waiting.saturating_sub(base) as f64 / args.long_pollers as f64,
@@ -524,8 +524,8 @@ pub async fn catchup(args: CatchupArgs) -> anyhow::Result<()> {
     )
     .await?;
     println!("{}  {:.0} MB/s", o.line("origin (direct)"), mb(&o));
-    let hits = metric(pair.edge_addr, "edge_cache_hits_total").await?;
-    let misses = metric(pair.edge_addr, "edge_cache_misses_total").await?;
+    let hits = metric(pair.edge_addr, "ds_edge_cache_hits_total").await?;
+    let misses = metric(pair.edge_addr, "ds_edge_cache_misses_total").await?;
     println!(
         "edge / ceiling: {:.0} %   edge / origin: {:.0} %   (edge cache: {hits} hits, {misses} misses)",
         100.0 * e.rps() / c.rps(),

@@ -99,7 +99,7 @@ async fn case(
     if objects.is_some() {
         let chunks = (mib / 4) as f64;
         let deadline = Instant::now() + Duration::from_secs(600);
-        while metric(addr, "ds_chunks_sealed_total").await? < chunks {
+        while metric(addr, "ds_origin_chunks_sealed_total").await? < chunks {
             anyhow::ensure!(Instant::now() < deadline, "sealing did not finish");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

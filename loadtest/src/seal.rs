@@ -169,13 +169,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let started = Instant::now();
     let with = append::run(&load(addr)).await?;
     let load_time = started.elapsed();
-    let sealed_during = metric(addr, "ds_sealed_bytes_total").await?;
+    let sealed_during = metric(addr, "ds_origin_sealed_bytes_total").await?;
     println!("{}", with.line("appends, sealing into s3s-fs"));
-    while metric(addr, "ds_unsealed_bytes").await? > 0.0 {
+    while metric(addr, "ds_origin_unsealed_bytes").await? > 0.0 {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let all_time = started.elapsed();
-    let sealed = metric(addr, "ds_sealed_bytes_total").await?;
+    let sealed = metric(addr, "ds_origin_sealed_bytes_total").await?;
     println!(
         "sealed while appending: {:.0} MB/s ({:.0} MB in {:.1} s); including the catch-up after the load: {:.0} MB/s ({:.0} MB in {:.1} s)",
         sealed_during / 1e6 / load_time.as_secs_f64(),
@@ -215,7 +215,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .header("stream-closed", "true")
         .body(Full::new(Bytes::new()))?;
     send(&mut c, close).await?;
-    while metric(addr, "ds_unsealed_bytes").await? > 0.0 {
+    while metric(addr, "ds_origin_unsealed_bytes").await? > 0.0 {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     drop(c);
@@ -241,8 +241,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     println!(
         "chunk cache: {} misses, {} hits",
-        metric(addr, "ds_chunk_cache_misses_total").await?,
-        metric(addr, "ds_chunk_cache_hits_total").await?
+        metric(addr, "ds_origin_chunk_cache_misses_total").await?,
+        metric(addr, "ds_origin_chunk_cache_hits_total").await?
     );
     stop(sealing).await;
     drop(s3s);

@@ -41,6 +41,16 @@ pub struct Cli {
     /// Address to listen on; port 0 picks a free port (the first log line names it).
     #[arg(long, env = "ORIGIN_LISTEN", default_value = "127.0.0.1:4437")]
     pub listen: SocketAddr,
+    /// How log lines are written: `text`, or `json` (one object per line,
+    /// for log shippers). Lines of a request carry its `request_id`.
+    #[arg(
+        long,
+        env = "ORIGIN_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        global = true
+    )]
+    pub log_format: shell::logging::LogFormat,
     /// Directory of the log, checkpoints and stream files.
     #[arg(
         long,

@@ -517,8 +517,8 @@ async fn the_17th_open_tail_of_an_account_gets_429() {
             }));
         }
     }
-    api.wait_for_metric("ds_long_polls_waiting", 8).await;
-    api.wait_for_metric("ds_sse_open", 8).await;
+    api.wait_for_metric("ds_origin_long_polls_waiting", 8).await;
+    api.wait_for_metric("ds_origin_sse_open", 8).await;
     let r = req(
         &api,
         Method::GET,

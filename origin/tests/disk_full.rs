@@ -148,7 +148,7 @@ async fn full_disk(durability: &str) {
     assert!(
         metrics
             .lines()
-            .any(|l| l.starts_with("ds_log_full_refusals_total ") && !l.ends_with(" 0")),
+            .any(|l| l.starts_with("ds_origin_log_full_refusals_total ") && !l.ends_with(" 0")),
         "refusals are counted"
     );
     proc.child.kill().unwrap();

@@ -428,7 +428,7 @@ async fn hold_connections(origin: &mut Watched, cap: Cap) -> Held {
         })
         .collect();
     until_metrics(&mut workers[0], "the long-polls wait", |m| {
-        metric(m, "ds_long_polls_waiting") >= LONG_POLLS as f64
+        metric(m, "ds_origin_long_polls_waiting") >= LONG_POLLS as f64
     })
     .await;
     let mut idle = Vec::new();

@@ -42,7 +42,7 @@ fn pattern(seed: usize, len: usize) -> Vec<u8> {
 
 async fn wait_sealed(api: &Api, chunks: i64) {
     let deadline = Instant::now() + Duration::from_secs(120);
-    while api.metric("ds_chunks_sealed_total").await < chunks {
+    while api.metric("ds_origin_chunks_sealed_total").await < chunks {
         assert!(Instant::now() < deadline, "{chunks} chunks were not sealed");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

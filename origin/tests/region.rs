@@ -21,6 +21,8 @@ mod origins;
 mod outage;
 #[path = "region/partitions.rs"]
 mod partitions;
+#[path = "region/readiness.rs"]
+mod readiness;
 #[path = "region/routing.rs"]
 mod routing;
 #[path = "region/staging.rs"]

@@ -51,7 +51,7 @@ async fn wait_metric(api: &Api, name: &str, at_least: i64) {
 }
 
 async fn wait_sealed(api: &Api, chunks: i64) {
-    wait_metric(api, "ds_chunks_sealed_total", chunks).await;
+    wait_metric(api, "ds_origin_chunks_sealed_total", chunks).await;
 }
 
 /// Disk space the stream files hold (allocated blocks, so punched holes
@@ -94,7 +94,12 @@ async fn complete_chunks_and_a_closed_streams_last_chunk_are_sealed_byte_exact()
     // 9 MiB: chunks 0 and 1 are complete, the third is open.
     wait_sealed(&api, 2).await;
     // Once their seals are durable, their local copies go.
-    wait_metric(&api, "ds_local_dropped_bytes_total", 2 * CHUNK_BYTES as i64).await;
+    wait_metric(
+        &api,
+        "ds_origin_local_dropped_bytes_total",
+        2 * CHUNK_BYTES as i64,
+    )
+    .await;
     let on_disk = stream_files_bytes(dir.path());
     assert!(
         on_disk <= (2 * MIB) as u64,
@@ -113,7 +118,7 @@ async fn complete_chunks_and_a_closed_streams_last_chunk_are_sealed_byte_exact()
         .unwrap();
     assert_eq!(span.status(), 200);
     assert_eq!(span.bytes().await.unwrap(), all[7 * MIB..9 * MIB]);
-    assert!(api.metric("ds_chunk_cache_misses_total").await >= 2);
+    assert!(api.metric("ds_origin_chunk_cache_misses_total").await >= 2);
     assert_eq!(read_by_chunks(&api, &path, &token).await, all);
     let objects = server.objects();
     for k in 0..2u64 {
@@ -146,8 +151,8 @@ async fn complete_chunks_and_a_closed_streams_last_chunk_are_sealed_byte_exact()
     let origin = TestOrigin::start_in(data, HttpConfig::default(), store_config(&server)).await;
     let api = Api::on(origin);
     assert_eq!(read_paginated(&api, &path).await, all);
-    assert_eq!(api.metric("ds_chunks_sealed_total").await, 0);
-    assert_eq!(api.metric("ds_seal_errors_total").await, 0);
+    assert_eq!(api.metric("ds_origin_chunks_sealed_total").await, 0);
+    assert_eq!(api.metric("ds_origin_seal_errors_total").await, 0);
 }
 
 /// Reads a stream from the start through its chunk URLs.
@@ -260,7 +265,7 @@ async fn many_streams_over_64_mib_read_back_byte_exact_after_a_restart() {
             "{path} by chunks"
         );
     }
-    assert_eq!(api.metric("ds_seal_errors_total").await, 0);
+    assert_eq!(api.metric("ds_origin_seal_errors_total").await, 0);
 }
 
 /// Object storage goes away mid-load: appends go on up to the bound of
@@ -294,7 +299,12 @@ async fn an_object_storage_outage_bounds_local_growth_and_loses_nothing() {
         acked.extend(part);
     }
     wait_sealed(&api, 1).await;
-    wait_metric(&api, "ds_local_dropped_bytes_total", CHUNK_BYTES as i64).await;
+    wait_metric(
+        &api,
+        "ds_origin_local_dropped_bytes_total",
+        CHUNK_BYTES as i64,
+    )
+    .await;
 
     server.stop();
     // Appends go on until the complete, unsealed chunks reach the bound.
@@ -369,9 +379,9 @@ async fn an_object_storage_outage_bounds_local_growth_and_loses_nothing() {
 
     // Object storage is back: sealing resumes, appends are taken again.
     server.restart();
-    wait_metric(&api, "ds_chunks_sealed_total", 2).await;
+    wait_metric(&api, "ds_origin_chunks_sealed_total", 2).await;
     let deadline = Instant::now() + Duration::from_secs(120);
-    while api.metric("ds_unsealed_bytes").await > 0 {
+    while api.metric("ds_origin_unsealed_bytes").await > 0 {
         assert!(Instant::now() < deadline, "sealing caught up in time");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

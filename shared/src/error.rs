@@ -129,6 +129,9 @@ pub struct ErrorBody {
 pub struct ErrorDetail {
     pub code: String,
     pub message: String,
+    /// The request's id (`X-Request-Id`), where the server knows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 impl ErrorBody {
@@ -137,8 +140,15 @@ impl ErrorBody {
             error: ErrorDetail {
                 code: code.as_str().to_owned(),
                 message: message.into(),
+                request_id: None,
             },
         }
+    }
+
+    /// The body, naming the request it answers.
+    pub fn with_request_id(mut self, id: Option<String>) -> Self {
+        self.error.request_id = id;
+        self
     }
 
     pub fn to_json(&self) -> String {

@@ -6,7 +6,8 @@
 //! They can never be mistaken for a stream because no segment of a stream's
 //! path may be `incarnation` or begin with `snapshot`: creating such a stream
 //! is refused. Paths whose first segment begins with `_` are kept for the
-//! servers' own endpoints (`/_admin`, ...), as are `/metrics` and `/healthz`.
+//! servers' own endpoints (`/_admin`, ...), as are `/metrics`, `/healthz` and
+//! `/readyz`.
 
 /// What a request path addresses.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,7 +98,7 @@ fn find_reserved(path: &str) -> Option<usize> {
 }
 
 fn is_server_path(path: &str) -> bool {
-    path == "/metrics" || path == "/healthz" || path.starts_with("/_")
+    path == "/metrics" || path == "/healthz" || path == "/readyz" || path.starts_with("/_")
 }
 
 /// Why a path cannot name a new stream, if it cannot.

@@ -23,6 +23,7 @@ use crate::config::ServeConfig;
 use crate::connection;
 use crate::drain::Drain;
 use crate::peer::Peer;
+use crate::request_id;
 
 /// How HTTP/1.1 connections notice a client that leaves mid-request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,10 +46,28 @@ pub struct Client {
     pub peer: Option<Peer>,
 }
 
+/// When a request's head was read: its duration, in `/metrics`, counts
+/// from here (tokio's clock, so paused-clock tests drive it).
+#[derive(Clone, Copy, Debug)]
+pub struct Arrived(pub tokio::time::Instant);
+
+impl Arrived {
+    /// The arrival of `req` (now, for a request that came another way: a
+    /// test's, or one a region origin forwards to itself).
+    pub fn of<B>(req: &Request<B>) -> tokio::time::Instant {
+        req.extensions()
+            .get::<Arrived>()
+            .map_or_else(tokio::time::Instant::now, |a| a.0)
+    }
+}
+
 /// Serves `listener` until `shutdown` resolves, answering every request
-/// with `handler`; then lets the open requests finish and returns.
+/// with `handler`; then lets the open requests finish and returns. It
+/// serves `held` first: connections accepted while the server was
+/// recovering (`crate::recovering`), oldest first (none: `Vec::new()`).
 pub async fn serve<H, F, B>(
     listener: TcpListener,
+    held: Vec<crate::recovering::Held>,
     config: &ServeConfig,
     http1: Http1,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -66,12 +85,16 @@ where
     tracing::info!(max_connections = cap, "connections served at once at most");
     let connections = Arc::new(Semaphore::new(cap));
     tokio::pin!(shutdown);
+    let mut held = held.into_iter();
     loop {
         let permit = tokio::select! {
             p = Arc::clone(&connections).acquire_owned() => p.expect("never closed"),
             _ = &mut shutdown => break,
         };
-        let (stream, addr) = tokio::select! {
+        let (stream, addr) = if let Some(h) = held.next() {
+            h
+        } else {
+            tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 // Out of file descriptors and the like: wait, then go on.
@@ -82,6 +105,7 @@ where
                 }
             },
             _ = &mut shutdown => break,
+            }
         };
         // Answers are small and latency-bound: send them without Nagle's delay.
         let _ = stream.set_nodelay(true);
@@ -92,12 +116,23 @@ where
             hyper::service::service_fn(move |req: Request<Incoming>| {
                 let mut req = req.map(|b| IdleBody::new(b, idle));
                 req.extensions_mut().insert(client.clone());
-                let answer = handler(req);
+                req.extensions_mut()
+                    .insert(Arrived(tokio::time::Instant::now()));
+                // Its id (the client's, if valid), for the request's task
+                // (what it passes on carries it: `request_id::pass_on`),
+                // and echoed on the answer.
+                let ctx = request_id::from_headers(req.headers());
+                let id = ctx.id.clone();
+                let answer = request_id::scope(ctx, handler(req));
                 // Boxed: hyper moves the future it is given into its slot
                 // for the request in flight, a copy of the whole future (3 KiB
                 // at the origin) into memory that is cold per connection:
                 // 2.6 % of the workers' time under the append benchmark.
-                Box::pin(async move { Ok::<_, Infallible>(answer.await) })
+                Box::pin(async move {
+                    let mut resp = answer.await;
+                    resp.headers_mut().insert(request_id::HEADER, id);
+                    Ok::<_, Infallible>(resp)
+                })
             })
         };
         let member = drain.enter();

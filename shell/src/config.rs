@@ -14,7 +14,12 @@ use std::time::Duration;
 ///   after an answer) is closed: the header-read and keep-alive timeout;
 /// - `body_idle_timeout`: a request body that sends nothing for this long
 ///   ends in [`crate::BodyIdle`], which the servers answer with 408 and which
-///   lets go of the room the body held.
+///   lets go of the room the body held;
+/// - `recovering_connections`: while the origin replays its log, the
+///   connections held for it (or answered as probes) at once; past it the
+///   listener is not accepted from (the backlog holds the rest);
+/// - `probe_timeout`: while recovering, a connection that has not shown
+///   within this long whether it is a probe is held for the server.
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
     /// Connections served at once; 0: half the descriptor limit found at
@@ -28,6 +33,8 @@ pub struct ServeConfig {
     /// ping is not answered within as long again (also what bounds a client
     /// that ignores the goodbye of an idle connection).
     pub http2_keep_alive: Duration,
+    pub recovering_connections: usize,
+    pub probe_timeout: Duration,
 }
 
 impl Default for ServeConfig {
@@ -38,6 +45,8 @@ impl Default for ServeConfig {
             body_idle_timeout: Duration::from_secs(10),
             http2_max_streams: 256,
             http2_keep_alive: Duration::from_secs(30),
+            recovering_connections: 256,
+            probe_timeout: Duration::from_secs(5),
         }
     }
 }

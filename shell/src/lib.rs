@@ -14,7 +14,11 @@
 //! - [`keepalive`]: when an idle SSE tail sends its keepalive comment;
 //! - [`config`]: every limit above, with its default, in one struct;
 //! - [`clock`]: time from tokio's clock, so paused-clock tests drive it;
-//! - [`proxy`]: what passing a request on to another server drops.
+//! - [`proxy`]: what passing a request on to another server drops;
+//! - [`metrics`]: `/metrics` text, request series, process metrics;
+//! - [`ready`] and [`recovering`]: `/readyz`, and what a server answers
+//!   before it serves;
+//! - [`request_id`]: each request's id, echoed, logged and passed on.
 
 pub mod accept;
 pub mod body;
@@ -26,12 +30,16 @@ pub mod drain;
 pub mod idle;
 pub mod keepalive;
 pub mod logging;
+pub mod metrics;
 pub mod objects;
 pub mod peer;
 pub mod periodic;
 pub mod proxy;
+pub mod ready;
+pub mod recovering;
+pub mod request_id;
 pub mod signal;
 
-pub use accept::{serve, Client, Http1};
+pub use accept::{serve, Arrived, Client, Http1};
 pub use body::{BodyIdle, IdleBody};
 pub use config::ServeConfig;

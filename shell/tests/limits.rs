@@ -37,6 +37,7 @@ async fn start(config: ServeConfig, http1: Http1) -> std::net::SocketAddr {
     tokio::spawn(async move {
         shell::serve(
             listener,
+            Vec::new(),
             &config,
             http1,
             std::future::pending::<()>(),

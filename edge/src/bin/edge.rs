@@ -11,8 +11,8 @@ static ALLOCATOR: shared::allocator::Mimalloc = shared::allocator::Mimalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    shell::logging::init();
     let cli = Cli::parse();
+    shell::logging::init(cli.log_format);
     let config = cli.config()?;
     let listener = tokio::net::TcpListener::bind(cli.listen)
         .await

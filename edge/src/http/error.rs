@@ -29,7 +29,9 @@ pub enum EdgeError {
 /// page on another origin can read a 401 or a 503 and act on it instead of
 /// seeing a network error).
 pub fn error_response(code: ErrorCode, message: impl Into<String>) -> Response<Body> {
-    let body = ErrorBody::new(code, message).to_json();
+    let body = ErrorBody::new(code, message)
+        .with_request_id(shell::request_id::current_id())
+        .to_json();
     let mut resp = Response::new(Body::from(body));
     *resp.status_mut() = StatusCode::from_u16(code.status()).expect("valid status");
     let h = resp.headers_mut();

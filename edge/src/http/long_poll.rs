@@ -35,9 +35,12 @@ pub async fn long_poll(state: &Shared, req: Request<Body>, params: &ReadParams) 
     let bound = Duration::from_millis(params.long_poll_ms(DEFAULT_LONG_POLL_MS))
         + state.config.limits.waiter_grace;
     tokio::select! {
-        got = waiter.wait(bound) => match got {
-            Ok(answer) => {
+        got = waiter.wait_landed(bound) => match got {
+            Ok((answer, landed)) => {
                 state.metrics.served(answer.body.len());
+                if !answer.body.is_empty() {
+                    state.metrics.delivered(crate::metrics::LONG_POLL, landed.elapsed());
+                }
                 answer.to_response()
             }
             Err(e) => EdgeError::from(e).into_response(),

@@ -130,6 +130,19 @@ where
     if req.method() == Method::GET {
         match req.uri().path() {
             routes::METRICS => return metrics(&state),
+            // Ready once the feed has caught up after the start; a feed
+            // lost later keeps the edge in rotation (it forwards every read
+            // meanwhile, and every edge loses it at once when the origin
+            // restarts: out of rotation, all would be).
+            routes::READY => {
+                return shell::ready::answer(if *state.closing.borrow() {
+                    Err(shell::ready::NotReady::Draining)
+                } else if !state.feed.caught_up_once() {
+                    Err(shell::ready::NotReady::FeedNotLive)
+                } else {
+                    Ok(())
+                })
+            }
             routes::HEALTH => {
                 let mut r = Response::new(Body::from("ok"));
                 r.headers_mut().insert(
@@ -143,9 +156,12 @@ where
     }
     let span = tracing::debug_span!("request", method = %req.method(), path = %req.uri().path());
     async move {
+        let arrived = shell::Arrived::of(&req);
         let changes = changed_stream(&req);
         let (route, resp) = dispatch(&state, req).await;
-        state.metrics.request(route, resp.status().as_u16());
+        state
+            .metrics
+            .request(route, resp.status().as_u16(), arrived.elapsed());
         if let Some(stream) = changes.filter(|_| resp.status().is_success()) {
             state.feed.touch(&stream);
         }
@@ -171,15 +187,20 @@ fn changed_stream(req: &Request<Body>) -> Option<String> {
 
 fn metrics(state: &Shared) -> Response<Body> {
     let (bytes, entries) = state.chunks.usage();
-    let text = state.metrics.render(Sampled {
-        cache_weighted_bytes: bytes,
-        cache_entries: entries,
-        feed_live: state.feed.is_live(),
-    });
-    let mut r = Response::new(Body::from(text));
+    let mut e = shell::metrics::Exposition::default();
+    state.metrics.expose(
+        Sampled {
+            cache_weighted_bytes: bytes,
+            cache_entries: entries,
+            feed_live: state.feed.is_live(),
+        },
+        &mut e,
+    );
+    e.process("edge");
+    let mut r = Response::new(Body::from(e.render()));
     r.headers_mut().insert(
         "content-type",
-        HeaderValue::from_static("text/plain; version=0.0.4"),
+        HeaderValue::from_static(shell::metrics::CONTENT_TYPE),
     );
     r.headers_mut()
         .insert("cache-control", HeaderValue::from_static("no-store"));

@@ -1,7 +1,6 @@
 //! Route strings of the edge's own endpoints, in one place.
 
-pub const METRICS: &str = "/metrics";
-pub const HEALTH: &str = "/healthz";
+pub use shell::ready::{HEALTH, METRICS, READY};
 /// The origin's admin API: never through an edge (operators reach the
 /// origin directly; the CDN refuses it too).
 pub const ADMIN: &str = "/_admin";

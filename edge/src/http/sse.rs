@@ -256,6 +256,9 @@ impl Reader {
                     Splice::Send => {
                         if frame.end > frame.start {
                             self.offer(frame.event.clone())?;
+                            self.state
+                                .metrics
+                                .delivered(crate::metrics::SSE, frame.arrived.elapsed());
                         }
                         self.pos = frame.end;
                         let control = self.control(frame.up_to_date, frame.closed);

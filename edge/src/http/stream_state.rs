@@ -65,8 +65,10 @@ impl StreamStates {
     /// invalidation feed vouches for it, or asked now.
     pub async fn recent(&self, state: &Shared, path: &str) -> Option<Arc<StreamState>> {
         if let Some(kept) = state.feed.vouched(&self.0, path, path, |s| s.mark).await {
+            state.metrics.cache_hit(crate::metrics::Kept::State, 0);
             return Some(kept);
         }
+        state.metrics.cache_miss(crate::metrics::Kept::State, 0);
         self.0
             .try_get_with_by_ref(path, async {
                 fetch(state, path).await.map(Arc::new).ok_or(())

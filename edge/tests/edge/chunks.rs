@@ -6,7 +6,7 @@ use futures::future::join_all;
 use crate::common::*;
 
 const CHUNK: usize = 4 << 20;
-const UPSTREAM_CHUNKS: &str = "edge_upstream_requests_total{kind=\"chunk\"}";
+const UPSTREAM_CHUNKS: &str = "ds_edge_upstream_requests_total{kind=\"chunk\"}";
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
@@ -56,8 +56,14 @@ async fn chunk_misses_single_flight_and_hits_come_from_memory() {
         assert!(body[..] == data[..CHUNK], "the chunk's bytes");
     }
     assert_eq!(s.metric(UPSTREAM_CHUNKS).await, 1);
-    assert_eq!(s.metric("edge_cache_misses_total").await, 1);
-    assert_eq!(s.metric("edge_cache_hits_total").await, 63);
+    assert_eq!(
+        s.metric("ds_edge_cache_misses_total{kind=\"chunk\"}").await,
+        1
+    );
+    assert_eq!(
+        s.metric("ds_edge_cache_hits_total{kind=\"chunk\"}").await,
+        63
+    );
 
     // `If-None-Match` is answered from memory.
     let etag = answers[0].3.clone().expect("etag");
@@ -101,7 +107,7 @@ async fn chunk_misses_single_flight_and_hits_come_from_memory() {
     // A query, or an older token: the origin's refusal, not a kept answer.
     let r = s.http.get(format!("{url}?x=1")).send().await.unwrap();
     assert_eq!(r.status(), 400);
-    assert!(s.metric("edge_cache_bytes").await >= 0);
+    assert!(s.metric("ds_edge_cache_bytes").await >= 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -300,10 +306,10 @@ async fn catch_up_is_the_origins(content_type: &str) {
         }
     };
     compare("open").await;
-    let hits = s.metric("edge_cache_hits_total").await;
+    let hits = s.metric("ds_edge_cache_hits_total{kind=\"chunk\"}").await;
     assert!(hits > 20, "complete chunks come from memory ({hits} hits)");
     assert_eq!(
-        s.metric("edge_cache_misses_total").await,
+        s.metric("ds_edge_cache_misses_total{kind=\"chunk\"}").await,
         2,
         "each complete chunk is filled once"
     );
@@ -340,7 +346,7 @@ async fn sealed_chunks_are_filled_from_the_bucket_with_the_origins_headers() {
     let data = pattern(2 * CHUNK + 100, 3);
     fill(&s, &p, &data).await;
     let deadline = tokio::time::Instant::now() + WAIT;
-    while origin_metric(&s, "ds_chunks_sealed_total").await < 2 {
+    while origin_metric(&s, "ds_origin_chunks_sealed_total").await < 2 {
         assert!(tokio::time::Instant::now() < deadline, "chunks not sealed");
         tokio::time::sleep(POLL).await;
     }
@@ -364,7 +370,7 @@ async fn sealed_chunks_are_filled_from_the_bucket_with_the_origins_headers() {
         assert!(body[..] == want[..], "{path}");
     }
     assert_eq!(
-        s.metric("edge_upstream_requests_total{kind=\"object\"}")
+        s.metric("ds_edge_upstream_requests_total{kind=\"object\"}")
             .await,
         3
     );
@@ -431,7 +437,7 @@ async fn off_grid_chunk_answers_are_weighed_by_what_they_hold() {
     s.create(&p, "application/octet-stream").await;
     fill(&s, &p, &pattern(CHUNK + 100, 5)).await;
     let deadline = tokio::time::Instant::now() + WAIT;
-    while origin_metric(&s, "ds_chunks_sealed_total").await < 1 {
+    while origin_metric(&s, "ds_origin_chunks_sealed_total").await < 1 {
         assert!(tokio::time::Instant::now() < deadline, "chunk not sealed");
         tokio::time::sleep(POLL).await;
     }
@@ -446,7 +452,7 @@ async fn off_grid_chunk_answers_are_weighed_by_what_they_hold() {
         assert_eq!(r.bytes().await.unwrap().len() as u64, CHUNK as u64 - at);
     }
     assert!(
-        s.metric("edge_upstream_requests_total{kind=\"object\"}")
+        s.metric("ds_edge_upstream_requests_total{kind=\"object\"}")
             .await
             >= 300,
         "answered from the bucket"

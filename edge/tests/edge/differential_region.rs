@@ -109,7 +109,7 @@ impl RegionStack {
     /// `kill -9` of the owner and its disk deleted; returns once the other
     /// origin serves and the edge reaches it.
     pub async fn take_over(&mut self, http: &reqwest::Client) -> Duration {
-        let losses = self.edge_metric(http, "edge_feed_losses_total").await;
+        let losses = self.edge_metric(http, "ds_edge_feed_losses_total").await;
         let mut owner = self.origins.remove(0);
         let killed = Instant::now();
         owner.child.kill().expect("kill -9");
@@ -130,12 +130,12 @@ impl RegionStack {
         // The new owner answers the feed where the old one left it
         // (decision 0017): the edge follows it again with nothing lost.
         let deadline = Instant::now() + Duration::from_secs(60);
-        while self.edge_metric(http, "edge_feed_live").await != 1 {
+        while self.edge_metric(http, "ds_edge_feed_live").await != 1 {
             assert!(Instant::now() < deadline, "the edge's feed never came back");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert_eq!(
-            self.edge_metric(http, "edge_feed_losses_total").await,
+            self.edge_metric(http, "ds_edge_feed_losses_total").await,
             losses,
             "the edge lost its invalidation feed across the takeover"
         );

@@ -93,7 +93,11 @@ async fn answers_through_the_edge_are_the_origins_own() {
     ];
     for (method, path, headers) in cases {
         let send = |url: String| {
-            let mut req = s.http.request(method.clone(), url);
+            // One request id on both: it is echoed, and named in errors.
+            let mut req = s
+                .http
+                .request(method.clone(), url)
+                .header("x-request-id", "same-on-both");
             for (k, v) in &headers {
                 req = req.header(*k, v);
             }
@@ -130,7 +134,7 @@ async fn answers_through_the_edge_are_the_origins_own() {
     assert_eq!(r.status(), 404);
     // Every request above went to the origin once, as it came.
     assert_eq!(
-        s.metric("edge_upstream_requests_total{kind=\"forward\"}")
+        s.metric("ds_edge_upstream_requests_total{kind=\"forward\"}")
             .await,
         20
     );
@@ -246,7 +250,7 @@ async fn the_admin_api_is_not_served_through_the_edge() {
         assert_eq!(body["error"]["code"], "STREAM_NOT_FOUND", "{method} {path}");
     }
     assert_eq!(
-        s.metric("edge_upstream_requests_total{kind=\"forward\"}")
+        s.metric("ds_edge_upstream_requests_total{kind=\"forward\"}")
             .await,
         0,
         "nothing went to the origin"
@@ -257,4 +261,52 @@ async fn the_admin_api_is_not_served_through_the_edge() {
         404,
         "the token exchange is the origin's to answer"
     );
+}
+
+/// Request ids: a client's valid `X-Request-Id` is echoed by the edge and
+/// reaches the origin (whose error body names it); without one, the edge
+/// makes one, and the origin answers under that same id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_id_is_echoed_and_passed_to_the_origin() {
+    let s = Stack::start().await;
+    let missing = stream_path("no-such-stream");
+    let r = s
+        .http
+        .get(s.url(&missing))
+        .header("x-request-id", "client-42")
+        .header(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(r.headers()["x-request-id"], "client-42");
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["request_id"], "client-42", "{body}");
+
+    // No id (or an invalid one): the edge's own, the same at the origin.
+    for sent in [None, Some("has space")] {
+        let mut b = s.http.get(s.url(&missing));
+        if let Some(v) = sent {
+            b = b.header("x-request-id", v);
+        }
+        let r = b.send().await.unwrap();
+        let id = r.headers()["x-request-id"].to_str().unwrap().to_owned();
+        assert_eq!(id.len(), 32, "a new id: {id}");
+        let body: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(body["error"]["request_id"], id.as_str());
+    }
+    // Answers that are not errors carry it too.
+    s.create(&missing, "text/plain").await;
+    let r = s
+        .http
+        .get(s.url(&format!("{missing}?offset=-1")))
+        .header("x-request-id", "read-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-request-id"], "read-1");
 }

@@ -88,7 +88,7 @@ async fn deletes_and_recreations_reach_every_url_within_the_bound() {
     for i in 0..20 {
         let p = stream_path(&format!("inv-delete-{i}"));
         let chunk = cached_closed_stream(&s, &p, "old bytes").await;
-        let hits = s.metric("edge_cache_hits_total").await;
+        let hits = s.metric("ds_edge_cache_hits_total{kind=\"chunk\"}").await;
         assert!(
             hits > 0,
             "the chunk is served from memory before the delete"
@@ -126,7 +126,7 @@ async fn deletes_and_recreations_reach_every_url_within_the_bound() {
         delays[delays.len() - 1]
     );
     assert!(p99 <= BOUND, "p99 {p99:?} over the bound");
-    assert!(s.metric("edge_invalidations_total").await >= 40);
+    assert!(s.metric("ds_edge_invalidations_total").await >= 40);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -196,7 +196,7 @@ async fn an_edge_that_lost_its_feed_asks_the_origin_until_it_follows_it_again() 
     let mut s = Stack::start().await;
     let p = stream_path("inv-lost");
     let chunk = cached_closed_stream(&s, &p, "kept").await;
-    let losses = s.metric("edge_feed_losses_total").await;
+    let losses = s.metric("ds_edge_feed_losses_total").await;
     // The origin restarts (its feed starts again: the edge may have missed
     // events) and the stream is deleted at once, before the edge is back.
     s.origin.restart().await;
@@ -204,12 +204,12 @@ async fn an_edge_that_lost_its_feed_asks_the_origin_until_it_follows_it_again() 
     assert_eq!(r.status(), 204);
     let took = until_edge_agrees(&s, &chunk).await;
     assert!(took <= BOUND, "{took:?}");
-    assert!(s.metric("edge_feed_losses_total").await > losses);
+    assert!(s.metric("ds_edge_feed_losses_total").await > losses);
     wait_for_feed(&s.edge).await;
     // Followed again: a new stream's chunk is kept and served from memory.
     let q = stream_path("inv-lost-after");
     cached_closed_stream(&s, &q, "again").await;
-    assert_eq!(s.metric("edge_feed_live").await, 1);
+    assert_eq!(s.metric("ds_edge_feed_live").await, 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

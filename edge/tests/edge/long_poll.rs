@@ -4,7 +4,7 @@ use futures::future::join_all;
 
 use crate::common::*;
 
-const UPSTREAM_LONG_POLLS: &str = "edge_upstream_requests_total{kind=\"long_poll\"}";
+const UPSTREAM_LONG_POLLS: &str = "ds_edge_upstream_requests_total{kind=\"long_poll\"}";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_long_pollers_make_one_upstream_long_poll_per_append() {
@@ -36,7 +36,7 @@ async fn a_thousand_long_pollers_make_one_upstream_long_poll_per_append() {
                 })
             })
             .collect();
-        s.wait_metric("edge_long_polls_waiting", |v| v == N as i64)
+        s.wait_metric("ds_edge_long_polls_waiting", |v| v == N as i64)
             .await;
         assert_eq!(s.metric(UPSTREAM_LONG_POLLS).await, before + 1);
         let text = format!("round {round}");
@@ -59,10 +59,10 @@ async fn a_thousand_long_pollers_make_one_upstream_long_poll_per_append() {
         cursor = c;
     }
     assert_eq!(
-        s.metric("edge_collapsed_waiters_total").await,
+        s.metric("ds_edge_collapsed_waiters_total").await,
         3 * (N as i64 - 1)
     );
-    assert_eq!(s.metric("edge_long_polls_waiting").await, 0);
+    assert_eq!(s.metric("ds_edge_long_polls_waiting").await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -111,7 +111,8 @@ async fn stopping_the_edge_ends_waiting_long_polls_and_sse_readers() {
     assert_eq!(sse.status(), 200);
     let mut sse = Sse::new(sse, WAIT);
     assert_eq!(sse.next().await.expect("control").event, "control");
-    s.wait_metric("edge_long_polls_waiting", |v| v == 1).await;
+    s.wait_metric("ds_edge_long_polls_waiting", |v| v == 1)
+        .await;
     let took = s.stop_edge().await;
     assert!(took.as_secs() < 5, "stopping took {took:?}");
     assert_eq!(poll.await.unwrap().ok(), Some(503));
@@ -137,7 +138,8 @@ async fn past_the_waiter_and_reader_limits_the_edge_answers_503() {
             tokio::spawn(async move { req.send().await.map(|r| r.status().as_u16()) })
         })
         .collect();
-    s.wait_metric("edge_long_polls_waiting", |v| v == 2).await;
+    s.wait_metric("ds_edge_long_polls_waiting", |v| v == 2)
+        .await;
     let r = s
         .get(&format!("{p}?offset=now&live=long-poll&cursor=c"))
         .await;

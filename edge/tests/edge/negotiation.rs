@@ -8,7 +8,7 @@ use crate::common::*;
 
 const JSON: &str = "application/json";
 const NDJSON: &str = "application/x-ndjson";
-const UPSTREAM_LONG_POLLS: &str = "edge_upstream_requests_total{kind=\"long_poll\"}";
+const UPSTREAM_LONG_POLLS: &str = "ds_edge_upstream_requests_total{kind=\"long_poll\"}";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn long_pollers_collapse_per_shape() {
@@ -50,7 +50,8 @@ async fn long_pollers_collapse_per_shape() {
             })
         })
         .collect();
-    s.wait_metric("edge_long_polls_waiting", |v| v == 20).await;
+    s.wait_metric("ds_edge_long_polls_waiting", |v| v == 20)
+        .await;
     // Arrays, and the origin's default (no Accept, `*/*` and explicit
     // NDJSON send the same upstream request only when they mean the same:
     // the default and explicit NDJSON are kept apart).
@@ -105,7 +106,7 @@ async fn sse_readers_get_the_shape_they_accept_from_their_own_hub() {
     assert_eq!(arrays.read_until(&end).await, b"[{\"a\":1},{\"a\":2}]");
     assert_eq!(ndjson.read_until(&end).await, b"{\"a\":1}\n{\"a\":2}\n");
     // Both live now: one upstream tail per shape.
-    s.wait_metric("edge_upstream_tails", |v| v == 2).await;
+    s.wait_metric("ds_edge_upstream_tails", |v| v == 2).await;
     s.append(&p, JSON, "{\"b\":3}").await;
     let end = offset(24);
     assert_eq!(arrays.read_until(&end).await, b"[{\"b\":3}]");

@@ -34,7 +34,7 @@ fn the_binary_names_its_address_first_and_stops_on_sigterm() {
     let mut text = String::new();
     conn.read_to_string(&mut text).unwrap();
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-    assert!(text.contains("edge_upstream_tails 0"), "{text}");
+    assert!(text.contains("ds_edge_upstream_tails 0"), "{text}");
 
     let status = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -50,4 +50,79 @@ fn the_binary_names_its_address_first_and_stops_on_sigterm() {
         assert!(Instant::now() < deadline, "the edge did not stop");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Spawns the edge binary in front of a dead origin with `args`; its
+/// address and its log lines.
+fn spawn_logging(
+    args: &[&str],
+) -> (
+    std::process::Child,
+    String,
+    std::io::Lines<BufReader<std::process::ChildStdout>>,
+) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_edge"))
+        .args(["--listen", "127.0.0.1:0", "--origin", "http://127.0.0.1:9"])
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn edge");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("a first line").expect("text");
+    // Text names it as `addr=…`, JSON as `fields.addr`.
+    let addr = match serde_json::from_str::<serde_json::Value>(&first) {
+        Ok(v) => v["fields"]["addr"].as_str().map(str::to_owned),
+        Err(_) => first
+            .split("addr=")
+            .nth(1)
+            .map(|rest| rest.trim().to_owned()),
+    }
+    .unwrap_or_else(|| panic!("the address in {first}"));
+    (child, addr, lines)
+}
+
+/// One request the edge cannot forward (it logs why): its answer.
+fn ask(addr: &str, id: &str) -> String {
+    let mut conn = std::net::TcpStream::connect(addr).expect("connect");
+    conn.write_all(
+        format!("GET /v1/stream/x HTTP/1.1\r\nHost: x\r\nX-Request-Id: {id}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    text
+}
+
+#[test]
+fn a_requests_log_lines_carry_its_id_in_text_and_json() {
+    let (mut child, addr, mut lines) = spawn_logging(&["--log-format", "json"]);
+    let answer = ask(&addr, "log-json-7");
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("x-request-id: log-json-7"), "{answer}");
+    let line = lines
+        .by_ref()
+        .map(|l| l.expect("text"))
+        .find(|l| l.contains("log-json-7"))
+        .expect("a log line of the request");
+    let v: serde_json::Value = serde_json::from_str(&line).expect("one JSON object per line");
+    assert_eq!(v["request_id"], "log-json-7", "{line}");
+    assert_eq!(v["level"], "WARN", "{line}");
+    assert!(v["fields"]["message"].is_string(), "{line}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let (mut child, addr, mut lines) = spawn_logging(&[]);
+    ask(&addr, "log-text-8");
+    let line = lines
+        .by_ref()
+        .map(|l| l.expect("text"))
+        .find(|l| l.contains("log-text-8"))
+        .expect("a log line of the request");
+    assert!(line.ends_with(" request_id=log-text-8"), "{line}");
+    assert!(line.contains("WARN"), "{line}");
+    child.kill().unwrap();
+    child.wait().unwrap();
 }

@@ -39,7 +39,7 @@ async fn the_edge_rides_out_an_origin_restart() {
         }));
     }
     stack
-        .wait_metric("edge_long_polls_waiting", |v| v == 5)
+        .wait_metric("ds_edge_long_polls_waiting", |v| v == 5)
         .await;
 
     stack.origin.restart().await;
@@ -87,7 +87,7 @@ async fn the_edge_rides_out_an_origin_restart() {
         async move { http.get(url).send().await.unwrap() }
     });
     stack
-        .wait_metric("edge_long_polls_waiting", |v| v == 1)
+        .wait_metric("ds_edge_long_polls_waiting", |v| v == 1)
         .await;
     stack
         .append(&p, "application/octet-stream", b"!".to_vec())

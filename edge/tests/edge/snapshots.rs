@@ -45,7 +45,7 @@ async fn snapshots_of_any_size_stream_through_and_those_that_fit_are_kept() {
     // A 160 MiB cache keeps snapshots up to 20 MiB.
     let s = Stack::start_with_bucket_and_cache(160 << 20).await;
 
-    let forwards = "edge_upstream_requests_total{kind=\"forward\"}";
+    let forwards = "ds_edge_upstream_requests_total{kind=\"forward\"}";
     for (size, kept) in [(12 * MIB, true), (24 * MIB, false)] {
         let q = stream_path(&format!("big-snapshot-{size}"));
         s.create(&q, "application/octet-stream").await;

@@ -8,8 +8,8 @@ use origin::http::JsonReads;
 
 use crate::common::*;
 
-const UPSTREAM_TAILS: &str = "edge_upstream_tails";
-const TAIL_POLLS: &str = "edge_upstream_requests_total{kind=\"tail\"}";
+const UPSTREAM_TAILS: &str = "ds_edge_upstream_tails";
+const TAIL_POLLS: &str = "ds_edge_upstream_requests_total{kind=\"tail\"}";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_sse_readers_share_one_upstream_tail_and_get_every_byte() {
@@ -37,7 +37,7 @@ async fn a_thousand_sse_readers_share_one_upstream_tail_and_get_every_byte() {
             })
         })
         .collect();
-    s.wait_metric("edge_sse_open", |v| v == N as i64).await;
+    s.wait_metric("ds_edge_sse_open", |v| v == N as i64).await;
     assert_eq!(s.metric(UPSTREAM_TAILS).await, 1);
     for i in 0..APPENDS {
         s.append(&p, "text/plain", format!("event {i} é\n")).await;
@@ -62,10 +62,10 @@ async fn a_thousand_sse_readers_share_one_upstream_tail_and_get_every_byte() {
         (1..=APPENDS as i64 + 2).contains(&polls),
         "{polls} upstream polls for {APPENDS} appends"
     );
-    assert_eq!(s.metric("edge_sse_dropped_slow_total").await, 0);
+    assert_eq!(s.metric("ds_edge_sse_dropped_slow_total").await, 0);
     drop(open);
     s.wait_metric(UPSTREAM_TAILS, |v| v == 0).await;
-    s.wait_metric("edge_sse_open", |v| v == 0).await;
+    s.wait_metric("ds_edge_sse_open", |v| v == 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -163,7 +163,7 @@ async fn a_slow_sse_reader_is_dropped_and_the_others_are_not() {
             }
         })
     };
-    s.wait_metric("edge_sse_open", |v| v == 2).await;
+    s.wait_metric("ds_edge_sse_open", |v| v == 2).await;
     let mut expected = Vec::with_capacity(PART * PARTS);
     for i in 0..PARTS {
         let part: Vec<u8> = (0..PART).map(|j| (i * 7 + j) as u8).collect();
@@ -177,9 +177,9 @@ async fn a_slow_sse_reader_is_dropped_and_the_others_are_not() {
     }
     let data = fast.await.unwrap();
     assert!(data == expected, "the fast reader got every byte");
-    s.wait_metric("edge_sse_dropped_slow_total", |v| v == 1)
+    s.wait_metric("ds_edge_sse_dropped_slow_total", |v| v == 1)
         .await;
-    s.wait_metric("edge_sse_open", |v| v == 0).await;
+    s.wait_metric("ds_edge_sse_open", |v| v == 0).await;
     // What the slow reader had queued ends; its answer does not hang.
     let rest = tokio::time::timeout(WAIT, slow.bytes())
         .await
@@ -250,16 +250,16 @@ async fn the_shared_feeds_hold_at_most_their_bytes() {
     let p = stream_path("feed-bytes");
     s.create(&p, "text/plain").await;
     let mut reader = Sse::new(s.get(&format!("{p}?offset=now&live=sse")).await, WAIT);
-    s.wait_metric("edge_sse_open", |v| v == 1).await;
+    s.wait_metric("ds_edge_sse_open", |v| v == 1).await;
     s.append(&p, "text/plain", "a".repeat(30_000)).await;
-    s.wait_metric("edge_sse_feeds_over_budget_total", |v| v == 1)
+    s.wait_metric("ds_edge_sse_feeds_over_budget_total", |v| v == 1)
         .await;
     // The feed ended: the reader's answer ends, with no frame past the
     // feeds' room.
     while let Some(e) = reader.next().await {
         assert_ne!(e.event, "data", "no frame past the feeds' room");
     }
-    s.wait_metric("edge_sse_open", |v| v == 0).await;
+    s.wait_metric("ds_edge_sse_open", |v| v == 0).await;
     // Its room is back: a new reader is served.
     let again = s.get(&format!("{p}?offset=now&live=sse")).await;
     assert_eq!(again.status(), 200);

@@ -31,6 +31,7 @@ const DEFAULT_TOKEN_SECS: u64 = 300;
 pub async fn handle(state: Shared, req: Request) -> Response<Body> {
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
+    let arrived = shell::Arrived::of(&req);
     let (route, result) = match (path.as_str(), &method) {
         ("/_auth/token", &Method::POST) => ("token", exchange(&state, req).await),
         ("/_auth/public-key", &Method::GET) => ("token", Ok(public_key(&state))),
@@ -48,7 +49,9 @@ pub async fn handle(state: Shared, req: Request) -> Response<Body> {
     let mut resp = result.unwrap_or_else(IntoResponse::into_response);
     set(&mut resp, "cache-control", "no-store");
     super::common_headers(&mut resp, false);
-    state.metrics.request(route, resp.status().as_u16());
+    state
+        .metrics
+        .request(route, resp.status().as_u16(), arrived.elapsed());
     resp
 }
 

@@ -80,10 +80,12 @@ async fn run(state: &Shared, path: &str, req: Request) -> Result<Response<Body>,
         stream_seq,
         close,
     };
+    let submitted = tokio::time::Instant::now();
     let appended = state
         .store
         .append(view, incarnation, request, payload)
         .await?;
+    state.metrics.append_acknowledged(submitted.elapsed());
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = StatusCode::NO_CONTENT;
     *resp.headers_mut() = answer_headers(&appended.view);

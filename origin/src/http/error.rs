@@ -97,7 +97,9 @@ fn tail_headers(resp: &mut Response<Body>, tail: &Tail) {
 }
 
 pub fn error_response(code: ErrorCode, message: impl Into<String>) -> Response<Body> {
-    let body = ErrorBody::new(code, message).to_json();
+    let body = ErrorBody::new(code, message)
+        .with_request_id(shell::request_id::current_id())
+        .to_json();
     let mut resp = Response::new(Body::from(body));
     *resp.status_mut() = StatusCode::from_u16(code.status()).expect("valid status");
     resp.headers_mut()

@@ -99,6 +99,8 @@ impl Forwarder {
         parts
             .headers
             .insert(FORWARDED_BY.clone(), self.node.clone());
+        // The owner answers under this request's id.
+        shell::request_id::pass_on(&mut parts.headers);
         // The region's own requests (a fork across partitions) are
         // counted apart from the clients' that reached the wrong origin.
         if parts.extensions.get::<super::Peer>().is_some()

@@ -351,17 +351,22 @@ impl Ingress {
         self.whole - self.budget.available_permits() as u64
     }
 
-    /// The budget's gauges, as Prometheus text.
-    pub fn render(&self, out: &mut String) {
-        use std::fmt::Write;
-        let _ = writeln!(
-            out,
-            "# TYPE ds_ingress_bytes gauge\nds_ingress_bytes {}\n\
-             # TYPE ds_ingress_clients gauge\nds_ingress_clients {}\n\
-             # TYPE ds_ingress_share_bytes gauge\nds_ingress_share_bytes {}",
-            self.in_use(),
-            self.clients(),
-            self.share
+    /// The budget's gauges.
+    pub fn expose(&self, e: &mut shell::metrics::Exposition) {
+        e.gauge(
+            "ds_origin_ingress_bytes",
+            "Bytes of the request body budget held now.",
+            self.in_use() as f64,
+        )
+        .gauge(
+            "ds_origin_ingress_clients",
+            "Clients holding room in the body budget (or waiting for it).",
+            self.clients() as f64,
+        )
+        .gauge(
+            "ds_origin_ingress_share_bytes",
+            "The most of the body budget one client may hold.",
+            self.share as f64,
         );
     }
 }

@@ -46,9 +46,12 @@ async fn run(
     let first = rx.borrow_and_update();
     let start = resolve_start(params.offset, &first)?;
     let wait = Duration::from_millis(params.long_poll_ms(DEFAULT_LONG_POLL_MS));
+    // Parked, then woken by a publish: the answer is a delivery.
+    let mut parked = false;
     let tail = if start < first.next || first.closed {
         first
     } else {
+        parked = true;
         let _tail = match &caller {
             Some(c) => state
                 .auth
@@ -101,6 +104,11 @@ async fn run(
     let slice = read_slice(&view, start, params.max_bytes, tail, read_cut(&view, mode)).await?;
     let (body, content_type) = shape_body(&view, mode, slice.bytes.clone());
     state.metrics.served(body.len());
+    if let (true, Some(at)) = (parked, rx.published_at()) {
+        state
+            .metrics
+            .delivered(crate::metrics::LONG_POLL, at.elapsed());
+    }
     let mut resp = Response::new(Body::from(body));
     stream_headers(&mut resp, &view);
     vary_by_accept(&mut resp, &view);

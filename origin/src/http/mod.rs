@@ -163,6 +163,11 @@ where
     match (req.method(), req.uri().path()) {
         (&Method::GET, routes::METRICS) => metrics_response(metrics_text(&state)),
         (&Method::GET, routes::HEALTH) => health_response(),
+        (&Method::GET, routes::READY) => shell::ready::answer(if *state.closing.borrow() {
+            Err(shell::ready::NotReady::Draining)
+        } else {
+            Ok(())
+        }),
         (&Method::GET, shared::invalidation::PATH) => {
             let mut r = Box::pin(invalidations::invalidations(state, req)).await;
             common_headers(&mut r, false);
@@ -177,16 +182,18 @@ where
 
 /// The serving store's metrics as Prometheus text.
 pub fn metrics_text(state: &AppState) -> String {
-    let mut text = state.metrics.render(state.store.stream_count());
-    state.ingress.render(&mut text);
-    text
+    let mut e = crate::metrics::Exposition::default();
+    crate::metrics::Metrics::expose(&[(&state.metrics, state.store.stream_count())], &mut e);
+    state.ingress.expose(&mut e);
+    e.process("origin");
+    e.render()
 }
 
 pub fn metrics_response(text: String) -> Response<Body> {
     let mut r = Response::new(Body::from(text));
     r.headers_mut().insert(
         "content-type",
-        HeaderValue::from_static("text/plain; version=0.0.4"),
+        HeaderValue::from_static(shell::metrics::CONTENT_TYPE),
     );
     r.headers_mut().insert(
         "x-content-type-options",
@@ -224,7 +231,11 @@ pub fn admit_create(state: &AppState, mut req: Request) -> Result<Request, Box<R
     let target = classify(&path);
     if let Some((stream, access)) = shared::auth::request_access(&target, &Method::PUT) {
         if let Err(mut refused) = admit(state, &mut req, stream, access) {
-            state.metrics.request("refused", refused.status().as_u16());
+            state.metrics.request(
+                "refused",
+                refused.status().as_u16(),
+                shell::Arrived::of(&req).elapsed(),
+            );
             common_headers(&mut refused, true);
             return Err(refused);
         }
@@ -263,6 +274,7 @@ fn admit(
 async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
     // The URI's parts are shared bytes: a clone keeps the path borrowable
     // beside the request without copying it.
+    let arrived = shell::Arrived::of(&req);
     let uri = req.uri().clone();
     let path = uri.path();
     let method = req.method().clone();
@@ -290,7 +302,9 @@ async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
     for (stream, access) in checks {
         if let Err(refused) = admit(&state, &mut req, stream, access) {
             let mut refused = *refused;
-            state.metrics.request("refused", refused.status().as_u16());
+            state
+                .metrics
+                .request("refused", refused.status().as_u16(), arrived.elapsed());
             common_headers(&mut refused, cors);
             return refused;
         }
@@ -372,7 +386,9 @@ async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
             error::error_response(ErrorCode::NotFound, "no such resource"),
         ),
     };
-    state.metrics.request(route, resp.status().as_u16());
+    state
+        .metrics
+        .request(route, resp.status().as_u16(), arrived.elapsed());
     let mut resp = resp;
     common_headers(&mut resp, cors);
     if credentialed {

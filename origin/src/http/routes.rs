@@ -1,7 +1,6 @@
 //! Route strings and header lists of the HTTP surface, in one place.
 
-pub const METRICS: &str = "/metrics";
-pub const HEALTH: &str = "/healthz";
+pub use shell::ready::{HEALTH, METRICS, READY};
 
 /// Request headers a browser may send cross-origin.
 pub const ALLOWED_REQUEST_HEADERS: &str = "content-type, authorization, if-none-match, stream-seq, stream-ttl, \

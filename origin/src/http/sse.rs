@@ -106,6 +106,9 @@ async fn run(
         let session_end = shell::clock::deadline(task_state.config.sse_session);
         let deadline = credential_end.map_or(session_end, |c| c.min(session_end));
         let mut announced = false;
+        // Woken by a publish: the frame that follows is a delivery, timed
+        // from the publish (not a catch-up read).
+        let mut woken = false;
         let mut keepalive = Keepalive::new(task_state.config.sse_keepalive);
         loop {
             if tokio::time::Instant::now() >= deadline {
@@ -157,6 +160,11 @@ async fn run(
                 if tx.send(Ok(Bytes::from(frame))).await.is_err() || slice.closed {
                     return;
                 }
+                if let (true, Some(at)) = (std::mem::take(&mut woken), rx.published_at()) {
+                    task_state
+                        .metrics
+                        .delivered(crate::metrics::SSE, at.elapsed());
+                }
                 continue;
             }
             if tail.closed || !announced {
@@ -174,7 +182,7 @@ async fn run(
                 }
             }
             tokio::select! {
-                _ = rx.changed() => {}
+                _ = rx.changed() => woken = true,
                 _ = tokio::time::sleep_until(deadline) => continue,
                 _ = keepalive.due() => {
                     keepalive.wrote();

@@ -1,21 +1,31 @@
-//! Every metric the origin exports, named in one place and rendered as
-//! Prometheus text at `GET /metrics`.
+//! Every metric the origin exports, named in one place and handed to the
+//! shell's [`Exposition`] at `GET /metrics` (names `ds_origin_*`; see
+//! `docs/decisions/0021-metrics.md`).
 //!
-//! The counters every request moves are kept per shard, a thread writing
-//! only its own: one counter written by both runtime workers (and a
-//! neighbour written by the writer thread) moved its cache line between the
-//! cores on every append, a measurable share of the append path on this
-//! two-core machine. `render` adds the shards up.
+//! Two kinds of holder: [`Metrics`], one per store (a region origin runs a
+//! store per partition it serves, and `/metrics` shows their sums), whose
+//! counters the stores' threads move; and [`Timings`], one per process and
+//! shared by its stores, holding the request series and every histogram
+//! (which therefore never restart at a takeover).
+//!
+//! The per-request byte counters are kept per shard, a thread writing only
+//! its own: one counter written by both runtime workers moved its cache
+//! line between the cores on every append.
 
-pub mod merge;
+mod region;
+mod timings;
 
-use std::fmt::Write;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Routes counted in `ds_requests_total`.
-pub const ROUTES: [&str; 15] = [
+pub use region::RegionMetrics;
+pub use shell::metrics::Exposition;
+use shell::metrics::{shard_index, SHARDS};
+pub use timings::{Timings, LONG_POLL, SSE};
+
+/// Routes counted in `ds_origin_requests_total`.
+pub const ROUTES: &[&str] = &[
     "create",
     "append",
     "delete",
@@ -26,74 +36,28 @@ pub const ROUTES: [&str; 15] = [
     "chunk",
     "preflight",
     "reserved",
-    "other",
     "snapshot",
     "refused",
     "token",
     "admin",
+    "metrics",
+    "other",
 ];
 
-/// Statuses 100..=599.
-const STATUSES: usize = 500;
-
-/// Request counters by route and status, lock-free on the request path:
-/// statuses 100..=599 each have a slot.
-struct RequestCounts([[AtomicU64; STATUSES]; ROUTES.len()]);
-
-impl Default for RequestCounts {
-    fn default() -> Self {
-        RequestCounts(std::array::from_fn(|_| {
-            std::array::from_fn(|_| AtomicU64::new(0))
-        }))
-    }
-}
-
-/// Shards of the per-request counters; threads take them in turn.
-const SHARDS: usize = 4;
-
-/// What one thread counts per request, on cache lines of its own.
+/// What one thread counts per request, on a cache line of its own.
 #[derive(Default)]
 #[repr(align(128))]
 struct Shard {
-    requests: RequestCounts,
     bytes_served: AtomicU64,
     bytes_appended: AtomicU64,
 }
 
-/// This thread's shard.
-fn shard_index() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static INDEX: usize = NEXT.fetch_add(1, Relaxed) % SHARDS;
-    }
-    INDEX.with(|i| *i)
-}
-
-/// The shards, on the heap (each holds 60 KiB of request counters).
-struct Shards(Box<[Shard]>);
-
-impl Default for Shards {
-    fn default() -> Self {
-        Shards((0..SHARDS).map(|_| Shard::default()).collect())
-    }
-}
-
-impl std::ops::Deref for Shards {
-    type Target = [Shard];
-    fn deref(&self) -> &[Shard] {
-        &self.0
-    }
-}
-
-#[derive(Default)]
+/// One store's counters and gauges (and the process's [`Timings`]).
 pub struct Metrics {
-    shards: Shards,
-    wal_syncs: AtomicU64,
+    pub timings: Arc<Timings>,
+    shards: [Shard; SHARDS],
     wal_bytes: AtomicU64,
     wal_commands: AtomicU64,
-    wal_sync_micros: AtomicU64,
-    checkpoints: AtomicU64,
-    checkpoint_micros: AtomicU64,
     chunks_sealed: AtomicU64,
     sealed_bytes: AtomicU64,
     seal_errors: AtomicU64,
@@ -115,44 +79,86 @@ pub struct Metrics {
     /// The region's WAL in object storage (`--durability object`).
     pub object_wal_puts: AtomicU64,
     pub object_wal_bytes: AtomicU64,
-    pub object_wal_put_micros: AtomicU64,
     /// Tries of a WAL put that failed for a passing reason and were made again.
     pub object_wal_retries: AtomicU64,
     /// 1 once a newer owner fenced this origin's partition (it no longer writes).
     pub object_wal_fenced: AtomicI64,
+    /// The store's data directory (its disk's room is read at a scrape)
+    /// and its bound on bytes waiting to be sealed.
+    store: std::sync::OnceLock<(std::path::PathBuf, u64)>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::with_timings(Arc::new(Timings::default()))
+    }
 }
 
 impl Metrics {
-    pub fn request(&self, route: &'static str, status: u16) {
-        let r = ROUTES
-            .iter()
-            .position(|x| *x == route)
-            .unwrap_or(ROUTES.len() - 1);
-        let s = usize::from(status.clamp(100, 599) - 100);
-        self.shard().requests.0[r][s].fetch_add(1, Relaxed);
+    /// A store's metrics whose request series and histograms are `timings`.
+    pub fn with_timings(timings: Arc<Timings>) -> Metrics {
+        Metrics {
+            timings,
+            shards: Default::default(),
+            wal_bytes: AtomicU64::new(0),
+            wal_commands: AtomicU64::new(0),
+            chunks_sealed: AtomicU64::new(0),
+            sealed_bytes: AtomicU64::new(0),
+            seal_errors: AtomicU64::new(0),
+            chunk_cache_hits: AtomicU64::new(0),
+            chunk_cache_misses: AtomicU64::new(0),
+            dropped_bytes: AtomicU64::new(0),
+            promotions: AtomicU64::new(0),
+            promoted_bytes: AtomicU64::new(0),
+            promotion_errors: AtomicU64::new(0),
+            log_full: AtomicU64::new(0),
+            unsealed_bytes: AtomicI64::new(0),
+            snapshots_published: AtomicU64::new(0),
+            staged_bytes: AtomicI64::new(0),
+            staged_uploads: AtomicI64::new(0),
+            long_polls_waiting: AtomicI64::new(0),
+            sse_open: AtomicI64::new(0),
+            object_wal_puts: AtomicU64::new(0),
+            object_wal_bytes: AtomicU64::new(0),
+            object_wal_retries: AtomicU64::new(0),
+            object_wal_fenced: AtomicI64::new(0),
+            store: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Names the store's data directory and its `--max-unsealed`.
+    pub fn describe_store(&self, data: &std::path::Path, max_unsealed: u64) {
+        let _ = self.store.set((data.to_owned(), max_unsealed));
+    }
+
+    /// Counts one answered request and its duration.
+    pub fn request(&self, route: &'static str, status: u16, took: Duration) {
+        self.timings.requests.answered(route, status, took);
     }
 
     fn shard(&self) -> &Shard {
         &self.shards[shard_index()]
     }
 
+    /// One group commit made durable: its bytes, its commands (appends and
+    /// the rest) and how long the sync took.
     pub fn wal_sync(&self, bytes: u64, commands: u64, took: Duration) {
-        self.wal_syncs.fetch_add(1, Relaxed);
         self.wal_bytes.fetch_add(bytes, Relaxed);
         self.wal_commands.fetch_add(commands, Relaxed);
-        self.wal_sync_micros
-            .fetch_add(took.as_micros() as u64, Relaxed);
+        self.timings.wal_sync.observe(took.as_secs_f64());
+        self.timings.commit_commands.observe(commands as f64);
     }
 
     pub fn checkpoint(&self, took: Duration) {
-        self.checkpoints.fetch_add(1, Relaxed);
-        self.checkpoint_micros
-            .fetch_add(took.as_micros() as u64, Relaxed);
+        self.timings.checkpoint.observe(took.as_secs_f64());
     }
 
-    pub fn sealed(&self, bytes: usize) {
+    /// A chunk sealed into the bucket, and how long its put and read-back
+    /// took.
+    pub fn sealed(&self, bytes: usize, took: Duration) {
         self.chunks_sealed.fetch_add(1, Relaxed);
         self.sealed_bytes.fetch_add(bytes as u64, Relaxed);
+        self.timings.seal.observe(took.as_secs_f64());
     }
 
     pub fn seal_error(&self) {
@@ -206,8 +212,22 @@ impl Metrics {
         self.shard().bytes_served.fetch_add(bytes as u64, Relaxed);
     }
 
+    /// Payload applied by an append or a create.
     pub fn appended(&self, bytes: usize) {
         self.shard().bytes_appended.fetch_add(bytes as u64, Relaxed);
+    }
+
+    /// How long the store took to make an append durable and answer it
+    /// (its acknowledgement latency).
+    pub fn append_acknowledged(&self, took: Duration) {
+        self.timings.append_ack.observe(took.as_secs_f64());
+    }
+
+    /// A tail ([`timings::SSE`]) or parked long-poll
+    /// ([`timings::LONG_POLL`]) was handed bytes `lag` after their append
+    /// was published.
+    pub fn delivered(&self, kind: usize, lag: Duration) {
+        self.timings.delivery.observe(kind, lag.as_secs_f64());
     }
 
     /// Counts a waiting long-poll for as long as the guard lives.
@@ -220,78 +240,179 @@ impl Metrics {
         Gauge::new(Arc::clone(self), |m| &m.sse_open)
     }
 
-    pub fn render(&self, streams: usize) -> String {
-        let mut out = String::new();
-        let _ = writeln!(out, "# TYPE ds_requests_total counter");
-        for (r, route) in ROUTES.iter().enumerate() {
-            for i in 0..STATUSES {
-                let n: u64 = self
-                    .shards
-                    .iter()
-                    .map(|s| s.requests.0[r][i].load(Relaxed))
-                    .sum();
-                if n > 0 {
-                    let status = i + 100;
-                    let _ = writeln!(
-                        out,
-                        "ds_requests_total{{route=\"{route}\",status=\"{status}\"}} {n}"
-                    );
-                }
+    /// Adds the sums of `stores` (each with its stream count) and the
+    /// shared timings of the first.
+    pub fn expose(stores: &[(&Metrics, usize)], e: &mut Exposition) {
+        let Some((first, _)) = stores.first() else {
+            return;
+        };
+        let requests: Vec<_> = vec![&first.timings.requests];
+        shell::metrics::Requests::expose(&requests, e);
+        let shards = |f: fn(&Shard) -> &AtomicU64| -> u64 {
+            stores
+                .iter()
+                .flat_map(|(m, _)| m.shards.iter())
+                .map(|s| f(s).load(Relaxed))
+                .sum()
+        };
+        e.counter(
+            "ds_origin_served_bytes_total",
+            "Stream bytes written into answers (reads, tails, chunks, snapshots).",
+            shards(|s| &s.bytes_served),
+        )
+        .counter(
+            "ds_origin_appended_bytes_total",
+            "Payload bytes of applied appends and creates.",
+            shards(|s| &s.bytes_appended),
+        );
+        let counters: [Field<AtomicU64>; 16] = [
+            (
+                "ds_origin_wal_bytes_total",
+                "Bytes written to the local write-ahead log.",
+                |m| &m.wal_bytes,
+            ),
+            (
+                "ds_origin_wal_commands_total",
+                "Commands (appends and the rest) made durable by group commits.",
+                |m| &m.wal_commands,
+            ),
+            (
+                "ds_origin_chunks_sealed_total",
+                "Chunks sealed into object storage.",
+                |m| &m.chunks_sealed,
+            ),
+            (
+                "ds_origin_sealed_bytes_total",
+                "Bytes sealed into object storage.",
+                |m| &m.sealed_bytes,
+            ),
+            (
+                "ds_origin_seal_errors_total",
+                "Seal attempts that failed and will be retried.",
+                |m| &m.seal_errors,
+            ),
+            (
+                "ds_origin_chunk_cache_hits_total",
+                "Sealed chunk reads answered from the local chunk cache.",
+                |m| &m.chunk_cache_hits,
+            ),
+            (
+                "ds_origin_chunk_cache_misses_total",
+                "Sealed chunk reads that fetched the chunk from object storage.",
+                |m| &m.chunk_cache_misses,
+            ),
+            (
+                "ds_origin_local_dropped_bytes_total",
+                "Sealed bytes removed from local stream files.",
+                |m| &m.dropped_bytes,
+            ),
+            (
+                "ds_origin_promotions_total",
+                "Streams whose log-only bytes were copied into a file of their own.",
+                |m| &m.promotions,
+            ),
+            (
+                "ds_origin_promoted_bytes_total",
+                "Bytes copied by promotions.",
+                |m| &m.promoted_bytes,
+            ),
+            (
+                "ds_origin_promotion_errors_total",
+                "Promotions that failed.",
+                |m| &m.promotion_errors,
+            ),
+            (
+                "ds_origin_log_full_refusals_total",
+                "Writes refused for want of room in the log (a full disk).",
+                |m| &m.log_full,
+            ),
+            (
+                "ds_origin_snapshots_published_total",
+                "Snapshots published.",
+                |m| &m.snapshots_published,
+            ),
+            (
+                "ds_origin_object_wal_puts_total",
+                "Group commits put into the region's WAL in object storage.",
+                |m| &m.object_wal_puts,
+            ),
+            (
+                "ds_origin_object_wal_bytes_total",
+                "Bytes put into the region's WAL in object storage.",
+                |m| &m.object_wal_bytes,
+            ),
+            (
+                "ds_origin_object_wal_retries_total",
+                "WAL puts tried again after a passing failure.",
+                |m| &m.object_wal_retries,
+            ),
+        ];
+        for (name, help, f) in counters {
+            let v: u64 = stores.iter().map(|(m, _)| f(m).load(Relaxed)).sum();
+            e.counter(name, help, v);
+        }
+        let gauges: [Field<AtomicI64>; 6] = [
+            (
+                "ds_origin_long_polls_waiting",
+                "Long-polls parked now.",
+                |m| &m.long_polls_waiting,
+            ),
+            ("ds_origin_sse_open", "SSE tails open now.", |m| &m.sse_open),
+            (
+                "ds_origin_unsealed_bytes",
+                "Bytes of complete chunks waiting to be sealed.",
+                |m| &m.unsealed_bytes,
+            ),
+            (
+                "ds_origin_snapshot_staged_bytes",
+                "Disk taken by staged snapshot parts.",
+                |m| &m.staged_bytes,
+            ),
+            (
+                "ds_origin_snapshot_staged_uploads",
+                "Staged snapshot uploads open.",
+                |m| &m.staged_uploads,
+            ),
+            (
+                "ds_origin_object_wal_fenced",
+                "Stores whose partition a newer owner fenced (they no longer write).",
+                |m| &m.object_wal_fenced,
+            ),
+        ];
+        for (name, help, f) in gauges {
+            let v: i64 = stores.iter().map(|(m, _)| f(m).load(Relaxed)).sum();
+            e.gauge(name, help, v as f64);
+        }
+        let streams: usize = stores.iter().map(|(_, n)| n).sum();
+        e.gauge("ds_origin_streams", "Streams held.", streams as f64);
+        if let Some((data, max_unsealed)) = first.store.get() {
+            // Every store of a region origin is under one data directory.
+            e.gauge(
+                "ds_origin_max_unsealed_bytes",
+                "The bound on bytes waiting to be sealed (--max-unsealed), per store.",
+                *max_unsealed as f64,
+            );
+            if let Ok(fs) = rustix::fs::statvfs(data) {
+                let free = fs.f_bavail.saturating_mul(fs.f_frsize);
+                let size = fs.f_blocks.saturating_mul(fs.f_frsize);
+                e.gauge(
+                    "ds_origin_data_disk_free_bytes",
+                    "Bytes free for the origin on the data directory's disk.",
+                    free as f64,
+                )
+                .gauge(
+                    "ds_origin_data_disk_size_bytes",
+                    "Size of the data directory's disk.",
+                    size as f64,
+                );
             }
         }
-        let sum = |f: fn(&Shard) -> &AtomicU64| -> u64 {
-            self.shards.iter().map(|s| f(s).load(Relaxed)).sum()
-        };
-        for (name, v) in [
-            ("ds_bytes_served_total", sum(|s| &s.bytes_served)),
-            ("ds_bytes_appended_total", sum(|s| &s.bytes_appended)),
-        ] {
-            let _ = writeln!(out, "# TYPE {name} counter\n{name} {v}");
-        }
-        let counters = [
-            ("ds_wal_syncs_total", &self.wal_syncs),
-            ("ds_wal_bytes_total", &self.wal_bytes),
-            ("ds_wal_commands_total", &self.wal_commands),
-            ("ds_wal_sync_micros_total", &self.wal_sync_micros),
-            ("ds_checkpoints_total", &self.checkpoints),
-            ("ds_checkpoint_micros_total", &self.checkpoint_micros),
-            ("ds_chunks_sealed_total", &self.chunks_sealed),
-            ("ds_sealed_bytes_total", &self.sealed_bytes),
-            ("ds_seal_errors_total", &self.seal_errors),
-            ("ds_chunk_cache_hits_total", &self.chunk_cache_hits),
-            ("ds_chunk_cache_misses_total", &self.chunk_cache_misses),
-            ("ds_local_dropped_bytes_total", &self.dropped_bytes),
-            ("ds_promotions_total", &self.promotions),
-            ("ds_promoted_bytes_total", &self.promoted_bytes),
-            ("ds_promotion_errors_total", &self.promotion_errors),
-            ("ds_log_full_refusals_total", &self.log_full),
-            ("ds_snapshots_published_total", &self.snapshots_published),
-            ("ds_object_wal_puts_total", &self.object_wal_puts),
-            ("ds_object_wal_bytes_total", &self.object_wal_bytes),
-            (
-                "ds_object_wal_put_micros_total",
-                &self.object_wal_put_micros,
-            ),
-            ("ds_object_wal_retries_total", &self.object_wal_retries),
-        ];
-        for (name, v) in counters {
-            let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Relaxed));
-        }
-        let gauges = [
-            ("ds_long_polls_waiting", &self.long_polls_waiting),
-            ("ds_sse_open", &self.sse_open),
-            ("ds_unsealed_bytes", &self.unsealed_bytes),
-            ("ds_snapshot_staged_bytes", &self.staged_bytes),
-            ("ds_snapshot_staged_uploads", &self.staged_uploads),
-            ("ds_object_wal_fenced", &self.object_wal_fenced),
-        ];
-        for (name, v) in gauges {
-            let _ = writeln!(out, "# TYPE {name} gauge\n{name} {}", v.load(Relaxed));
-        }
-        let _ = writeln!(out, "# TYPE ds_streams gauge\nds_streams {streams}");
-        out
+        first.timings.expose(e);
     }
 }
+
+/// A series read from one field of every store: name, help, field.
+type Field<T> = (&'static str, &'static str, fn(&Metrics) -> &T);
 
 /// Decrements its gauge when dropped.
 pub struct Gauge {
@@ -317,15 +438,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_from_many_threads_add_up() {
-        let m = Arc::new(Metrics::default());
+    fn counts_from_many_threads_add_up_and_stores_are_summed() {
+        let timings = Arc::new(Timings::default());
+        let a = Arc::new(Metrics::with_timings(Arc::clone(&timings)));
+        let b = Metrics::with_timings(timings);
         let threads: Vec<_> = (0..6)
             .map(|_| {
-                let m = Arc::clone(&m);
+                let m = Arc::clone(&a);
                 std::thread::spawn(move || {
                     for _ in 0..1000 {
-                        m.request("append", 204);
+                        m.request("append", 204, Duration::from_micros(100));
                         m.appended(3);
+                        m.append_acknowledged(Duration::from_micros(80));
                         m.served(2);
                     }
                 })
@@ -334,120 +458,20 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
-        m.request("read", 200);
-        let out = m.render(0);
-        let line = |name: &str| out.lines().find(|l| l.starts_with(name)).map(str::to_owned);
-        assert_eq!(
-            line("ds_requests_total{route=\"append\",status=\"204\"}").as_deref(),
-            Some("ds_requests_total{route=\"append\",status=\"204\"} 6000")
-        );
-        assert_eq!(
-            line("ds_requests_total{route=\"read\"").as_deref(),
-            Some("ds_requests_total{route=\"read\",status=\"200\"} 1")
-        );
-        assert_eq!(
-            line("ds_bytes_appended_total ").as_deref(),
-            Some("ds_bytes_appended_total 18000")
-        );
-        assert_eq!(
-            line("ds_bytes_served_total ").as_deref(),
-            Some("ds_bytes_served_total 12000")
-        );
-    }
-}
-
-/// A region origin's own metrics (object durability), kept across the
-/// stores it serves in turn: each claim opens a store with fresh
-/// [`Metrics`], so those restart at every takeover, these do not.
-#[derive(Default)]
-pub struct RegionMetrics {
-    /// Claims that made it the owner, and claims that did not.
-    pub claims: AtomicU64,
-    pub claim_failures: AtomicU64,
-    /// Requests passed on to the owner, and those that could not reach it.
-    pub forwarded: AtomicU64,
-    pub forward_failed: AtomicU64,
-    /// Origins this one sees alive (itself included).
-    pub live_nodes: AtomicI64,
-    /// Heartbeat renewals and membership reads that failed.
-    pub heartbeat_failures: AtomicU64,
-    /// Checkpoints published in the bucket, and builds that failed or gave
-    /// up (`region::checkpoint`).
-    pub checkpoints: AtomicU64,
-    pub checkpoint_failures: AtomicU64,
-    /// WAL objects (and older checkpoints' objects) deleted below them.
-    pub checkpoint_deleted: AtomicU64,
-    /// The newest checkpoint this origin published: its WAL number and
-    /// its image's bytes.
-    pub checkpoint_number: AtomicI64,
-    pub checkpoint_bytes: AtomicI64,
-    /// Partitions this origin let go of for the spread (cooperative
-    /// hand-offs).
-    pub releases: AtomicU64,
-    /// The region's partition count.
-    pub partitions: AtomicI64,
-    /// Looks that saw another origin heartbeating under this one's
-    /// `--node-id` (with another URL): an operator's mistake to fix.
-    pub node_id_conflicts: AtomicU64,
-    /// Forks made across partitions here (`server::region::across`), their
-    /// pins deleted, and what the sweep removed after a crash.
-    pub forks_across: AtomicU64,
-    /// Requests of the region's own (for forks across partitions, the
-    /// source's HEAD made with the client's credential included) passed on
-    /// to another origin; `forwarded` counts the clients' only.
-    pub peer_forwarded: AtomicU64,
-    pub unpins: AtomicU64,
-    pub swept: AtomicU64,
-}
-
-impl RegionMetrics {
-    /// With the origin's role, read from its state when rendered: how many
-    /// partitions it serves (the highest epoch among them) and how many it
-    /// forwards to another (the rest: joining, or replaying a claim).
-    pub fn render_into(&self, out: &mut String, serving: i64, following: i64, epoch: u64) {
-        for (name, v) in [
-            ("ds_region_claims_total", &self.claims),
-            ("ds_region_claim_failures_total", &self.claim_failures),
-            ("ds_region_forwarded_total", &self.forwarded),
-            ("ds_region_forward_failures_total", &self.forward_failed),
-            (
-                "ds_region_heartbeat_failures_total",
-                &self.heartbeat_failures,
-            ),
-            ("ds_region_checkpoints_total", &self.checkpoints),
-            (
-                "ds_region_checkpoint_failures_total",
-                &self.checkpoint_failures,
-            ),
-            (
-                "ds_region_checkpoint_deleted_objects_total",
-                &self.checkpoint_deleted,
-            ),
-            ("ds_region_releases_total", &self.releases),
-            ("ds_region_node_id_conflicts_total", &self.node_id_conflicts),
-            ("ds_region_forks_across_total", &self.forks_across),
-            ("ds_region_peer_forwarded_total", &self.peer_forwarded),
-            ("ds_region_fork_unpins_total", &self.unpins),
-            ("ds_region_fork_swept_total", &self.swept),
+        b.served(5);
+        let _tail = a.sse_guard();
+        let mut e = Exposition::default();
+        Metrics::expose(&[(&a, 2), (&b, 3)], &mut e);
+        let text = e.render();
+        for line in [
+            "ds_origin_requests_total{route=\"append\",status=\"204\"} 6000\n",
+            "ds_origin_appended_bytes_total 18000\n",
+            "ds_origin_served_bytes_total 12005\n",
+            "ds_origin_append_ack_duration_seconds_count 6000\n",
+            "ds_origin_sse_open 1\n",
+            "ds_origin_streams 5\n",
         ] {
-            let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Relaxed));
-        }
-        for (name, v) in [
-            ("ds_region_serving", serving),
-            ("ds_region_following", following),
-            ("ds_region_epoch", epoch as i64),
-            ("ds_region_live_origins", self.live_nodes.load(Relaxed)),
-            ("ds_region_partitions", self.partitions.load(Relaxed)),
-            (
-                "ds_region_checkpoint_number",
-                self.checkpoint_number.load(Relaxed),
-            ),
-            (
-                "ds_region_checkpoint_bytes",
-                self.checkpoint_bytes.load(Relaxed),
-            ),
-        ] {
-            let _ = writeln!(out, "# TYPE {name} gauge\n{name} {v}");
+            assert!(text.contains(line), "{line} missing in {text}");
         }
     }
 }

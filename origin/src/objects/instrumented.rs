@@ -1,8 +1,9 @@
-//! The operations the origin needs from object storage, counted.
+//! The operations the origin needs from object storage, counted and timed.
 //!
 //! A thin struct over `Arc<dyn ObjectStore>` rather than a full trait
-//! re-implementation: the origin needs five calls, and each one records its
-//! count, bytes and errors for `/metrics`.
+//! re-implementation: the origin needs a few calls, and each one records its
+//! count, bytes and errors, and its duration by operation and outcome
+//! (`ds_origin_object_store_request_duration_seconds`).
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -35,6 +36,7 @@ pub enum PutOutcome {
 pub struct Objects {
     store: Arc<dyn ObjectStore>,
     pub stats: Arc<ObjectStats>,
+    timings: Option<Arc<crate::metrics::Timings>>,
 }
 
 impl Objects {
@@ -42,7 +44,35 @@ impl Objects {
         Objects {
             store,
             stats: Arc::default(),
+            timings: None,
         }
+    }
+
+    /// Times every request into `timings`.
+    pub fn timed(mut self, timings: Arc<crate::metrics::Timings>) -> Self {
+        self.timings = Some(timings);
+        self
+    }
+
+    /// Runs one request, timed as `operation` (outcome `ok`, `exists` for a
+    /// create that found the key taken, `not_found`, or `error`).
+    async fn timed_call<T>(
+        &self,
+        operation: &str,
+        call: impl std::future::Future<Output = object_store::Result<T>>,
+    ) -> object_store::Result<T> {
+        let started = tokio::time::Instant::now();
+        let r = call.await;
+        if let Some(t) = &self.timings {
+            let outcome = match &r {
+                Ok(_) => "ok",
+                Err(object_store::Error::AlreadyExists { .. }) => "exists",
+                Err(object_store::Error::NotFound { .. }) => "not_found",
+                Err(_) => "error",
+            };
+            t.object_request(operation, outcome, started.elapsed());
+        }
+        r
     }
 
     fn count_err<T>(&self, r: object_store::Result<T>) -> object_store::Result<T> {
@@ -61,8 +91,11 @@ impl Objects {
             ..PutOptions::default()
         };
         match self
-            .store
-            .put_opts(key, PutPayload::from_bytes(bytes), opts)
+            .timed_call(
+                "put_new",
+                self.store
+                    .put_opts(key, PutPayload::from_bytes(bytes), opts),
+            )
             .await
         {
             Ok(_) => {
@@ -76,7 +109,9 @@ impl Objects {
     }
 
     pub async fn get(&self, key: &Path) -> object_store::Result<Bytes> {
-        let r = async { self.store.get(key).await?.bytes().await }.await;
+        let r = self
+            .timed_call("get", async { self.store.get(key).await?.bytes().await })
+            .await;
         if let Ok(b) = &r {
             self.stats.gets.fetch_add(1, Relaxed);
             self.stats.get_bytes.fetch_add(b.len() as u64, Relaxed);
@@ -85,7 +120,9 @@ impl Objects {
     }
 
     pub async fn get_range(&self, key: &Path, range: Range<u64>) -> object_store::Result<Bytes> {
-        let r = self.store.get_range(key, range).await;
+        let r = self
+            .timed_call("get_range", self.store.get_range(key, range))
+            .await;
         if let Ok(b) = &r {
             self.stats.gets.fetch_add(1, Relaxed);
             self.stats.get_bytes.fetch_add(b.len() as u64, Relaxed);
@@ -95,7 +132,7 @@ impl Objects {
 
     /// Deletes an object; one that is not there counts as deleted.
     pub async fn delete(&self, key: &Path) -> object_store::Result<()> {
-        let r = match self.store.delete(key).await {
+        let r = match self.timed_call("delete", self.store.delete(key)).await {
             Err(object_store::Error::NotFound { .. }) => Ok(()),
             other => other,
         };
@@ -108,7 +145,9 @@ impl Objects {
     /// The objects under `prefix` (their keys, sizes and times).
     pub async fn list(&self, prefix: &Path) -> object_store::Result<Vec<object_store::ObjectMeta>> {
         use futures::TryStreamExt;
-        let r = self.store.list(Some(prefix)).try_collect().await;
+        let r = self
+            .timed_call("list", self.store.list(Some(prefix)).try_collect())
+            .await;
         self.count_err(r)
     }
 
@@ -131,7 +170,9 @@ impl Objects {
     /// its digest), so writing it again writes the same bytes.
     pub async fn put(&self, key: &Path, bytes: Bytes) -> object_store::Result<()> {
         let len = bytes.len() as u64;
-        let r = self.store.put(key, PutPayload::from_bytes(bytes)).await;
+        let r = self
+            .timed_call("put", self.store.put(key, PutPayload::from_bytes(bytes)))
+            .await;
         if r.is_ok() {
             self.stats.puts.fetch_add(1, Relaxed);
             self.stats.put_bytes.fetch_add(len, Relaxed);
@@ -150,7 +191,9 @@ impl Objects {
             range: range.map(object_store::GetRange::Bounded),
             ..Default::default()
         };
-        let r = self.store.get_opts(key, opts).await;
+        let r = self
+            .timed_call("get_stream", self.store.get_opts(key, opts))
+            .await;
         match r {
             Ok(got) => {
                 self.stats.gets.fetch_add(1, Relaxed);

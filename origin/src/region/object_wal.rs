@@ -290,9 +290,14 @@ impl ObjectWal {
             }
             metrics.object_wal_puts.fetch_add(1, Ordering::Relaxed);
             metrics.object_wal_bytes.fetch_add(bytes, Ordering::Relaxed);
+            let outcome_name = match &outcome {
+                Ok(Settled::Ours) => "ok",
+                Ok(_) => "fenced",
+                Err(_) => "error",
+            };
             metrics
-                .object_wal_put_micros
-                .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+                .timings
+                .object_request("wal_put", outcome_name, started.elapsed());
             let result = match outcome {
                 Ok(Settled::Ours) => Ok(()),
                 // An older owner's object at a number of ours: a claim with

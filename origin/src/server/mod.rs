@@ -35,6 +35,8 @@ pub fn open_state(
 pub struct Sharing {
     pub ingress: Arc<http::ingress::Ingress>,
     pub limits: Arc<shared::limits::Limits>,
+    /// One set of request series and histograms for the whole origin.
+    pub timings: Arc<crate::metrics::Timings>,
 }
 
 /// [`open_state`], with the parts in `sharing` taken from there.
@@ -45,7 +47,10 @@ pub fn open_state_sharing(
     keys: &std::path::Path,
     sharing: Option<&Sharing>,
 ) -> std::io::Result<(http::Shared, RecoveryReport)> {
-    let metrics = Arc::new(Metrics::default());
+    let metrics = Arc::new(match sharing {
+        Some(s) => Metrics::with_timings(Arc::clone(&s.timings)),
+        None => Metrics::default(),
+    });
     let (store_durability, partition) = (store.durability, store.region.partition);
     let (store, report) = Store::open(store, clock, Arc::clone(&metrics))?;
     let ingress = match sharing {
@@ -127,6 +132,17 @@ impl Origin {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        self.serve_held(listener, Vec::new(), shutdown).await
+    }
+
+    /// [`Origin::serve`], first serving the connections held while it
+    /// recovered (`shell::recovering`).
+    pub async fn serve_held(
+        self,
+        listener: TcpListener,
+        held: Vec<shell::recovering::Held>,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
         let store = self.state.store.clone();
         let sweeper = shell::periodic::every(Duration::from_secs(1), {
             let state = self.state.clone();
@@ -142,6 +158,7 @@ impl Origin {
         // appends skip hyper's read after every body.
         let result = shell::serve(
             listener,
+            held,
             &serve,
             Http1::RequestsWatch,
             shutdown,

@@ -161,6 +161,7 @@ impl RegionOrigin {
         let sharing = super::Sharing {
             ingress: Arc::new(http::ingress::Ingress::new(&http)),
             limits: shared::limits::Limits::new(http.auth.limits),
+            timings: Arc::default(),
         };
         Ok(Arc::new(RegionOrigin {
             forwarder: Forwarder::new(&store.region.node, Arc::clone(&metrics)),
@@ -288,6 +289,7 @@ impl RegionOrigin {
         let me = Arc::clone(&self);
         let result = shell::serve(
             listener,
+            Vec::new(),
             &serve,
             Http1::RequestsWatch,
             shutdown,

@@ -319,10 +319,14 @@ impl Store {
                     .collect();
                 let store =
                     crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
-                Some(crate::objects::instrumented::Objects::new(store))
+                Some(
+                    crate::objects::instrumented::Objects::new(store)
+                        .timed(Arc::clone(&metrics.timings)),
+                )
             }
         };
         let _ = std::fs::remove_dir_all(config.data.join("staging"));
+        metrics.describe_store(&config.data, config.max_unsealed_bytes);
         // Object durability: claim the partition and rebuild the local log
         // from the bucket before recovery reads it.
         let object_wal = match config.durability {

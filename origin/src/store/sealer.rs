@@ -113,6 +113,7 @@ impl Sealer {
     }
 
     async fn seal(&self, job: &SealJob) -> Result<(), SealError> {
+        let started = tokio::time::Instant::now();
         let bytes = job.view.read(job.start, job.end).await?;
         let key = keys::chunk(&job.view.path, &job.view.incarnation, Offset(job.start));
         // Created, or found from an earlier try: verified the same way.
@@ -129,7 +130,7 @@ impl Sealer {
         // Counted whether the put created the object or found the one an
         // earlier try left (a retried put whose first answer was lost, or
         // an attempt before a crash).
-        self.metrics.sealed(bytes.len());
+        self.metrics.sealed(bytes.len(), started.elapsed());
         let _ = self
             .writer
             .send(Command::Sealed {

@@ -12,6 +12,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use std::time::Instant;
+
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
@@ -23,8 +25,10 @@ pub struct TailWatch {
 }
 
 struct Shared {
-    /// The end and its version (one more per publish).
-    current: Mutex<(Tail, u64)>,
+    /// The end, its version (one more per publish) and when it was
+    /// published if a reader waited for it then (a delivery's lag counts
+    /// from there; an end nobody waited for costs no clock read).
+    current: Mutex<(Tail, u64, Option<Instant>)>,
     /// Receivers inside `changed`.
     waiting: AtomicUsize,
     notify: Notify,
@@ -40,7 +44,7 @@ impl TailWatch {
     pub fn new(tail: Tail) -> Self {
         TailWatch {
             shared: Arc::new(Shared {
-                current: Mutex::new((tail, 0)),
+                current: Mutex::new((tail, 0, None)),
                 waiting: AtomicUsize::new(0),
                 notify: Notify::new(),
             }),
@@ -53,10 +57,12 @@ impl TailWatch {
 
     /// Sets a new end and wakes the receivers waiting for one.
     pub fn publish(&self, tail: Tail) {
+        let stamp = (self.shared.waiting.load(Ordering::Relaxed) > 0).then(Instant::now);
         {
             let mut current = self.shared.current.lock();
             current.0 = tail;
             current.1 += 1;
+            current.2 = stamp;
         }
         if self.shared.waiting.load(Ordering::SeqCst) > 0 {
             self.shared.notify.notify_waiters();
@@ -84,9 +90,14 @@ impl TailReceiver {
         self.shared.current.lock().0
     }
 
+    /// When the current end was published, if a reader waited for it.
+    pub fn published_at(&self) -> Option<Instant> {
+        self.shared.current.lock().2
+    }
+
     /// The current end, marked as seen.
     pub fn borrow_and_update(&mut self) -> Tail {
-        let (tail, version) = *self.shared.current.lock();
+        let (tail, version, _) = *self.shared.current.lock();
         self.seen = version;
         tail
     }

@@ -22,7 +22,10 @@ pub async fn roles(client: &reqwest::Client, base: &str) -> Option<(i64, i64)> {
                 .ok()
         })
     };
-    Some((value("ds_region_serving")?, value("ds_region_following")?))
+    Some((
+        value("ds_origin_region_serving")?,
+        value("ds_origin_region_following")?,
+    ))
 }
 
 /// Whether the origin at `base` serves its region's one partition

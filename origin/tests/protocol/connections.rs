@@ -82,7 +82,10 @@ async fn shutdown_closes_idle_connections_and_finishes_requests_in_flight() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         let metrics = send(api.get("/metrics")).await.text().await.unwrap();
-        if metrics.lines().any(|l| l == "ds_long_polls_waiting 1") {
+        if metrics
+            .lines()
+            .any(|l| l == "ds_origin_long_polls_waiting 1")
+        {
             break;
         }
         assert!(
@@ -139,24 +142,39 @@ async fn waiting_requests_end_when_their_client_leaves() {
     tail.write_all(request("offset=now&live=sse").as_bytes())
         .await
         .unwrap();
-    until_metric(&api, "ds_long_polls_waiting 1", "the long-poll waits").await;
-    until_metric(&api, "ds_sse_open 1", "the tail is open").await;
+    until_metric(
+        &api,
+        "ds_origin_long_polls_waiting 1",
+        "the long-poll waits",
+    )
+    .await;
+    until_metric(&api, "ds_origin_sse_open 1", "the tail is open").await;
     drop(poll);
     drop(tail);
     until_metric(
         &api,
-        "ds_long_polls_waiting 0",
+        "ds_origin_long_polls_waiting 0",
         "a long-poll whose client left ends",
     )
     .await;
-    until_metric(&api, "ds_sse_open 0", "a tail whose client left ends").await;
+    until_metric(
+        &api,
+        "ds_origin_sse_open 0",
+        "a tail whose client left ends",
+    )
+    .await;
 
     // A client that pipelines its next request behind a long-poll is still
     // there: the long-poll is answered when data comes, then the next one.
     let mut pipelined = tokio::net::TcpStream::connect(addr).await.unwrap();
     let two = request("offset=now&live=long-poll&timeout_ms=60000") + &request("offset=-1");
     pipelined.write_all(two.as_bytes()).await.unwrap();
-    until_metric(&api, "ds_long_polls_waiting 1", "the long-poll waits").await;
+    until_metric(
+        &api,
+        "ds_origin_long_polls_waiting 1",
+        "the long-poll waits",
+    )
+    .await;
     let appended = api.append(&path, "text/plain", "b").await;
     assert_eq!(appended.status(), 204);
     let mut got = Vec::new();

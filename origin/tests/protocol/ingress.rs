@@ -69,10 +69,11 @@ async fn stalled_bodies_hold_at_most_their_share(declared: usize, sent: usize, c
         let text = api.metrics().await;
         let refused = text
             .lines()
-            .filter(|l| l.starts_with("ds_requests_total{route=\"append\",status=\"503\"}"))
+            .filter(|l| l.starts_with("ds_origin_requests_total{route=\"append\",status=\"503\"}"))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum::<u64>();
-        let held = metric_in(&text, "ds_ingress_bytes").expect("ds_ingress_bytes") as u64;
+        let held =
+            metric_in(&text, "ds_origin_ingress_bytes").expect("ds_origin_ingress_bytes") as u64;
         assert!(held <= share, "one address holds {held} B, past its share");
         let sent = sent as u64;
         if held.is_multiple_of(sent) && held / sent + refused == count as u64 {

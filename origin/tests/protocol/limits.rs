@@ -84,7 +84,7 @@ async fn a_graceful_stop_ends_live_readers_at_once() {
         ))
         .send(),
     );
-    api.wait_for_metric("ds_long_polls_waiting", 1).await;
+    api.wait_for_metric("ds_origin_long_polls_waiting", 1).await;
     let started = Instant::now();
     let Api { origin, .. } = api;
     origin.stop().await;

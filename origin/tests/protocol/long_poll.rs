@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 
 /// The long-polls waiting on an origin, from `/metrics`.
-const WAITING: &str = "ds_long_polls_waiting";
+const WAITING: &str = "ds_origin_long_polls_waiting";
 
 fn cursor_of(resp: &reqwest::Response) -> u64 {
     let c = header(resp, "stream-cursor").expect("Stream-Cursor");

@@ -368,8 +368,14 @@ async fn a_change_alone_in_a_checkpoint_survives_a_restart() {
 
 /// Another stream's appends carry the log past a checkpoint.
 async fn checkpoint(api: &Api, filler: &str) {
-    let before = api.metric("ds_checkpoints_total").await;
-    while api.metric("ds_checkpoints_total").await == before {
+    let before = api
+        .metric("ds_origin_checkpoint_duration_seconds_count")
+        .await;
+    while api
+        .metric("ds_origin_checkpoint_duration_seconds_count")
+        .await
+        == before
+    {
         api.append(filler, "application/octet-stream", vec![b'f'; 32 * 1024])
             .await;
     }

@@ -58,8 +58,8 @@ fn staged_files(data: &Path) -> Vec<PathBuf> {
 
 async fn staged(api: &Api) -> (i64, i64) {
     (
-        api.metric("ds_snapshot_staged_uploads").await,
-        api.metric("ds_snapshot_staged_bytes").await,
+        api.metric("ds_origin_snapshot_staged_uploads").await,
+        api.metric("ds_origin_snapshot_staged_bytes").await,
     )
 }
 
@@ -141,7 +141,8 @@ async fn an_abandoned_upload_is_dropped_after_an_hour_untouched() {
     // An hour after the first was touched, it goes; the second (half an
     // hour old when the sweeper dropped the first) stays.
     clock.advance(30 * MINUTE);
-    api.wait_for_metric("ds_snapshot_staged_uploads", 1).await;
+    api.wait_for_metric("ds_origin_snapshot_staged_uploads", 1)
+        .await;
     assert_eq!(staged(&api).await, (1, BLOCK as i64));
     assert_eq!(staged_files(&api.origin.data).len(), 1);
     expect_error(publish_parts(&api, &path, 1, 1).await, 400, "BAD_REQUEST").await;
@@ -153,10 +154,12 @@ async fn an_abandoned_upload_is_dropped_after_an_hour_untouched() {
     clock.advance(MINUTE);
     assert_eq!(stage(&api, &path, 2, 0, vec![b'z'; 10]).await.status(), 204);
     clock.advance(59 * MINUTE);
-    api.wait_for_metric("ds_snapshot_staged_uploads", 1).await;
+    api.wait_for_metric("ds_origin_snapshot_staged_uploads", 1)
+        .await;
     assert_eq!(staged_files(&api.origin.data).len(), 1);
     clock.advance(MINUTE);
-    api.wait_for_metric("ds_snapshot_staged_uploads", 0).await;
+    api.wait_for_metric("ds_origin_snapshot_staged_uploads", 0)
+        .await;
     assert_eq!(staged(&api).await, (0, 0));
     assert_eq!(staged_files(&api.origin.data), Vec::<PathBuf>::new());
 }

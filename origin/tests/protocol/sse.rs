@@ -379,7 +379,7 @@ async fn a_session_ends_by_itself_after_sse_session() {
         "the session lasted {took:?}"
     );
     assert!(took < WAIT);
-    api.wait_for_metric("ds_sse_open", 0).await;
+    api.wait_for_metric("ds_origin_sse_open", 0).await;
     // The reader reconnects from where it stood.
     api.append(&path, "text/plain", "y").await;
     let mut sse = api.sse(&path, "offset=0000000000000001").await;

@@ -311,7 +311,7 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
     }
     let owner = super::takeover::the_owner(&client, &origins).await;
     let metrics = crate::common::metrics_at(&client, &origins[owner]).await;
-    let epoch = crate::common::metric_in(&metrics, "ds_region_epoch").unwrap();
+    let epoch = crate::common::metric_in(&metrics, "ds_origin_region_epoch").unwrap();
     let (wal, checkpoint) = super::checkpoints::bucket(&weed, "chaos").await;
     eprintln!(
         "chaos: {CYCLES} cycles ({kills} kill -9 with the disk deleted, {pauses} SIGSTOP past the lease), \

@@ -236,8 +236,10 @@ async fn a_checkpoint_carries_every_stream_and_the_wal_below_it_goes() {
     for _ in 0..600 {
         let (wal, checkpoints) = bucket(&weed, prefix).await;
         let metrics = crate::common::metrics_at(&client, &base).await;
-        let deleted =
-            crate::common::metric_in(&metrics, "ds_region_checkpoint_deleted_objects_total");
+        let deleted = crate::common::metric_in(
+            &metrics,
+            "ds_origin_region_checkpoint_deleted_objects_total",
+        );
         if let Some(&c) = checkpoints.last() {
             if wal.iter().all(|&n| n >= c) && deleted >= Some(16) {
                 published = Some(c);
@@ -264,7 +266,7 @@ async fn a_checkpoint_carries_every_stream_and_the_wal_below_it_goes() {
         .await));
     }
     let metrics = crate::common::metrics_at(&client, &base).await;
-    assert!(crate::common::metric_in(&metrics, "ds_region_checkpoints_total").unwrap() >= 1);
+    assert!(crate::common::metric_in(&metrics, "ds_origin_region_checkpoints_total").unwrap() >= 1);
 
     let streams = ["plain", "json", "closed", "ttl", "fork", "big", "gone"];
     let mut before = Vec::new();

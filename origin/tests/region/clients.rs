@@ -53,8 +53,8 @@ async fn clients_once_holding(http: &reqwest::Client, owner: &str, bytes: i64) -
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let text = metrics_at(http, owner).await;
-        if metric_in(&text, "ds_ingress_bytes") == Some(bytes) {
-            return metric_in(&text, "ds_ingress_clients").unwrap();
+        if metric_in(&text, "ds_origin_ingress_bytes") == Some(bytes) {
+            return metric_in(&text, "ds_origin_ingress_clients").unwrap();
         }
         assert!(
             Instant::now() < deadline,

@@ -89,7 +89,7 @@ async fn checkpointed(client: &reqwest::Client, base: &str, before: i64) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let text = crate::common::metrics_at(client, base).await;
-        let n = crate::common::metric_in(&text, "ds_region_checkpoints_total").unwrap_or(0);
+        let n = crate::common::metric_in(&text, "ds_origin_region_checkpoints_total").unwrap_or(0);
         if n > before {
             return;
         }

@@ -276,7 +276,7 @@ async fn forks_across_partitions_answer_as_forks_in_one_store() {
     let mut swept = 0;
     for b in &bases {
         let text = crate::common::metrics_at(&client, b).await;
-        swept += crate::common::metric_in(&text, "ds_region_fork_swept_total").unwrap();
+        swept += crate::common::metric_in(&text, "ds_origin_region_fork_swept_total").unwrap();
     }
     assert_eq!(swept, 2, "the pin and the copy the crash left");
 }

@@ -97,7 +97,7 @@ async fn an_object_store_outage_refuses_writes_serves_reads_and_passes() {
     assert_eq!(serving(&client, &base_a).await, Some(true));
     let metrics = crate::common::metrics_at(&client, &base_a).await;
     assert_eq!(
-        crate::common::metric_in(&metrics, "ds_region_epoch"),
+        crate::common::metric_in(&metrics, "ds_origin_region_epoch"),
         Some(1)
     );
     assert_eq!(serving(&client, &base_b).await, Some(false));

@@ -187,8 +187,8 @@ async fn partitions_spread_move_off_a_dead_origin_and_onto_a_new_one_losing_noth
     loop {
         let text = crate::common::metrics_at(&client, &edge.base).await;
         let m = |n| crate::common::metric_in(&text, n);
-        if m("edge_feed_partitions") == Some(i64::from(PARTITIONS))
-            && m("edge_feed_live") == Some(1)
+        if m("ds_edge_feed_partitions") == Some(i64::from(PARTITIONS))
+            && m("ds_edge_feed_live") == Some(1)
         {
             break;
         }
@@ -239,7 +239,7 @@ async fn partitions_spread_move_off_a_dead_origin_and_onto_a_new_one_losing_noth
     let mut releases = 0;
     for b in &bases {
         let text = crate::common::metrics_at(&client, b).await;
-        releases += crate::common::metric_in(&text, "ds_region_releases_total").unwrap();
+        releases += crate::common::metric_in(&text, "ds_origin_region_releases_total").unwrap();
     }
     assert!(releases >= 1, "no partition was handed off");
     for (i, acked) in acknowledged.iter().enumerate() {
@@ -345,8 +345,8 @@ async fn two_origins_under_one_name_are_reported() {
         let mut seen = 0;
         for b in &bases {
             let text = crate::common::metrics_at(&client, b).await;
-            seen +=
-                crate::common::metric_in(&text, "ds_region_node_id_conflicts_total").unwrap_or(0);
+            seen += crate::common::metric_in(&text, "ds_origin_region_node_id_conflicts_total")
+                .unwrap_or(0);
         }
         if seen > 0 {
             break;

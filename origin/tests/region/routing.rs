@@ -73,5 +73,5 @@ async fn an_edge_moves_to_the_owner_a_follower_names() {
 
 async fn forwarded(client: &reqwest::Client, base: &str) -> i64 {
     let text = crate::common::metrics_at(client, base).await;
-    crate::common::metric_in(&text, "ds_region_forwarded_total").unwrap()
+    crate::common::metric_in(&text, "ds_origin_region_forwarded_total").unwrap()
 }

@@ -153,7 +153,7 @@ async fn a_region_of_three_has_one_owner_and_replaces_a_dead_one_within_ten_seco
     read_everywhere(&client, &bases, &acknowledged).await;
     let new_owner = the_owner(&client, &bases).await;
     let metrics = crate::common::metrics_at(&client, &bases[new_owner]).await;
-    assert!(crate::common::metric_in(&metrics, "ds_region_epoch").unwrap() >= 2);
+    assert!(crate::common::metric_in(&metrics, "ds_origin_region_epoch").unwrap() >= 2);
 
     // The machine comes back empty: it follows, and answers as the owner.
     let back = start(&weed, &dir.path().join(names[owner]), "three", names[owner]);

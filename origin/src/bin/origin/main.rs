@@ -12,8 +12,8 @@ static ALLOCATOR: shared::allocator::Mimalloc = shared::allocator::Mimalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    shell::logging::init();
     let cli = Cli::parse();
+    shell::logging::init(cli.log_format);
     cli.check().map_err(anyhow::Error::msg)?;
     // Everything the origin writes is its own: the log, stream files,
     // checkpoints, staged snapshots, keys (0600; folders 0700).
@@ -51,14 +51,24 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!("stopped");
         return Ok(());
     }
-    let origin = Origin::open(store, cli.http_config()).context("opening the data directory")?;
+    // Recovery replays the log; meanwhile the listener answers 503 (and
+    // `/healthz` 200) rather than leaving clients in its backlog.
+    let http = cli.http_config();
+    let serve = http.serve.clone();
+    let opening = tokio::task::spawn_blocking(move || Origin::open(store, http));
+    let (opened, held) = shell::recovering::answer_until(&listener, &serve, opening).await;
+    let origin = opened
+        .context("recovery stopped")?
+        .context("opening the data directory")?;
     tracing::info!(
         streams = origin.report.streams,
         records = origin.report.records_replayed,
         torn_bytes = origin.report.torn_bytes_dropped,
         "recovered"
     );
-    origin.serve(listener, shell::signal::shutdown()).await?;
+    origin
+        .serve_held(listener, held, shell::signal::shutdown())
+        .await?;
     tracing::info!("stopped");
     Ok(())
 }

@@ -26,6 +26,7 @@ where
         match req.uri().path() {
             routes::METRICS => return me.metrics_answer(),
             routes::HEALTH => return http::health_response(),
+            routes::READY => return shell::ready::answer(me.readiness()),
             _ => {}
         }
     }
@@ -160,16 +161,35 @@ fn names_region_stream<B>(req: &axum::http::Request<B>) -> bool {
 }
 
 impl RegionOrigin {
+    /// Ready while not draining and once every partition is served here
+    /// or its owner known (none joining, nor replaying a claim).
+    fn readiness(&self) -> Result<(), shell::ready::NotReady> {
+        if *self.closing.borrow() {
+            return Err(shell::ready::NotReady::Draining);
+        }
+        if (0..self.partitions).any(|p| matches!(self.current(p), Current::Joining)) {
+            return Err(shell::ready::NotReady::Joining);
+        }
+        Ok(())
+    }
+
     /// `/metrics`: the sums of the stores it serves, and its role.
     fn metrics_answer(&self) -> Response<Body> {
         let stores = self.serving();
-        let texts: Vec<String> = stores
+        let counted: Vec<_> = stores
             .iter()
-            .map(|s| s.metrics.render(s.store.stream_count()))
+            .map(|s| (&*s.metrics, s.store.stream_count()))
             .collect();
-        let mut text = crate::metrics::merge::merge(&texts);
-        // One request body budget for the whole origin: rendered once.
-        self.sharing.ingress.render(&mut text);
+        let mut e = crate::metrics::Exposition::default();
+        if counted.is_empty() {
+            // Serving nothing yet: the process's timings still show.
+            let idle = crate::metrics::Metrics::with_timings(Arc::clone(&self.sharing.timings));
+            crate::metrics::Metrics::expose(&[(&idle, 0)], &mut e);
+        } else {
+            crate::metrics::Metrics::expose(&counted, &mut e);
+        }
+        // One request body budget for the whole origin.
+        self.sharing.ingress.expose(&mut e);
         let (mut serving, mut following, mut epoch) = (0, 0, 0);
         for p in 0..self.partitions {
             match self.current(p) {
@@ -181,8 +201,8 @@ impl RegionOrigin {
                 Current::Joining => {}
             }
         }
-        self.metrics
-            .render_into(&mut text, serving, following, epoch);
-        http::metrics_response(text)
+        self.metrics.expose(&mut e, serving, following, epoch);
+        e.process("origin");
+        http::metrics_response(e.render())
     }
 }

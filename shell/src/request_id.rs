@@ -1,0 +1,175 @@
+//! Request ids: every request gets one, a valid incoming `X-Request-Id`
+//! (1 to 128 bytes of letters, digits and `-_.:/+=@`) or a new one (32 hex
+//! digits: a random prefix per process and a counter). The id is echoed in
+//! the answer's `X-Request-Id`, put into the error body
+//! (`error.request_id`), prefixed to every log line the request's task
+//! writes (`logging`), and sent on by a server that asks another on the
+//! request's behalf (the edge to its origin, a follower to the owner), with
+//! the W3C `traceparent` the client sent.
+//!
+//! It lives in a task-local for the request's future: no span to create
+//! per request. Work a request spawns into a task of its own (an SSE
+//! tail's writer) is outside it and logs without it.
+
+use std::future::Future;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::OnceLock;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+/// The header.
+pub const HEADER: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The W3C trace context header, passed on as it came.
+pub const TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+
+/// The longest incoming id kept (a longer one is replaced).
+pub const MAX_LEN: usize = 128;
+
+/// What a request carries through its task.
+#[derive(Clone, Debug)]
+pub struct RequestContext {
+    pub id: HeaderValue,
+    pub traceparent: Option<HeaderValue>,
+}
+
+tokio::task_local! {
+    static CURRENT: RequestContext;
+}
+
+fn valid(v: &[u8]) -> bool {
+    !v.is_empty()
+        && v.len() <= MAX_LEN
+        && v.iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.:/+=@".contains(b))
+}
+
+/// A new id: a random prefix per process, then this thread's number and
+/// its own count (a counter shared by the threads would move its cache
+/// line between the cores on every request).
+pub fn generate() -> HeaderValue {
+    static PREFIX: OnceLock<u64> = OnceLock::new();
+    static THREADS: AtomicU64 = AtomicU64::new(0);
+    thread_local! {
+        static NEXT: std::cell::Cell<u64> =
+            std::cell::Cell::new(THREADS.fetch_add(1, Relaxed) << 40);
+    }
+    let prefix = *PREFIX.get_or_init(|| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+        );
+        h.write_u32(std::process::id());
+        h.finish()
+    });
+    let n = NEXT.with(|c| {
+        let n = c.get();
+        c.set(n.wrapping_add(1));
+        n
+    });
+    let mut hex = [0u8; 32];
+    for (i, digit) in hex.iter_mut().enumerate() {
+        let word = if i < 16 { prefix } else { n };
+        let nibble = (word >> (4 * (15 - i % 16))) & 0xf;
+        *digit = b"0123456789abcdef"[nibble as usize];
+    }
+    HeaderValue::from_bytes(&hex).expect("hex is a header value")
+}
+
+/// The context of a request with these headers: its own valid id or a new
+/// one, and its `traceparent` (at most [`MAX_LEN`] bytes).
+pub fn from_headers(headers: &HeaderMap) -> RequestContext {
+    let id = headers
+        .get(&HEADER)
+        .filter(|v| valid(v.as_bytes()))
+        .cloned()
+        .unwrap_or_else(generate);
+    let traceparent = headers
+        .get(&TRACEPARENT)
+        .filter(|v| v.len() <= MAX_LEN)
+        .cloned();
+    RequestContext { id, traceparent }
+}
+
+/// Runs `fut` as the request `ctx`.
+pub fn scope<F: Future>(ctx: RequestContext, fut: F) -> impl Future<Output = F::Output> {
+    CURRENT.scope(ctx, fut)
+}
+
+/// The current request's context, inside [`scope`].
+pub fn current() -> Option<RequestContext> {
+    CURRENT.try_with(Clone::clone).ok()
+}
+
+/// The current request's id as text, inside [`scope`].
+pub fn current_id() -> Option<String> {
+    CURRENT
+        .try_with(|c| c.id.to_str().ok().map(str::to_owned))
+        .ok()
+        .flatten()
+}
+
+/// Puts the current request's id and `traceparent` on a request this
+/// server sends on its behalf (in place of what a forwarded client
+/// request named: its id may have been invalid, and replaced).
+pub fn pass_on(headers: &mut HeaderMap) {
+    if let Some(ctx) = current() {
+        headers.insert(HEADER, ctx.id);
+        match ctx.traceparent {
+            Some(t) => {
+                headers.insert(TRACEPARENT, t);
+            }
+            None => {
+                headers.remove(TRACEPARENT);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_valid_incoming_id_is_kept_and_anything_else_replaced() {
+        let mut h = HeaderMap::new();
+        h.insert(&HEADER, HeaderValue::from_static("abc-123_x.y:z"));
+        assert_eq!(from_headers(&h).id, "abc-123_x.y:z");
+        for bad in ["", "has space", "quote\"", &"x".repeat(MAX_LEN + 1)] {
+            let mut h = HeaderMap::new();
+            h.insert(&HEADER, HeaderValue::from_str(bad).unwrap());
+            let id = from_headers(&h).id;
+            assert_ne!(id, bad);
+            assert_eq!(id.len(), 32, "a new id replaces {bad:?}");
+        }
+        let (a, b) = (generate(), generate());
+        assert_ne!(a, b);
+        assert!(a.as_bytes().iter().all(u8::is_ascii_hexdigit));
+        // This thread's count is the last digits: its ids differ by one.
+        let n = |v: &HeaderValue| u64::from_str_radix(&v.to_str().unwrap()[16..], 16).unwrap();
+        assert_eq!(n(&b), n(&a) + 1);
+    }
+
+    #[tokio::test]
+    async fn the_context_is_the_tasks_and_is_passed_on() {
+        assert!(current().is_none());
+        let mut h = HeaderMap::new();
+        h.insert(&HEADER, HeaderValue::from_static("req-1"));
+        h.insert(&TRACEPARENT, HeaderValue::from_static("00-abc-def-01"));
+        let ctx = from_headers(&h);
+        let out = scope(ctx, async {
+            tokio::task::yield_now().await;
+            let mut sent = HeaderMap::new();
+            pass_on(&mut sent);
+            (current_id(), sent)
+        })
+        .await;
+        assert_eq!(out.0.as_deref(), Some("req-1"));
+        assert_eq!(out.1[&HEADER], "req-1");
+        assert_eq!(out.1[&TRACEPARENT], "00-abc-def-01");
+        assert!(current().is_none());
+    }
+}
