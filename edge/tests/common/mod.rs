@@ -435,3 +435,21 @@ pub fn offset(pos: u64) -> String {
 
 #[allow(unused_imports)] // not every test binary reads SSE
 pub use testkit::sse::{Sse, SseEvent};
+
+/// An error body without its `request_id`: it names the request that made
+/// the error (each request its own; for an answer the edge shares between
+/// readers, the first reader's), so two answers to two requests differ in
+/// it and nothing else.
+pub fn without_request_id(body: &[u8]) -> Vec<u8> {
+    const KEY: &[u8] = b",\"request_id\":\"";
+    let Some(at) = body.windows(KEY.len()).position(|w| w == KEY) else {
+        return body.to_vec();
+    };
+    let rest = &body[at + KEY.len()..];
+    let Some(end) = rest.iter().position(|b| *b == b'"') else {
+        return body.to_vec();
+    };
+    let mut out = body[..at].to_vec();
+    out.extend_from_slice(&rest[end + 1..]);
+    out
+}

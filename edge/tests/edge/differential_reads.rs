@@ -235,7 +235,9 @@ impl Run<'_> {
                 headers.insert(name.as_str().to_owned(), joined);
             }
         }
-        let body = without_request_id(r.bytes().await.map_err(|e| format!("body: {e}"))?);
+        let body = Bytes::from(without_request_id(
+            &r.bytes().await.map_err(|e| format!("body: {e}"))?,
+        ));
         Ok(Got {
             status,
             headers,
@@ -295,23 +297,6 @@ struct Got {
     status: u16,
     headers: BTreeMap<String, String>,
     body: Bytes,
-}
-
-/// An error body without its `request_id`: it names the request that
-/// made the error, which for a shared answer at the edge (a collapsed
-/// long-poll) is another reader's, and never the same on both sides.
-fn without_request_id(body: Bytes) -> Bytes {
-    const KEY: &[u8] = b",\"request_id\":\"";
-    let Some(at) = body.windows(KEY.len()).position(|w| w == KEY) else {
-        return body;
-    };
-    let rest = &body[at + KEY.len()..];
-    let Some(end) = rest.iter().position(|b| *b == b'"') else {
-        return body;
-    };
-    let mut out = body[..at].to_vec();
-    out.extend_from_slice(&rest[end + 1..]);
-    Bytes::from(out)
 }
 
 fn compared(name: &str) -> bool {

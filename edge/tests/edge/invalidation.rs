@@ -26,7 +26,11 @@ async fn answer(resp: reqwest::Response) -> (u16, Vec<(String, String)>, Vec<u8>
         .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("?").to_owned()))
         .collect();
     headers.sort();
-    (status, headers, resp.bytes().await.unwrap().to_vec())
+    (
+        status,
+        headers,
+        super::common::without_request_id(&resp.bytes().await.unwrap()),
+    )
 }
 
 /// Polls until the edge answers `path_and_query` as the origin does; the
