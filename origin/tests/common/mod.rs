@@ -219,6 +219,7 @@ pub async fn expect_error(
         Some("no-store"),
         "{url}"
     );
+    let id = header(&resp, "x-request-id");
     let body: serde_json::Value = resp.json().await.expect("JSON error body");
     assert_eq!(
         body.as_object().map(|o| o.len()),
@@ -227,8 +228,14 @@ pub async fn expect_error(
     );
     assert_eq!(
         body["error"].as_object().map(|o| o.len()),
-        Some(2),
-        "only code and message in {body}"
+        Some(3),
+        "only code, message and request_id in {body}"
+    );
+    // The body names the request it answers, as the answer's header does.
+    assert_eq!(
+        body["error"]["request_id"].as_str(),
+        id.as_deref(),
+        "{body}"
     );
     assert_eq!(
         body["error"]["code"], code,
