@@ -60,13 +60,14 @@ resource "aws_launch_template" "edge" {
 }
 
 resource "aws_autoscaling_group" "edge" {
+  #checkov:skip=CKV2_AWS_15:The balancer routes by readiness (/readyz), which an edge loses while its origin is down; replacing edges for that would replace every edge in a loop and fix nothing. Instances are replaced on EC2 health; the balancer alone stops sending to an unready one.
   name_prefix               = "${var.name}-edge-"
   vpc_zone_identifier       = aws_subnet.private[*].id
   min_size                  = var.edge_min_size
   max_size                  = var.edge_max_size
   desired_capacity          = var.edge_desired_capacity
   target_group_arns         = [aws_lb_target_group.edge.arn]
-  health_check_type         = "ELB"
+  health_check_type         = "EC2"
   health_check_grace_period = 180
   default_instance_warmup   = 120
 

@@ -43,14 +43,6 @@ pub enum Source {
     Origin,
 }
 
-/// What a kept path holds, for `/metrics`.
-fn kind_of(path: &str) -> crate::metrics::Kept {
-    match classify(path) {
-        Target::Chunk { .. } => crate::metrics::Kept::Chunk,
-        _ => crate::metrics::Kept::Snapshot,
-    }
-}
-
 /// An answer kept, with the mark of when it was asked of the origin.
 #[derive(Clone)]
 struct Kept {
@@ -109,11 +101,11 @@ impl ChunkCache {
         let kept = entry.value();
         let source = if entry.is_fresh() {
             self.metrics
-                .cache_miss(kind_of(path), kept.answer.body.len());
+                .cache_miss(stream_of(path).1, kept.answer.body.len());
             Source::Origin
         } else {
             self.metrics
-                .cache_hit(kind_of(path), kept.answer.body.len());
+                .cache_hit(stream_of(path).1, kept.answer.body.len());
             Source::Cache
         };
         Ok((Arc::clone(&kept.answer), source))
@@ -121,19 +113,20 @@ impl ChunkCache {
 
     /// The answer kept for `path`, while the feed vouches for it.
     pub async fn get(&self, path: &str) -> Option<Arc<Answer>> {
+        let (stream, kind) = stream_of(path);
         let kept = self
             .feed
-            .vouched(&self.cache, path, stream_of(path), |k| k.mark)
+            .vouched(&self.cache, path, stream, |k| k.mark)
             .await?;
-        self.metrics
-            .cache_hit(kind_of(path), kept.answer.body.len());
+        self.metrics.cache_hit(kind, kept.answer.body.len());
         Some(kept.answer)
     }
 
     /// Keeps an answer asked of the origin after `mark` (an answer that
     /// streamed through: see `http::snapshot`).
     pub async fn insert(&self, path: &str, answer: Answer, mark: Mark) {
-        self.metrics.cache_miss(kind_of(path), answer.body.len());
+        self.metrics
+            .cache_miss(stream_of(path).1, answer.body.len());
         let kept = Kept {
             answer: Arc::new(answer),
             mark,
@@ -152,10 +145,12 @@ impl ChunkCache {
     }
 }
 
-/// The stream a chunk or snapshot URL belongs to.
-fn stream_of(path: &str) -> &str {
+/// The stream a chunk or snapshot URL belongs to, and which of the two
+/// it is (for `/metrics`).
+fn stream_of(path: &str) -> (&str, crate::metrics::Kept) {
     match classify(path) {
-        Target::Chunk { stream, .. } | Target::IncarnationSnapshot { stream, .. } => stream,
-        _ => path,
+        Target::Chunk { stream, .. } => (stream, crate::metrics::Kept::Chunk),
+        Target::IncarnationSnapshot { stream, .. } => (stream, crate::metrics::Kept::Snapshot),
+        _ => (path, crate::metrics::Kept::Snapshot),
     }
 }

@@ -220,20 +220,8 @@ pub struct Waiter {
 }
 
 impl Waiter {
-    /// Waits at most `bound` for the shared answer (and when it arrived).
-    pub async fn wait_landed(
-        self,
-        bound: Duration,
-    ) -> Result<(Arc<Answer>, std::time::Instant), WaitError> {
-        self.outcome_within(bound).await
-    }
-
-    /// Waits at most `bound` for the shared answer.
-    pub async fn wait(self, bound: Duration) -> Result<Arc<Answer>, WaitError> {
-        self.outcome_within(bound).await.map(|(a, _)| a)
-    }
-
-    async fn outcome_within(
+    /// Waits at most `bound` for the shared answer, and when it arrived.
+    pub async fn wait(
         mut self,
         bound: Duration,
     ) -> Result<(Arc<Answer>, std::time::Instant), WaitError> {
@@ -304,7 +292,7 @@ mod tests {
         assert_eq!(t.flights(), 1);
         release.send(()).unwrap();
         for w in waiters {
-            let a = w.wait(Duration::from_secs(5)).await.unwrap();
+            let (a, _) = w.wait(Duration::from_secs(5)).await.unwrap();
             assert_eq!(&a.body[..], b"x");
         }
         assert_eq!(fetches.load(Ordering::SeqCst), 1);

@@ -192,8 +192,8 @@ impl EdgeConfig {
     }
 }
 
-/// Every bound of the edge, in one place (the README's memory table lists
-/// them). What happens at each limit is written next to it.
+/// Every bound of the edge, in one place (the memory table of
+/// `docs/operations.md` lists them). What happens at each limit is written next to it.
 #[derive(Clone, Debug)]
 pub struct Limits {
     /// Long-poll readers waiting at once, over all streams; one more answers

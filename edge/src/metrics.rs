@@ -22,6 +22,9 @@ pub const ROUTES: &[&str] = &[
     "snapshot",
     "preflight",
     "metrics",
+    "forward",
+    "refused",
+    "admin",
     "other",
 ];
 
@@ -46,22 +49,16 @@ pub enum Upstream {
     Feed,
 }
 
-const UPSTREAM: [(Upstream, &str); 7] = [
-    (Upstream::Forward, "forward"),
-    (Upstream::LongPoll, "long_poll"),
-    (Upstream::Chunk, "chunk"),
-    (Upstream::Tail, "tail"),
-    (Upstream::SseRead, "sse_read"),
-    (Upstream::Object, "object"),
-    (Upstream::Feed, "feed"),
+/// The kinds' label values, in the enum's order (a kind is its index).
+const UPSTREAM: [&str; 7] = [
+    "forward",
+    "long_poll",
+    "chunk",
+    "tail",
+    "sse_read",
+    "object",
+    "feed",
 ];
-
-fn upstream_index(kind: Upstream) -> usize {
-    UPSTREAM
-        .iter()
-        .position(|(k, _)| *k == kind)
-        .expect("every kind is listed")
-}
 
 /// What the edge keeps: sealed chunks and snapshots (`chunk_cache`) and
 /// streams' recent states (`http::stream_state`).
@@ -72,17 +69,8 @@ pub enum Kept {
     State,
 }
 
-const KEPT: [(Kept, &str); 3] = [
-    (Kept::Chunk, "chunk"),
-    (Kept::Snapshot, "snapshot"),
-    (Kept::State, "state"),
-];
-
-fn kept_index(kind: Kept) -> usize {
-    KEPT.iter()
-        .position(|(k, _)| *k == kind)
-        .expect("every kind is listed")
-}
+/// The kinds' label values, in the enum's order (a kind is its index).
+const KEPT: [&str; 3] = ["chunk", "snapshot", "state"];
 
 /// The label sets of the delivery lag.
 pub const SSE: usize = 0;
@@ -128,7 +116,7 @@ impl Default for Metrics {
                 "Time from sending a request to the origin (or the bucket) to its answer's head, by kind.",
                 &["kind"],
                 buckets::SECONDS,
-                UPSTREAM.iter().map(|(_, k)| vec![*k]).collect(),
+                UPSTREAM.iter().map(|k| vec![*k]).collect(),
             ),
             upstream_errors: AtomicU64::new(0),
             cache_hits: Default::default(),
@@ -179,13 +167,13 @@ impl Metrics {
     }
 
     pub fn upstream(&self, kind: Upstream) {
-        self.upstream[upstream_index(kind)].fetch_add(1, Relaxed);
+        self.upstream[kind as usize].fetch_add(1, Relaxed);
     }
 
     /// How long one upstream request took to answer (or fail).
     pub fn upstream_took(&self, kind: Upstream, took: Duration) {
         self.upstream_durations
-            .observe(upstream_index(kind), took.as_secs_f64());
+            .observe(kind as usize, took.as_secs_f64());
     }
 
     pub fn upstream_error(&self) {
@@ -193,12 +181,12 @@ impl Metrics {
     }
 
     pub fn cache_hit(&self, kind: Kept, bytes: usize) {
-        self.cache_hits[kept_index(kind)].fetch_add(1, Relaxed);
+        self.cache_hits[kind as usize].fetch_add(1, Relaxed);
         self.cache_served_bytes.fetch_add(bytes as u64, Relaxed);
     }
 
     pub fn cache_miss(&self, kind: Kept, filled_bytes: usize) {
-        self.cache_misses[kept_index(kind)].fetch_add(1, Relaxed);
+        self.cache_misses[kind as usize].fetch_add(1, Relaxed);
         self.cache_fill_bytes
             .fetch_add(filled_bytes as u64, Relaxed);
     }
@@ -281,21 +269,21 @@ impl Metrics {
             UPSTREAM
                 .iter()
                 .zip(&self.upstream)
-                .map(|((_, kind), n)| ([("kind", *kind)], n.load(Relaxed))),
+                .map(|(kind, n)| ([("kind", *kind)], n.load(Relaxed))),
         );
         e.counters(
             "ds_edge_cache_hits_total",
             "Answers served from what the edge keeps, by kind.",
             KEPT.iter()
                 .zip(&self.cache_hits)
-                .map(|((_, kind), n)| ([("kind", *kind)], n.load(Relaxed))),
+                .map(|(kind, n)| ([("kind", *kind)], n.load(Relaxed))),
         );
         e.counters(
             "ds_edge_cache_misses_total",
             "Lookups that asked the origin, by kind.",
             KEPT.iter()
                 .zip(&self.cache_misses)
-                .map(|((_, kind), n)| ([("kind", *kind)], n.load(Relaxed))),
+                .map(|(kind, n)| ([("kind", *kind)], n.load(Relaxed))),
         );
         for (name, help, v) in [
             (

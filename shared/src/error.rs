@@ -49,6 +49,8 @@ pub enum ErrorCode {
     Forbidden,
     RateLimited,
     Unavailable,
+    /// 503 on `/readyz`: the server should not be sent requests now.
+    NotReady,
     Internal,
 }
 
@@ -83,6 +85,7 @@ impl ErrorCode {
             ErrorCode::Forbidden => "FORBIDDEN",
             ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::Unavailable => "UNAVAILABLE",
+            ErrorCode::NotReady => "NOT_READY",
             ErrorCode::Internal => "INTERNAL",
         }
     }
@@ -113,7 +116,7 @@ impl ErrorCode {
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::RangeNotSatisfiable => 416,
             ErrorCode::RateLimited => 429,
-            ErrorCode::Unavailable => 503,
+            ErrorCode::Unavailable | ErrorCode::NotReady => 503,
             ErrorCode::Internal => 500,
         }
     }

@@ -64,7 +64,8 @@ pub const EXPOSED: &str = "stream-next-offset, stream-offset, stream-up-to-date,
 stream-cursor, stream-ttl, stream-expires-at, stream-seq, stream-incarnation, stream-retained-offset, \
 stream-snapshot-offset, stream-snapshot-digest, stream-immutable, stream-public, stream-data-content-type, \
 stream-sse-data-encoding, producer-epoch, producer-seq, producer-expected-seq, producer-received-seq, \
-producer-outcome, ursula-max-request-bytes, ursula-max-snapshot-bytes, etag, location, retry-after, content-type";
+producer-outcome, ursula-max-request-bytes, ursula-max-snapshot-bytes, etag, location, retry-after, content-type, \
+x-request-id";
 
 /// The browser-safety headers of an answer that may have a body:
 /// `nosniff`, a resource policy that lets pages on other origins read it,

@@ -46,21 +46,6 @@ pub struct Client {
     pub peer: Option<Peer>,
 }
 
-/// When a request's head was read: its duration, in `/metrics`, counts
-/// from here (tokio's clock, so paused-clock tests drive it).
-#[derive(Clone, Copy, Debug)]
-pub struct Arrived(pub tokio::time::Instant);
-
-impl Arrived {
-    /// The arrival of `req` (now, for a request that came another way: a
-    /// test's, or one a region origin forwards to itself).
-    pub fn of<B>(req: &Request<B>) -> tokio::time::Instant {
-        req.extensions()
-            .get::<Arrived>()
-            .map_or_else(tokio::time::Instant::now, |a| a.0)
-    }
-}
-
 /// Serves `listener` until `shutdown` resolves, answering every request
 /// with `handler`; then lets the open requests finish and returns. It
 /// serves `held` first: connections accepted while the server was
@@ -116,11 +101,9 @@ where
             hyper::service::service_fn(move |req: Request<Incoming>| {
                 let mut req = req.map(|b| IdleBody::new(b, idle));
                 req.extensions_mut().insert(client.clone());
-                req.extensions_mut()
-                    .insert(Arrived(tokio::time::Instant::now()));
-                // Its id (the client's, if valid), for the request's task
-                // (what it passes on carries it: `request_id::pass_on`),
-                // and echoed on the answer.
+                // Its id (the client's, if valid) and arrival, for the
+                // request's task (what it passes on carries the id:
+                // `request_id::pass_on`); the id is echoed on the answer.
                 let ctx = request_id::from_headers(req.headers());
                 let id = ctx.id.clone();
                 let answer = request_id::scope(ctx, handler(req));

@@ -16,8 +16,10 @@ use std::time::Duration;
 ///   ends in [`crate::BodyIdle`], which the servers answer with 408 and which
 ///   lets go of the room the body held;
 /// - `recovering_connections`: while the origin replays its log, the
-///   connections held for it (or answered as probes) at once; past it the
-///   listener is not accepted from (the backlog holds the rest);
+///   connections held for it at once (one more is answered `503` +
+///   `Retry-After`), and apart from those the connections being looked at
+///   or answered as probes at once (past it the listener waits, at most
+///   about `probe_timeout`);
 /// - `probe_timeout`: while recovering, a connection that has not shown
 ///   within this long whether it is a probe is held for the server.
 #[derive(Clone, Debug)]

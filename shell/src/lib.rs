@@ -40,6 +40,6 @@ pub mod recovering;
 pub mod request_id;
 pub mod signal;
 
-pub use accept::{serve, Arrived, Client, Http1};
+pub use accept::{serve, Client, Http1};
 pub use body::{BodyIdle, IdleBody};
 pub use config::ServeConfig;

@@ -12,6 +12,7 @@
 //! it keeps; a feed lost later keeps it ready, as it forwards meanwhile).
 
 use http::{HeaderValue, Response, StatusCode};
+use shared::error::{ErrorBody, ErrorCode};
 
 /// Liveness: the process answers.
 pub const HEALTH: &str = "/healthz";
@@ -44,18 +45,18 @@ impl NotReady {
     }
 }
 
-/// The `/readyz` answer for `state`: `200 ready`, or `503` with a JSON
-/// error naming the reason and `Retry-After: 1`. Never cached.
+/// The `/readyz` answer for `state`: `200 ready`, or `503` with the shared
+/// error body (`NOT_READY`, the reason) and `Retry-After: 1`. Never cached.
 pub fn answer<B: From<String>>(state: Result<(), NotReady>) -> Response<B> {
     let mut r = match state {
         Ok(()) => Response::new(B::from("ready".to_owned())),
         Err(why) => {
-            let body = format!(
-                r#"{{"error":{{"code":"NOT_READY","message":"{}"}}}}"#,
-                why.reason()
-            );
+            let code = ErrorCode::NotReady;
+            let body = ErrorBody::new(code, why.reason())
+                .with_request_id(crate::request_id::current_id())
+                .to_json();
             let mut r = Response::new(B::from(body));
-            *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+            *r.status_mut() = StatusCode::from_u16(code.status()).expect("a valid status");
             r.headers_mut()
                 .insert("retry-after", HeaderValue::from_static("1"));
             r.headers_mut()

@@ -10,10 +10,19 @@
 //!   it serves ([`answer_until`] returns them), so a client that connected
 //!   early is answered as if it had connected late.
 //!
-//! Bounded (`ServeConfig::recovering_connections`): at most that many
-//! connections are held or answered at once; past it the listener is not
-//! accepted from (new clients wait in the kernel's backlog). A connection
-//! that shows nothing within `ServeConfig::probe_timeout` is held too (the
+//! Bounded (`ServeConfig::recovering_connections`), apart for the two
+//! kinds so that early clients never starve the probes:
+//!
+//! - at most that many connections are being looked at or answered as
+//!   probes at once (past it the listener waits; each is decided within
+//!   `ServeConfig::probe_timeout` and answered within twice that, so a
+//!   probe waits at most that long for room);
+//! - at most that many are held; a client's connection past it is
+//!   answered `503` + `Retry-After: 1` (`NOT_READY`) and closed;
+//! - a connection that closes while it waits (or shows nothing but its
+//!   end) is dropped at once and frees its room.
+//!
+//! A connection that shows nothing within `probe_timeout` is held too (the
 //! server's own header timeout then applies to it).
 
 use std::convert::Infallible;
@@ -46,6 +55,8 @@ enum Seen {
     Other,
     /// A prefix of a probe: peek again.
     More,
+    /// The client closed (or the socket failed) before deciding.
+    Closed,
 }
 
 fn classify(first: &[u8]) -> Seen {
@@ -85,7 +96,7 @@ async fn look(stream: &TcpStream) -> Seen {
         .await;
         let n = match peeked {
             Ok(n) if n > 0 => n,
-            _ => return Seen::Other,
+            _ => return Seen::Closed,
         };
         match classify(&bytes[..n]) {
             Seen::More if n == last => {
@@ -98,6 +109,8 @@ async fn look(stream: &TcpStream) -> Seen {
     }
 }
 
+/// A probe's answer; any other request (one past the held bound) is told
+/// the server is not ready yet.
 fn answer(req: &Request<Incoming>) -> Response<Full<Bytes>> {
     if req.uri().path() == ready::HEALTH {
         let mut r = Response::new(Full::new(Bytes::from_static(b"ok")));
@@ -128,17 +141,19 @@ pub async fn answer_until<F: Future>(
     config: &ServeConfig,
     work: F,
 ) -> (F::Output, Vec<Held>) {
-    let room = Arc::new(Semaphore::new(config.recovering_connections.max(1)));
+    let bound = config.recovering_connections.max(1);
+    let looking = Arc::new(Semaphore::new(bound));
+    let holding = Arc::new(Semaphore::new(bound));
     let timeout = config.probe_timeout;
     let (held_tx, mut held_rx) = mpsc::unbounded_channel::<(u64, Held)>();
     let (done_tx, done) = tokio::sync::watch::channel(false);
     let mut next = 0u64;
     tokio::pin!(work);
     let out = loop {
-        // Accept only with room: a held connection keeps its permit.
+        // Accept only with room to look: each look ends within the timeout.
         let permit = tokio::select! {
             out = &mut work => break out,
-            p = Arc::clone(&room).acquire_owned() => p.expect("never closed"),
+            p = Arc::clone(&looking).acquire_owned() => p.expect("never closed"),
         };
         let (stream, addr) = tokio::select! {
             out = &mut work => break out,
@@ -151,18 +166,39 @@ pub async fn answer_until<F: Future>(
             },
         };
         let (order, held_tx, mut done) = (next, held_tx.clone(), done.clone());
+        let holding = Arc::clone(&holding);
         next += 1;
         tokio::spawn(async move {
             let seen = tokio::select! {
                 s = tokio::time::timeout(timeout, look(&stream)) => s.unwrap_or(Seen::Other),
                 _ = done.wait_for(|d| *d) => Seen::Other,
             };
-            if seen == Seen::Probe {
-                answer_probe(stream, timeout).await;
-            } else {
-                let _ = held_tx.send((order, (stream, addr)));
-                // Held until the server takes it: the permit stays taken.
-                let _ = done.wait_for(|d| *d).await;
+            match seen {
+                Seen::Closed => {}
+                Seen::Probe => {
+                    // Answering it never delays the hand-over.
+                    drop(held_tx);
+                    answer_probe(stream, timeout).await;
+                }
+                _ => match holding.try_acquire_owned() {
+                    Ok(held) => {
+                        drop(permit);
+                        // Until the server takes it (or its client leaves).
+                        let taken = tokio::select! {
+                            _ = done.wait_for(|d| *d) => true,
+                            _ = closed(&stream) => false,
+                        };
+                        if taken {
+                            let _ = held_tx.send((order, (stream, addr)));
+                        }
+                        drop(held);
+                        return;
+                    }
+                    Err(_) => {
+                        drop(held_tx);
+                        answer_probe(stream, timeout).await;
+                    }
+                },
             }
             drop(permit);
         });
@@ -176,6 +212,24 @@ pub async fn answer_until<F: Future>(
     }
     held.sort_by_key(|(order, _)| *order);
     (out, held.into_iter().map(|(_, h)| h).collect())
+}
+
+/// Resolves once the client closed its end (or the socket failed); a
+/// client that only sent its request never resolves it.
+async fn closed(stream: &TcpStream) {
+    let mut byte = [0u8; 1];
+    let peeked = poll_fn(|cx| {
+        let mut buf = ReadBuf::new(&mut byte);
+        stream
+            .poll_peek(cx, &mut buf)
+            .map(|r| r.map(|_| buf.filled().len()))
+    })
+    .await;
+    if let Ok(1..) = peeked {
+        // Bytes wait unread (peeking again would return at once): its
+        // end shows once the server reads it.
+        std::future::pending::<()>().await;
+    }
 }
 
 #[cfg(test)]
@@ -239,7 +293,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn at_the_bound_the_rest_wait_in_the_backlog() {
+    async fn past_the_held_bound_clients_are_refused_and_probes_still_answered() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let config = ServeConfig {
@@ -248,40 +302,32 @@ mod tests {
         };
         let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
         let clients = tokio::spawn(async move {
-            // Probes give their room back: one after the other, both answered.
-            let first = ask(addr, "/readyz").await;
-            let second = ask(addr, "/healthz").await;
-            // A held client keeps its room: the next waits unaccepted.
+            // A client that leaves before sending anything takes no room:
+            // the next one is held in its place.
+            drop(TcpStream::connect(addr).await.unwrap());
             let mut held = TcpStream::connect(addr).await.unwrap();
             held.write_all(b"POST /v1/stream/a HTTP/1.1\r\n")
                 .await
                 .unwrap();
-            let mut waiting = TcpStream::connect(addr).await.unwrap();
-            waiting
-                .write_all(b"GET /readyz HTTP/1.1\r\nhost: x\r\n\r\n")
-                .await
-                .unwrap();
+            // Accepted once the one before was decided (one looked at a
+            // time): held is full, so it is refused, not held.
+            let refused = ask(addr, "/v1/stream/b").await;
+            // Probes keep being answered.
+            let ready = ask(addr, "/readyz").await;
+            let health = ask(addr, "/healthz").await;
             done_tx.send(()).unwrap();
-            (first, second, held, waiting)
+            (held, refused, ready, health)
         });
         let (_, held) = answer_until(&listener, &config, async { done_rx.await.unwrap() }).await;
-        let (first, second, _held, _waiting) = clients.await.unwrap();
-        assert!(first.starts_with("HTTP/1.1 503"), "{first}");
-        assert!(second.starts_with("HTTP/1.1 200"), "{second}");
-        assert!(held.len() <= 1, "at most the bound is held");
-        // Whatever was not accepted is the server's now, unread.
-        let mut left = Vec::new();
-        for _ in 0..(2 - held.len()) {
-            let (s, _) = tokio::time::timeout(Duration::from_secs(10), listener.accept())
-                .await
-                .expect("a connection left in the backlog")
-                .unwrap();
-            let mut head = [0u8; 4];
-            let n = s.peek(&mut head).await.unwrap();
-            left.push(head[..n].to_vec());
-        }
-        let mut heads: Vec<Vec<u8>> = held.iter().map(|_| b"POST".to_vec()).chain(left).collect();
-        heads.sort();
-        assert_eq!(heads, vec![b"GET ".to_vec(), b"POST".to_vec()]);
+        let (_held, refused, ready, health) = clients.await.unwrap();
+        assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+        assert!(refused.contains("retry-after: 1"), "{refused}");
+        assert!(refused.contains("\"code\":\"NOT_READY\""), "{refused}");
+        assert!(ready.starts_with("HTTP/1.1 503"), "{ready}");
+        assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+        assert_eq!(held.len(), 1, "the bound is held");
+        let mut head = [0u8; 4];
+        let n = held[0].0.peek(&mut head).await.unwrap();
+        assert_eq!(&head[..n], b"POST");
     }
 }

@@ -7,8 +7,9 @@
 //! request's behalf (the edge to its origin, a follower to the owner), with
 //! the W3C `traceparent` the client sent.
 //!
-//! It lives in a task-local for the request's future: no span to create
-//! per request. Work a request spawns into a task of its own (an SSE
+//! It lives in a task-local for the request's future, with the request's
+//! arrival (its duration in `/metrics` counts from there): no span to
+//! create and no extension to insert per request. Work a request spawns into a task of its own (an SSE
 //! tail's writer) is outside it and logs without it.
 
 use std::future::Future;
@@ -32,6 +33,9 @@ pub const MAX_LEN: usize = 128;
 pub struct RequestContext {
     pub id: HeaderValue,
     pub traceparent: Option<HeaderValue>,
+    /// When its head was read (tokio's clock, so paused-clock tests drive
+    /// it).
+    pub arrived: tokio::time::Instant,
 }
 
 tokio::task_local! {
@@ -91,7 +95,11 @@ pub fn from_headers(headers: &HeaderMap) -> RequestContext {
         .get(&TRACEPARENT)
         .filter(|v| v.len() <= MAX_LEN)
         .cloned();
-    RequestContext { id, traceparent }
+    RequestContext {
+        id,
+        traceparent,
+        arrived: tokio::time::Instant::now(),
+    }
 }
 
 /// Runs `fut` as the request `ctx`.
@@ -102,6 +110,14 @@ pub fn scope<F: Future>(ctx: RequestContext, fut: F) -> impl Future<Output = F::
 /// The current request's context, inside [`scope`].
 pub fn current() -> Option<RequestContext> {
     CURRENT.try_with(Clone::clone).ok()
+}
+
+/// When the current request arrived (now, outside [`scope`]: a request
+/// that came another way, such as a test's).
+pub fn arrived() -> tokio::time::Instant {
+    CURRENT
+        .try_with(|c| c.arrived)
+        .unwrap_or_else(|_| tokio::time::Instant::now())
 }
 
 /// The current request's id as text, inside [`scope`].

@@ -35,10 +35,12 @@ pub async fn long_poll(state: &Shared, req: Request<Body>, params: &ReadParams) 
     let bound = Duration::from_millis(params.long_poll_ms(DEFAULT_LONG_POLL_MS))
         + state.config.limits.waiter_grace;
     tokio::select! {
-        got = waiter.wait_landed(bound) => match got {
+        got = waiter.wait(bound) => match got {
             Ok((answer, landed)) => {
                 state.metrics.served(answer.body.len());
-                if !answer.body.is_empty() {
+                // Only bytes of the stream are a delivery (an error's body
+                // is not).
+                if answer.status.is_success() && !answer.body.is_empty() {
                     state.metrics.delivered(crate::metrics::LONG_POLL, landed.elapsed());
                 }
                 answer.to_response()

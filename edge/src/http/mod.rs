@@ -156,7 +156,7 @@ where
     }
     let span = tracing::debug_span!("request", method = %req.method(), path = %req.uri().path());
     async move {
-        let arrived = shell::Arrived::of(&req);
+        let arrived = shell::request_id::arrived();
         let changes = changed_stream(&req);
         let (route, resp) = dispatch(&state, req).await;
         state

@@ -31,7 +31,7 @@ const DEFAULT_TOKEN_SECS: u64 = 300;
 pub async fn handle(state: Shared, req: Request) -> Response<Body> {
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
-    let arrived = shell::Arrived::of(&req);
+    let arrived = shell::request_id::arrived();
     let (route, result) = match (path.as_str(), &method) {
         ("/_auth/token", &Method::POST) => ("token", exchange(&state, req).await),
         ("/_auth/public-key", &Method::GET) => ("token", Ok(public_key(&state))),

@@ -75,6 +75,9 @@ pub async fn invalidations(state: Shared, req: Request) -> Response<Body> {
                 *r.status_mut() = StatusCode::NO_CONTENT;
                 r
             } else {
+                for age in feed.ages(from, events.len()) {
+                    state.metrics.delivered(crate::metrics::FEED, age);
+                }
                 let mut r = Response::new(Body::from(shared::invalidation::encode(&events)));
                 set(&mut r, "content-type", shared::content_type::NDJSON);
                 r

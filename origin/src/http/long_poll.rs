@@ -51,7 +51,6 @@ async fn run(
     let tail = if start < first.next || first.closed {
         first
     } else {
-        parked = true;
         let _tail = match &caller {
             Some(c) => state
                 .auth
@@ -71,6 +70,9 @@ async fn run(
             _ = state.closed() => None,
             _ = peer::left(peer) => None,
         };
+        // Only an end it was woken for is a delivery (its stamp read with
+        // it); one read after a timeout is not.
+        parked = waited.is_some();
         waited.unwrap_or_else(|| rx.borrow())
     };
     if tail.gone {

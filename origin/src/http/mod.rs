@@ -183,7 +183,11 @@ where
 /// The serving store's metrics as Prometheus text.
 pub fn metrics_text(state: &AppState) -> String {
     let mut e = crate::metrics::Exposition::default();
-    crate::metrics::Metrics::expose(&[(&state.metrics, state.store.stream_count())], &mut e);
+    crate::metrics::Metrics::expose(
+        &[(&state.metrics, state.store.stream_count())],
+        &state.metrics.timings,
+        &mut e,
+    );
     state.ingress.expose(&mut e);
     e.process("origin");
     e.render()
@@ -234,7 +238,7 @@ pub fn admit_create(state: &AppState, mut req: Request) -> Result<Request, Box<R
             state.metrics.request(
                 "refused",
                 refused.status().as_u16(),
-                shell::Arrived::of(&req).elapsed(),
+                shell::request_id::arrived().elapsed(),
             );
             common_headers(&mut refused, true);
             return Err(refused);
@@ -274,7 +278,7 @@ fn admit(
 async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
     // The URI's parts are shared bytes: a clone keeps the path borrowable
     // beside the request without copying it.
-    let arrived = shell::Arrived::of(&req);
+    let arrived = shell::request_id::arrived();
     let uri = req.uri().clone();
     let path = uri.path();
     let method = req.method().clone();

@@ -22,7 +22,7 @@ use std::time::Duration;
 pub use region::RegionMetrics;
 pub use shell::metrics::Exposition;
 use shell::metrics::{shard_index, SHARDS};
-pub use timings::{Timings, LONG_POLL, SSE};
+pub use timings::{Timings, FEED, LONG_POLL, SSE};
 
 /// Routes counted in `ds_origin_requests_total`.
 pub const ROUTES: &[&str] = &[
@@ -41,6 +41,8 @@ pub const ROUTES: &[&str] = &[
     "token",
     "admin",
     "metrics",
+    "forwarded",
+    "region",
     "other",
 ];
 
@@ -53,6 +55,7 @@ struct Shard {
 }
 
 /// One store's counters and gauges (and the process's [`Timings`]).
+#[derive(Default)]
 pub struct Metrics {
     pub timings: Arc<Timings>,
     shards: [Shard; SHARDS],
@@ -88,41 +91,13 @@ pub struct Metrics {
     store: std::sync::OnceLock<(std::path::PathBuf, u64)>,
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Metrics::with_timings(Arc::new(Timings::default()))
-    }
-}
-
 impl Metrics {
-    /// A store's metrics whose request series and histograms are `timings`.
+    /// A store's metrics whose request series and histograms are `timings`
+    /// (the default made and dropped here: once per store opened).
     pub fn with_timings(timings: Arc<Timings>) -> Metrics {
         Metrics {
             timings,
-            shards: Default::default(),
-            wal_bytes: AtomicU64::new(0),
-            wal_commands: AtomicU64::new(0),
-            chunks_sealed: AtomicU64::new(0),
-            sealed_bytes: AtomicU64::new(0),
-            seal_errors: AtomicU64::new(0),
-            chunk_cache_hits: AtomicU64::new(0),
-            chunk_cache_misses: AtomicU64::new(0),
-            dropped_bytes: AtomicU64::new(0),
-            promotions: AtomicU64::new(0),
-            promoted_bytes: AtomicU64::new(0),
-            promotion_errors: AtomicU64::new(0),
-            log_full: AtomicU64::new(0),
-            unsealed_bytes: AtomicI64::new(0),
-            snapshots_published: AtomicU64::new(0),
-            staged_bytes: AtomicI64::new(0),
-            staged_uploads: AtomicI64::new(0),
-            long_polls_waiting: AtomicI64::new(0),
-            sse_open: AtomicI64::new(0),
-            object_wal_puts: AtomicU64::new(0),
-            object_wal_bytes: AtomicU64::new(0),
-            object_wal_retries: AtomicU64::new(0),
-            object_wal_fenced: AtomicI64::new(0),
-            store: std::sync::OnceLock::new(),
+            ..Metrics::default()
         }
     }
 
@@ -240,14 +215,10 @@ impl Metrics {
         Gauge::new(Arc::clone(self), |m| &m.sse_open)
     }
 
-    /// Adds the sums of `stores` (each with its stream count) and the
-    /// shared timings of the first.
-    pub fn expose(stores: &[(&Metrics, usize)], e: &mut Exposition) {
-        let Some((first, _)) = stores.first() else {
-            return;
-        };
-        let requests: Vec<_> = vec![&first.timings.requests];
-        shell::metrics::Requests::expose(&requests, e);
+    /// Adds the sums of `stores` (each with its stream count; none, for a
+    /// region origin that serves nothing yet) and the process's `timings`.
+    pub fn expose(stores: &[(&Metrics, usize)], timings: &Timings, e: &mut Exposition) {
+        shell::metrics::Requests::expose(&[&timings.requests], e);
         let shards = |f: fn(&Shard) -> &AtomicU64| -> u64 {
             stores
                 .iter()
@@ -385,7 +356,23 @@ impl Metrics {
         }
         let streams: usize = stores.iter().map(|(_, n)| n).sum();
         e.gauge("ds_origin_streams", "Streams held.", streams as f64);
-        if let Some((data, max_unsealed)) = first.store.get() {
+        // Each store of a region origin has its own bound: the fullest
+        // one is the one whose appends are refused first.
+        let fullest = stores
+            .iter()
+            .filter_map(|(m, _)| {
+                let (_, max) = m.store.get()?;
+                Some(m.unsealed_bytes.load(Relaxed).max(0) as f64 / (*max).max(1) as f64)
+            })
+            .fold(None, |a: Option<f64>, r| Some(a.map_or(r, |a| a.max(r))));
+        if let Some(fullest) = fullest {
+            e.gauge(
+                "ds_origin_unsealed_ratio",
+                "The largest share of --max-unsealed waiting to be sealed in any one store (at 1 its appends answer 503).",
+                fullest,
+            );
+        }
+        if let Some((data, max_unsealed)) = stores.first().and_then(|(m, _)| m.store.get()) {
             // Every store of a region origin is under one data directory.
             e.gauge(
                 "ds_origin_max_unsealed_bytes",
@@ -407,7 +394,7 @@ impl Metrics {
                 );
             }
         }
-        first.timings.expose(e);
+        timings.expose(e);
     }
 }
 
@@ -461,7 +448,7 @@ mod tests {
         b.served(5);
         let _tail = a.sse_guard();
         let mut e = Exposition::default();
-        Metrics::expose(&[(&a, 2), (&b, 3)], &mut e);
+        Metrics::expose(&[(&a, 2), (&b, 3)], &a.timings, &mut e);
         let text = e.render();
         for line in [
             "ds_origin_requests_total{route=\"append\",status=\"204\"} 6000\n",

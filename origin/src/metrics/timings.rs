@@ -31,6 +31,9 @@ pub struct Timings {
 /// The label sets of `delivery`.
 pub const SSE: usize = 0;
 pub const LONG_POLL: usize = 1;
+/// From a change's event added to the invalidation feed to its answer to
+/// an edge reading the feed.
+pub const FEED: usize = 2;
 
 impl Default for Timings {
     fn default() -> Self {
@@ -63,16 +66,16 @@ impl Default for Timings {
             ),
             object_store: histogram_vec(
                 "ds_origin_object_store_request_duration_seconds",
-                "Object-store requests by operation and outcome (ok, exists, error, fenced).",
+                "Object-store requests by operation and outcome (ok, exists, not_found, error, fenced).",
                 &["operation", "outcome"],
                 buckets::SECONDS,
             ),
             delivery: ShardedHistogramVec::new(
                 "ds_origin_delivery_lag_seconds",
-                "Time from an append's commit to its bytes written to a tail or a parked long-poll.",
+                "Time from an append's commit to its bytes written to a tail or a parked long-poll (kind sse, long_poll), or from a change's commit to its invalidation event answered to an edge (kind feed).",
                 &["kind"],
                 buckets::LAG_SECONDS,
-                vec![vec!["sse"], vec!["long_poll"]],
+                vec![vec!["sse"], vec!["long_poll"], vec!["feed"]],
             ),
         }
     }

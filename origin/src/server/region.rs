@@ -108,6 +108,9 @@ pub struct RegionOrigin {
     /// Set while this origin stands aside after claims that keep failing:
     /// its heartbeat says `leaving`, so the others take over.
     standing_aside: std::sync::atomic::AtomicBool,
+    /// Set the first time no partition was joining: `/readyz` stays ready
+    /// from then on (`answer.rs`).
+    joined: std::sync::atomic::AtomicBool,
     /// The bucket (membership, access control), opened when serving starts.
     objects: std::sync::OnceLock<Arc<dyn object_store::ObjectStore>>,
     /// Set when the origin stops: a checkpoint build waiting for the bucket
@@ -185,6 +188,7 @@ impl RegionOrigin {
             closing: tokio::sync::watch::Sender::new(false),
             incarnations: AtomicU64::new(0),
             standing_aside: std::sync::atomic::AtomicBool::new(false),
+            joined: std::sync::atomic::AtomicBool::new(false),
             objects: std::sync::OnceLock::new(),
             builds_stop: Arc::default(),
             peer_key: std::sync::OnceLock::new(),

@@ -16,11 +16,18 @@
 //! (decision 0017). An edge behind the partition's last checkpoint learns
 //! of its loss from a `410`, as from an origin that forgot.
 
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
 use parking_lot::Mutex;
 use shared::invalidation::{stream_id, Change};
 use tokio::sync::watch;
 
 use crate::core::invalidation_log::{InvalidationLog, Since, INVALIDATIONS_KEPT};
+
+/// Events whose making is remembered for the feed's delivery lag (an edge
+/// further behind is not timed): 16 bytes each.
+pub const MADE_KEPT: usize = 4_096;
 
 pub struct Invalidations {
     log: Mutex<InvalidationLog>,
@@ -31,6 +38,9 @@ pub struct Invalidations {
     /// The position the writer gives the next event, when its events are
     /// logged (a region's); None on one origin.
     logged: Option<std::sync::atomic::AtomicU64>,
+    /// When the last [`MADE_KEPT`] events were added here, by position
+    /// (events a replay brought back have none).
+    made: Mutex<VecDeque<(u64, Instant)>>,
 }
 
 impl Default for Invalidations {
@@ -46,6 +56,7 @@ impl Invalidations {
             end: watch::Sender::new(0),
             incarnation: format!("feed-{:016x}", rand::random::<u64>()),
             logged: None,
+            made: Mutex::default(),
         }
     }
 
@@ -63,6 +74,7 @@ impl Invalidations {
             end: watch::Sender::new(next),
             incarnation,
             logged: Some(std::sync::atomic::AtomicU64::new(next)),
+            made: Mutex::default(),
         }
     }
 
@@ -83,12 +95,39 @@ impl Invalidations {
 
     /// Adds a logged event at its position, once its commit is durable.
     pub fn push_event(&self, event: shared::invalidation::Invalidation) {
+        let seq = event.seq;
         let next = {
             let mut log = self.log.lock();
             log.push_event(event);
             log.next()
         };
+        self.made_now(seq);
         self.end.send_replace(next);
+    }
+
+    /// Remembers when the event at `seq` was added (positions only grow:
+    /// an older one, which the log ignored, is not timed).
+    fn made_now(&self, seq: u64) {
+        let mut made = self.made.lock();
+        if made.back().is_some_and(|(last, _)| *last >= seq) {
+            return;
+        }
+        if made.len() == MADE_KEPT {
+            made.pop_front();
+        }
+        made.push_back((seq, Instant::now()));
+    }
+
+    /// How long ago each of the events at positions `from..from + count`
+    /// was added, for those still remembered (the feed's delivery lag).
+    pub fn ages(&self, from: u64, count: usize) -> Vec<Duration> {
+        let made = self.made.lock();
+        let end = from.saturating_add(count as u64);
+        let first = made.partition_point(|(seq, _)| *seq < from);
+        made.range(first..)
+            .take_while(|(seq, _)| *seq < end)
+            .map(|(_, at)| at.elapsed())
+            .collect()
     }
 
     pub fn incarnation(&self) -> &str {
@@ -102,6 +141,7 @@ impl Invalidations {
             log.push(stream_id(path), incarnation, change, retained);
             log.next()
         };
+        self.made_now(next - 1);
         self.end.send_replace(next);
     }
 
@@ -112,5 +152,36 @@ impl Invalidations {
     /// The position of the next event, watched.
     pub fn watch(&self) -> watch::Receiver<u64> {
         self.end.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ages_of_events_answered_are_those_remembered() {
+        let feed = Invalidations::new(16);
+        for n in 0..3 {
+            feed.push(&format!("/v1/stream/{n}"), "1-a", Change::Created, None);
+        }
+        assert_eq!(feed.ages(0, 3).len(), 3);
+        assert_eq!(feed.ages(1, 10).len(), 2, "from a position on");
+        assert_eq!(feed.ages(0, 1).len(), 1, "as many as answered");
+        assert!(feed.ages(3, 5).is_empty(), "none made there yet");
+        // An event older than the last remembered is not timed again.
+        feed.made_now(1);
+        assert_eq!(feed.ages(0, 10).len(), 3);
+    }
+
+    #[test]
+    fn only_the_last_events_are_remembered() {
+        let feed = Invalidations::new(16);
+        for seq in 0..(MADE_KEPT as u64 + 10) {
+            feed.made_now(seq);
+        }
+        assert!(feed.ages(0, 10).is_empty(), "forgotten");
+        assert_eq!(feed.ages(MADE_KEPT as u64, 100).len(), 10);
+        assert_eq!(feed.made.lock().len(), MADE_KEPT, "bounded");
     }
 }

@@ -34,10 +34,12 @@ struct Shared {
     notify: Notify,
 }
 
-/// One reader's view: the version it has seen.
+/// One reader's view: the version it has seen, and when that end was
+/// published (read with it, so a later publish cannot change it).
 pub struct TailReceiver {
     shared: Arc<Shared>,
     seen: u64,
+    stamp: Option<Instant>,
 }
 
 impl TailWatch {
@@ -76,10 +78,11 @@ impl TailWatch {
 
     /// A receiver that has seen the current end.
     pub fn subscribe(&self) -> TailReceiver {
-        let seen = self.shared.current.lock().1;
+        let (_, seen, stamp) = *self.shared.current.lock();
         TailReceiver {
             shared: Arc::clone(&self.shared),
             seen,
+            stamp,
         }
     }
 }
@@ -90,15 +93,17 @@ impl TailReceiver {
         self.shared.current.lock().0
     }
 
-    /// When the current end was published, if a reader waited for it.
+    /// When the end last marked seen was published, if a reader waited
+    /// for it.
     pub fn published_at(&self) -> Option<Instant> {
-        self.shared.current.lock().2
+        self.stamp
     }
 
     /// The current end, marked as seen.
     pub fn borrow_and_update(&mut self) -> Tail {
-        let (tail, version, _) = *self.shared.current.lock();
+        let (tail, version, stamp) = *self.shared.current.lock();
         self.seen = version;
+        self.stamp = stamp;
         tail
     }
 

@@ -141,9 +141,33 @@ async fn a_region_of_three_has_one_owner_and_replaces_a_dead_one_within_ten_seco
     let killed = Instant::now();
     drop(dead);
     std::fs::remove_dir_all(dir.path().join(names[owner])).unwrap();
+    // The survivors stay ready all through the takeover (one of them
+    // replays the partition meanwhile): a balancer keeps sending to both.
+    let (stop, mut stopped) = tokio::sync::watch::channel(false);
+    let probes = {
+        let (client, bases) = (client.clone(), bases.clone());
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while !*stopped.borrow_and_update() {
+                for b in &bases {
+                    let r = client.get(format!("{b}/readyz")).send().await;
+                    seen.push(r.map(|r| r.status().as_u16()).unwrap_or(0));
+                }
+                let _ = tokio::time::timeout(Duration::from_millis(50), stopped.changed()).await;
+            }
+            seen
+        })
+    };
     let survivors: Vec<&str> = bases.iter().map(String::as_str).collect();
     append_until_acknowledged(&client, &survivors, 30, "[030]").await;
     let takeover = killed.elapsed();
+    stop.send_replace(true);
+    let seen = probes.await.unwrap();
+    assert!(seen.len() >= 4, "probed during the takeover: {seen:?}");
+    assert!(
+        seen.iter().all(|s| *s == 200),
+        "a survivor went unready during the takeover: {seen:?}"
+    );
     acknowledged.push_str("[030]");
     eprintln!("takeover: kill -9 to the first acknowledged append in {takeover:?}");
     assert!(

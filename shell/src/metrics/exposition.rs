@@ -48,6 +48,20 @@ fn gauge_metric(pairs: &[(&str, &str)], value: f64) -> Metric {
 }
 
 impl Exposition {
+    /// A family of `metrics`; no series, no family.
+    fn push(
+        &mut self,
+        name: &str,
+        help: &str,
+        kind: MetricType,
+        metrics: Vec<Metric>,
+    ) -> &mut Self {
+        if !metrics.is_empty() {
+            self.families.push(family(name, help, kind, metrics));
+        }
+        self
+    }
+
     /// A counter without labels (`name` ends in `_total`).
     pub fn counter(&mut self, name: &str, help: &str, value: u64) -> &mut Self {
         self.counters(name, help, [(Vec::new(), value)])
@@ -63,15 +77,11 @@ impl Exposition {
     where
         L: AsRef<[(&'a str, &'a str)]>,
     {
-        let metrics: Vec<Metric> = series
+        let metrics = series
             .into_iter()
             .map(|(l, v)| counter_metric(l.as_ref(), v as f64))
             .collect();
-        if !metrics.is_empty() {
-            self.families
-                .push(family(name, help, MetricType::COUNTER, metrics));
-        }
-        self
+        self.push(name, help, MetricType::COUNTER, metrics)
     }
 
     /// A gauge without labels.
@@ -89,27 +99,17 @@ impl Exposition {
     where
         L: AsRef<[(&'a str, &'a str)]>,
     {
-        let metrics: Vec<Metric> = series
+        let metrics = series
             .into_iter()
             .map(|(l, v)| gauge_metric(l.as_ref(), v))
             .collect();
-        if !metrics.is_empty() {
-            self.families
-                .push(family(name, help, MetricType::GAUGE, metrics));
-        }
-        self
+        self.push(name, help, MetricType::GAUGE, metrics)
     }
 
     /// Whatever a library collector (a histogram, a vector of them, the
     /// process collector) holds now.
     pub fn collect(&mut self, collector: &dyn Collector) -> &mut Self {
-        self.families.extend(
-            collector
-                .collect()
-                .into_iter()
-                .filter(|f| !f.get_metric().is_empty()),
-        );
-        self
+        self.families_of(collector.collect())
     }
 
     /// Families made elsewhere (a sharded histogram's).
@@ -130,11 +130,6 @@ impl Exposition {
         prometheus::TextEncoder::new()
             .encode_to_string(&self.families)
             .expect("families built here always encode")
-    }
-
-    /// The families themselves (for tests and for merging).
-    pub fn families(&self) -> &[MetricFamily] {
-        &self.families
     }
 }
 

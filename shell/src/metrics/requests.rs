@@ -18,19 +18,25 @@ const STATUSES: usize = 500;
 
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
-/// `2xx` for 204 and so on (anything out of range counts as `5xx`).
-pub fn status_class(status: u16) -> &'static str {
+/// The index in [`CLASSES`] of a status (anything out of range counts as
+/// `5xx`).
+fn class_index(status: u16) -> usize {
     match status {
-        100..=199 => CLASSES[0],
-        200..=299 => CLASSES[1],
-        300..=399 => CLASSES[2],
-        400..=499 => CLASSES[3],
-        _ => CLASSES[4],
+        100..=199 => 0,
+        200..=299 => 1,
+        300..=399 => 2,
+        400..=499 => 3,
+        _ => 4,
     }
 }
 
-/// One shard: a slot per route and status, on cache lines of its own.
-#[repr(align(128))]
+/// `2xx` for 204 and so on (anything out of range counts as `5xx`).
+pub fn status_class(status: u16) -> &'static str {
+    CLASSES[class_index(status)]
+}
+
+/// One shard: a slot per route and status, an allocation of its own (a
+/// thread writes only its shard's).
 struct Shard(Box<[AtomicU64]>);
 
 /// The request series of one binary, for its fixed list of routes (an
@@ -80,10 +86,8 @@ impl Requests {
         let r = self.route_index(route);
         let s = usize::from(status.clamp(100, 599) - 100);
         self.shards[shard_index()].0[r * STATUSES + s].fetch_add(1, Relaxed);
-        // 1xx..5xx: the status's first digit, less one.
-        let c = (s / 100).min(CLASSES.len() - 1);
         self.durations
-            .observe(r * CLASSES.len() + c, took.as_secs_f64());
+            .observe(r * CLASSES.len() + class_index(status), took.as_secs_f64());
     }
 
     /// The count of (route, status) so far.

@@ -5,6 +5,7 @@
 //! partition, and deletes that may end one, go by `across`; the region's
 //! own streams answer only requests of its origins (`region::peer_key`).
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use axum::body::Body;
@@ -48,14 +49,14 @@ where
                 "no such stream: paths under /.ds-region/ are the region's own",
             );
             http::common_headers(&mut r, true);
-            return r;
+            return me.counted(REGION, r);
         }
         Some(false) => {}
         None => {
             let mut r = ApiError::Busy("the region's peer key is not readable yet; retry shortly")
                 .into_response();
             http::common_headers(&mut r, true);
-            return r;
+            return me.counted(REGION, r);
         }
     }
     vouch(&me, &mut req);
@@ -88,7 +89,8 @@ async fn route(me: &Arc<RegionOrigin>, p: u32, req: axum::http::Request<Body>) -
         Current::Serving { state, .. } => http::handle(state, req).await,
         Current::Following { url } => {
             let req = name_the_client(me, req);
-            me.forwarder.forward(&url, req, me.ended(p)).await
+            let answer = me.forwarder.forward(&url, req, me.ended(p)).await;
+            me.counted(FORWARDED, answer)
         }
         Current::Joining => {
             let mut r = ApiError::Busy(
@@ -96,7 +98,7 @@ async fn route(me: &Arc<RegionOrigin>, p: u32, req: axum::http::Request<Body>) -
             )
             .into_response();
             http::common_headers(&mut r, true);
-            r
+            me.counted(REGION, r)
         }
     };
     // Edges tail every partition's feed, and route by the partition map.
@@ -160,16 +162,42 @@ fn names_region_stream<B>(req: &axum::http::Request<B>) -> bool {
         || fork_source(req).is_some_and(crate::region::across::is_region_stream)
 }
 
+/// The routes of requests a region origin answers without a store of its
+/// own: forwarded to the partition's owner, or refused by the region
+/// itself (a partition joining, the peer key unread, a region stream).
+const FORWARDED: &str = "forwarded";
+const REGION: &str = "region";
+
 impl RegionOrigin {
-    /// Ready while not draining and once every partition is served here
-    /// or its owner known (none joining, nor replaying a claim).
+    /// Counts `answer` in the process's request series under `route`, as
+    /// a store counts its own (so 5xx alerts see the region's 503s too).
+    fn counted(&self, route: &'static str, answer: Response<Body>) -> Response<Body> {
+        self.sharing.timings.requests.answered(
+            route,
+            answer.status().as_u16(),
+            shell::request_id::arrived().elapsed(),
+        );
+        answer
+    }
+
+    /// Ready while not draining, once every partition has been served
+    /// here or its owner known (none joining, nor replaying a claim) at
+    /// least once. Later takeovers and hand-offs keep it ready: a dead
+    /// origin's partitions are claimed by every survivor at once, and a
+    /// region whose survivors all turned unready together would be taken
+    /// out of its balancer whole; a request for a partition being taken
+    /// over answers 503 + `Retry-After` by itself.
     fn readiness(&self) -> Result<(), shell::ready::NotReady> {
         if *self.closing.borrow() {
             return Err(shell::ready::NotReady::Draining);
         }
+        if self.joined.load(Relaxed) {
+            return Ok(());
+        }
         if (0..self.partitions).any(|p| matches!(self.current(p), Current::Joining)) {
             return Err(shell::ready::NotReady::Joining);
         }
+        self.joined.store(true, Relaxed);
         Ok(())
     }
 
@@ -181,13 +209,7 @@ impl RegionOrigin {
             .map(|s| (&*s.metrics, s.store.stream_count()))
             .collect();
         let mut e = crate::metrics::Exposition::default();
-        if counted.is_empty() {
-            // Serving nothing yet: the process's timings still show.
-            let idle = crate::metrics::Metrics::with_timings(Arc::clone(&self.sharing.timings));
-            crate::metrics::Metrics::expose(&[(&idle, 0)], &mut e);
-        } else {
-            crate::metrics::Metrics::expose(&counted, &mut e);
-        }
+        crate::metrics::Metrics::expose(&counted, &self.sharing.timings, &mut e);
         // One request body budget for the whole origin.
         self.sharing.ingress.expose(&mut e);
         let (mut serving, mut following, mut epoch) = (0, 0, 0);
