@@ -82,18 +82,24 @@ fn classify(first: &[u8]) -> Seen {
     }
 }
 
+/// Waits for bytes (or the end) and copies what came into `into`,
+/// leaving it unread: how many (0 at the end).
+async fn peek(stream: &TcpStream, into: &mut [u8]) -> std::io::Result<usize> {
+    poll_fn(|cx| {
+        let mut buf = ReadBuf::new(into);
+        stream
+            .poll_peek(cx, &mut buf)
+            .map(|r| r.map(|_| buf.filled().len()))
+    })
+    .await
+}
+
 /// Peeks until the first bytes decide (or the client stops sending).
 async fn look(stream: &TcpStream) -> Seen {
     let mut last = 0;
     loop {
         let mut bytes = [0u8; 16];
-        let peeked = poll_fn(|cx| {
-            let mut buf = ReadBuf::new(&mut bytes);
-            stream
-                .poll_peek(cx, &mut buf)
-                .map(|r| r.map(|_| buf.filled().len()))
-        })
-        .await;
+        let peeked = peek(stream, &mut bytes).await;
         let n = match peeked {
             Ok(n) if n > 0 => n,
             _ => return Seen::Closed,
@@ -218,13 +224,7 @@ pub async fn answer_until<F: Future>(
 /// client that only sent its request never resolves it.
 async fn closed(stream: &TcpStream) {
     let mut byte = [0u8; 1];
-    let peeked = poll_fn(|cx| {
-        let mut buf = ReadBuf::new(&mut byte);
-        stream
-            .poll_peek(cx, &mut buf)
-            .map(|r| r.map(|_| buf.filled().len()))
-    })
-    .await;
+    let peeked = peek(stream, &mut byte).await;
     if let Ok(1..) = peeked {
         // Bytes wait unread (peeking again would return at once): its
         // end shows once the server reads it.

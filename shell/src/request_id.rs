@@ -2,15 +2,16 @@
 //! (1 to 128 bytes of letters, digits and `-_.:/+=@`) or a new one (32 hex
 //! digits: a random prefix per process and a counter). The id is echoed in
 //! the answer's `X-Request-Id`, put into the error body
-//! (`error.request_id`), prefixed to every log line the request's task
-//! writes (`logging`), and sent on by a server that asks another on the
+//! (`error.request_id`), added to every log line the request's task
+//! writes (`logging`: at the end of a text line, first in a JSON one), and sent on by a server that asks another on the
 //! request's behalf (the edge to its origin, a follower to the owner), with
 //! the W3C `traceparent` the client sent.
 //!
 //! It lives in a task-local for the request's future, with the request's
 //! arrival (its duration in `/metrics` counts from there): no span to
-//! create and no extension to insert per request. Work a request spawns into a task of its own (an SSE
-//! tail's writer) is outside it and logs without it.
+//! create and no extension to insert per request. Work a request spawns
+//! into a task of its own (an SSE tail's writer) is outside it and logs
+//! without it.
 
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
@@ -51,15 +52,16 @@ fn valid(v: &[u8]) -> bool {
 
 /// A new id: a random prefix per process, then this thread's number and
 /// its own count (a counter shared by the threads would move its cache
-/// line between the cores on every request).
+/// line between the cores on every request). The prefix is written out
+/// once per thread: a new id renders only its count.
 pub fn generate() -> HeaderValue {
-    static PREFIX: OnceLock<u64> = OnceLock::new();
+    static PREFIX: OnceLock<[u8; 16]> = OnceLock::new();
     static THREADS: AtomicU64 = AtomicU64::new(0);
     thread_local! {
         static NEXT: std::cell::Cell<u64> =
             std::cell::Cell::new(THREADS.fetch_add(1, Relaxed) << 40);
     }
-    let prefix = *PREFIX.get_or_init(|| {
+    let prefix = PREFIX.get_or_init(|| {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u128(
             std::time::SystemTime::now()
@@ -67,37 +69,51 @@ pub fn generate() -> HeaderValue {
                 .map_or(0, |d| d.as_nanos()),
         );
         h.write_u32(std::process::id());
-        h.finish()
+        hex16(h.finish())
     });
     let n = NEXT.with(|c| {
         let n = c.get();
         c.set(n.wrapping_add(1));
         n
     });
-    let mut hex = [0u8; 32];
-    for (i, digit) in hex.iter_mut().enumerate() {
-        let word = if i < 16 { prefix } else { n };
-        let nibble = (word >> (4 * (15 - i % 16))) & 0xf;
-        *digit = b"0123456789abcdef"[nibble as usize];
+    let mut id = [0u8; 32];
+    id[..16].copy_from_slice(prefix);
+    id[16..].copy_from_slice(&hex16(n));
+    // Owned behind a count from the start: the echo's copy of it (and any
+    // other) is a count, not another allocation.
+    HeaderValue::from_maybe_shared(bytes::Bytes::from_owner(id)).expect("hex is a header value")
+}
+
+/// `word` as 16 lowercase hex digits.
+fn hex16(word: u64) -> [u8; 16] {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = [0u8; 16];
+    for (i, pair) in word.to_be_bytes().iter().enumerate() {
+        out[2 * i] = DIGITS[usize::from(pair >> 4)];
+        out[2 * i + 1] = DIGITS[usize::from(pair & 0xf)];
     }
-    HeaderValue::from_bytes(&hex).expect("hex is a header value")
+    out
 }
 
 /// The context of a request with these headers: its own valid id or a new
 /// one, and its `traceparent` (at most [`MAX_LEN`] bytes).
 pub fn from_headers(headers: &HeaderMap) -> RequestContext {
-    let id = headers
-        .get(&HEADER)
-        .filter(|v| valid(v.as_bytes()))
-        .cloned()
-        .unwrap_or_else(generate);
-    let traceparent = headers
-        .get(&TRACEPARENT)
-        .filter(|v| v.len() <= MAX_LEN)
-        .cloned();
+    // One pass over the few headers a request has, rather than a hashed
+    // look-up of each name.
+    let (mut id, mut traceparent) = (None, None);
+    for (name, value) in headers {
+        if *name == HEADER {
+            id = Some(value);
+        } else if *name == TRACEPARENT {
+            traceparent = Some(value);
+        }
+    }
     RequestContext {
-        id,
-        traceparent,
+        id: id
+            .filter(|v| valid(v.as_bytes()))
+            .cloned()
+            .unwrap_or_else(generate),
+        traceparent: traceparent.filter(|v| v.len() <= MAX_LEN).cloned(),
         arrived: tokio::time::Instant::now(),
     }
 }
@@ -105,6 +121,23 @@ pub fn from_headers(headers: &HeaderMap) -> RequestContext {
 /// Runs `fut` as the request `ctx`.
 pub fn scope<F: Future>(ctx: RequestContext, fut: F) -> impl Future<Output = F::Output> {
     CURRENT.scope(ctx, fut)
+}
+
+/// Runs `answer` as the request `ctx`, and echoes the id on the answer it
+/// gives (taken from the context as it ends: no copy kept beside it).
+pub async fn answered<B>(
+    ctx: RequestContext,
+    answer: impl Future<Output = http::Response<B>>,
+) -> http::Response<B> {
+    CURRENT
+        .scope(ctx, async {
+            let mut resp = answer.await;
+            if let Ok(id) = CURRENT.try_with(|c| c.id.clone()) {
+                resp.headers_mut().insert(HEADER, id);
+            }
+            resp
+        })
+        .await
 }
 
 /// The current request's context, inside [`scope`].

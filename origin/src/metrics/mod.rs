@@ -101,6 +101,40 @@ impl Metrics {
         }
     }
 
+    /// Adds `other`'s counters to these (not its gauges): a region origin
+    /// keeps what a store it let go of counted, so the process's
+    /// `_total` series never go back (Prometheus would read a reset).
+    pub fn absorb(&self, other: &Metrics) {
+        let add = |to: &AtomicU64, from: &AtomicU64| {
+            to.fetch_add(from.load(Relaxed), Relaxed);
+        };
+        let (to, from) = (self.shard(), other);
+        for s in &from.shards {
+            add(&to.bytes_served, &s.bytes_served);
+            add(&to.bytes_appended, &s.bytes_appended);
+        }
+        for (to, from) in [
+            (&self.wal_bytes, &other.wal_bytes),
+            (&self.wal_commands, &other.wal_commands),
+            (&self.chunks_sealed, &other.chunks_sealed),
+            (&self.sealed_bytes, &other.sealed_bytes),
+            (&self.seal_errors, &other.seal_errors),
+            (&self.chunk_cache_hits, &other.chunk_cache_hits),
+            (&self.chunk_cache_misses, &other.chunk_cache_misses),
+            (&self.dropped_bytes, &other.dropped_bytes),
+            (&self.promotions, &other.promotions),
+            (&self.promoted_bytes, &other.promoted_bytes),
+            (&self.promotion_errors, &other.promotion_errors),
+            (&self.log_full, &other.log_full),
+            (&self.snapshots_published, &other.snapshots_published),
+            (&self.object_wal_puts, &other.object_wal_puts),
+            (&self.object_wal_bytes, &other.object_wal_bytes),
+            (&self.object_wal_retries, &other.object_wal_retries),
+        ] {
+            add(to, from);
+        }
+    }
+
     /// Names the store's data directory and its `--max-unsealed`.
     pub fn describe_store(&self, data: &std::path::Path, max_unsealed: u64) {
         let _ = self.store.set((data.to_owned(), max_unsealed));
@@ -372,7 +406,7 @@ impl Metrics {
                 fullest,
             );
         }
-        if let Some((data, max_unsealed)) = stores.first().and_then(|(m, _)| m.store.get()) {
+        if let Some((data, max_unsealed)) = stores.iter().find_map(|(m, _)| m.store.get()) {
             // Every store of a region origin is under one data directory.
             e.gauge(
                 "ds_origin_max_unsealed_bytes",
@@ -457,6 +491,31 @@ mod tests {
             "ds_origin_append_ack_duration_seconds_count 6000\n",
             "ds_origin_sse_open 1\n",
             "ds_origin_streams 5\n",
+        ] {
+            assert!(text.contains(line), "{line} missing in {text}");
+        }
+    }
+
+    #[test]
+    fn a_store_let_go_of_keeps_its_counts_but_not_its_gauges() {
+        let timings = Arc::new(Timings::default());
+        let retired = Metrics::with_timings(Arc::clone(&timings));
+        let gone = Arc::new(Metrics::with_timings(Arc::clone(&timings)));
+        gone.appended(7);
+        gone.served(3);
+        gone.sealed(100, Duration::from_millis(1));
+        gone.set_unsealed(50);
+        let _tail = gone.sse_guard();
+        retired.absorb(&gone);
+        let mut e = Exposition::default();
+        Metrics::expose(&[(&retired, 0)], &timings, &mut e);
+        let text = e.render();
+        for line in [
+            "ds_origin_appended_bytes_total 7\n",
+            "ds_origin_served_bytes_total 3\n",
+            "ds_origin_sealed_bytes_total 100\n",
+            "ds_origin_unsealed_bytes 0\n",
+            "ds_origin_sse_open 0\n",
         ] {
             assert!(text.contains(line), "{line} missing in {text}");
         }

@@ -111,6 +111,8 @@ pub struct RegionOrigin {
     /// Set the first time no partition was joining: `/readyz` stays ready
     /// from then on (`answer.rs`).
     joined: std::sync::atomic::AtomicBool,
+    /// The counters of the stores this origin let go of (`step_down`).
+    retired: crate::metrics::Metrics,
     /// The bucket (membership, access control), opened when serving starts.
     objects: std::sync::OnceLock<Arc<dyn object_store::ObjectStore>>,
     /// Set when the origin stops: a checkpoint build waiting for the bucket
@@ -189,6 +191,7 @@ impl RegionOrigin {
             incarnations: AtomicU64::new(0),
             standing_aside: std::sync::atomic::AtomicBool::new(false),
             joined: std::sync::atomic::AtomicBool::new(false),
+            retired: Default::default(),
             objects: std::sync::OnceLock::new(),
             builds_stop: Arc::default(),
             peer_key: std::sync::OnceLock::new(),
@@ -699,6 +702,9 @@ impl RegionOrigin {
                 partition = p,
                 "this origin no longer serves the partition; its store stops"
             );
+            // Its counts so far stay in `/metrics` (what its last commits
+            // add while it stops is not counted).
+            self.retired.absorb(&state.metrics);
             let _ = state.closing.send(true);
             tokio::spawn(async move {
                 state.store.shutdown().await;

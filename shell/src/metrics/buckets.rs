@@ -16,5 +16,5 @@ pub const LAG_SECONDS: &[f64] = &[
 /// Counts per batch: appends in one group commit, waiters on one upstream
 /// request.
 pub const COUNT: &[f64] = &[
-    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0,
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0,
 ];

@@ -207,6 +207,7 @@ impl RegionOrigin {
         let counted: Vec<_> = stores
             .iter()
             .map(|s| (&*s.metrics, s.store.stream_count()))
+            .chain([(&self.retired, 0)])
             .collect();
         let mut e = crate::metrics::Exposition::default();
         crate::metrics::Metrics::expose(&counted, &self.sharing.timings, &mut e);
