@@ -4,10 +4,12 @@
 //!
 //! Each binary keeps its counters where its hot paths want them (sharded
 //! atomics, per-store structs summed at scrape time) and hands them over
-//! as families to an [`Exposition`] when scraped; histograms are the
-//! crate's own, one per shard where several threads observe them
-//! ([`ShardedHistogram`]), added up when scraped. The crate writes the
-//! text: HELP and TYPE for every family, label escaping, base units.
+//! as families to an [`Exposition`] when scraped. Histograms that the hot
+//! paths observe count per shard in atomics of their own
+//! ([`ShardedHistogram`]) and become the crate's histogram data when
+//! scraped; the rare ones (object-store requests) are the crate's own
+//! histograms. The crate writes the text: HELP and TYPE for every family,
+//! cumulative buckets, label escaping.
 //!
 //! Names: `ds_origin_*` and `ds_edge_*`, the process's own `process_*`
 //! (the standard collector), and `ds_build_info{role,version,revision}`.
