@@ -17,10 +17,15 @@
 //!   probes at once (past it the listener waits; each is decided within
 //!   `ServeConfig::probe_timeout` and answered within twice that, so a
 //!   probe waits at most that long for room);
-//! - at most that many are held; a client's connection past it is
-//!   answered `503` + `Retry-After: 1` (`NOT_READY`) and closed;
-//! - a connection that closes while it waits (or shows nothing but its
-//!   end) is dropped at once and frees its room.
+//! - at most that many are held; a client's connection past it gives its
+//!   room to look back and is answered `503` + `Retry-After: 1`
+//!   (`NOT_READY`) and closed, at most that many such answers at once
+//!   (past that it is closed unanswered);
+//! - a connection that closes before sending anything, while it is looked
+//!   at or held, is dropped at once and frees its room (one that sent its
+//!   request and then left is noticed by the server when it reads it);
+//! - once recovery is done, a connection still being looked at is handed
+//!   to the server whatever the bound.
 //!
 //! A connection that shows nothing within `probe_timeout` is held too (the
 //! server's own header timeout then applies to it).
@@ -150,6 +155,7 @@ pub async fn answer_until<F: Future>(
     let bound = config.recovering_connections.max(1);
     let looking = Arc::new(Semaphore::new(bound));
     let holding = Arc::new(Semaphore::new(bound));
+    let refusing = Arc::new(Semaphore::new(bound));
     let timeout = config.probe_timeout;
     let (held_tx, mut held_rx) = mpsc::unbounded_channel::<(u64, Held)>();
     let (done_tx, done) = tokio::sync::watch::channel(false);
@@ -172,7 +178,7 @@ pub async fn answer_until<F: Future>(
             },
         };
         let (order, held_tx, mut done) = (next, held_tx.clone(), done.clone());
-        let holding = Arc::clone(&holding);
+        let (holding, refusing) = (Arc::clone(&holding), Arc::clone(&refusing));
         next += 1;
         tokio::spawn(async move {
             let seen = tokio::select! {
@@ -185,6 +191,10 @@ pub async fn answer_until<F: Future>(
                     // Answering it never delays the hand-over.
                     drop(held_tx);
                     answer_probe(stream, timeout).await;
+                }
+                // Recovery is over: the server takes it, whatever the bound.
+                _ if *done.borrow() => {
+                    let _ = held_tx.send((order, (stream, addr)));
                 }
                 _ => match holding.try_acquire_owned() {
                     Ok(held) => {
@@ -201,8 +211,13 @@ pub async fn answer_until<F: Future>(
                         return;
                     }
                     Err(_) => {
-                        drop(held_tx);
-                        answer_probe(stream, timeout).await;
+                        // Refused apart from the room to look, so refusals
+                        // never keep probes waiting.
+                        drop((held_tx, permit));
+                        if let Ok(_refusing) = refusing.try_acquire_owned() {
+                            answer_probe(stream, timeout).await;
+                        }
+                        return;
                     }
                 },
             }
@@ -220,8 +235,9 @@ pub async fn answer_until<F: Future>(
     (out, held.into_iter().map(|(_, h)| h).collect())
 }
 
-/// Resolves once the client closed its end (or the socket failed); a
-/// client that only sent its request never resolves it.
+/// Resolves once the client closed its end (or the socket failed) without
+/// sending anything; a client that sent its request never resolves it (its
+/// end waits behind the unread bytes, for the server to read).
 async fn closed(stream: &TcpStream) {
     let mut byte = [0u8; 1];
     let peeked = peek(stream, &mut byte).await;

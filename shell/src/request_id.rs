@@ -101,11 +101,12 @@ pub fn from_headers(headers: &HeaderMap) -> RequestContext {
     // One pass over the few headers a request has, rather than a hashed
     // look-up of each name.
     let (mut id, mut traceparent) = (None, None);
+    // The first of each, as a look-up would find.
     for (name, value) in headers {
         if *name == HEADER {
-            id = Some(value);
+            id = id.or(Some(value));
         } else if *name == TRACEPARENT {
-            traceparent = Some(value);
+            traceparent = traceparent.or(Some(value));
         }
     }
     RequestContext {

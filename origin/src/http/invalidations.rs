@@ -62,10 +62,13 @@ pub async fn invalidations(state: Shared, req: Request) -> Response<Body> {
     let mut end = feed.watch();
     let from = from.unwrap_or(*end.borrow_and_update());
     // Only a reader at the end waits; one behind, or lost, is answered now.
+    // What a waiting reader is woken for is a delivery (its lag is timed);
+    // a read behind the end is a catch-up, not timed.
+    let mut woken = false;
     if *end.borrow_and_update() == from {
-        let _ = tokio::select! {
-            r = tokio::time::timeout(wait, end.wait_for(|n| *n > from)) => r.ok(),
-            _ = state.closed() => None,
+        woken = tokio::select! {
+            r = tokio::time::timeout(wait, end.wait_for(|n| *n > from)) => matches!(r, Ok(Ok(_))),
+            _ = state.closed() => false,
         };
     }
     let mut resp = match feed.since(from, MAX_EVENTS_PER_ANSWER) {
@@ -75,8 +78,10 @@ pub async fn invalidations(state: Shared, req: Request) -> Response<Body> {
                 *r.status_mut() = StatusCode::NO_CONTENT;
                 r
             } else {
-                for age in feed.ages(from, events.len()) {
-                    state.metrics.delivered(crate::metrics::FEED, age);
+                if woken {
+                    for age in feed.ages(from, events.len()) {
+                        state.metrics.delivered(crate::metrics::FEED, age);
+                    }
                 }
                 let mut r = Response::new(Body::from(shared::invalidation::encode(&events)));
                 set(&mut r, "content-type", shared::content_type::NDJSON);

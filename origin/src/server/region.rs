@@ -111,8 +111,11 @@ pub struct RegionOrigin {
     /// Set the first time no partition was joining: `/readyz` stays ready
     /// from then on (`answer.rs`).
     joined: std::sync::atomic::AtomicBool,
-    /// The counters of the stores this origin let go of (`step_down`).
+    /// The counters of the stores this origin let go of (`leave`).
     retired: crate::metrics::Metrics,
+    /// Held while a store leaves the serving set and while a scrape reads
+    /// it, so each store is counted once.
+    scrape: parking_lot::Mutex<()>,
     /// The bucket (membership, access control), opened when serving starts.
     objects: std::sync::OnceLock<Arc<dyn object_store::ObjectStore>>,
     /// Set when the origin stops: a checkpoint build waiting for the bucket
@@ -192,6 +195,7 @@ impl RegionOrigin {
             standing_aside: std::sync::atomic::AtomicBool::new(false),
             joined: std::sync::atomic::AtomicBool::new(false),
             retired: Default::default(),
+            scrape: parking_lot::Mutex::new(()),
             objects: std::sync::OnceLock::new(),
             builds_stop: Arc::default(),
             peer_key: std::sync::OnceLock::new(),
@@ -655,10 +659,7 @@ impl RegionOrigin {
     /// does the heartbeat list the release, so the next owner's claim
     /// rarely fences a commit in flight (and is safe if it does).
     fn release(&self, p: u32) {
-        let previous = std::mem::replace(
-            &mut *self.parts[p as usize].current.write(),
-            Current::Joining,
-        );
+        let previous = self.leave(p, Current::Joining);
         self.parts[p as usize].generation.send_modify(|g| *g += 1);
         let Current::Serving { state, dir, epoch } = previous else {
             return;
@@ -693,18 +694,28 @@ impl RegionOrigin {
     /// Moves partition `p` to `next`; a store this origin served stops in
     /// the background (its live reads end, its folder goes), and answers
     /// forwarded under the state left behind end.
+    /// Moves partition `p` to `next` and returns the state it left; a
+    /// store's counts so far stay in `/metrics` (folded into `retired`
+    /// under the scrape lock, so no scrape sees them twice or not at all;
+    /// what its last commits add while it stops is not counted).
+    fn leave(&self, p: u32, next: Current) -> Current {
+        let _scrape = self.scrape.lock();
+        let previous = std::mem::replace(&mut *self.parts[p as usize].current.write(), next);
+        if let Current::Serving { state, .. } = &previous {
+            self.retired.absorb(&state.metrics);
+        }
+        previous
+    }
+
     fn step_down(&self, p: u32, next: Current) {
         let part = &self.parts[p as usize];
-        let previous = std::mem::replace(&mut *part.current.write(), next);
+        let previous = self.leave(p, next);
         part.generation.send_modify(|g| *g += 1);
         if let Current::Serving { state, dir, .. } = previous {
             tracing::warn!(
                 partition = p,
                 "this origin no longer serves the partition; its store stops"
             );
-            // Its counts so far stay in `/metrics` (what its last commits
-            // add while it stops is not counted).
-            self.retired.absorb(&state.metrics);
             let _ = state.closing.send(true);
             tokio::spawn(async move {
                 state.store.shutdown().await;

@@ -96,12 +96,16 @@ impl Invalidations {
     /// Adds a logged event at its position, once its commit is durable.
     pub fn push_event(&self, event: shared::invalidation::Invalidation) {
         let seq = event.seq;
-        let next = {
+        let (before, next) = {
             let mut log = self.log.lock();
+            let before = log.next();
             log.push_event(event);
-            log.next()
+            (before, log.next())
         };
-        self.made_now(seq);
+        // Timed only if the log took it (an older one it ignored is not).
+        if next != before {
+            self.made_now(seq);
+        }
         self.end.send_replace(next);
     }
 

@@ -32,26 +32,34 @@ pub fn shard_index() -> usize {
     INDEX.with(|i| *i)
 }
 
+/// Most bucket bounds a sharded histogram takes (the counts then fill
+/// one 128-byte line with the count past every bound).
+pub const MAX_BOUNDS: usize = 15;
+
 /// One shard's observations of one series: a count per bucket (the last
-/// for values past every bound) and the sum, on lines of its own.
+/// for values past every bound) and the sum, inline on lines of their own
+/// (no other shard's counts share them).
 #[repr(align(128))]
 struct Counts {
-    buckets: Box<[AtomicU64]>,
+    buckets: [AtomicU64; MAX_BOUNDS + 1],
     /// The sum's `f64` bits.
     sum: AtomicU64,
 }
 
 impl Counts {
-    fn new(bounds: &[f64]) -> Counts {
+    fn new() -> Counts {
         Counts {
-            buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
             sum: AtomicU64::new(0f64.to_bits()),
         }
     }
 
     fn observe(&self, bounds: &[f64], v: f64) {
-        // A bucket counts the values at most its bound.
-        let i = bounds.partition_point(|b| *b < v);
+        // A bucket counts the values at most its bound (a NaN none of
+        // them: it lands past every bound, as in the library).
+        let i = bounds.partition_point(|b| {
+            v.partial_cmp(b) == Some(std::cmp::Ordering::Greater) || v.is_nan()
+        });
         self.buckets[i].fetch_add(1, Relaxed);
         // Only this shard's threads add here: the exchange rarely retries.
         let _ = self.sum.fetch_update(Relaxed, Relaxed, |s| {
@@ -67,14 +75,19 @@ struct Series {
 
 impl Series {
     fn new(bounds: &[f64]) -> Series {
+        assert!(
+            bounds.len() <= MAX_BOUNDS,
+            "a sharded histogram takes at most {MAX_BOUNDS} bounds"
+        );
         Series {
-            shards: (0..SHARDS).map(|_| Counts::new(bounds)).collect(),
+            shards: (0..SHARDS).map(|_| Counts::new()).collect(),
         }
     }
 
     /// The library's histogram data of every shard's observations; None
-    /// when there were none (a series never observed is not shown).
-    fn total(&self, bounds: &[f64]) -> Option<HistogramProto> {
+    /// when there were none, unless `always` (a labelled series never
+    /// observed is not shown, as in the library; one without labels is).
+    fn total(&self, bounds: &[f64], always: bool) -> Option<HistogramProto> {
         let mut counts = vec![0u64; bounds.len() + 1];
         let mut sum = 0f64;
         for shard in self.shards.iter() {
@@ -84,7 +97,7 @@ impl Series {
             sum += f64::from_bits(shard.sum.load(Relaxed));
         }
         let count: u64 = counts.iter().sum();
-        if count == 0 {
+        if count == 0 && !always {
             return None;
         }
         let mut h = HistogramProto::default();
@@ -139,9 +152,9 @@ impl ShardedHistogram {
         self.series.shards[shard_index()].observe(&self.bounds, v);
     }
 
-    /// The one family of all shards (none before a first observation).
+    /// The one family of all shards (zeros before a first observation).
     pub fn families(&self) -> Vec<MetricFamily> {
-        let Some(h) = self.series.total(&self.bounds) else {
+        let Some(h) = self.series.total(&self.bounds, true) else {
             return Vec::new();
         };
         let mut m = Metric::default();
@@ -210,7 +223,7 @@ impl ShardedHistogramVec {
             .iter()
             .zip(&self.labels)
             .filter_map(|(series, labels)| {
-                let h = series.total(&self.bounds)?;
+                let h = series.total(&self.bounds, false)?;
                 let mut m = Metric::from_label(labels.clone());
                 m.set_histogram(h);
                 Some(m)
@@ -322,7 +335,14 @@ mod tests {
             !a.render().contains("head"),
             "a set never observed shows no series"
         );
-        let empty = ShardedHistogram::new("ds_z", "Nothing yet.", &buckets);
-        assert!(empty.families().is_empty());
+        // Nothing observed yet: zeros without labels, as the library shows.
+        let (empty, library) = (
+            ShardedHistogram::new("ds_z", "Nothing yet.", &buckets),
+            crate::metrics::histogram("ds_z", "Nothing yet.", &buckets),
+        );
+        let (mut a, mut b) = (Exposition::default(), Exposition::default());
+        a.families_of(empty.families());
+        b.collect(&library);
+        assert_eq!(a.render(), b.render());
     }
 }

@@ -203,6 +203,7 @@ impl RegionOrigin {
 
     /// `/metrics`: the sums of the stores it serves, and its role.
     fn metrics_answer(&self) -> Response<Body> {
+        let scrape = self.scrape.lock();
         let stores = self.serving();
         let counted: Vec<_> = stores
             .iter()
@@ -211,6 +212,7 @@ impl RegionOrigin {
             .collect();
         let mut e = crate::metrics::Exposition::default();
         crate::metrics::Metrics::expose(&counted, &self.sharing.timings, &mut e);
+        drop(scrape);
         // One request body budget for the whole origin.
         self.sharing.ingress.expose(&mut e);
         let (mut serving, mut following, mut epoch) = (0, 0, 0);
