@@ -113,25 +113,8 @@ impl Metrics {
             add(&to.bytes_served, &s.bytes_served);
             add(&to.bytes_appended, &s.bytes_appended);
         }
-        for (to, from) in [
-            (&self.wal_bytes, &other.wal_bytes),
-            (&self.wal_commands, &other.wal_commands),
-            (&self.chunks_sealed, &other.chunks_sealed),
-            (&self.sealed_bytes, &other.sealed_bytes),
-            (&self.seal_errors, &other.seal_errors),
-            (&self.chunk_cache_hits, &other.chunk_cache_hits),
-            (&self.chunk_cache_misses, &other.chunk_cache_misses),
-            (&self.dropped_bytes, &other.dropped_bytes),
-            (&self.promotions, &other.promotions),
-            (&self.promoted_bytes, &other.promoted_bytes),
-            (&self.promotion_errors, &other.promotion_errors),
-            (&self.log_full, &other.log_full),
-            (&self.snapshots_published, &other.snapshots_published),
-            (&self.object_wal_puts, &other.object_wal_puts),
-            (&self.object_wal_bytes, &other.object_wal_bytes),
-            (&self.object_wal_retries, &other.object_wal_retries),
-        ] {
-            add(to, from);
+        for (_, _, f) in COUNTERS {
+            add(f(self), f(other));
         }
     }
 
@@ -270,89 +253,7 @@ impl Metrics {
             "Payload bytes of applied appends and creates.",
             shards(|s| &s.bytes_appended),
         );
-        let counters: [Field<AtomicU64>; 16] = [
-            (
-                "ds_origin_wal_bytes_total",
-                "Bytes written to the local write-ahead log.",
-                |m| &m.wal_bytes,
-            ),
-            (
-                "ds_origin_wal_commands_total",
-                "Commands (appends and the rest) made durable by group commits.",
-                |m| &m.wal_commands,
-            ),
-            (
-                "ds_origin_chunks_sealed_total",
-                "Chunks sealed into object storage.",
-                |m| &m.chunks_sealed,
-            ),
-            (
-                "ds_origin_sealed_bytes_total",
-                "Bytes sealed into object storage.",
-                |m| &m.sealed_bytes,
-            ),
-            (
-                "ds_origin_seal_errors_total",
-                "Seal attempts that failed and will be retried.",
-                |m| &m.seal_errors,
-            ),
-            (
-                "ds_origin_chunk_cache_hits_total",
-                "Sealed chunk reads answered from the local chunk cache.",
-                |m| &m.chunk_cache_hits,
-            ),
-            (
-                "ds_origin_chunk_cache_misses_total",
-                "Sealed chunk reads that fetched the chunk from object storage.",
-                |m| &m.chunk_cache_misses,
-            ),
-            (
-                "ds_origin_local_dropped_bytes_total",
-                "Sealed bytes removed from local stream files.",
-                |m| &m.dropped_bytes,
-            ),
-            (
-                "ds_origin_promotions_total",
-                "Streams whose log-only bytes were copied into a file of their own.",
-                |m| &m.promotions,
-            ),
-            (
-                "ds_origin_promoted_bytes_total",
-                "Bytes copied by promotions.",
-                |m| &m.promoted_bytes,
-            ),
-            (
-                "ds_origin_promotion_errors_total",
-                "Promotions that failed.",
-                |m| &m.promotion_errors,
-            ),
-            (
-                "ds_origin_log_full_refusals_total",
-                "Writes refused for want of room in the log (a full disk).",
-                |m| &m.log_full,
-            ),
-            (
-                "ds_origin_snapshots_published_total",
-                "Snapshots published.",
-                |m| &m.snapshots_published,
-            ),
-            (
-                "ds_origin_object_wal_puts_total",
-                "Group commits put into the region's WAL in object storage.",
-                |m| &m.object_wal_puts,
-            ),
-            (
-                "ds_origin_object_wal_bytes_total",
-                "Bytes put into the region's WAL in object storage.",
-                |m| &m.object_wal_bytes,
-            ),
-            (
-                "ds_origin_object_wal_retries_total",
-                "WAL puts tried again after a passing failure.",
-                |m| &m.object_wal_retries,
-            ),
-        ];
-        for (name, help, f) in counters {
+        for (name, help, f) in COUNTERS {
             let v: u64 = stores.iter().map(|(m, _)| f(m).load(Relaxed)).sum();
             e.counter(name, help, v);
         }
@@ -398,7 +299,7 @@ impl Metrics {
                 let (_, max) = m.store.get()?;
                 Some(m.unsealed_bytes.load(Relaxed).max(0) as f64 / (*max).max(1) as f64)
             })
-            .fold(None, |a: Option<f64>, r| Some(a.map_or(r, |a| a.max(r))));
+            .reduce(f64::max);
         if let Some(fullest) = fullest {
             e.gauge(
                 "ds_origin_unsealed_ratio",
@@ -434,6 +335,92 @@ impl Metrics {
 
 /// A series read from one field of every store: name, help, field.
 type Field<T> = (&'static str, &'static str, fn(&Metrics) -> &T);
+
+/// The counters each store keeps (beside its per-thread shards), with
+/// their series: summed over the stores at a scrape, and what a store
+/// let go of hands on (`Metrics::absorb`).
+const COUNTERS: [Field<AtomicU64>; 16] = [
+    (
+        "ds_origin_wal_bytes_total",
+        "Bytes written to the local write-ahead log.",
+        |m| &m.wal_bytes,
+    ),
+    (
+        "ds_origin_wal_commands_total",
+        "Commands (appends and the rest) made durable by group commits.",
+        |m| &m.wal_commands,
+    ),
+    (
+        "ds_origin_chunks_sealed_total",
+        "Chunks sealed into object storage.",
+        |m| &m.chunks_sealed,
+    ),
+    (
+        "ds_origin_sealed_bytes_total",
+        "Bytes sealed into object storage.",
+        |m| &m.sealed_bytes,
+    ),
+    (
+        "ds_origin_seal_errors_total",
+        "Seal attempts that failed and will be retried.",
+        |m| &m.seal_errors,
+    ),
+    (
+        "ds_origin_chunk_cache_hits_total",
+        "Sealed chunk reads answered from the local chunk cache.",
+        |m| &m.chunk_cache_hits,
+    ),
+    (
+        "ds_origin_chunk_cache_misses_total",
+        "Sealed chunk reads that fetched the chunk from object storage.",
+        |m| &m.chunk_cache_misses,
+    ),
+    (
+        "ds_origin_local_dropped_bytes_total",
+        "Sealed bytes removed from local stream files.",
+        |m| &m.dropped_bytes,
+    ),
+    (
+        "ds_origin_promotions_total",
+        "Streams whose log-only bytes were copied into a file of their own.",
+        |m| &m.promotions,
+    ),
+    (
+        "ds_origin_promoted_bytes_total",
+        "Bytes copied by promotions.",
+        |m| &m.promoted_bytes,
+    ),
+    (
+        "ds_origin_promotion_errors_total",
+        "Promotions that failed.",
+        |m| &m.promotion_errors,
+    ),
+    (
+        "ds_origin_log_full_refusals_total",
+        "Writes refused for want of room in the log (a full disk).",
+        |m| &m.log_full,
+    ),
+    (
+        "ds_origin_snapshots_published_total",
+        "Snapshots published.",
+        |m| &m.snapshots_published,
+    ),
+    (
+        "ds_origin_object_wal_puts_total",
+        "Group commits put into the region's WAL in object storage.",
+        |m| &m.object_wal_puts,
+    ),
+    (
+        "ds_origin_object_wal_bytes_total",
+        "Bytes put into the region's WAL in object storage.",
+        |m| &m.object_wal_bytes,
+    ),
+    (
+        "ds_origin_object_wal_retries_total",
+        "WAL puts tried again after a passing failure.",
+        |m| &m.object_wal_retries,
+    ),
+];
 
 /// Decrements its gauge when dropped.
 pub struct Gauge {

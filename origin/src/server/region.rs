@@ -660,7 +660,6 @@ impl RegionOrigin {
     /// rarely fences a commit in flight (and is safe if it does).
     fn release(&self, p: u32) {
         let previous = self.leave(p, Current::Joining);
-        self.parts[p as usize].generation.send_modify(|g| *g += 1);
         let Current::Serving { state, dir, epoch } = previous else {
             return;
         };
@@ -694,23 +693,27 @@ impl RegionOrigin {
     /// Moves partition `p` to `next`; a store this origin served stops in
     /// the background (its live reads end, its folder goes), and answers
     /// forwarded under the state left behind end.
-    /// Moves partition `p` to `next` and returns the state it left; a
+    /// Moves partition `p` to `next` and returns the state it left; its
+    /// generation moves on (answers forwarded under the old state end). A
     /// store's counts so far stay in `/metrics` (folded into `retired`
     /// under the scrape lock, so no scrape sees them twice or not at all;
     /// what its last commits add while it stops is not counted).
     fn leave(&self, p: u32, next: Current) -> Current {
-        let _scrape = self.scrape.lock();
-        let previous = std::mem::replace(&mut *self.parts[p as usize].current.write(), next);
-        if let Current::Serving { state, .. } = &previous {
-            self.retired.absorb(&state.metrics);
-        }
+        let part = &self.parts[p as usize];
+        let previous = {
+            let _scrape = self.scrape.lock();
+            let previous = std::mem::replace(&mut *part.current.write(), next);
+            if let Current::Serving { state, .. } = &previous {
+                self.retired.absorb(&state.metrics);
+            }
+            previous
+        };
+        part.generation.send_modify(|g| *g += 1);
         previous
     }
 
     fn step_down(&self, p: u32, next: Current) {
-        let part = &self.parts[p as usize];
         let previous = self.leave(p, next);
-        part.generation.send_modify(|g| *g += 1);
         if let Current::Serving { state, dir, .. } = previous {
             tracing::warn!(
                 partition = p,

@@ -10,7 +10,12 @@ pub struct Exposition {
     families: Vec<MetricFamily>,
 }
 
-fn family(name: &str, help: &str, kind: MetricType, metrics: Vec<Metric>) -> MetricFamily {
+pub(super) fn family(
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    metrics: Vec<Metric>,
+) -> MetricFamily {
     let mut f = MetricFamily::default();
     f.set_name(name.to_owned());
     f.set_help(help.to_owned());
@@ -19,7 +24,7 @@ fn family(name: &str, help: &str, kind: MetricType, metrics: Vec<Metric>) -> Met
     f
 }
 
-fn labels(pairs: &[(&str, &str)]) -> Vec<LabelPair> {
+pub(super) fn labels(pairs: &[(&str, &str)]) -> Vec<LabelPair> {
     pairs
         .iter()
         .map(|(name, value)| {

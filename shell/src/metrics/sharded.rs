@@ -122,12 +122,7 @@ impl Series {
 }
 
 fn family(name: &str, help: &str, metrics: Vec<Metric>) -> MetricFamily {
-    let mut f = MetricFamily::default();
-    f.set_name(name.to_owned());
-    f.set_help(help.to_owned());
-    f.set_field_type(MetricType::HISTOGRAM);
-    f.set_metric(metrics);
-    f
+    super::exposition::family(name, help, MetricType::HISTOGRAM, metrics)
 }
 
 /// A histogram (without labels) in shards.
@@ -188,16 +183,8 @@ impl ShardedHistogramVec {
         let pairs = sets
             .iter()
             .map(|values| {
-                let mut pairs: Vec<_> = labels
-                    .iter()
-                    .zip(values)
-                    .map(|(n, v)| {
-                        let mut l = prometheus::proto::LabelPair::default();
-                        l.set_name((*n).to_owned());
-                        l.set_value((*v).to_owned());
-                        l
-                    })
-                    .collect();
+                let named: Vec<_> = labels.iter().copied().zip(values.iter().copied()).collect();
+                let mut pairs = super::exposition::labels(&named);
                 pairs.sort_by(|a, b| a.name().cmp(b.name()));
                 pairs
             })
