@@ -1,8 +1,4 @@
-//! `origin::fuzzing::request_headers`: the protocol's request headers.
+//! `origin::fuzzing::request_headers_bytes`: see its doc.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    if let Ok(s) = std::str::from_utf8(data) {
-        origin::fuzzing::request_headers(s);
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| origin::fuzzing::request_headers_bytes(data));

@@ -1,7 +1,10 @@
 //! Entry points for the fuzz targets in `fuzz/` (not an API): every parser
 //! that a request or a file on disk reaches, each with the invariants a
 //! fuzzer can check beyond "does not panic". Private parsers are reached
-//! through here so that they stay private to everything else.
+//! through here so that they stay private to everything else. Each target
+//! is one function of the input's bytes ([`TARGETS`]), so that the
+//! committed corpora are replayed by a plain test too
+//! (`tests/fuzz_corpus.rs`) on the stable compiler, without libFuzzer.
 
 use std::path::Path;
 
@@ -53,6 +56,31 @@ pub fn keys_file(buf: &[u8]) {
     let _ = serde_json::from_slice::<Vec<crate::auth::keys::KeyRecord>>(buf);
 }
 
+/// Every target, by the name of its folder under `fuzz/corpus/`.
+pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+    ("log_records", log_records),
+    ("checkpoints", checkpoints),
+    ("keys_file", keys_file),
+    ("request_headers", request_headers_bytes),
+    ("snapshot_range", snapshot_range_bytes),
+    ("json_body", json_body),
+    ("offsets_and_query", offsets_and_query),
+    ("paths_and_types", paths_and_types),
+    ("sse_framing", sse_framing),
+    ("tokens", tokens),
+];
+
+/// [`snapshot_range`] with the snapshot's length in the first 8 bytes
+/// (little-endian) and the header after them.
+pub fn snapshot_range_bytes(data: &[u8]) {
+    let Some((len, header)) = data.split_first_chunk::<8>() else {
+        return;
+    };
+    if let Ok(header) = std::str::from_utf8(header) {
+        snapshot_range(header, u64::from_le_bytes(*len));
+    }
+}
+
 /// A snapshot read's `Range` against a snapshot of `len` bytes: a part is
 /// never empty and never past the end.
 pub fn snapshot_range(header: &str, len: u64) {
@@ -61,6 +89,13 @@ pub fn snapshot_range(header: &str, len: u64) {
             r.start < r.end && r.end <= len,
             "{header:?} of {len}: {r:?}"
         );
+    }
+}
+
+/// [`request_headers`] of input that is UTF-8.
+pub fn request_headers_bytes(data: &[u8]) {
+    if let Ok(s) = std::str::from_utf8(data) {
+        request_headers(s);
     }
 }
 
@@ -110,5 +145,70 @@ pub fn json_body(buf: &[u8]) {
                 );
             }
         }
+    }
+}
+
+/// Offsets and read queries: an offset that parses prints as it was
+/// written and its next chunk boundary is not before it.
+pub fn offsets_and_query(data: &[u8]) {
+    use shared::offset::{Offset, ReadFrom};
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Some(o) = Offset::parse(s) {
+        assert_eq!(o.to_string(), s);
+        assert!(o.next_chunk_boundary() >= o);
+    }
+    let _ = ReadFrom::parse(s);
+    let _ = shared::params::parse_read_query(Some(s));
+}
+
+/// Paths, content types, `Accept` and `If-None-Match`: a path that
+/// validates as a stream's is classified as one.
+pub fn paths_and_types(data: &[u8]) {
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
+    let _ = shared::paths::classify(s);
+    if shared::paths::validate_stream_path(s).is_ok() {
+        assert!(matches!(
+            shared::paths::classify(s),
+            shared::paths::Target::Stream(_)
+        ));
+    }
+    let _ = shared::content_type::is_valid(s);
+    let _ = shared::content_type::media_type(s);
+    let _ = shared::content_type::is_json(s);
+    let _ = shared::negotiate::JsonPreference::of(Some(s));
+    let _ = shared::etag::if_none_match_hits(s, "\"abc\"");
+}
+
+/// SSE framing of any bytes: one event, ended by a blank line, whose every
+/// line is a field (no stray line break or carriage return inside).
+pub fn sse_framing(data: &[u8]) {
+    for base64 in [false, true] {
+        let event = shared::sse::data_event(data, base64);
+        assert!(event.ends_with(b"\n\n"));
+        let body = &event[..event.len() - 2];
+        for line in body.split(|b| *b == b'\n') {
+            assert!(
+                line.starts_with(b"event:") || line.starts_with(b"data:"),
+                "{line:?}"
+            );
+            assert!(!line.contains(&b'\r'));
+        }
+    }
+}
+
+/// Tokens: a verifier refuses any text that is not a token it signed, and
+/// never panics on one.
+pub fn tokens(data: &[u8]) {
+    use std::sync::OnceLock;
+    static VERIFIER: OnceLock<shared::auth::Verifier> = OnceLock::new();
+    let verifier = VERIFIER.get_or_init(|| {
+        shared::auth::Verifier::from_hex(&"ab".repeat(32)).expect("a 32-byte key")
+    });
+    if let Ok(s) = std::str::from_utf8(data) {
+        assert!(verifier.verify(s, 1_700_000_000).is_err());
     }
 }

@@ -95,6 +95,40 @@ async fn append(client: &reqwest::Client, bases: &[String], i: usize, seq: u64) 
     unreachable!()
 }
 
+/// Creates stream `i` through the origins in turn until one answers
+/// `201`: a snapshot of settled roles does not stop the spread from
+/// moving a partition right after it (a hand-off answers 503 +
+/// `Retry-After` for a moment, which a client retries).
+async fn create(client: &reqwest::Client, bases: &[String], i: usize) {
+    let started = Instant::now();
+    for attempt in 0usize.. {
+        let b = &bases[(i + attempt) % bases.len()];
+        let r = client
+            .put(format!("{b}{}", stream(i)))
+            .header("content-type", "application/octet-stream")
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        // 200 on a retry: an earlier try created it and its answer was lost.
+        if status == 201 || (attempt > 0 && status == 200) {
+            return;
+        }
+        let body = r.text().await.unwrap_or_default();
+        assert_eq!(status, 503, "create {i} through {b}: {body}");
+        assert!(
+            body.contains("\"code\""),
+            "create {i}: 503 without a code: {body}"
+        );
+        eprintln!("create {i} through {b}: 503 {body}");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "create {i} kept answering 503"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 pub async fn read(client: &reqwest::Client, url: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -159,13 +193,7 @@ async fn partitions_spread_move_off_a_dead_origin_and_onto_a_new_one_losing_noth
         .collect();
     assert!(streams.len() >= 4, "the streams fall in {streams:?}");
     for i in 0..STREAMS {
-        let r = client
-            .put(format!("{}{}", bases[i % 3], stream(i)))
-            .header("content-type", "application/octet-stream")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 201, "create {i}");
+        create(&client, &bases, i).await;
     }
     let mut acknowledged = vec![String::new(); STREAMS];
     let mut next = 0;

@@ -7,11 +7,11 @@
 //! request's behalf (the edge to its origin, a follower to the owner), with
 //! the W3C `traceparent` the client sent.
 //!
-//! It lives in a task-local for the request's future, with the request's
-//! arrival (its duration in `/metrics` counts from there): no span to
-//! create and no extension to insert per request. Work a request spawns
-//! into a task of its own (an SSE tail's writer) is outside it and logs
-//! without it.
+//! It lives beside the request's future, with the request's arrival (its
+//! duration in `/metrics` counts from there), and is current while that
+//! future is polled (`scope`): no span to create and no extension to
+//! insert per request. Work a request spawns into a task of its own (an
+//! SSE tail's writer) is outside it and logs without it.
 
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
@@ -39,9 +39,9 @@ pub struct RequestContext {
     pub arrived: tokio::time::Instant,
 }
 
-tokio::task_local! {
-    static CURRENT: RequestContext;
-}
+mod scope;
+
+use scope::{with, Scoped};
 
 fn valid(v: &[u8]) -> bool {
     !v.is_empty()
@@ -121,45 +121,40 @@ pub fn from_headers(headers: &HeaderMap) -> RequestContext {
 
 /// Runs `fut` as the request `ctx`.
 pub fn scope<F: Future>(ctx: RequestContext, fut: F) -> impl Future<Output = F::Output> {
-    CURRENT.scope(ctx, fut)
+    Scoped::new(ctx, Box::pin(fut))
 }
 
-/// Runs `answer` as the request `ctx`, and echoes the id on the answer it
-/// gives (taken from the context as it ends: no copy kept beside it).
-pub async fn answered<B>(
-    ctx: RequestContext,
-    answer: impl Future<Output = http::Response<B>>,
-) -> http::Response<B> {
-    CURRENT
-        .scope(ctx, async {
-            let mut resp = answer.await;
-            if let Ok(id) = CURRENT.try_with(|c| c.id.clone()) {
-                resp.headers_mut().insert(HEADER, id);
-            }
-            resp
-        })
-        .await
+/// Runs `answer` (boxed: see `accept`) as the request `ctx`, and echoes the
+/// id on the answer it gives (moved out of the context as it ends: no copy
+/// of it made).
+pub fn answered<B, F>(ctx: RequestContext, answer: F) -> impl Future<Output = http::Response<B>>
+where
+    F: Future<Output = http::Response<B>> + Unpin,
+{
+    let mut scoped = Scoped::new(ctx, answer);
+    std::future::poll_fn(move |cx| {
+        let mut resp = std::task::ready!(std::pin::Pin::new(&mut scoped).poll(cx));
+        if let Some(ctx) = scoped.take_context() {
+            resp.headers_mut().insert(HEADER, ctx.id);
+        }
+        std::task::Poll::Ready(resp)
+    })
 }
 
 /// The current request's context, inside [`scope`].
 pub fn current() -> Option<RequestContext> {
-    CURRENT.try_with(Clone::clone).ok()
+    with(RequestContext::clone)
 }
 
 /// When the current request arrived (now, outside [`scope`]: a request
 /// that came another way, such as a test's).
 pub fn arrived() -> tokio::time::Instant {
-    CURRENT
-        .try_with(|c| c.arrived)
-        .unwrap_or_else(|_| tokio::time::Instant::now())
+    with(|c| c.arrived).unwrap_or_else(tokio::time::Instant::now)
 }
 
 /// The current request's id as text, inside [`scope`].
 pub fn current_id() -> Option<String> {
-    CURRENT
-        .try_with(|c| c.id.to_str().ok().map(str::to_owned))
-        .ok()
-        .flatten()
+    with(|c| c.id.to_str().ok().map(str::to_owned)).flatten()
 }
 
 /// Puts the current request's id and `traceparent` on a request this
