@@ -56,8 +56,11 @@ pub fn keys_file(buf: &[u8]) {
     let _ = serde_json::from_slice::<Vec<crate::auth::keys::KeyRecord>>(buf);
 }
 
+/// A target: one input's bytes in, a panic on a broken invariant.
+pub type Target = fn(&[u8]);
+
 /// Every target, by the name of its folder under `fuzz/corpus/`.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("log_records", log_records),
     ("checkpoints", checkpoints),
     ("keys_file", keys_file),
@@ -205,9 +208,8 @@ pub fn sse_framing(data: &[u8]) {
 pub fn tokens(data: &[u8]) {
     use std::sync::OnceLock;
     static VERIFIER: OnceLock<shared::auth::Verifier> = OnceLock::new();
-    let verifier = VERIFIER.get_or_init(|| {
-        shared::auth::Verifier::from_hex(&"ab".repeat(32)).expect("a 32-byte key")
-    });
+    let verifier = VERIFIER
+        .get_or_init(|| shared::auth::Verifier::from_hex(&"ab".repeat(32)).expect("a 32-byte key"));
     if let Ok(s) = std::str::from_utf8(data) {
         assert!(verifier.verify(s, 1_700_000_000).is_err());
     }
