@@ -44,6 +44,7 @@ resource "aws_launch_template" "edge" {
     region          = var.region
     open_accounts   = var.open_accounts
     sse_keepalive   = var.sse_keepalive_seconds
+    drain_delay     = local.edge_drain_delay
     extra_env       = var.edge_extra_env
     install_release = local.install_release
   }))
@@ -142,6 +143,15 @@ resource "aws_lb" "edge" {
   depends_on = [aws_s3_bucket_policy.logs]
 }
 
+locals {
+  edge_check_interval  = 10
+  edge_check_unhealthy = 3
+  # An edge stopped by systemd (a restart, an upgrade) answers /readyz 503
+  # this long before it closes its listener: as long as the balancer takes
+  # to count it unhealthy.
+  edge_drain_delay = local.edge_check_interval * local.edge_check_unhealthy
+}
+
 resource "aws_lb_target_group" "edge" {
   #checkov:skip=CKV_AWS_378:Balancer to edge is plain HTTP inside the VPC: the edges hold no certificate, and the hop never leaves the private subnets' security groups.
   name_prefix = "edge-"
@@ -159,10 +169,10 @@ resource "aws_lb_target_group" "edge" {
     port                = "traffic-port"
     protocol            = "HTTP"
     matcher             = "200"
-    interval            = 10
+    interval            = local.edge_check_interval
     timeout             = 5
     healthy_threshold   = 2
-    unhealthy_threshold = 3
+    unhealthy_threshold = local.edge_check_unhealthy
   }
 
   lifecycle {

@@ -75,6 +75,13 @@ pub struct Cli {
     /// `http://` and the `Host` the request came with.
     #[arg(long, env = "EDGE_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// From SIGTERM (or Ctrl-C), how long the edge goes on serving with
+    /// `/readyz` answering 503 before it closes its listener, so a balancer
+    /// that checks readiness takes it out of rotation first (set it to the
+    /// balancer's check interval times its unhealthy threshold); a second
+    /// signal ends it early. 0s: close at once.
+    #[arg(long, env = "EDGE_DRAIN_DELAY", default_value = "0s", value_parser = parse_duration)]
+    pub drain_delay: Duration,
     /// A request body that sends nothing for this long answers 408.
     #[arg(long, env = "EDGE_BODY_IDLE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub body_idle_timeout: Duration,
@@ -86,6 +93,15 @@ pub struct Cli {
     /// start); past it new ones wait in the kernel's backlog.
     #[arg(long, env = "EDGE_MAX_CONNECTIONS", default_value_t = 0)]
     pub max_connections: usize,
+    /// HTTP/2 connections to each origin that waiting requests (shared
+    /// tails, long-polls, the invalidation feed) share, at most.
+    #[arg(long, env = "EDGE_UPSTREAM_H2_CONNECTIONS", default_value_t = 64)]
+    pub upstream_h2_connections: usize,
+    /// Waiting requests on one of those connections at most (keep it below
+    /// the origin's HTTP/2 stream limit, 256). Past connections × streams
+    /// to one origin, a new tail or long-poll is refused at once.
+    #[arg(long, env = "EDGE_UPSTREAM_H2_STREAMS", default_value_t = 200)]
+    pub upstream_h2_streams: usize,
 }
 
 impl Cli {
@@ -109,10 +125,15 @@ impl Cli {
             c.object_store = self.object_store.clone();
             c.limits.sse_session = self.sse_session;
             c.limits.sse_keepalive = self.sse_keepalive;
+            c.limits.upstream_waiting = crate::upstream::multiplexed::MultiplexLimits {
+                connections: self.upstream_h2_connections,
+                streams: self.upstream_h2_streams,
+            };
             c.limits.serve = shell::ServeConfig {
                 max_connections: self.max_connections,
                 header_read_timeout: self.header_read_timeout,
                 body_idle_timeout: self.body_idle_timeout,
+                drain_delay: self.drain_delay,
                 ..shell::ServeConfig::default()
             };
             c.access = crate::access::AccessConfig {
@@ -228,6 +249,12 @@ pub struct Limits {
     pub sse_keepalive: Duration,
     /// Largest upstream answer the edge buffers (a read is at most 8 MiB).
     pub max_answer_bytes: usize,
+    /// Waiting requests to the origin (tails, long-polls, the feed): HTTP/2
+    /// connections per origin at most, and requests on each at most
+    /// (`upstream::multiplexed`); past both, a new one is refused at once
+    /// (a tail ends and its readers reconnect, a long-poll answers 503 +
+    /// `Retry-After`).
+    pub upstream_waiting: crate::upstream::multiplexed::MultiplexLimits,
     /// Bytes of snapshots copied into the cache while they stream through,
     /// all readers together; a snapshot that does not fit streams through
     /// without being kept.
@@ -258,6 +285,7 @@ impl Default for Limits {
             sse_session: Duration::from_secs(60),
             sse_keepalive: Duration::from_secs(15),
             max_answer_bytes: 9 * 1024 * 1024,
+            upstream_waiting: Default::default(),
             snapshot_fill_bytes: 256 * 1024 * 1024,
             feed_poll: Duration::from_secs(1),
             feed_stale_after: Duration::from_secs(2),

@@ -49,6 +49,14 @@ pub enum Upstream {
     Feed,
 }
 
+impl Upstream {
+    /// Whether requests of this kind wait at the origin for what comes
+    /// (sent over HTTP/2, many to a connection: `upstream::multiplexed`).
+    pub fn waits(self) -> bool {
+        matches!(self, Upstream::LongPoll | Upstream::Tail | Upstream::Feed)
+    }
+}
+
 /// The kinds' label values, in the enum's order (a kind is its index).
 const UPSTREAM: [&str; 7] = [
     "forward",
@@ -99,6 +107,10 @@ pub struct Metrics {
     sse_dropped_slow: AtomicU64,
     sse_feeds_over_budget: AtomicU64,
     upstream_tails: AtomicI64,
+    /// HTTP/2 connections to the origins open now, and waiting requests
+    /// on them (`upstream::multiplexed`).
+    multiplexed_connections: AtomicI64,
+    multiplexed_streams: AtomicI64,
     /// Partitions whose invalidation feeds are tailed (a region's count).
     feed_partitions_followed: AtomicI64,
     invalidations: AtomicU64,
@@ -143,6 +155,8 @@ impl Default for Metrics {
             sse_dropped_slow: AtomicU64::new(0),
             sse_feeds_over_budget: AtomicU64::new(0),
             upstream_tails: AtomicI64::new(0),
+            multiplexed_connections: AtomicI64::new(0),
+            multiplexed_streams: AtomicI64::new(0),
             feed_partitions_followed: AtomicI64::new(0),
             invalidations: AtomicU64::new(0),
             feed_losses: AtomicU64::new(0),
@@ -260,6 +274,22 @@ impl Metrics {
         Gauge::new(Arc::clone(self), |m| &m.upstream_tails)
     }
 
+    pub fn multiplexed_connection_opened(&self) {
+        self.multiplexed_connections.fetch_add(1, Relaxed);
+    }
+
+    pub fn multiplexed_connection_closed(&self) {
+        self.multiplexed_connections.fetch_sub(1, Relaxed);
+    }
+
+    pub fn multiplexed_stream_started(&self) {
+        self.multiplexed_streams.fetch_add(1, Relaxed);
+    }
+
+    pub fn multiplexed_stream_ended(&self) {
+        self.multiplexed_streams.fetch_sub(1, Relaxed);
+    }
+
     /// Every family, with the numbers read at scrape time.
     pub fn expose(&self, sampled: Sampled, e: &mut Exposition) {
         Requests::expose(&[&self.requests], e);
@@ -360,6 +390,16 @@ impl Metrics {
                 "ds_edge_feed_partitions",
                 "Partitions whose invalidation feeds are tailed.",
                 &self.feed_partitions_followed,
+            ),
+            (
+                "ds_edge_upstream_h2_connections",
+                "HTTP/2 connections to the origins that waiting requests (tails, long-polls, the feed) share, open now.",
+                &self.multiplexed_connections,
+            ),
+            (
+                "ds_edge_upstream_h2_streams",
+                "Waiting requests in flight on those connections now.",
+                &self.multiplexed_streams,
             ),
         ] {
             e.gauge(name, help, v.load(Relaxed) as f64);

@@ -23,6 +23,12 @@ impl Edge {
         })
     }
 
+    /// What `/readyz` reads: set it (`shell::signal::after_drain`) to say
+    /// draining before `shutdown` resolves.
+    pub fn draining(&self) -> shell::ready::Draining {
+        self.state.draining.clone()
+    }
+
     /// Serves until `shutdown` resolves; live reads end at once, the rest
     /// finish.
     pub async fn serve(
@@ -30,7 +36,11 @@ impl Edge {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let shutdown = shell::signal::announced(shutdown, self.state.closing.clone());
+        let shutdown = shell::signal::announced(
+            shutdown,
+            self.state.closing.clone(),
+            self.state.draining.clone(),
+        );
         let state = self.state;
         // Once a second: forget rate-limit budgets idle for a while.
         let _sweeper = shell::periodic::every(Duration::from_secs(1), {

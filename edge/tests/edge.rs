@@ -25,6 +25,8 @@ mod forward;
 mod invalidation;
 #[path = "edge/long_poll.rs"]
 mod long_poll;
+#[path = "edge/multiplexed.rs"]
+mod multiplexed;
 #[path = "edge/negotiation.rs"]
 mod negotiation;
 #[path = "edge/process.rs"]

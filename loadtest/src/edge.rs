@@ -145,7 +145,7 @@ pub(crate) async fn request(
 }
 
 /// One value of a server's `/metrics`.
-async fn metric(addr: SocketAddr, series: &str) -> anyhow::Result<i64> {
+pub(crate) async fn metric(addr: SocketAddr, series: &str) -> anyhow::Result<i64> {
     let mut s = connect(addr).await?;
     s.ready().await?;
     let resp = s
@@ -164,7 +164,7 @@ async fn metric(addr: SocketAddr, series: &str) -> anyhow::Result<i64> {
         .ok_or_else(|| anyhow::anyhow!("no {series} in /metrics"))
 }
 
-async fn wait_metric(addr: SocketAddr, series: &str, want: i64) -> anyhow::Result<()> {
+pub(crate) async fn wait_metric(addr: SocketAddr, series: &str, want: i64) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     while metric(addr, series).await? != want {
         anyhow::ensure!(Instant::now() < deadline, "{series} never reached {want}");

@@ -20,6 +20,8 @@
 //!   `loadtest/fork-region-bench.sh`), forks within the source's partition
 //!   next to forks across partitions (which copy the prefix), by size.
 //! - `sse-fanout`, `catchup-compare`: the edge (see `edge.rs`).
+//! - `many-tails`: many streams with one SSE reader each through the edge:
+//!   connections to the origin, memory per tailed stream, delivery.
 //! - `hostile-paths`: an edge's memory under distinct long paths.
 //! - `conn-cost`: a server's memory per connection, silent, idle, tailing
 //!   by SSE and parked in a long-poll (where a reader's cost goes).
@@ -47,6 +49,7 @@ mod fork_region;
 mod forward;
 mod hostile;
 mod interleave;
+mod many_tails;
 mod peers;
 mod pool;
 mod pooled;
@@ -80,6 +83,7 @@ enum Cmd {
     ForkBench(fork::Args),
     ForkRegion(fork_region::Args),
     SseFanout(edge::FanoutArgs),
+    ManyTails(many_tails::Args),
     CatchupCompare(edge::CatchupArgs),
     Peers(peers::Args),
     Proxy(proxy::Args),
@@ -104,6 +108,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::ForkBench(a) => fork::run(a).await,
         Cmd::ForkRegion(a) => fork_region::run(a).await,
         Cmd::SseFanout(a) => edge::fanout(a).await,
+        Cmd::ManyTails(a) => many_tails::run(a).await,
         Cmd::CatchupCompare(a) => edge::catchup(a).await,
         Cmd::Peers(a) => peers::run(a).await,
         Cmd::Proxy(a) => proxy::run(a).await,

@@ -123,6 +123,13 @@ pub struct Cli {
     /// timeouts), e.g. 15s; 0s: none.
     #[arg(long, env = "ORIGIN_SSE_KEEPALIVE", default_value = "15s", value_parser = parse_duration)]
     pub sse_keepalive: Duration,
+    /// From SIGTERM (or Ctrl-C), how long the origin goes on serving with
+    /// `/readyz` answering 503 before it closes its listener, so a balancer
+    /// that checks readiness takes it out of rotation first (set it to the
+    /// balancer's check interval times its unhealthy threshold); a second
+    /// signal ends it early. 0s: close at once.
+    #[arg(long, env = "ORIGIN_DRAIN_DELAY", default_value = "0s", value_parser = parse_duration)]
+    pub drain_delay: Duration,
     /// A request body that sends nothing for this long answers 408.
     #[arg(long, env = "ORIGIN_BODY_IDLE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub body_idle_timeout: Duration,
@@ -394,6 +401,7 @@ impl Cli {
                 max_connections: self.max_connections,
                 header_read_timeout: self.header_read_timeout,
                 body_idle_timeout: self.body_idle_timeout,
+                drain_delay: self.drain_delay,
                 ..shell::ServeConfig::default()
             },
             auth: crate::auth::AuthConfig {

@@ -21,7 +21,10 @@ use std::time::Duration;
 ///   or answered as probes at once (past it the listener waits, at most
 ///   about `probe_timeout`);
 /// - `probe_timeout`: while recovering, a connection that has not shown
-///   within this long whether it is a probe is held for the server.
+///   within this long whether it is a probe is held for the server;
+/// - `drain_delay`: from a stop signal, how long the server goes on
+///   serving with `/readyz` answering `503` before its listener closes
+///   (`signal::after_drain`; a second signal ends it early).
 #[derive(Clone, Debug)]
 pub struct ServeConfig {
     /// Connections served at once; 0: half the descriptor limit found at
@@ -37,6 +40,7 @@ pub struct ServeConfig {
     pub http2_keep_alive: Duration,
     pub recovering_connections: usize,
     pub probe_timeout: Duration,
+    pub drain_delay: Duration,
 }
 
 impl Default for ServeConfig {
@@ -49,6 +53,7 @@ impl Default for ServeConfig {
             http2_keep_alive: Duration::from_secs(30),
             recovering_connections: 256,
             probe_timeout: Duration::from_secs(5),
+            drain_delay: Duration::ZERO,
         }
     }
 }

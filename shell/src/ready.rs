@@ -11,8 +11,27 @@
 //! caught up since it started, because until then it may not serve what
 //! it keeps; a feed lost later keeps it ready, as it forwards meanwhile).
 
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+
 use http::{HeaderValue, Response, StatusCode};
 use shared::error::{ErrorBody, ErrorCode};
+
+/// Set from the first stop signal on (during `--drain-delay`, while the
+/// server still serves) and at the close itself: `/readyz` answers `503`
+/// draining from then on. One per server, shared by its parts.
+#[derive(Clone, Debug, Default)]
+pub struct Draining(Arc<AtomicBool>);
+
+impl Draining {
+    pub fn start(&self) {
+        self.0.store(true, Relaxed);
+    }
+
+    pub fn started(&self) -> bool {
+        self.0.load(Relaxed)
+    }
+}
 
 /// Liveness: the process answers.
 pub const HEALTH: &str = "/healthz";

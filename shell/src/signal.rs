@@ -1,14 +1,51 @@
 //! What stops a server: SIGTERM (how orchestrators stop a process) or
-//! Ctrl-C.
+//! Ctrl-C; with a drain delay (`--drain-delay`), only after the server
+//! has told its balancer for that long that it is going.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::ready::Draining;
 
 /// `shutdown`, and then `closing` turns true: the server's live reads end
-/// at once, so the drain does not wait for them.
+/// at once, so the drain does not wait for them, and the listener closes.
+/// `/readyz` says draining from then on, if it did not already.
 pub async fn announced(
-    shutdown: impl std::future::Future<Output = ()>,
+    shutdown: impl Future<Output = ()>,
     closing: tokio::sync::watch::Sender<bool>,
+    draining: Draining,
 ) {
     shutdown.await;
+    draining.start();
     closing.send_replace(true);
+}
+
+/// Resolves `delay` after `first` (a stop signal), or at `again` (a second
+/// one, polled only after the first: an operator who does not want to
+/// wait), with `draining` set from `first` on. Meanwhile the server serves
+/// as before, new connections included, and `/readyz` answers `503`, so a
+/// balancer that checks it every few seconds takes the server out of
+/// rotation before its listener closes (with no delay, new connections are
+/// refused at once, and a balancer learns it from failed requests).
+pub async fn after_drain(
+    first: impl Future<Output = ()>,
+    draining: Draining,
+    delay: Duration,
+    again: impl Future<Output = ()>,
+) {
+    first.await;
+    draining.start();
+    if delay.is_zero() {
+        return;
+    }
+    tracing::info!(
+        delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+        "draining: not ready, still serving until the delay ends or another stop signal"
+    );
+    tokio::select! {
+        () = tokio::time::sleep(delay) => {}
+        () = again => tracing::info!("a second stop signal: closing now"),
+    }
 }
 
 /// Resolves on SIGTERM or Ctrl-C.
@@ -18,5 +55,61 @@ pub async fn shutdown() {
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stop_drains_for_the_delay_then_closes() {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let draining = Draining::default();
+        let done = tokio::spawn(after_drain(
+            async {
+                let _ = stopped.await;
+            },
+            draining.clone(),
+            Duration::from_secs(15),
+            std::future::pending(),
+        ));
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!draining.started() && !done.is_finished());
+        stop.send(()).unwrap();
+        tokio::time::sleep(Duration::from_millis(14_999)).await;
+        assert!(draining.started(), "not ready from the signal on");
+        assert!(!done.is_finished(), "still serving during the delay");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        assert!(done.is_finished(), "closes when the delay ends");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_second_signal_ends_the_delay_and_no_delay_closes_at_once() {
+        let (again, second) = tokio::sync::oneshot::channel::<()>();
+        let draining = Draining::default();
+        let done = tokio::spawn(after_drain(
+            std::future::ready(()),
+            draining.clone(),
+            Duration::from_secs(600),
+            async {
+                let _ = second.await;
+            },
+        ));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(draining.started() && !done.is_finished());
+        again.send(()).unwrap();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(done.is_finished());
+
+        let draining = Draining::default();
+        after_drain(
+            std::future::ready(()),
+            draining.clone(),
+            Duration::ZERO,
+            std::future::pending(),
+        )
+        .await;
+        assert!(draining.started());
     }
 }

@@ -22,10 +22,15 @@ async fn main() -> anyhow::Result<()> {
     if let Some(url) = &config.object_store {
         tracing::info!(%url, "sealed chunks are read from object storage");
     }
-    Edge::new(config)
-        .context("opening the object store")?
-        .serve(listener, shell::signal::shutdown())
-        .await?;
+    let delay = config.limits.serve.drain_delay;
+    let edge = Edge::new(config).context("opening the object store")?;
+    let stop = shell::signal::after_drain(
+        shell::signal::shutdown(),
+        edge.draining(),
+        delay,
+        shell::signal::shutdown(),
+    );
+    edge.serve(listener, stop).await?;
     tracing::info!("stopped");
     Ok(())
 }

@@ -176,6 +176,7 @@ fn upstream_failed(e: &UpstreamError) -> Response<Body> {
         UpstreamError::Uri(_) => "bad uri",
         UpstreamError::Connect(_) => "connect",
         UpstreamError::Body(_) => "body",
+        UpstreamError::Multiplexed(_) => "waiting request",
     };
     tracing::warn!(error = e, "chunk fill failed");
     EdgeError::Busy("the origin cannot be reached").into_response()

@@ -62,6 +62,8 @@ pub struct EdgeState {
     /// Turns true when the edge starts to shut down: live reads end, so the
     /// graceful shutdown does not wait for them.
     pub closing: tokio::sync::watch::Sender<bool>,
+    /// Set from the stop signal on (`/readyz` answers 503 draining).
+    pub draining: shell::ready::Draining,
 }
 
 impl EdgeState {
@@ -81,6 +83,7 @@ impl EdgeState {
             &origins,
             Arc::clone(&metrics),
             config.limits.max_answer_bytes,
+            config.limits.upstream_waiting,
         );
         let closing = tokio::sync::watch::Sender::new(false);
         let feed = Feed::new(upstream.clone(), Arc::clone(&metrics), &config.limits);
@@ -108,6 +111,7 @@ impl EdgeState {
             metrics,
             config,
             closing,
+            draining: shell::ready::Draining::default(),
         }))
     }
 
@@ -135,7 +139,7 @@ where
             // meanwhile, and every edge loses it at once when the origin
             // restarts: out of rotation, all would be).
             routes::READY => {
-                return shell::ready::answer(if *state.closing.borrow() {
+                return shell::ready::answer(if state.draining.started() {
                     Err(shell::ready::NotReady::Draining)
                 } else if !state.feed.caught_up_once() {
                     Err(shell::ready::NotReady::FeedNotLive)

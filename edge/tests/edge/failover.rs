@@ -65,6 +65,7 @@ async fn a_write_to_an_unreachable_origin_fails_and_the_next_goes_on() {
         &[dead_url, live_url],
         std::sync::Arc::new(edge::metrics::Metrics::default()),
         1 << 20,
+        Default::default(),
     );
     let create = || {
         let mut req = http::Request::new(axum::body::Body::from("first"));

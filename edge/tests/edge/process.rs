@@ -1,5 +1,6 @@
 //! The binary: the first log line names the bound address, `/metrics`
-//! answers, SIGTERM stops it with status 0.
+//! answers, SIGTERM stops it with status 0 (with `--drain-delay`, after
+//! `/readyz` said draining, or at a second SIGTERM).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Command, Stdio};
@@ -48,6 +49,78 @@ fn the_binary_names_its_address_first_and_stops_on_sigterm() {
             break;
         }
         assert!(Instant::now() < deadline, "the edge did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn with_a_drain_delay_sigterm_makes_it_unready_and_a_second_one_stops_it() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_edge"))
+        .args(["--listen", "127.0.0.1:0", "--origin", "http://127.0.0.1:9"])
+        .args(["--drain-delay", "600s"])
+        .env("NO_COLOR", "1")
+        .env("RUST_LOG", "info")
+        .env("EDGE_CACHE", "16MiB")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn edge");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("a first line").expect("text");
+    let addr = first
+        .split("addr=")
+        .nth(1)
+        .expect("addr= in the first line")
+        .trim()
+        .to_owned();
+    std::thread::spawn(move || for _ in lines.by_ref() {});
+    let get = |path: &str| {
+        let mut conn = std::net::TcpStream::connect(&addr).expect("connect");
+        write!(
+            conn,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        conn.read_to_string(&mut text).unwrap();
+        text
+    };
+    let kill = |child: &std::process::Child| {
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    // Serving: its stop signal's handler is in place (a SIGTERM before it
+    // would end the process at once, as any process's default).
+    assert!(get("/healthz").starts_with("HTTP/1.1 200"));
+    kill(&child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = get("/readyz");
+        if text.contains("draining: shutting down") {
+            assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "SIGTERM did not make it say draining: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(get("/healthz").starts_with("HTTP/1.1 200"), "still serving");
+    assert!(child.try_wait().unwrap().is_none(), "still running");
+    kill(&child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "exit status {status}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the second SIGTERM did not stop it"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }

@@ -46,10 +46,12 @@ async fn ready_through_a_lost_feed_and_not_while_draining() {
         200,
         "a feed lost after the start keeps the edge in rotation"
     );
-    // Draining (what SIGTERM starts): out of rotation.
-    s.edge.closing.send_replace(true);
+    // Draining (what SIGTERM starts, `--drain-delay` before the close):
+    // out of rotation, and still serving.
+    s.edge.draining.start();
     let r = s.get("/readyz").await;
     assert_eq!(r.status(), 503);
     let body: serde_json::Value = r.json().await.unwrap();
     assert_eq!(body["error"]["message"], "draining: shutting down");
+    assert_eq!(s.get("/healthz").await.status(), 200);
 }

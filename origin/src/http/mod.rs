@@ -123,6 +123,8 @@ pub struct AppState {
     /// Turns true when the server starts to shut down: live reads end, so
     /// the graceful shutdown does not wait for them.
     pub closing: tokio::sync::watch::Sender<bool>,
+    /// Set from the stop signal on (`/readyz` answers 503 draining).
+    pub draining: shell::ready::Draining,
     pub auth: crate::auth::Auth,
     /// Snapshot parts staged on disk, and their bounds.
     pub staging: Arc<staging::Staging>,
@@ -163,7 +165,7 @@ where
     match (req.method(), req.uri().path()) {
         (&Method::GET, routes::METRICS) => metrics_response(metrics_text(&state)),
         (&Method::GET, routes::HEALTH) => health_response(),
-        (&Method::GET, routes::READY) => shell::ready::answer(if *state.closing.borrow() {
+        (&Method::GET, routes::READY) => shell::ready::answer(if state.draining.started() {
             Err(shell::ready::NotReady::Draining)
         } else {
             Ok(())

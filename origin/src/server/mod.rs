@@ -88,6 +88,7 @@ pub fn open_state_sharing(
         metrics,
         ingress,
         closing,
+        draining: shell::ready::Draining::default(),
     });
     Ok((state, report))
 }
@@ -126,6 +127,12 @@ impl Origin {
         Ok(Origin { state, report })
     }
 
+    /// What `/readyz` reads: set it (`shell::signal::after_drain`) to say
+    /// draining before `shutdown` resolves.
+    pub fn draining(&self) -> shell::ready::Draining {
+        self.state.draining.clone()
+    }
+
     /// Serves until `shutdown` resolves, then drains and stops the store.
     pub async fn serve(
         self,
@@ -151,7 +158,11 @@ impl Origin {
                 async move { tick(&state).await }
             }
         });
-        let shutdown = shell::signal::announced(shutdown, self.state.closing.clone());
+        let shutdown = shell::signal::announced(
+            shutdown,
+            self.state.closing.clone(),
+            self.state.draining.clone(),
+        );
         let state = self.state;
         let serve = state.config.serve.clone();
         // Only the waiting requests watch their client (long-polls, SSE):

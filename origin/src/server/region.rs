@@ -104,6 +104,8 @@ pub struct RegionOrigin {
     fetching: Arc<tokio::sync::Mutex<()>>,
     /// Turns true when the server starts to shut down.
     closing: tokio::sync::watch::Sender<bool>,
+    /// Set from the stop signal on (`/readyz` answers 503 draining).
+    draining: shell::ready::Draining,
     incarnations: AtomicU64,
     /// Set while this origin stands aside after claims that keep failing:
     /// its heartbeat says `leaving`, so the others take over.
@@ -191,6 +193,7 @@ impl RegionOrigin {
             fetching: Default::default(),
             pinned: Default::default(),
             closing: tokio::sync::watch::Sender::new(false),
+            draining: shell::ready::Draining::default(),
             incarnations: AtomicU64::new(0),
             standing_aside: std::sync::atomic::AtomicBool::new(false),
             joined: std::sync::atomic::AtomicBool::new(false),
@@ -215,6 +218,12 @@ impl RegionOrigin {
                 _ => None,
             })
             .collect()
+    }
+
+    /// What `/readyz` reads: set it (`shell::signal::after_drain`) to say
+    /// draining before `shutdown` resolves.
+    pub fn draining(&self) -> shell::ready::Draining {
+        self.draining.clone()
     }
 
     /// Serves until `shutdown` resolves, then stops the stores it serves
@@ -295,7 +304,8 @@ impl RegionOrigin {
                 }
             }
         });
-        let shutdown = shell::signal::announced(shutdown, self.closing.clone());
+        let shutdown =
+            shell::signal::announced(shutdown, self.closing.clone(), self.draining.clone());
         let serve = self.http.serve.clone();
         let me = Arc::clone(&self);
         let result = shell::serve(

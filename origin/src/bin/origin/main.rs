@@ -47,7 +47,13 @@ async fn main() -> anyhow::Result<()> {
             cli.membership_config(),
         )
         .context("opening the data directory")?;
-        origin.serve(listener, shell::signal::shutdown()).await?;
+        let stop = shell::signal::after_drain(
+            shell::signal::shutdown(),
+            origin.draining(),
+            cli.drain_delay,
+            shell::signal::shutdown(),
+        );
+        origin.serve(listener, stop).await?;
         tracing::info!("stopped");
         return Ok(());
     }
@@ -66,9 +72,13 @@ async fn main() -> anyhow::Result<()> {
         torn_bytes = origin.report.torn_bytes_dropped,
         "recovered"
     );
-    origin
-        .serve_held(listener, held, shell::signal::shutdown())
-        .await?;
+    let stop = shell::signal::after_drain(
+        shell::signal::shutdown(),
+        origin.draining(),
+        cli.drain_delay,
+        shell::signal::shutdown(),
+    );
+    origin.serve_held(listener, held, stop).await?;
     tracing::info!("stopped");
     Ok(())
 }

@@ -188,7 +188,7 @@ impl RegionOrigin {
     /// out of its balancer whole; a request for a partition being taken
     /// over answers 503 + `Retry-After` by itself.
     fn readiness(&self) -> Result<(), shell::ready::NotReady> {
-        if *self.closing.borrow() {
+        if self.draining.started() {
             return Err(shell::ready::NotReady::Draining);
         }
         if self.joined.load(Relaxed) {

@@ -13,6 +13,12 @@
 //! `ds-region-partitions`) the owner is remembered per partition, so each
 //! stream's requests go straight to its partition's owner (the partition
 //! map, learned from answers: `shared::partition`).
+//!
+//! Requests that wait (the shared tails' long-polls, collapsed long-polls,
+//! the invalidation feed) go over HTTP/2, many to a connection
+//! ([`multiplexed`]); the rest over pooled HTTP/1.1 connections.
+
+pub mod multiplexed;
 
 use std::sync::Arc;
 
@@ -26,6 +32,7 @@ use hyper_util::rt::TokioExecutor;
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::answer::{strip_hop_by_hop, Answer};
+use multiplexed::{MultiplexError, MultiplexLimits, Multiplexed};
 
 /// No owner known for a partition.
 const NONE: usize = usize::MAX;
@@ -40,11 +47,27 @@ pub enum UpstreamError {
     Body(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("the request path cannot be sent upstream")]
     Uri(#[source] http::Error),
+    #[error("a waiting request to the origin failed")]
+    Multiplexed(#[source] MultiplexError),
+}
+
+impl UpstreamError {
+    /// Whether the origin could not be reached at all (the next origin
+    /// may be tried, and is used from then on).
+    fn is_connect(&self) -> bool {
+        match self {
+            UpstreamError::Connect(e) => e.is_connect(),
+            UpstreamError::Multiplexed(e) => e.is_connect(),
+            _ => false,
+        }
+    }
 }
 
 #[derive(Clone)]
 pub struct Upstream {
     client: Client<HttpConnector, Body>,
+    /// Waiting requests' HTTP/2 connections.
+    waiting: Arc<Multiplexed>,
     /// `http://host:port` of each origin.
     bases: Arc<[Arc<str>]>,
     /// The origin in use (an index into `bases`).
@@ -60,7 +83,12 @@ pub struct Upstream {
 
 impl Upstream {
     /// `origins` holds at least one.
-    pub fn new(origins: &[Uri], metrics: Arc<Metrics>, max_answer_bytes: usize) -> Upstream {
+    pub fn new(
+        origins: &[Uri],
+        metrics: Arc<Metrics>,
+        max_answer_bytes: usize,
+        multiplex: MultiplexLimits,
+    ) -> Upstream {
         assert!(!origins.is_empty(), "at least one origin");
         let mut connector = HttpConnector::new();
         // Answers are small and latency-bound, as on the origin.
@@ -81,9 +109,14 @@ impl Upstream {
                 )
                 .into()
             })
-            .collect();
+            .collect::<Arc<[Arc<str>]>>();
         Upstream {
             client,
+            waiting: Arc::new(Multiplexed::new(
+                bases.len(),
+                multiplex,
+                Arc::clone(&metrics),
+            )),
             bases,
             current: Arc::default(),
             partitions: Arc::new(std::sync::atomic::AtomicU32::new(1)),
@@ -173,7 +206,8 @@ impl Upstream {
             parts.uri = self.uri(origin, &pq)?;
             return self
                 .send(Request::from_parts(parts, body), kind, origin)
-                .await;
+                .await
+                .map(|(resp, _)| resp);
         }
         // Without a body the request can go to each origin in turn (boxed:
         // every waiting request's future would carry the retry loop).
@@ -186,6 +220,7 @@ impl Upstream {
             req
         }))
         .await
+        .map(|(resp, _)| resp)
     }
 
     /// Sends the request `make` builds to the origin in use, and to the
@@ -195,18 +230,18 @@ impl Upstream {
         path_and_query: &str,
         kind: metrics::Upstream,
         make: impl Fn() -> Request<Body>,
-    ) -> Result<Response<Incoming>, UpstreamError> {
+    ) -> Result<(Response<Incoming>, Option<multiplexed::Stream>), UpstreamError> {
         let mut last = None;
         for _ in 0..self.bases.len() {
             let mut req = make();
             let origin = self.origin_for(path_and_query);
             *req.uri_mut() = self.uri(origin, path_and_query)?;
             match self.send(req, kind, origin).await {
-                Err(UpstreamError::Connect(e)) if e.is_connect() => last = Some(e),
+                Err(e) if e.is_connect() => last = Some(e),
                 other => return other,
             }
         }
-        Err(UpstreamError::Connect(last.expect("at least one origin")))
+        Err(last.expect("at least one origin"))
     }
 
     /// `GET path_and_query` with the given request headers, read whole.
@@ -223,18 +258,22 @@ impl Upstream {
             req
         }))
         .await?;
+        // A waiting request's stream is held until its answer is read.
+        let (resp, _stream) = resp;
         Answer::read(resp, self.max_answer_bytes)
             .await
             .inspect_err(|_| self.metrics.upstream_error())
     }
 
-    /// Sends `req` (addressed to `origin`, an index into `bases`).
+    /// Sends `req` (addressed to `origin`, an index into `bases`): a
+    /// waiting one over HTTP/2 (with its stream, to hold until the answer
+    /// is read), the rest over HTTP/1.1.
     async fn send(
         &self,
         mut req: Request<Body>,
         kind: metrics::Upstream,
         origin: usize,
-    ) -> Result<Response<Incoming>, UpstreamError> {
+    ) -> Result<(Response<Incoming>, Option<multiplexed::Stream>), UpstreamError> {
         self.metrics.upstream(kind);
         req.headers_mut()
             .insert("via", HeaderValue::from_static("1.1 ds-edge"));
@@ -245,14 +284,26 @@ impl Upstream {
             .map_or("/", |p| p.as_str())
             .to_owned();
         let sent = tokio::time::Instant::now();
-        let answered = self.client.request(req).await;
+        let answered = if kind.waits() {
+            // Boxed: its connection opening would grow every forwarded
+            // request's future, which never takes this branch.
+            Box::pin(self.waiting.request(origin, req))
+                .await
+                .map(|(resp, stream)| (resp, Some(stream)))
+                .map_err(UpstreamError::Multiplexed)
+        } else {
+            self.client
+                .request(req)
+                .await
+                .map(|resp| (resp, None))
+                .map_err(UpstreamError::Connect)
+        };
         self.metrics.upstream_took(kind, sent.elapsed());
-        let mut resp = answered.map_err(|e| {
+        let (mut resp, stream) = answered.inspect_err(|e| {
             self.metrics.upstream_error();
             if e.is_connect() {
                 self.move_on_from(origin);
             }
-            UpstreamError::Connect(e)
         })?;
         strip_hop_by_hop(resp.headers_mut());
         if let Some(count) = resp
@@ -266,7 +317,7 @@ impl Upstream {
         if let Some(owner) = resp.headers_mut().remove(shared::headers::REGION_OWNER) {
             self.prefer(&owner, &path);
         }
-        Ok(resp)
+        Ok((resp, stream))
     }
 
     /// A follower forwarded the answer to a request of `path` (and query) and named

@@ -1,0 +1,221 @@
+//! Waiting requests to the origin (the shared tails' long-polls, collapsed
+//! long-polls, the invalidation feed) over HTTP/2: many at once over few
+//! connections.
+//!
+//! Over HTTP/1.1 each waiting request holds a connection of its own for as
+//! long as it waits: 10,000 tailed streams were 10,000 connections from
+//! each edge, and at the origin a connection's buffers and future for
+//! each (~22 KiB, `docs/decisions/0020-idle-reader-cost.md`). Here each
+//! origin gets at most `connections` HTTP/2 connections (prior knowledge,
+//! `h2c`: the origin's listener tells HTTP/2 from HTTP/1.1 by the
+//! preface), each carrying at most `streams` requests at once (below the
+//! origin's own `SETTINGS_MAX_CONCURRENT_STREAMS`, 256 by default, so a
+//! request never queues inside the connection). A request goes on the
+//! first open connection with room (filling connections before opening
+//! more, so few stay open); a new connection is opened when none has room;
+//! at `connections × streams` requests in flight to one origin a new one
+//! is refused at once ([`MultiplexError::Full`]: the tail ends and its
+//! readers reconnect, a long-poll answers 503 + `Retry-After`). A
+//! connection that failed or was closed by the origin is dropped from the
+//! pool at the next request; the requests on it fail as with HTTP/1.1.
+//!
+//! Ordinary requests (forwards, chunk and catch-up reads) stay on the
+//! HTTP/1.1 pool: they are short, and one TCP connection each keeps a slow
+//! body from holding up others.
+
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use http::{Request, Response, Uri};
+use hyper::body::Incoming;
+use hyper::client::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+
+use crate::metrics::Metrics;
+
+/// How long opening a connection may take before the origin counts as
+/// unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The pool's bounds, per origin.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MultiplexLimits {
+    /// HTTP/2 connections open to one origin at most.
+    pub connections: usize,
+    /// Requests in flight on one connection at most.
+    pub streams: usize,
+}
+
+impl Default for MultiplexLimits {
+    fn default() -> Self {
+        MultiplexLimits {
+            connections: 64,
+            streams: 200,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MultiplexError {
+    #[error("the origin could not be reached: {0}")]
+    Connect(#[source] std::io::Error),
+    #[error("the HTTP/2 handshake with the origin failed")]
+    Handshake(#[source] hyper::Error),
+    #[error("the origin's answer failed")]
+    Request(#[source] hyper::Error),
+    #[error("every connection to the origin carries as many waiting requests as it may")]
+    Full,
+}
+
+impl MultiplexError {
+    /// Whether the origin could not be reached at all (the next origin
+    /// may be tried).
+    pub fn is_connect(&self) -> bool {
+        matches!(
+            self,
+            MultiplexError::Connect(_) | MultiplexError::Handshake(_)
+        )
+    }
+}
+
+struct Connection {
+    send: http2::SendRequest<Body>,
+    in_flight: Arc<AtomicUsize>,
+}
+
+/// One origin's connections.
+#[derive(Default)]
+struct Origin {
+    open: Vec<Connection>,
+}
+
+/// Requests in flight on a connection, one of them until dropped (held
+/// until the answer's body has been read).
+pub struct Stream {
+    in_flight: Arc<AtomicUsize>,
+    metrics: Arc<Metrics>,
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.in_flight.fetch_sub(1, Relaxed);
+        self.metrics.multiplexed_stream_ended();
+    }
+}
+
+/// The HTTP/2 connections to each origin (by its index in the edge's
+/// list).
+pub struct Multiplexed {
+    limits: MultiplexLimits,
+    /// Held across a connection's opening: two requests that find no room
+    /// open one connection, not two.
+    origins: Box<[tokio::sync::Mutex<Origin>]>,
+    metrics: Arc<Metrics>,
+}
+
+impl Multiplexed {
+    pub fn new(origins: usize, limits: MultiplexLimits, metrics: Arc<Metrics>) -> Multiplexed {
+        Multiplexed {
+            limits: MultiplexLimits {
+                connections: limits.connections.max(1),
+                streams: limits.streams.max(1),
+            },
+            origins: (0..origins).map(|_| Default::default()).collect(),
+            metrics,
+        }
+    }
+
+    /// Sends `req` (its URI absolute, naming origin `origin`'s address) on
+    /// a connection with room; the answer, and the stream to hold until
+    /// its body is read.
+    pub async fn request(
+        &self,
+        origin: usize,
+        req: Request<Body>,
+    ) -> Result<(Response<Incoming>, Stream), MultiplexError> {
+        let (mut send, stream) = self.room(origin, req.uri()).await?;
+        let answer = async {
+            send.ready().await.map_err(MultiplexError::Request)?;
+            send.send_request(req)
+                .await
+                .map_err(MultiplexError::Request)
+        };
+        Ok((answer.await?, stream))
+    }
+
+    /// A connection to `origin` with room for one more request, opened if
+    /// none has any.
+    async fn room(
+        &self,
+        origin: usize,
+        uri: &Uri,
+    ) -> Result<(http2::SendRequest<Body>, Stream), MultiplexError> {
+        let mut pool = self.origins[origin].lock().await;
+        let before = pool.open.len();
+        pool.open.retain(|c| !c.send.is_closed());
+        for _ in pool.open.len()..before {
+            self.metrics.multiplexed_connection_closed();
+        }
+        let found = pool
+            .open
+            .iter()
+            .find(|c| c.in_flight.load(Relaxed) < self.limits.streams);
+        let connection = match found {
+            Some(c) => c,
+            None if pool.open.len() < self.limits.connections => {
+                let send = connect(uri).await?;
+                self.metrics.multiplexed_connection_opened();
+                pool.open.push(Connection {
+                    send,
+                    in_flight: Arc::default(),
+                });
+                pool.open.last().expect("just pushed")
+            }
+            None => return Err(MultiplexError::Full),
+        };
+        connection.in_flight.fetch_add(1, Relaxed);
+        self.metrics.multiplexed_stream_started();
+        Ok((
+            connection.send.clone(),
+            Stream {
+                in_flight: Arc::clone(&connection.in_flight),
+                metrics: Arc::clone(&self.metrics),
+            },
+        ))
+    }
+}
+
+/// Opens an HTTP/2 connection (prior knowledge) to `uri`'s authority.
+async fn connect(uri: &Uri) -> Result<http2::SendRequest<Body>, MultiplexError> {
+    let authority = uri
+        .authority()
+        .map(|a| a.as_str().to_owned())
+        .ok_or_else(|| {
+            MultiplexError::Connect(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "no address in the origin's URL",
+            ))
+        })?;
+    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(authority))
+        .await
+        .map_err(|_| MultiplexError::Connect(std::io::ErrorKind::TimedOut.into()))?
+        .map_err(MultiplexError::Connect)?;
+    let _ = tcp.set_nodelay(true);
+    let (send, connection) = http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        // A dead origin is noticed while every request on it waits.
+        .keep_alive_interval(Duration::from_secs(20))
+        .keep_alive_timeout(Duration::from_secs(20))
+        .keep_alive_while_idle(true)
+        .handshake(TokioIo::new(tcp))
+        .await
+        .map_err(MultiplexError::Handshake)?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!(error = %e, "an HTTP/2 connection to the origin ended");
+        }
+    });
+    Ok(send)
+}
