@@ -102,6 +102,11 @@ pub struct Cli {
     /// to one origin, a new tail or long-poll is refused at once.
     #[arg(long, env = "EDGE_UPSTREAM_H2_STREAMS", default_value_t = 200)]
     pub upstream_h2_streams: usize,
+    /// Idle HTTP/1.1 connections (forwards, chunk and catch-up reads) kept
+    /// open to each origin for reuse, at most; past it an idle one is
+    /// closed rather than kept.
+    #[arg(long, env = "EDGE_UPSTREAM_IDLE_CONNECTIONS", default_value_t = 256)]
+    pub upstream_idle_connections: usize,
 }
 
 impl Cli {
@@ -128,6 +133,7 @@ impl Cli {
             c.limits.upstream_waiting = crate::upstream::multiplexed::MultiplexLimits {
                 connections: self.upstream_h2_connections,
                 streams: self.upstream_h2_streams,
+                idle_http1: self.upstream_idle_connections,
             };
             c.limits.serve = shell::ServeConfig {
                 max_connections: self.max_connections,
@@ -253,7 +259,8 @@ pub struct Limits {
     /// connections per origin at most, and requests on each at most
     /// (`upstream::multiplexed`); past both, a new one is refused at once
     /// (a tail ends and its readers reconnect, a long-poll answers 503 +
-    /// `Retry-After`).
+    /// `Retry-After`); and idle HTTP/1.1 connections kept per origin for
+    /// the other requests (one more idle is closed).
     pub upstream_waiting: crate::upstream::multiplexed::MultiplexLimits,
     /// Bytes of snapshots copied into the cache while they stream through,
     /// all readers together; a snapshot that does not fit streams through

@@ -81,6 +81,11 @@ pub(crate) struct Pair {
 
 impl Pair {
     pub(crate) async fn start(bins: &Binaries) -> anyhow::Result<Pair> {
+        Self::start_with(bins, &[]).await
+    }
+
+    /// [`Pair::start`], with `edge_args` added to the edge's command line.
+    pub(crate) async fn start_with(bins: &Binaries, edge_args: &[&str]) -> anyhow::Result<Pair> {
         let data = std::env::temp_dir().join(format!("ds-edge-bench-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&data);
         let (origin, origin_addr) = start(
@@ -89,12 +94,16 @@ impl Pair {
                 .arg(&data),
         )
         .await?;
-        let (edge, edge_addr) = start(Command::new(&bins.edge).args([
-            "--listen",
-            "127.0.0.1:0",
-            "--origin",
-            &format!("http://{origin_addr}"),
-        ]))
+        let (edge, edge_addr) = start(
+            Command::new(&bins.edge)
+                .args([
+                    "--listen",
+                    "127.0.0.1:0",
+                    "--origin",
+                    &format!("http://{origin_addr}"),
+                ])
+                .args(edge_args),
+        )
         .await?;
         Ok(Pair {
             origin,
@@ -166,8 +175,15 @@ pub(crate) async fn metric(addr: SocketAddr, series: &str) -> anyhow::Result<i64
 
 pub(crate) async fn wait_metric(addr: SocketAddr, series: &str, want: i64) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
-    while metric(addr, series).await? != want {
-        anyhow::ensure!(Instant::now() < deadline, "{series} never reached {want}");
+    loop {
+        let got = metric(addr, series).await?;
+        if got == want {
+            break;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{series} never reached {want} (stayed at {got})"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Ok(())

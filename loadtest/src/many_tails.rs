@@ -10,6 +10,7 @@
 //! of its own stream, in order).
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -72,13 +73,16 @@ fn share(i: usize, n: usize, total: usize) -> usize {
 }
 
 /// One reader: the timestamps' delays of the `expected` events of its
-/// stream, or an error if one came out of order or too many came.
+/// stream, or an error if one came out of order. It stays connected (its
+/// tail open) until `done`, whatever its share.
 async fn reader(
     edge: SocketAddr,
     path: String,
     expected: usize,
     clock: Instant,
     connected: Arc<tokio::sync::Barrier>,
+    delivered: Arc<AtomicUsize>,
+    mut done: tokio::sync::watch::Receiver<bool>,
 ) -> anyhow::Result<Vec<u32>> {
     let mut s = connect(edge).await?;
     s.ready().await?;
@@ -113,6 +117,7 @@ async fn reader(
                     anyhow::ensure!(sent > last, "{path}: out of order");
                     last = sent;
                     lat.push(now.saturating_sub(sent).min(u32::MAX as u64) as u32);
+                    delivered.fetch_add(1, Relaxed);
                 }
             }
         }
@@ -122,22 +127,27 @@ async fn reader(
         "{path}: {} events of {expected}",
         lat.len()
     );
+    let _ = done.wait_for(|d| *d).await;
+    drop(body);
     Ok(lat)
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let pair = Pair::start(&args.bins).await?;
-    let (edge, origin) = (pair.edge_addr, pair.origin_addr);
     let n = args.streams.max(1);
+    // Every reader is a connection: the edge's default cap (half its
+    // descriptor limit) would leave the benchmark's own requests waiting.
+    let cap = (n + 1000).to_string();
+    let pair = Pair::start_with(&args.bins, &["--max-connections", &cap]).await?;
+    let (edge, origin) = (pair.edge_addr, pair.origin_addr);
     // Created through the edge, 32 at a time.
-    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let next = Arc::new(AtomicUsize::new(0));
     let creators: Vec<_> = (0..32)
         .map(|_| {
             let next = Arc::clone(&next);
             tokio::spawn(async move {
                 let mut s = connect(edge).await?;
                 loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let i = next.fetch_add(1, Relaxed);
                     if i >= n {
                         return anyhow::Ok(());
                     }
@@ -161,6 +171,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let total = (args.rate * args.seconds) as usize;
     let clock = Instant::now();
     let connected = Arc::new(tokio::sync::Barrier::new(n + 1));
+    let (finish, done) = tokio::sync::watch::channel(false);
+    let delivered = Arc::new(AtomicUsize::new(0));
     let readers: Vec<_> = (0..n)
         .map(|i| {
             tokio::spawn(reader(
@@ -169,6 +181,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 share(i, n, total),
                 clock,
                 Arc::clone(&connected),
+                Arc::clone(&delivered),
+                done.clone(),
             ))
         })
         .collect();
@@ -177,8 +191,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let (edge_rss, origin_rss) = (rss_kib(edge_pid), rss_kib(origin_pid));
     let conns = established_to(origin.port());
-    let h2_conns = metric(edge, "ds_edge_upstream_h2_connections").await?;
-    let h2_streams = metric(edge, "ds_edge_upstream_h2_streams").await?;
+    // An edge from before the HTTP/2 pool has no such gauges.
+    let pool = match (
+        metric(edge, "ds_edge_upstream_h2_connections").await,
+        metric(edge, "ds_edge_upstream_h2_streams").await,
+    ) {
+        (Ok(c), Ok(s)) => format!("{c} connections, {s} waiting requests"),
+        _ => "none (an edge without it)".to_owned(),
+    };
 
     let started = Instant::now();
     let mut writer = connect(origin).await?;
@@ -192,6 +212,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         let status = send(&mut writer, req).await?;
         anyhow::ensure!(status < 300, "append: {status}");
     }
+    // Every reader has its share (or failed) before the tails close.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while delivered.load(Relaxed) < total && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    finish.send_replace(true);
     let mut all = Vec::with_capacity(total);
     let mut failed = 0u64;
     let mut first_error = None;
@@ -211,7 +237,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.rate
     );
     println!(
-        "edge -> origin: {conns} TCP connections with every tail open ({conns_before} before the readers); the edge's HTTP/2 pool: {h2_conns} connections, {h2_streams} waiting requests"
+        "edge -> origin: {conns} TCP connections with every tail open ({conns_before} before the readers); the edge's HTTP/2 pool: {pool}"
     );
     println!(
         "memory per tailed stream: edge {:.1} KiB (RSS {edge_base} -> {edge_rss} KiB), origin {:.1} KiB (RSS {origin_base} -> {origin_rss} KiB)",

@@ -89,12 +89,17 @@ impl Upstream {
         max_answer_bytes: usize,
         multiplex: MultiplexLimits,
     ) -> Upstream {
+        // hyper keeps every idle connection for 60 s by default, as many
+        // as the busiest moment opened: bounded, so a burst (a thousand
+        // SSE readers' first reads) does not leave the origin holding a
+        // thousand idle connections for a minute.
         assert!(!origins.is_empty(), "at least one origin");
         let mut connector = HttpConnector::new();
         // Answers are small and latency-bound, as on the origin.
         connector.set_nodelay(true);
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(std::time::Duration::from_secs(60))
+            .pool_max_idle_per_host(multiplex.idle_http1)
             .build(connector);
         let bases = origins
             .iter()

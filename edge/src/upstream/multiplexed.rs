@@ -39,13 +39,17 @@ use crate::metrics::Metrics;
 /// unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The pool's bounds, per origin.
+/// The bounds of the edge's connections to each origin: the HTTP/2 pool's,
+/// and how many idle HTTP/1.1 connections the other requests keep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MultiplexLimits {
     /// HTTP/2 connections open to one origin at most.
     pub connections: usize,
     /// Requests in flight on one connection at most.
     pub streams: usize,
+    /// Idle HTTP/1.1 connections (of the other requests) kept open to one
+    /// origin for reuse, at most; one more idle is closed.
+    pub idle_http1: usize,
 }
 
 impl Default for MultiplexLimits {
@@ -53,6 +57,7 @@ impl Default for MultiplexLimits {
         MultiplexLimits {
             connections: 64,
             streams: 200,
+            idle_http1: 256,
         }
     }
 }
@@ -121,6 +126,7 @@ impl Multiplexed {
             limits: MultiplexLimits {
                 connections: limits.connections.max(1),
                 streams: limits.streams.max(1),
+                idle_http1: limits.idle_http1,
             },
             origins: (0..origins).map(|_| Default::default()).collect(),
             metrics,

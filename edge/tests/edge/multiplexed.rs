@@ -21,6 +21,7 @@ async fn tails_share_few_http2_connections_and_past_their_room_a_long_poll_is_re
         upstream_waiting: MultiplexLimits {
             connections: 3,
             streams: 4,
+            ..MultiplexLimits::default()
         },
         ..Limits::default()
     };
