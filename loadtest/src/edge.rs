@@ -189,6 +189,24 @@ pub(crate) async fn wait_metric(addr: SocketAddr, series: &str, want: i64) -> an
     Ok(())
 }
 
+/// Takes the whole SSE events at the front of `buf` and calls `each` with
+/// the timestamp (microseconds) of every line of their `data` events, in
+/// order; a partial event stays in `buf`.
+pub(crate) fn data_stamps(buf: &mut Vec<u8>, mut each: impl FnMut(u64)) {
+    while let Some(at) = buf.windows(2).position(|w| w == b"\n\n") {
+        let event: Vec<u8> = buf.drain(..at + 2).collect();
+        let text = String::from_utf8_lossy(&event);
+        if !text.starts_with("event: data") {
+            continue;
+        }
+        for line in text.lines().filter_map(|l| l.strip_prefix("data:")) {
+            if let Ok(sent) = line.trim().parse::<u64>() {
+                each(sent);
+            }
+        }
+    }
+}
+
 /// One fan-out run: `readers` SSE readers at `readers_addr` on `path`, a
 /// writer appending timestamped lines at `rate` per second for `seconds`.
 /// Returns the publish-to-receive summary (its `errors` count the readers
@@ -228,18 +246,9 @@ async fn fanout_round(
                 };
                 let now = clock.elapsed().as_micros() as u64;
                 buf.extend_from_slice(&data);
-                while let Some(at) = buf.windows(2).position(|w| w == b"\n\n") {
-                    let event: Vec<u8> = buf.drain(..at + 2).collect();
-                    let text = String::from_utf8_lossy(&event);
-                    if !text.starts_with("event: data") {
-                        continue;
-                    }
-                    for line in text.lines().filter_map(|l| l.strip_prefix("data:")) {
-                        if let Ok(sent) = line.trim().parse::<u64>() {
-                            lat.push(now.saturating_sub(sent).min(u32::MAX as u64) as u32);
-                        }
-                    }
-                }
+                data_stamps(&mut buf, |sent| {
+                    lat.push(now.saturating_sub(sent).min(u32::MAX as u64) as u32);
+                });
             }
             anyhow::Ok(lat)
         }));

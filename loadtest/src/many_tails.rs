@@ -19,7 +19,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::Request;
 
 use crate::append::{connect, send};
-use crate::edge::{metric, rss_kib, wait_metric, Binaries, Pair};
+use crate::edge::{data_stamps, metric, rss_kib, wait_metric, Binaries, Pair};
 use crate::stats::Summary;
 
 #[derive(clap::Args)]
@@ -106,21 +106,14 @@ async fn reader(
         };
         let now = clock.elapsed().as_micros() as u64;
         buf.extend_from_slice(&data);
-        while let Some(at) = buf.windows(2).position(|w| w == b"\n\n") {
-            let event: Vec<u8> = buf.drain(..at + 2).collect();
-            let text = String::from_utf8_lossy(&event);
-            if !text.starts_with("event: data") {
-                continue;
-            }
-            for line in text.lines().filter_map(|l| l.strip_prefix("data:")) {
-                if let Ok(sent) = line.trim().parse::<u64>() {
-                    anyhow::ensure!(sent > last, "{path}: out of order");
-                    last = sent;
-                    lat.push(now.saturating_sub(sent).min(u32::MAX as u64) as u32);
-                    delivered.fetch_add(1, Relaxed);
-                }
-            }
-        }
+        let mut in_order = true;
+        data_stamps(&mut buf, |sent| {
+            in_order &= sent > last;
+            last = sent;
+            lat.push(now.saturating_sub(sent).min(u32::MAX as u64) as u32);
+            delivered.fetch_add(1, Relaxed);
+        });
+        anyhow::ensure!(in_order, "{path}: out of order");
     }
     anyhow::ensure!(
         lat.len() == expected,

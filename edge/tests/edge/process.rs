@@ -55,23 +55,7 @@ fn the_binary_names_its_address_first_and_stops_on_sigterm() {
 
 #[test]
 fn with_a_drain_delay_sigterm_makes_it_unready_and_a_second_one_stops_it() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_edge"))
-        .args(["--listen", "127.0.0.1:0", "--origin", "http://127.0.0.1:9"])
-        .args(["--drain-delay", "600s"])
-        .env("NO_COLOR", "1")
-        .env("RUST_LOG", "info")
-        .env("EDGE_CACHE", "16MiB")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn edge");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("a first line").expect("text");
-    let addr = first
-        .split("addr=")
-        .nth(1)
-        .expect("addr= in the first line")
-        .trim()
-        .to_owned();
+    let (mut child, addr, mut lines) = spawn_logging(&["--drain-delay", "600s"]);
     std::thread::spawn(move || for _ in lines.by_ref() {});
     let get = |path: &str| {
         let mut conn = std::net::TcpStream::connect(&addr).expect("connect");
