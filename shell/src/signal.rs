@@ -20,18 +20,19 @@ pub async fn announced(
     closing.send_replace(true);
 }
 
-/// Resolves `delay` after `first` (a stop signal), or at `again` (a second
-/// one, polled only after the first: an operator who does not want to
-/// wait), with `draining` set from `first` on. Meanwhile the server serves
+/// Resolves `delay` after `first` (a stop signal), or at a second one
+/// (`again()`, made only after the first, so that it does not see the
+/// first: an operator who does not want to wait), with `draining` set from
+/// `first` on. Meanwhile the server serves
 /// as before, new connections included, and `/readyz` answers `503`, so a
 /// balancer that checks it every few seconds takes the server out of
 /// rotation before its listener closes (with no delay, new connections are
 /// refused at once, and a balancer learns it from failed requests).
-pub async fn after_drain(
+pub async fn after_drain<F: Future<Output = ()>>(
     first: impl Future<Output = ()>,
     draining: Draining,
     delay: Duration,
-    again: impl Future<Output = ()>,
+    again: impl FnOnce() -> F,
 ) {
     first.await;
     draining.start();
@@ -44,17 +45,24 @@ pub async fn after_drain(
     );
     tokio::select! {
         () = tokio::time::sleep(delay) => {}
-        () = again => tracing::info!("a second stop signal: closing now"),
+        () = again() => tracing::info!("a second stop signal: closing now"),
     }
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-pub async fn shutdown() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("install SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+/// Resolves on SIGTERM or Ctrl-C received from this call on. The handlers
+/// are installed here, at once, not when the future is first polled: a
+/// server polls it among other branches, and a request served before that
+/// poll would leave a SIGTERM to the default action (the process killed,
+/// not stopped).
+pub fn shutdown() -> impl Future<Output = ()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("install the SIGTERM handler");
+    let mut interrupt = signal(SignalKind::interrupt()).expect("install the SIGINT handler");
+    async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = interrupt.recv() => {}
+        }
     }
 }
 
@@ -72,7 +80,7 @@ mod tests {
             },
             draining.clone(),
             Duration::from_secs(15),
-            std::future::pending(),
+            std::future::pending,
         ));
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert!(!draining.started() && !done.is_finished());
@@ -92,7 +100,7 @@ mod tests {
             std::future::ready(()),
             draining.clone(),
             Duration::from_secs(600),
-            async {
+            || async {
                 let _ = second.await;
             },
         ));
@@ -107,7 +115,7 @@ mod tests {
             std::future::ready(()),
             draining.clone(),
             Duration::ZERO,
-            std::future::pending(),
+            std::future::pending,
         )
         .await;
         assert!(draining.started());

@@ -28,7 +28,7 @@ async fn main() -> anyhow::Result<()> {
         shell::signal::shutdown(),
         edge.draining(),
         delay,
-        shell::signal::shutdown(),
+        shell::signal::shutdown,
     );
     edge.serve(listener, stop).await?;
     tracing::info!("stopped");

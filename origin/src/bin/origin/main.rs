@@ -51,7 +51,7 @@ async fn main() -> anyhow::Result<()> {
             shell::signal::shutdown(),
             origin.draining(),
             cli.drain_delay,
-            shell::signal::shutdown(),
+            shell::signal::shutdown,
         );
         origin.serve(listener, stop).await?;
         tracing::info!("stopped");
@@ -76,7 +76,7 @@ async fn main() -> anyhow::Result<()> {
         shell::signal::shutdown(),
         origin.draining(),
         cli.drain_delay,
-        shell::signal::shutdown(),
+        shell::signal::shutdown,
     );
     origin.serve_held(listener, held, stop).await?;
     tracing::info!("stopped");
