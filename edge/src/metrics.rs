@@ -274,20 +274,16 @@ impl Metrics {
         Gauge::new(Arc::clone(self), |m| &m.upstream_tails)
     }
 
-    pub fn multiplexed_connection_opened(&self) {
-        self.multiplexed_connections.fetch_add(1, Relaxed);
+    /// Counts an HTTP/2 connection to an origin for as long as the guard
+    /// lives (`upstream::multiplexed`).
+    pub fn multiplexed_connection_guard(self: &Arc<Self>) -> Gauge {
+        Gauge::new(Arc::clone(self), |m| &m.multiplexed_connections)
     }
 
-    pub fn multiplexed_connection_closed(&self) {
-        self.multiplexed_connections.fetch_sub(1, Relaxed);
-    }
-
-    pub fn multiplexed_stream_started(&self) {
-        self.multiplexed_streams.fetch_add(1, Relaxed);
-    }
-
-    pub fn multiplexed_stream_ended(&self) {
-        self.multiplexed_streams.fetch_sub(1, Relaxed);
+    /// Counts a waiting request on one of them for as long as the guard
+    /// lives.
+    pub fn multiplexed_stream_guard(self: &Arc<Self>) -> Gauge {
+        Gauge::new(Arc::clone(self), |m| &m.multiplexed_streams)
     }
 
     /// Every family, with the numbers read at scrape time.

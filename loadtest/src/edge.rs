@@ -189,6 +189,30 @@ pub(crate) async fn wait_metric(addr: SocketAddr, series: &str, want: i64) -> an
     Ok(())
 }
 
+/// The writer of the SSE benchmarks: `total` appends at `rate` a second on
+/// one connection to `addr`, the `k`th to `path(k)`, each one line holding
+/// the microseconds since `clock` when it was sent.
+pub(crate) async fn write_stamped(
+    addr: SocketAddr,
+    rate: u64,
+    total: usize,
+    clock: Instant,
+    path: impl Fn(usize) -> String,
+) -> anyhow::Result<()> {
+    let mut writer = connect(addr).await?;
+    let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate.max(1)));
+    for k in 0..total {
+        tick.tick().await;
+        let line = format!("{}\n", clock.elapsed().as_micros());
+        let req = Request::post(path(k))
+            .header("content-type", "text/plain")
+            .body(Full::new(Bytes::from(line)))?;
+        let status = send(&mut writer, req).await?;
+        anyhow::ensure!(status < 300, "append: {status}");
+    }
+    Ok(())
+}
+
 /// Takes the whole SSE events at the front of `buf` and calls `each` with
 /// the timestamp (microseconds) of every line of their `data` events, in
 /// order; a partial event stays in `buf`.
@@ -257,19 +281,11 @@ async fn fanout_round(
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss = rss_kib(measure_pid);
 
-    // The writer: one timestamped line per event, at a fixed rate.
     let started = Instant::now();
-    let mut writer = connect(metrics_addr).await?;
-    let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / args.rate.max(1)));
-    for _ in 0..expected {
-        tick.tick().await;
-        let line = format!("{}\n", clock.elapsed().as_micros());
-        let req = Request::post(path)
-            .header("content-type", "text/plain")
-            .body(Full::new(Bytes::from(line)))?;
-        let status = send(&mut writer, req).await?;
-        anyhow::ensure!(status < 300, "append: {status}");
-    }
+    write_stamped(metrics_addr, args.rate, expected as usize, clock, |_| {
+        path.to_owned()
+    })
+    .await?;
     let mut all = Vec::new();
     let mut short = 0;
     for r in readers {

@@ -19,7 +19,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::Request;
 
 use crate::append::{connect, send};
-use crate::edge::{data_stamps, metric, rss_kib, wait_metric, Binaries, Pair};
+use crate::edge::{data_stamps, metric, rss_kib, wait_metric, write_stamped, Binaries, Pair};
 use crate::stats::Summary;
 
 #[derive(clap::Args)]
@@ -38,29 +38,6 @@ pub struct Args {
 
 fn stream(i: usize) -> String {
     format!("/v1/stream/tailed-{i}")
-}
-
-/// ESTABLISHED TCP connections whose server side is `port` on this
-/// machine (both /proc/net/tcp and tcp6).
-fn established_to(port: u16) -> usize {
-    ["/proc/net/tcp", "/proc/net/tcp6"]
-        .iter()
-        .map(|f| {
-            std::fs::read_to_string(f)
-                .unwrap_or_default()
-                .lines()
-                .skip(1)
-                .filter(|l| {
-                    let fields: Vec<&str> = l.split_whitespace().collect();
-                    let local_port = fields
-                        .get(1)
-                        .and_then(|a| a.rsplit(':').next())
-                        .and_then(|p| u16::from_str_radix(p, 16).ok());
-                    local_port == Some(port) && fields.get(3) == Some(&"01")
-                })
-                .count()
-        })
-        .sum()
 }
 
 /// Appends `i`'s share of `total` appends spread in turn over `n` streams.
@@ -159,7 +136,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (edge_pid, origin_pid) = (pair.edge.id().unwrap_or(0), pair.origin.id().unwrap_or(0));
     let (edge_base, origin_base) = (rss_kib(edge_pid), rss_kib(origin_pid));
-    let conns_before = established_to(origin.port());
+    let conns_before = crate::procfs::established_to(origin.port());
 
     let total = (args.rate * args.seconds) as usize;
     let clock = Instant::now();
@@ -183,7 +160,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     wait_metric(edge, "ds_edge_upstream_tails", n as i64).await?;
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let (edge_rss, origin_rss) = (rss_kib(edge_pid), rss_kib(origin_pid));
-    let conns = established_to(origin.port());
+    let conns = crate::procfs::established_to(origin.port());
     // An edge from before the HTTP/2 pool has no such gauges.
     let pool = match (
         metric(edge, "ds_edge_upstream_h2_connections").await,
@@ -194,17 +171,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     };
 
     let started = Instant::now();
-    let mut writer = connect(origin).await?;
-    let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / args.rate.max(1)));
-    for k in 0..total {
-        tick.tick().await;
-        let line = format!("{}\n", clock.elapsed().as_micros());
-        let req = Request::post(stream(k % n))
-            .header("content-type", "text/plain")
-            .body(Full::new(Bytes::from(line)))?;
-        let status = send(&mut writer, req).await?;
-        anyhow::ensure!(status < 300, "append: {status}");
-    }
+    write_stamped(origin, args.rate, total, clock, |k| stream(k % n)).await?;
     // Every reader has its share (or failed) before the tails close.
     let deadline = Instant::now() + Duration::from_secs(60);
     while delivered.load(Relaxed) < total && Instant::now() < deadline {

@@ -49,6 +49,12 @@ pub async fn after_drain<F: Future<Output = ()>>(
     }
 }
 
+/// What a server binary stops on: a stop signal, then `delay` of draining
+/// (or a second signal): [`after_drain`] of [`shutdown`] twice.
+pub fn stop_signal(draining: Draining, delay: Duration) -> impl Future<Output = ()> {
+    after_drain(shutdown(), draining, delay, shutdown)
+}
+
 /// Resolves on SIGTERM or Ctrl-C received from this call on. The handlers
 /// are installed here, at once, not when the future is first polled: a
 /// server polls it among other branches, and a request served before that

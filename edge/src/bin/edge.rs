@@ -24,12 +24,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let delay = config.limits.serve.drain_delay;
     let edge = Edge::new(config).context("opening the object store")?;
-    let stop = shell::signal::after_drain(
-        shell::signal::shutdown(),
-        edge.draining(),
-        delay,
-        shell::signal::shutdown,
-    );
+    let stop = shell::signal::stop_signal(edge.draining(), delay);
     edge.serve(listener, stop).await?;
     tracing::info!("stopped");
     Ok(())

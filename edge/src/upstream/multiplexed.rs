@@ -33,7 +33,7 @@ use hyper::body::Incoming;
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
-use crate::metrics::Metrics;
+use crate::metrics::{Gauge, Metrics};
 
 /// How long opening a connection may take before the origin counts as
 /// unreachable.
@@ -88,25 +88,20 @@ impl MultiplexError {
 struct Connection {
     send: http2::SendRequest<Body>,
     in_flight: Arc<AtomicUsize>,
-}
-
-/// One origin's connections.
-#[derive(Default)]
-struct Origin {
-    open: Vec<Connection>,
+    /// Counted open while in the pool.
+    _open: Gauge,
 }
 
 /// Requests in flight on a connection, one of them until dropped (held
 /// until the answer's body has been read).
 pub struct Stream {
     in_flight: Arc<AtomicUsize>,
-    metrics: Arc<Metrics>,
+    _counted: Gauge,
 }
 
 impl Drop for Stream {
     fn drop(&mut self) {
         self.in_flight.fetch_sub(1, Relaxed);
-        self.metrics.multiplexed_stream_ended();
     }
 }
 
@@ -116,7 +111,7 @@ pub struct Multiplexed {
     limits: MultiplexLimits,
     /// Held across a connection's opening: two requests that find no room
     /// open one connection, not two.
-    origins: Box<[tokio::sync::Mutex<Origin>]>,
+    origins: Box<[tokio::sync::Mutex<Vec<Connection>>]>,
     metrics: Arc<Metrics>,
 }
 
@@ -159,35 +154,29 @@ impl Multiplexed {
         uri: &Uri,
     ) -> Result<(http2::SendRequest<Body>, Stream), MultiplexError> {
         let mut pool = self.origins[origin].lock().await;
-        let before = pool.open.len();
-        pool.open.retain(|c| !c.send.is_closed());
-        for _ in pool.open.len()..before {
-            self.metrics.multiplexed_connection_closed();
-        }
+        pool.retain(|c| !c.send.is_closed());
         let found = pool
-            .open
             .iter()
             .find(|c| c.in_flight.load(Relaxed) < self.limits.streams);
         let connection = match found {
             Some(c) => c,
-            None if pool.open.len() < self.limits.connections => {
+            None if pool.len() < self.limits.connections => {
                 let send = connect(uri).await?;
-                self.metrics.multiplexed_connection_opened();
-                pool.open.push(Connection {
+                pool.push(Connection {
                     send,
                     in_flight: Arc::default(),
+                    _open: self.metrics.multiplexed_connection_guard(),
                 });
-                pool.open.last().expect("just pushed")
+                pool.last().expect("just pushed")
             }
             None => return Err(MultiplexError::Full),
         };
         connection.in_flight.fetch_add(1, Relaxed);
-        self.metrics.multiplexed_stream_started();
         Ok((
             connection.send.clone(),
             Stream {
                 in_flight: Arc::clone(&connection.in_flight),
-                metrics: Arc::clone(&self.metrics),
+                _counted: self.metrics.multiplexed_stream_guard(),
             },
         ))
     }

@@ -47,12 +47,7 @@ async fn main() -> anyhow::Result<()> {
             cli.membership_config(),
         )
         .context("opening the data directory")?;
-        let stop = shell::signal::after_drain(
-            shell::signal::shutdown(),
-            origin.draining(),
-            cli.drain_delay,
-            shell::signal::shutdown,
-        );
+        let stop = shell::signal::stop_signal(origin.draining(), cli.drain_delay);
         origin.serve(listener, stop).await?;
         tracing::info!("stopped");
         return Ok(());
@@ -72,12 +67,7 @@ async fn main() -> anyhow::Result<()> {
         torn_bytes = origin.report.torn_bytes_dropped,
         "recovered"
     );
-    let stop = shell::signal::after_drain(
-        shell::signal::shutdown(),
-        origin.draining(),
-        cli.drain_delay,
-        shell::signal::shutdown,
-    );
+    let stop = shell::signal::stop_signal(origin.draining(), cli.drain_delay);
     origin.serve_held(listener, held, stop).await?;
     tracing::info!("stopped");
     Ok(())
