@@ -67,13 +67,18 @@ async fn tails_share_few_http2_connections_and_past_their_room_a_long_poll_is_re
     // No room for one more waiting request: a long-poll of another stream
     // is refused at once. (Each tail and the feed start their next poll as
     // soon as one is answered; a probe that lands in such a gap is served,
-    // and the next probe goes on.)
+    // and the next probe goes on, on a stream of its own: a probe of the
+    // same stream would join the flight the last one left behind.)
     let other = stream_path("one-too-many");
     s.create(&other, "text/plain").await;
     let deadline = tokio::time::Instant::now() + WAIT;
+    let mut probes = 0;
     let refused = loop {
+        let probe = stream_path(&format!("probe-{probes}"));
+        probes += 1;
+        s.create(&probe, "text/plain").await;
         let r = s
-            .get(&format!("{other}?offset=now&live=long-poll&timeout_ms=500"))
+            .get(&format!("{probe}?offset=now&live=long-poll&timeout_ms=500"))
             .await;
         if r.status() == 503 {
             break r;
