@@ -4,8 +4,9 @@
 //! the cap the loop stops accepting, so the rest wait in the kernel's
 //! backlog instead of costing descriptors and memory here.
 //!
-//! Every request reaches the handler with a [`Client`] extension (who sent
-//! it) and its body wrapped in an [`IdleBody`].
+//! Every request reaches the handler with its body wrapped in an
+//! [`IdleBody`], and runs as its request's context (`request_id`), which
+//! names its [`Client`] (who sent it: `request_id::client()`).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -40,7 +41,7 @@ pub enum Http1 {
 
 /// Who sent a request: the socket's peer address, and on a half-closed
 /// HTTP/1.1 connection the client to watch (see [`crate::peer`]).
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Client {
     pub addr: SocketAddr,
     pub peer: Option<Peer>,
@@ -99,12 +100,13 @@ where
         let service = move |peer: Option<Peer>| {
             let client = Client { addr, peer };
             hyper::service::service_fn(move |req: Request<Incoming>| {
-                let mut req = req.map(|b| IdleBody::new(b, idle));
-                req.extensions_mut().insert(client.clone());
-                // Its id (the client's, if valid) and arrival, for the
-                // request's task (what it passes on carries the id:
-                // `request_id::pass_on`); the id is echoed on the answer.
-                let ctx = request_id::from_headers(req.headers());
+                let req = req.map(|b| IdleBody::new(b, idle));
+                // Its id (the client's, if valid), arrival and sender, for
+                // the request's task (`request_id::client`; what it passes
+                // on carries the id: `request_id::pass_on`); the id is
+                // echoed on the answer.
+                let mut ctx = request_id::from_headers(req.headers());
+                ctx.client = Some(client.clone());
                 // Boxed first: every layer a future is wrapped in moves it
                 // whole, and hyper moves what it is given into its slot for
                 // the request in flight; the handler's future is 3 KiB at

@@ -23,7 +23,7 @@ use tokio::net::TcpStream;
 pub struct SharedStream(Arc<TcpStream>);
 
 /// The client of the request in flight.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Peer(Arc<TcpStream>);
 
 /// One socket, two handles: hyper's and the waiting requests'.

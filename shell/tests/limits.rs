@@ -16,7 +16,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
 async fn handler(req: Request<IdleBody<Incoming>>) -> Response<Full<Bytes>> {
-    let client = req.extensions().get::<shell::Client>().map(|c| c.addr);
+    let client = shell::request_id::client().map(|c| c.addr);
     let answer = match req.into_body().collect().await {
         Ok(body) => (
             200,

@@ -115,7 +115,7 @@ pub fn client_of(state: &super::AppState, req: &axum::extract::Request) -> Clien
         .get::<Vouched>()
         .map(|v| &v.0)
         .or_else(|| address_header(&state.config, req));
-    let peer = req.extensions().get::<shell::Client>().map(|c| c.addr.ip());
+    let peer = shell::request_id::client().map(|c| c.addr.ip());
     ClientKey::of(caller.map(|c| c.account.as_str()), header, peer)
 }
 
@@ -149,7 +149,7 @@ pub fn address_of<B>(
     }
     // The socket address whole (`[v6]:port` or `v4:port`): a bare IPv6
     // address would be read back as `address:port` and cut short.
-    let peer = req.extensions().get::<shell::Client>()?;
+    let peer = shell::request_id::client()?;
     http::HeaderValue::from_str(&peer.addr.to_string()).ok()
 }
 

@@ -21,7 +21,6 @@ use super::reading::{
 };
 use super::Shared;
 use shell::peer;
-use shell::Client;
 
 pub async fn long_poll(
     state: Shared,
@@ -61,10 +60,7 @@ async fn run(
         let _waiting = state.metrics.long_poll_guard();
         // Ends early (as a timeout would) when the server shuts down, or
         // when the client leaves (its answer then goes nowhere).
-        let peer = req
-            .extensions()
-            .get::<Client>()
-            .and_then(|c| c.peer.clone());
+        let peer = shell::request_id::client().and_then(|c| c.peer);
         let waited = tokio::select! {
             w = tokio::time::timeout(wait, rx.wait_for(|t| t.next > start || t.closed || t.gone)) => w.ok(),
             _ = state.closed() => None,

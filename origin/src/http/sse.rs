@@ -32,7 +32,6 @@ use super::{JsonReads, Shared};
 use crate::core::json::ndjson_to_array;
 use shell::keepalive::Keepalive;
 use shell::peer;
-use shell::Client;
 
 /// Frames waiting for a slow reader before its task waits.
 pub const SSE_BUFFERED_FRAMES: usize = 2;
@@ -92,10 +91,7 @@ async fn run(
     let task_state = state.clone();
     let task_view = view.clone();
     let client_cursor = params.cursor.clone();
-    let peer = req
-        .extensions()
-        .get::<Client>()
-        .and_then(|c| c.peer.clone());
+    let peer = shell::request_id::client().and_then(|c| c.peer);
     tokio::spawn(async move {
         // A client that leaves an idle tail ends it at once (a busy one
         // ends it with the first write that fails).

@@ -37,6 +37,12 @@ pub struct RequestContext {
     /// When its head was read (tokio's clock, so paused-clock tests drive
     /// it).
     pub arrived: tokio::time::Instant,
+    /// Who sent it (set by the accept loop; none for a request that came
+    /// another way). Kept here rather than in the request's extensions:
+    /// the first extension allocates a map and a box for each request
+    /// (~340 instructions an append, 1.3 % of its cost), this is moved in
+    /// with the rest of the context.
+    pub client: Option<crate::Client>,
 }
 
 mod scope;
@@ -116,6 +122,7 @@ pub fn from_headers(headers: &HeaderMap) -> RequestContext {
             .unwrap_or_else(generate),
         traceparent: traceparent.filter(|v| v.len() <= MAX_LEN).cloned(),
         arrived: tokio::time::Instant::now(),
+        client: None,
     }
 }
 
@@ -135,7 +142,14 @@ where
     std::future::poll_fn(move |cx| {
         let mut resp = std::task::ready!(std::pin::Pin::new(&mut scoped).poll(cx));
         if let Some(ctx) = scoped.take_context() {
-            resp.headers_mut().insert(HEADER, ctx.id);
+            // An answer built from a template may hold the id's slot
+            // already: filled in place, the map does not grow.
+            match resp.headers_mut().get_mut(HEADER) {
+                Some(slot) => *slot = ctx.id,
+                None => {
+                    resp.headers_mut().insert(HEADER, ctx.id);
+                }
+            }
         }
         std::task::Poll::Ready(resp)
     })
@@ -150,6 +164,12 @@ pub fn current() -> Option<RequestContext> {
 /// that came another way, such as a test's).
 pub fn arrived() -> tokio::time::Instant {
     with(|c| c.arrived).unwrap_or_else(tokio::time::Instant::now)
+}
+
+/// Who sent the current request, inside [`scope`] of one the accept loop
+/// took.
+pub fn client() -> Option<crate::Client> {
+    with(|c| c.client.clone()).flatten()
 }
 
 /// The current request's id as text, inside [`scope`].
@@ -196,6 +216,22 @@ mod tests {
         // This thread's count is the last digits: its ids differ by one.
         let n = |v: &HeaderValue| u64::from_str_radix(&v.to_str().unwrap()[16..], 16).unwrap();
         assert_eq!(n(&b), n(&a) + 1);
+    }
+
+    #[tokio::test]
+    async fn the_echo_fills_an_answers_slot_or_adds_one() {
+        for slot in [true, false] {
+            let mut h = HeaderMap::new();
+            h.insert(&HEADER, HeaderValue::from_static("req-9"));
+            let mut resp = http::Response::new(());
+            if slot {
+                resp.headers_mut()
+                    .insert(&HEADER, HeaderValue::from_static(""));
+            }
+            let resp = answered(from_headers(&h), std::future::ready(resp)).await;
+            let ids: Vec<_> = resp.headers().get_all(&HEADER).iter().collect();
+            assert_eq!(ids, ["req-9"], "with a slot: {slot}");
+        }
     }
 
     #[tokio::test]

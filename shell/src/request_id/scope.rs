@@ -95,6 +95,7 @@ mod tests {
             id: HeaderValue::from_static(id),
             traceparent: None,
             arrived: tokio::time::Instant::now(),
+            client: None,
         }
     }
 
