@@ -43,7 +43,7 @@ async fn run(state: &Shared, path: &str, req: Request) -> Result<Response<Body>,
         true => request::incarnation(headers)?,
         false => None,
     };
-    let content_type = request::text(headers, &http::header::CONTENT_TYPE)?
+    let content_type = request::value_text(carried.content_type, &http::header::CONTENT_TYPE)?
         .filter(|c| !c.trim().is_empty())
         .map(str::to_owned);
     let view = state.store.find(path)?;

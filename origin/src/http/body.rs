@@ -43,11 +43,9 @@ pub struct BoundedBody<'a> {
 
 pub async fn read_body(state: &AppState, req: Request) -> Result<BoundedBody<'_>, ApiError> {
     let limit = state.config.max_body;
-    let declared = req
-        .headers()
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    // The length hyper read from `Content-Length` (none for a chunked
+    // body), without looking the header up again.
+    let declared = http_body::Body::size_hint(req.body()).exact();
     if declared.is_some_and(|n| n > limit) {
         // A client that waits for `100 Continue` never sends this body.
         let waits = req

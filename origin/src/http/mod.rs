@@ -236,7 +236,7 @@ pub fn admit_create(state: &AppState, mut req: Request) -> Result<Request, Box<R
     let path = req.uri().path().to_owned();
     let target = classify(&path);
     if let Some((stream, access)) = shared::auth::request_access(&target, &Method::PUT) {
-        if let Err(mut refused) = admit(state, &mut req, stream, access) {
+        if let Err(mut refused) = admit(state, &mut req, true, stream, access) {
             state.metrics.request(
                 "refused",
                 refused.status().as_u16(),
@@ -253,12 +253,14 @@ pub fn admit_create(state: &AppState, mut req: Request) -> Result<Request, Box<R
 fn admit(
     state: &AppState,
     req: &mut Request,
+    credentialed: bool,
     stream: &str,
     access: shared::auth::Access,
 ) -> Result<(), Box<Response<Body>>> {
-    let authorization = req
-        .headers()
-        .get(http::header::AUTHORIZATION)
+    // Looked up only when the caller saw one (most appends carry none).
+    let authorization = credentialed
+        .then(|| req.headers().get(http::header::AUTHORIZATION))
+        .flatten()
         .map(|v| v.to_str().unwrap_or("\u{0}"));
     let now = || state.store.clock().now_ms() / 1000;
     let public = || state.store.get(stream).is_some_and(|v| v.is_public());
@@ -284,10 +286,17 @@ async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
     let uri = req.uri().clone();
     let path = uri.path();
     let method = req.method().clone();
-    let cors = method == Method::GET
-        || method == Method::HEAD
-        || req.headers().contains_key(http::header::ORIGIN);
-    let credentialed = req.headers().contains_key(http::header::AUTHORIZATION);
+    // Both found in one pass over the names (standard names compare as
+    // numbers; each look-up by name hashed it again).
+    let (mut from_browser, mut credentialed) = (false, false);
+    for name in req.headers().keys() {
+        if name == http::header::ORIGIN {
+            from_browser = true;
+        } else if name == http::header::AUTHORIZATION {
+            credentialed = true;
+        }
+    }
+    let cors = method == Method::GET || method == Method::HEAD || from_browser;
     let target = classify(path);
     // A fork reads its source: the credential must reach it too (checked
     // first, so the caller kept is the target's).
@@ -306,7 +315,7 @@ async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
         .chain(shared::auth::request_access(&target, &method))
         .filter(|_| !peer);
     for (stream, access) in checks {
-        if let Err(refused) = admit(&state, &mut req, stream, access) {
+        if let Err(refused) = admit(&state, &mut req, credentialed, stream, access) {
             let mut refused = *refused;
             state
                 .metrics

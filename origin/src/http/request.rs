@@ -1,6 +1,6 @@
 //! Parsing of the request headers the protocol defines.
 
-use axum::http::{HeaderMap, HeaderName};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use shared::headers as h;
 
 use super::error::ApiError;
@@ -9,7 +9,15 @@ use crate::core::producer::{ProducerClaim, MAX_PRODUCER_ID_BYTES, MAX_PRODUCER_N
 
 /// A header's value as text; a header that is not visible ASCII is refused.
 pub fn text<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<Option<&'a str>, ApiError> {
-    match headers.get(name) {
+    value_text(headers.get(name), name)
+}
+
+/// A header's value found already, as text (as [`text`]).
+pub fn value_text<'a>(
+    value: Option<&'a HeaderValue>,
+    name: &HeaderName,
+) -> Result<Option<&'a str>, ApiError> {
+    match value {
         None => Ok(None),
         Some(v) => v
             .to_str()
@@ -18,23 +26,28 @@ pub fn text<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Result<Option<&'a 
     }
 }
 
-/// Which of an append's optional protocol headers a request carries, found
-/// in one pass: most appends carry none of them, and every lookup by name
-/// hashes the name again (measured: a tenth of the append handler's work).
+/// Which of an append's optional protocol headers a request carries, and
+/// its `Content-Type`, found in one pass: most appends carry none of the
+/// former, and every lookup by name hashes the name again (measured: a
+/// tenth of the append handler's work).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Carried {
+pub struct Carried<'a> {
     pub closed: bool,
     /// Any of the three producer headers.
     pub producer: bool,
     pub stream_seq: bool,
     pub incarnation: bool,
+    /// The first `Content-Type` (as a look-up finds).
+    pub content_type: Option<&'a HeaderValue>,
 }
 
-impl Carried {
-    pub fn scan(headers: &HeaderMap) -> Carried {
+impl<'a> Carried<'a> {
+    pub fn scan(headers: &'a HeaderMap) -> Carried<'a> {
         let mut c = Carried::default();
-        for name in headers.keys() {
-            if name == h::STREAM_CLOSED {
+        for (name, value) in headers {
+            if name == http::header::CONTENT_TYPE {
+                c.content_type = c.content_type.or(Some(value));
+            } else if name == h::STREAM_CLOSED {
                 c.closed = true;
             } else if name == h::PRODUCER_ID || name == h::PRODUCER_EPOCH || name == h::PRODUCER_SEQ
             {
@@ -173,26 +186,33 @@ mod tests {
 
     #[test]
     fn carried_finds_each_protocol_header() {
+        let plain = headers(&[("content-type", "text/plain"), ("host", "x")]);
         assert_eq!(
-            Carried::scan(&headers(&[("content-type", "text/plain"), ("host", "x")])),
-            Carried::default()
+            Carried::scan(&plain),
+            Carried {
+                content_type: plain.get("content-type"),
+                ..Carried::default()
+            }
         );
-        let all = Carried::scan(&headers(&[
+        let every = headers(&[
             ("stream-closed", "true"),
             ("producer-seq", "1"),
             ("stream-seq", "a"),
             ("stream-incarnation", "i"),
-        ]));
+        ]);
+        let all = Carried::scan(&every);
         assert_eq!(
             all,
             Carried {
                 closed: true,
                 producer: true,
                 stream_seq: true,
-                incarnation: true
+                incarnation: true,
+                content_type: None,
             }
         );
-        let id_only = Carried::scan(&headers(&[("producer-id", "p")]));
+        let id_only = headers(&[("producer-id", "p")]);
+        let id_only = Carried::scan(&id_only);
         assert!(id_only.producer);
     }
 
