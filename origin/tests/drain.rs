@@ -6,6 +6,8 @@
 //!
 //! The delay is ten minutes: the test never waits for it (its end by time
 //! is `shell::signal`'s paused-clock test), only for the signals.
+//!
+//! A stop signal during recovery stops the origin at once, cleanly.
 
 mod common;
 
@@ -115,4 +117,65 @@ async fn sigterm_drains_while_serving_and_a_second_one_stops_it() {
         .await
         .unwrap();
     assert_eq!(read.text().await.unwrap(), "before during");
+}
+
+/// A stop signal while the origin replays its log stops it cleanly (status
+/// 0, "stopped during recovery"), not by the signal's default action; what
+/// it had acknowledged is there at the next start. The replay is held
+/// without any hook in the origin: its newest log segment is replaced by a
+/// named pipe, whose open waits for a writer, so the signal surely lands
+/// during recovery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_recovery_stops_cleanly_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().as_os_str();
+    let client = reqwest::Client::new();
+    let first = spawn(&[], &["--data".as_ref(), data]);
+    let stream = format!("http://{}/v1/stream/kept", first.addr);
+    let created = client
+        .put(&stream)
+        .header("content-type", "text/plain")
+        .body("acknowledged")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+    first.terminate();
+
+    let wal = dir.path().join("wal");
+    let newest = std::fs::read_dir(&wal)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "wal"))
+        .max()
+        .expect("a log segment");
+    let aside = dir.path().join("segment-aside");
+    std::fs::rename(&newest, &aside).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&newest)
+        .status()
+        .unwrap();
+    assert!(made.success());
+
+    let mut held = spawn(&[], &["--data".as_ref(), data]);
+    let base = format!("http://{}", held.addr);
+    let ready = client.get(format!("{base}/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 503, "recovering");
+    held.signal("TERM");
+    let status = wait_exit(&mut held.child);
+    assert!(status.success(), "exit status {status}");
+    let said = std::iter::from_fn(|| held.log.recv_timeout(Duration::from_secs(5)).ok())
+        .any(|line| line.contains("stopped during recovery"));
+    assert!(said, "no \"stopped during recovery\" line");
+
+    std::fs::remove_file(&newest).unwrap();
+    std::fs::rename(&aside, &newest).unwrap();
+    let again = spawn(&[], &["--data".as_ref(), data]);
+    let read = client
+        .get(format!("http://{}/v1/stream/kept?offset=-1", again.addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read.status(), 200);
+    assert_eq!(read.text().await.unwrap(), "acknowledged");
 }

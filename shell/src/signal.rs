@@ -50,9 +50,18 @@ pub async fn after_drain<F: Future<Output = ()>>(
 }
 
 /// What a server binary stops on: a stop signal, then `delay` of draining
-/// (or a second signal): [`after_drain`] of [`shutdown`] twice.
-pub fn stop_signal(draining: Draining, delay: Duration) -> impl Future<Output = ()> {
-    after_drain(shutdown(), draining, delay, shutdown)
+/// (or a second signal): [`after_drain`] of two of `signals`, listened to
+/// since they were made (a binary makes them before its recovery, so that
+/// no stop is missed nor left to the default action in between).
+pub async fn stop_signal_from(mut signals: StopSignals, draining: Draining, delay: Duration) {
+    signals.recv().await;
+    after_drain(
+        std::future::ready(()),
+        draining,
+        delay,
+        move || async move { signals.recv().await },
+    )
+    .await
 }
 
 /// Resolves on SIGTERM or Ctrl-C received from this call on. The handlers
@@ -61,13 +70,34 @@ pub fn stop_signal(draining: Draining, delay: Duration) -> impl Future<Output = 
 /// poll would leave a SIGTERM to the default action (the process killed,
 /// not stopped).
 pub fn shutdown() -> impl Future<Output = ()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).expect("install the SIGTERM handler");
-    let mut interrupt = signal(SignalKind::interrupt()).expect("install the SIGINT handler");
-    async move {
+    let mut signals = StopSignals::install();
+    async move { signals.recv().await }
+}
+
+/// SIGTERM and Ctrl-C, listened to from [`StopSignals::install`] on: one
+/// received before a [`StopSignals::recv`] is kept for it. Once installed,
+/// a stop signal no longer takes its default action (the process killed)
+/// for the rest of the process's life, so a binary installs them first and
+/// keeps them until it serves.
+pub struct StopSignals {
+    term: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    pub fn install() -> StopSignals {
+        use tokio::signal::unix::{signal, SignalKind};
+        StopSignals {
+            term: signal(SignalKind::terminate()).expect("install the SIGTERM handler"),
+            interrupt: signal(SignalKind::interrupt()).expect("install the SIGINT handler"),
+        }
+    }
+
+    /// The next stop signal (or one received since the last).
+    pub async fn recv(&mut self) {
         tokio::select! {
-            _ = term.recv() => {}
-            _ = interrupt.recv() => {}
+            _ = self.term.recv() => {}
+            _ = self.interrupt.recv() => {}
         }
     }
 }

@@ -14,6 +14,8 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     shell::logging::init(cli.log_format);
     let config = cli.config()?;
+    // Listened to from before the first log line on (see the origin's).
+    let signals = shell::signal::StopSignals::install();
     let listener = tokio::net::TcpListener::bind(cli.listen)
         .await
         .with_context(|| format!("binding {}", cli.listen))?;
@@ -24,7 +26,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let delay = config.limits.serve.drain_delay;
     let edge = Edge::new(config).context("opening the object store")?;
-    let stop = shell::signal::stop_signal(edge.draining(), delay);
+    let stop = shell::signal::stop_signal_from(signals, edge.draining(), delay);
     edge.serve(listener, stop).await?;
     tracing::info!("stopped");
     Ok(())

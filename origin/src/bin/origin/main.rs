@@ -23,6 +23,10 @@ async fn main() -> anyhow::Result<()> {
     if let Some(Command::Keys { action }) = &cli.command {
         return keys(&cli, action);
     }
+    // Listened to from here on: a stop during recovery (which can take a
+    // while with many streams) stops the process cleanly rather than
+    // leaving it to the signal's default action.
+    let mut signals = shell::signal::StopSignals::install();
     let listener = tokio::net::TcpListener::bind(cli.listen)
         .await
         .with_context(|| format!("binding {}", cli.listen))?;
@@ -47,7 +51,8 @@ async fn main() -> anyhow::Result<()> {
             cli.membership_config(),
         )
         .context("opening the data directory")?;
-        let stop = shell::signal::stop_signal(origin.draining(), cli.drain_delay);
+        // A stop while it opened is seen at once.
+        let stop = shell::signal::stop_signal_from(signals, origin.draining(), cli.drain_delay);
         origin.serve(listener, stop).await?;
         tracing::info!("stopped");
         return Ok(());
@@ -57,7 +62,18 @@ async fn main() -> anyhow::Result<()> {
     let http = cli.http_config();
     let serve = http.serve.clone();
     let opening = tokio::task::spawn_blocking(move || Origin::open(store, http));
-    let (opened, held) = shell::recovering::answer_until(&listener, &serve, opening).await;
+    let recovering = shell::recovering::answer_until(&listener, &serve, opening);
+    let (opened, held) = tokio::select! {
+        recovered = recovering => recovered,
+        () = signals.recv() => {
+            // Nothing is lost: what recovery did so far is crash-safe (as
+            // for a `kill -9`), and the next start replays the log again.
+            // The process exits at once, without waiting for the replay's
+            // thread.
+            tracing::info!("stopped during recovery");
+            std::process::exit(0);
+        }
+    };
     let origin = opened
         .context("recovery stopped")?
         .context("opening the data directory")?;
@@ -67,7 +83,7 @@ async fn main() -> anyhow::Result<()> {
         torn_bytes = origin.report.torn_bytes_dropped,
         "recovered"
     );
-    let stop = shell::signal::stop_signal(origin.draining(), cli.drain_delay);
+    let stop = shell::signal::stop_signal_from(signals, origin.draining(), cli.drain_delay);
     origin.serve_held(listener, held, stop).await?;
     tracing::info!("stopped");
     Ok(())
