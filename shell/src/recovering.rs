@@ -133,8 +133,12 @@ fn answer(req: &Request<Incoming>) -> Response<Full<Bytes>> {
 }
 
 async fn answer_probe(stream: TcpStream, timeout: Duration) {
+    // As every answer of the server: with the request's id (echoed, and
+    // in a refusal's body).
     let service = hyper::service::service_fn(|req: Request<Incoming>| {
-        std::future::ready(Ok::<_, Infallible>(answer(&req)))
+        let ctx = crate::request_id::from_headers(req.headers());
+        let answer = Box::pin(async move { answer(&req) });
+        async move { Ok::<_, Infallible>(crate::request_id::answered(ctx, answer).await) }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .keep_alive(false)
@@ -298,7 +302,17 @@ mod tests {
         assert!(ready.starts_with("HTTP/1.1 503"), "{ready}");
         assert!(ready.contains("retry-after: 1"), "{ready}");
         assert!(ready.contains("\"code\":\"NOT_READY\""), "{ready}");
+        // With a request id, as every answer: echoed and in the body.
+        let id = ready
+            .lines()
+            .find_map(|l| l.strip_prefix("x-request-id: "))
+            .unwrap_or_else(|| panic!("no request id: {ready}"));
+        assert!(
+            ready.contains(&format!("\"request_id\":\"{id}\"")),
+            "{ready}"
+        );
         assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+        assert!(health.contains("x-request-id: "), "{health}");
         // The early request is held, unread, for the server.
         assert_eq!(held.len(), 1);
         let (stream, from) = &held[0];
