@@ -17,12 +17,29 @@ pub static HOP_BY_HOP: [HeaderName; 8] = [
     http::header::PROXY_AUTHENTICATE,
 ];
 
+/// Whether `name` is one of [`HOP_BY_HOP`] (by its text: a switch on the
+/// length and one comparison, where comparing with each of the eight
+/// names cost ~50 instructions a header).
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "transfer-encoding"
+            | "te"
+            | "trailer"
+            | "upgrade"
+            | "proxy-authenticate"
+    )
+}
+
 /// Removes the hop-by-hop headers, and any the `Connection` header names.
 /// Most messages carry none: one pass over their names finds any first
 /// (removing each by name hashed eight names, twice per forwarded request:
 /// ~1,500 instructions, 3 % of the edge's cost per append).
 pub fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    if !headers.keys().any(|n| HOP_BY_HOP.contains(n)) {
+    if !headers.keys().any(is_hop_by_hop) {
         return;
     }
     let named: Vec<HeaderName> = headers
@@ -57,7 +74,8 @@ mod tests {
         plain.insert("content-type", "text/plain".parse().unwrap());
         strip_hop_by_hop(&mut plain);
         assert_eq!(plain.len(), 2);
-        // Each of the list alone is found.
+        // Each of the list alone is found, and the list is the one checked.
+        assert!(HOP_BY_HOP.iter().all(is_hop_by_hop));
         for name in &HOP_BY_HOP {
             let mut one = HeaderMap::new();
             one.insert(name.clone(), "x".parse().unwrap());

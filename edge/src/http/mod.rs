@@ -262,7 +262,11 @@ fn holding(resp: Response<Body>, tail: Option<shared::limits::TailGuard>) -> Res
 async fn route(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
     let method = req.method().clone();
     let path = req.uri().path();
-    if path == routes::ADMIN || path.starts_with(&format!("{}/", routes::ADMIN)) {
+    // (No prefix formatted per request.)
+    if path
+        .strip_prefix(routes::ADMIN)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    {
         let refused = error::error_response(
             shared::error::ErrorCode::NotFound,
             "the admin API is not served through an edge",
