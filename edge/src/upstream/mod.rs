@@ -64,6 +64,12 @@ impl UpstreamError {
     }
 }
 
+/// How long an idle HTTP/1.1 connection to an origin is kept (hyper's
+/// default is 60 s): connections in steady use are reused long before it,
+/// and those a burst opened (a thousand SSE readers' first reads) close
+/// soon after it.
+const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
 #[derive(Clone)]
 pub struct Upstream {
     client: Client<HttpConnector, Body>,
@@ -104,7 +110,7 @@ impl Upstream {
         // Answers are small and latency-bound, as on the origin.
         connector.set_nodelay(true);
         let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(std::time::Duration::from_secs(60))
+            .pool_idle_timeout(IDLE_TIMEOUT)
             .pool_max_idle_per_host(multiplex.idle_http1)
             .build(connector);
         let bases = origins

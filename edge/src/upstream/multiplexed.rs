@@ -57,7 +57,7 @@ impl Default for MultiplexLimits {
         MultiplexLimits {
             connections: 64,
             streams: 200,
-            idle_http1: 256,
+            idle_http1: 1024,
         }
     }
 }
