@@ -136,7 +136,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (edge_pid, origin_pid) = (pair.edge.id().unwrap_or(0), pair.origin.id().unwrap_or(0));
     let (edge_base, origin_base) = (rss_kib(edge_pid), rss_kib(origin_pid));
-    let conns_before = crate::procfs::established_to(origin.port());
+    let conns_before = testkit::tcp::established_to(origin.port());
 
     let total = (args.rate * args.seconds) as usize;
     let clock = Instant::now();
@@ -160,7 +160,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     wait_metric(edge, "ds_edge_upstream_tails", n as i64).await?;
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let (edge_rss, origin_rss) = (rss_kib(edge_pid), rss_kib(origin_pid));
-    let conns = crate::procfs::established_to(origin.port());
+    let conns = testkit::tcp::established_to(origin.port());
     // An edge from before the HTTP/2 pool has no such gauges.
     let pool = match (
         metric(edge, "ds_edge_upstream_h2_connections").await,

@@ -2,7 +2,8 @@
 //! each limit exactly on a paused clock; these check the edge is served by
 //! it and maps its refusals): a body that goes silent answers 408 and
 //! appends nothing at the origin, and stalled bodies forwarded by the edge
-//! (one client at the origin) stop no other write.
+//! (one client at the origin) stop no other write; idle connections to the
+//! origin are bounded.
 
 use std::time::Duration;
 
@@ -71,4 +72,73 @@ async fn bodies_that_never_come_stop_no_other_write_through_the_edge() {
         assert_eq!(r.status(), 204, "append {i} beside 40 stalled bodies");
     }
     drop(stalled);
+}
+
+/// Idle connections to the origin are bounded (`--upstream-idle-connections`):
+/// a burst of forwards opens one connection each, and once answered all
+/// but the bound are closed rather than kept. Each forward here holds its
+/// connection until its client sends the last byte of its body, so the
+/// burst surely needs one connection per forward.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_idle_bound_connections_to_the_origin_are_closed() {
+    const BURST: usize = 12;
+    const IDLE: usize = 2;
+    let mut limits = edge::config::Limits::default();
+    limits.upstream_waiting.idle_http1 = IDLE;
+    let s = Stack::start_with(JsonReads::Ndjson, limits).await;
+    let origin_port = s.origin.addr.port();
+    let path = stream_path("edge-idle-bound");
+    assert_eq!(s.create(&path, "text/plain").await.status(), 201);
+    // Every forward's head, then (with all of them open) every body.
+    let mut open = Vec::new();
+    for _ in 0..BURST {
+        let mut c = tokio::net::TcpStream::connect(s.edge_addr).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n"
+        );
+        c.write_all(head.as_bytes()).await.unwrap();
+        open.push(c);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // One connection per waiting forward (the invalidation feed has one
+    // more; the create's may be one of them).
+    while testkit::tcp::established_to(origin_port) < BURST {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a connection to the origin per forward: {} for {} forwards",
+            testkit::tcp::established_to(origin_port),
+            BURST
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for c in &mut open {
+        c.write_all(b"ok").await.unwrap();
+    }
+    for c in &mut open {
+        let mut buf = vec![0u8; 1024];
+        let n = c.read(&mut buf).await.unwrap();
+        let answer = String::from_utf8_lossy(&buf[..n]);
+        assert!(answer.starts_with("HTTP/1.1 204"), "{answer}");
+    }
+    // (A client of its own, whose connection closes with it.)
+    let head = reqwest::Client::new()
+        .head(s.origin_url(&path))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        header(&head, "stream-next-offset").unwrap(),
+        offset(2 * BURST as u64)
+    );
+    drop(head);
+    // All answered: at most the bound stay open, with the feed's (the
+    // origin's side of a closed one ends once it reads the close).
+    while testkit::tcp::established_to(origin_port) > IDLE + 1 {
+        assert!(
+            std::time::Instant::now() < deadline + Duration::from_secs(10),
+            "idle connections kept past the bound: {} open",
+            testkit::tcp::established_to(origin_port)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
