@@ -46,6 +46,20 @@ enum Hop {
     Proxy,
 }
 
+/// Starts the origin on an empty data directory `data`.
+async fn start_origin(
+    args: &Args,
+    data: &std::path::Path,
+) -> anyhow::Result<(tokio::process::Child, std::net::SocketAddr)> {
+    let _ = std::fs::remove_dir_all(data);
+    start(
+        Command::new(&args.origin)
+            .args(["--listen", "127.0.0.1:0", "--data"])
+            .arg(data),
+    )
+    .await
+}
+
 /// Starts `hop` in front of the origin at `origin_url`.
 async fn start_hop(
     args: &Args,
@@ -79,13 +93,7 @@ async fn whole_run(args: &Args, hop: Hop) -> anyhow::Result<crate::stats::Summar
         std::process::id(),
         hop as u8
     ));
-    let _ = std::fs::remove_dir_all(&data);
-    let (mut origin, origin_addr) = start(
-        Command::new(&args.origin)
-            .args(["--listen", "127.0.0.1:0", "--data"])
-            .arg(&data),
-    )
-    .await?;
+    let (mut origin, origin_addr) = start_origin(args, &data).await?;
     let hopped = start_hop(args, hop, &format!("http://{origin_addr}")).await;
     let summary = match &hopped {
         Ok((_, addr)) => Some(
@@ -113,13 +121,7 @@ async fn whole_run(args: &Args, hop: Hop) -> anyhow::Result<crate::stats::Summar
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let data = std::env::temp_dir().join(format!("ds-forward-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&data);
-    let (mut origin, origin_addr) = start(
-        Command::new(&args.origin)
-            .args(["--listen", "127.0.0.1:0", "--data"])
-            .arg(&data),
-    )
-    .await?;
+    let (mut origin, origin_addr) = start_origin(&args, &data).await?;
     let origin_url = format!("http://{origin_addr}");
     let (mut proxy, proxy_addr) = start_hop(&args, Hop::Proxy, &origin_url).await?;
     let (mut edge, edge_addr) = start_hop(&args, Hop::Edge, &origin_url).await?;
