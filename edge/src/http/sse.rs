@@ -133,8 +133,7 @@ pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Res
         announced: false,
         out: tx,
     };
-    // Its log lines carry the request's id.
-    tokio::spawn(shell::request_id::in_current(async move {
+    tokio::spawn(async move {
         let _slot = slot;
         let _open = reader.state.metrics.sse_guard();
         let deadline = shell::clock::deadline(reader.state.config.limits.sse_session);
@@ -145,7 +144,7 @@ pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Res
             _ = tokio::time::sleep_until(deadline) => Ok(()),
             _ = state.closed() => Ok(()),
         };
-    }));
+    });
     let mut resp = Response::new(Body::from_stream(
         ReceiverStream::new(rx).map(Ok::<_, Infallible>),
     ));

@@ -92,8 +92,7 @@ async fn run(
     let task_view = view.clone();
     let client_cursor = params.cursor.clone();
     let peer = shell::request_id::client().and_then(|c| c.peer);
-    // Its log lines carry the request's id.
-    tokio::spawn(shell::request_id::in_current(async move {
+    tokio::spawn(async move {
         // A client that leaves an idle tail ends it at once (a busy one
         // ends it with the first write that fails).
         let left = peer::left(peer);
@@ -194,7 +193,7 @@ async fn run(
                 _ = &mut left => return,
             }
         }
-    }));
+    });
 
     let mut resp = Response::new(Body::from_stream(ReceiverStream::new(frames)));
     stream_headers(&mut resp, &view);

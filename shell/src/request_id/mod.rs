@@ -10,8 +10,10 @@
 //! It lives beside the request's future, with the request's arrival (its
 //! duration in `/metrics` counts from there), and is current while that
 //! future is polled (`scope`): no span to create and no extension to
-//! insert per request. A task the request spawns (an SSE tail's writer)
-//! runs as the request too (`in_current`).
+//! insert per request. A task a request spawns (an SSE tail's writer) is
+//! outside it: those tasks log nothing today, and a context of its own
+//! would cost every open tail ~200 bytes (issue 25 counts a reader's
+//! bytes).
 
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
@@ -129,12 +131,6 @@ pub fn from_headers(headers: &HeaderMap) -> RequestContext {
 /// Runs `fut` as the request `ctx`.
 pub fn scope<F: Future>(ctx: RequestContext, fut: F) -> impl Future<Output = F::Output> {
     Scoped::new(ctx, Box::pin(fut))
-}
-
-/// Runs `fut` as the current request, if any: for a task a request spawns
-/// (an SSE tail's writer), whose log lines then carry its id too.
-pub fn in_current<F: Future>(fut: F) -> impl Future<Output = F::Output> {
-    Scoped::maybe(current(), Box::pin(fut))
 }
 
 /// Runs `answer` (boxed: see `accept`) as the request `ctx`, and echoes the

@@ -51,14 +51,6 @@ impl<F> Scoped<F> {
     }
 
     /// The context, taken out (once the future is done with it).
-    /// As [`Scoped::new`], or with no request current while `fut` runs.
-    pub fn maybe(ctx: Option<RequestContext>, fut: F) -> Scoped<F> {
-        Scoped {
-            ctx: ctx.map(Box::new),
-            fut,
-        }
-    }
-
     pub fn take_context(&mut self) -> Option<Box<RequestContext>> {
         self.ctx.take()
     }
@@ -140,24 +132,6 @@ mod tests {
             )
         );
         assert_eq!(id(), None);
-    }
-
-    #[tokio::test]
-    async fn a_task_spawned_in_current_runs_as_its_request() {
-        let spawned = Scoped::new(
-            ctx("parent"),
-            Box::pin(async {
-                let task = tokio::spawn(super::super::in_current(async {
-                    tokio::task::yield_now().await;
-                    id()
-                }));
-                task.await.unwrap()
-            }),
-        )
-        .await;
-        assert_eq!(spawned.as_deref(), Some("parent"));
-        let outside = tokio::spawn(super::super::in_current(async { id() }));
-        assert_eq!(outside.await.unwrap(), None);
     }
 
     #[tokio::test]
