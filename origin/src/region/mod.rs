@@ -19,6 +19,7 @@ pub mod assignment;
 pub mod auth_sync;
 pub mod checkpoint;
 pub mod fence;
+pub mod follow;
 pub mod format;
 pub mod liveness;
 pub mod local;

@@ -4,7 +4,8 @@
 //! put gives), with puts of fenced owners still landing afterwards; and
 //! beside each owner a checkpoint builder, zombies' included, that reads
 //! the bucket, publishes checkpoints and deletes the numbers below them
-//! while claims list, fence and replay.
+//! while claims list, fence and replay; and replicas (`region::follow`)
+//! that read what owners acknowledged and must show nothing else.
 
 use super::*;
 use proptest::prelude::*;
@@ -167,6 +168,9 @@ struct Rules {
     build_look: bool,
     /// ...and a look at the next epoch found none.
     build_epoch_look: bool,
+    /// A replica lets a round stand only if a look after it finds no
+    /// newer checkpoint past the round's start.
+    replica_look: bool,
 }
 
 const ALL_RULES: Rules = Rules {
@@ -175,6 +179,7 @@ const ALL_RULES: Rules = Rules {
     claim_look: true,
     build_look: true,
     build_epoch_look: true,
+    replica_look: true,
 };
 
 struct Owner {
@@ -486,14 +491,96 @@ fn build_step(
     };
 }
 
+/// A follower's replica of the partition, as `region::follow` keeps it.
+struct Replica {
+    rules: Rules,
+    /// Reads up to the owners' published frontier (else as far as numbers
+    /// are present: the frontier spares reads, it is not what keeps the
+    /// replica right).
+    bounded: bool,
+    follow: crate::region::follow::Follow,
+    /// The commits it shows.
+    shown: Vec<u64>,
+    /// The round being read and the commits it kept aside.
+    round: Option<(crate::region::follow::Round, Vec<u64>)>,
+    /// Every state it has shown, in order.
+    history: Vec<Vec<u64>>,
+}
+
+impl Replica {
+    fn new(rules: Rules, bounded: bool) -> Replica {
+        Replica {
+            rules,
+            bounded,
+            follow: crate::region::follow::Follow::from_checkpoint(0, 0),
+            shown: Vec::new(),
+            round: None,
+            history: Vec::new(),
+        }
+    }
+}
+
+/// What owners have published in their heartbeats: the highest number
+/// below which one of them acknowledged everything.
+fn publish_frontier(o: &Owner, published: &mut u64) {
+    if let Phase::Serving { next, in_flight } = &o.phase {
+        *published = (*published).max(in_flight.front().map_or(*next, |f| f.0));
+    }
+}
+
+/// One step of a replica: a look that plans a round (or rebuilds), one
+/// read, or the look that ends a round.
+fn replica_step(r: &mut Replica, bucket: &Bucket, checkpoints: &Checkpoints, published: u64) {
+    use crate::region::follow::{Follow, Plan, Read};
+    let Some((mut round, mut tags)) = r.round.take() else {
+        let (number, (epoch, held)) = newest(checkpoints);
+        let frontier = if r.bounded { published } else { u64::MAX };
+        match r.follow.plan(Some(number), frontier) {
+            Plan::Rebuild { number } => {
+                r.follow = Follow::from_checkpoint(number, epoch);
+                r.shown = held;
+                r.history.push(r.shown.clone());
+            }
+            Plan::Read { from, below } => {
+                r.round = Some((r.follow.round(from, below), Vec::new()));
+            }
+            Plan::Wait => {}
+        }
+        return;
+    };
+    if let Some(n) = round.next() {
+        // A number missing (in flight, or deleted) ends the round there.
+        match bucket.get(&n) {
+            None => round.missing(),
+            Some((h, tag)) => {
+                if round.read(h) == Read::Replay {
+                    tags.push(tag.expect("data has a tag"));
+                }
+            }
+        }
+        r.round = Some((round, tags));
+        return;
+    }
+    let look = r.rules.replica_look.then(|| newest(checkpoints).0);
+    if r.follow.finish(round, look) {
+        r.shown.extend(tags);
+        r.history.push(r.shown.clone());
+    }
+}
+
+/// Replicas run beside the owners in every random schedule: one reads up
+/// to the published frontier, one as far as numbers are present.
+const REPLICAS: usize = 2;
+
 /// Runs one schedule: each byte picks the next step among the owners,
 /// their builders and the stray puts.
 fn run(schedule: &[u8], owners: usize) {
     run_with(schedule, owners, ALL_RULES);
 }
 
-/// [`run`], with some rules left out.
-fn run_with(schedule: &[u8], owners: usize, rules: Rules) {
+/// [`run`], with some rules left out; answers the most commits a replica
+/// showed.
+fn run_with(schedule: &[u8], owners: usize, rules: Rules) -> usize {
     let mut bucket = Bucket::new();
     let mut checkpoints = Checkpoints::new();
     let mut epochs = 0u64;
@@ -510,11 +597,20 @@ fn run_with(schedule: &[u8], owners: usize, rules: Rules) {
         .collect();
     // Puts of stopped owners that may still land: (number, header, tag).
     let mut stray: Vec<(u64, WalHeader, u64)> = Vec::new();
-    let actors = 2 * owners + 1;
+    let mut replicas: Vec<Replica> = (0..REPLICAS).map(|i| Replica::new(rules, i == 0)).collect();
+    let mut published = 0u64;
+    let actors = 2 * owners + 1 + REPLICAS;
     for (step, &choice) in schedule.iter().enumerate() {
         let actor = choice as usize % actors;
         let sub = (choice as usize / actors) + step;
-        if actor == 2 * owners {
+        if actor > 2 * owners {
+            replica_step(
+                &mut replicas[actor - 2 * owners - 1],
+                &bucket,
+                &checkpoints,
+                published,
+            );
+        } else if actor == 2 * owners {
             // A stray put lands (on a deleted number too).
             if !stray.is_empty() {
                 let (n, h, tag) = stray.remove(step % stray.len());
@@ -543,9 +639,27 @@ fn run_with(schedule: &[u8], owners: usize, rules: Rules) {
             } else {
                 claim_step(o, &mut bucket, &checkpoints, &mut epochs);
             }
+            publish_frontier(o, &mut published);
         }
     }
-    check(bucket, &checkpoints, stray, &all);
+    check(bucket, &checkpoints, stray, &all, &replicas);
+    replicas.iter().map(|r| r.shown.len()).max().unwrap_or(0)
+}
+
+/// The replicas of the random schedules do follow: some show commits
+/// (so the property above is not met by showing nothing).
+#[test]
+fn replicas_show_what_owners_commit() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+    let showing = (0..2_000)
+        .filter(|_| {
+            let len = rng.random_range(200..400);
+            let schedule: Vec<u8> = (0..len).map(|_| rng.random()).collect();
+            run_with(&schedule, 2, ALL_RULES) > 0
+        })
+        .count();
+    assert!(showing > 1000, "replicas showed commits in {showing} of 2000 schedules");
 }
 
 /// Lands every stray put, then reads the partition as a later reader does
@@ -556,6 +670,7 @@ fn check(
     checkpoints: &Checkpoints,
     stray: Vec<(u64, WalHeader, u64)>,
     all: &[Owner],
+    replicas: &[Replica],
 ) {
     // Every stray put lands in the end, as late as can be.
     for (n, h, tag) in stray {
@@ -590,6 +705,22 @@ fn check(
             log.len() >= served.len() && log[..served.len()] == served[..],
             "acknowledged commits lost or out of order: served {served:?}, log {log:?}"
         );
+    }
+    for r in replicas {
+        // A replica shows only what every later reader sees, and never
+        // goes back.
+        let mut before: &[u64] = &[];
+        for shown in &r.history {
+            assert!(
+                log.len() >= shown.len() && log[..shown.len()] == shown[..],
+                "a replica showed commits not in the log: shown {shown:?}, log {log:?}"
+            );
+            assert!(
+                shown.len() >= before.len() && shown[..before.len()] == *before,
+                "a replica went back: {before:?} then {shown:?}"
+            );
+            before = shown;
+        }
     }
 }
 
@@ -631,6 +762,13 @@ fn each_rule_is_needed() {
             "the build's look at the next epoch",
             Rules {
                 build_epoch_look: false,
+                ..ALL_RULES
+            },
+        ),
+        (
+            "the replica's look after a round",
+            Rules {
+                replica_look: false,
                 ..ALL_RULES
             },
         ),

@@ -157,7 +157,7 @@ impl World {
     }
 
     fn check(self, all: &[Owner]) {
-        check(self.bucket, &self.checkpoints, self.stray, all);
+        check(self.bucket, &self.checkpoints, self.stray, all, &[]);
     }
 }
 
