@@ -16,6 +16,13 @@
 //! before the answer, the flight is cancelled and leaves the table. A waiter
 //! costs a table slot count and one `watch` receiver, so 10,000 waiters on
 //! one stream cost one upstream request and a few hundred bytes each.
+//!
+//! The same table collapses SSE readers' catch-up reads ([`Counted::Reads`]):
+//! readers arriving together (a thousand browsers opening `offset=now` at
+//! once) make one upstream read of the same range, not one each. Sharing
+//! an answer among requests in flight at the same moment is exact: the
+//! origin gave it within each of their lifetimes, and the read carries no
+//! header of the reader's but its `Accept`, which is in the key.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -62,21 +69,45 @@ struct Flight {
     task: Mutex<Option<AbortHandle>>,
 }
 
+/// What a table's waiters count in the metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counted {
+    /// Parked long-polls: the waiting and flight gauges, the collapse
+    /// counter and the waiters-per-flight histogram.
+    LongPolls,
+    /// SSE readers' catch-up reads: only the reads that joined a flight.
+    Reads,
+}
+
 pub struct CollapseTable {
     flights: Mutex<HashMap<Arc<str>, Arc<Flight>>>,
     waiting: Mutex<usize>,
     max_waiters: usize,
     metrics: Arc<Metrics>,
+    counted: Counted,
 }
 
 impl CollapseTable {
     pub fn new(max_waiters: usize, metrics: Arc<Metrics>) -> Arc<CollapseTable> {
+        Self::counting(max_waiters, metrics, Counted::LongPolls)
+    }
+
+    pub fn counting(
+        max_waiters: usize,
+        metrics: Arc<Metrics>,
+        counted: Counted,
+    ) -> Arc<CollapseTable> {
         Arc::new(CollapseTable {
             flights: Mutex::new(HashMap::new()),
             waiting: Mutex::new(0),
             max_waiters,
             metrics,
+            counted,
         })
+    }
+
+    fn long_polls(&self) -> bool {
+        self.counted == Counted::LongPolls
     }
 
     /// Flights in the table (for tests and metrics).
@@ -101,11 +132,14 @@ impl CollapseTable {
             }
             *waiting += 1;
         }
-        let gauge = self.metrics.waiter_guard();
+        let gauge = self.long_polls().then(|| self.metrics.waiter_guard());
         let mut flights = self.flights.lock();
         if let Some(flight) = flights.get(key.as_str()) {
             *flight.waiters.lock() += 1;
-            self.metrics.collapsed();
+            match self.counted {
+                Counted::LongPolls => self.metrics.collapsed(),
+                Counted::Reads => self.metrics.sse_read_collapsed(),
+            }
             return Ok(Waiter {
                 table: Arc::clone(self),
                 outcome: flight.outcome.subscribe(),
@@ -130,7 +164,7 @@ impl CollapseTable {
             table: Arc::clone(self),
             flight: Arc::clone(&flight),
             landed: false,
-            _counted: self.metrics.flight_guard(),
+            _counted: self.long_polls().then(|| self.metrics.flight_guard()),
         };
         let task = tokio::spawn(async move {
             let answered = match ctx {
@@ -186,7 +220,7 @@ struct Landing {
     table: Arc<CollapseTable>,
     flight: Arc<Flight>,
     landed: bool,
-    _counted: Gauge,
+    _counted: Option<Gauge>,
 }
 
 impl Landing {
@@ -195,9 +229,11 @@ impl Landing {
     fn land(mut self, outcome: Outcome) {
         self.landed = true;
         remove(&mut self.table.flights.lock(), &self.flight);
-        self.table
-            .metrics
-            .flight_landed(*self.flight.waiters.lock());
+        if self.table.long_polls() {
+            self.table
+                .metrics
+                .flight_landed(*self.flight.waiters.lock());
+        }
         self.flight.outcome.send_replace(Some(outcome));
     }
 }
@@ -216,7 +252,7 @@ pub struct Waiter {
     table: Arc<CollapseTable>,
     flight: Arc<Flight>,
     outcome: watch::Receiver<Option<Outcome>>,
-    _gauge: Gauge,
+    _gauge: Option<Gauge>,
 }
 
 impl Waiter {
@@ -298,6 +334,48 @@ mod tests {
         assert_eq!(fetches.load(Ordering::SeqCst), 1);
         assert_eq!(t.flights(), 0);
         assert_eq!(*t.waiting.lock(), 0);
+    }
+
+    #[tokio::test]
+    async fn reads_collapse_alike_and_count_apart_from_long_polls() {
+        let metrics = Arc::new(Metrics::default());
+        let t = CollapseTable::counting(100, Arc::clone(&metrics), Counted::Reads);
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let first = t
+            .join("r".into(), move || async move {
+                let _ = released.await;
+                Ok(answer("now"))
+            })
+            .unwrap();
+        let joined: Vec<_> = (0..9)
+            .map(|_| {
+                t.join("r".into(), || async { unreachable!("joined, not started") })
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(t.flights(), 1);
+        release.send(()).unwrap();
+        for w in std::iter::once(first).chain(joined) {
+            let (a, _) = w.wait(Duration::from_secs(5)).await.unwrap();
+            assert_eq!(&a.body[..], b"now");
+        }
+        // Nine joined; no long-poll was counted.
+        assert_eq!(metrics.collapsed_counts(), (0, 9));
+        let mut e = shell::metrics::Exposition::default();
+        metrics.expose(
+            crate::metrics::Sampled {
+                cache_weighted_bytes: 0,
+                cache_entries: 0,
+                feed_live: true,
+            },
+            &mut e,
+        );
+        let text = e.render();
+        for series in ["ds_edge_long_polls_waiting 0", "ds_edge_long_poll_flights 0"] {
+            assert!(text.contains(series), "{series} in\n{text}");
+        }
+        // A flight that landed is gone: the next reader starts anew.
+        assert_eq!(t.flights(), 0);
     }
 
     #[tokio::test]

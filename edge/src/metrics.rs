@@ -96,6 +96,7 @@ pub struct Metrics {
     cache_served_bytes: AtomicU64,
     bytes_served: AtomicU64,
     collapsed_waiters: AtomicU64,
+    sse_reads_collapsed: AtomicU64,
     /// Waiters one upstream long-poll answered.
     flight_waiters: ShardedHistogram,
     /// From a frame's arrival from the origin to its write to a reader:
@@ -137,6 +138,7 @@ impl Default for Metrics {
             cache_served_bytes: AtomicU64::new(0),
             bytes_served: AtomicU64::new(0),
             collapsed_waiters: AtomicU64::new(0),
+            sse_reads_collapsed: AtomicU64::new(0),
             flight_waiters: ShardedHistogram::new(
                 "ds_edge_long_poll_flight_waiters",
                 "Readers one shared upstream long-poll answered (the collapse).",
@@ -212,6 +214,20 @@ impl Metrics {
     /// A long-poll waiter joined a shared upstream wait someone else started.
     pub fn collapsed(&self) {
         self.collapsed_waiters.fetch_add(1, Relaxed);
+    }
+
+    /// An SSE reader's catch-up read joined one in flight for the same range.
+    pub fn sse_read_collapsed(&self) {
+        self.sse_reads_collapsed.fetch_add(1, Relaxed);
+    }
+
+    /// Long-poll waiters and SSE reads that joined a flight, for tests.
+    #[cfg(test)]
+    pub fn collapsed_counts(&self) -> (u64, u64) {
+        (
+            self.collapsed_waiters.load(Relaxed),
+            self.sse_reads_collapsed.load(Relaxed),
+        )
     }
 
     /// A shared upstream long-poll landed with `waiters` readers on it.
@@ -336,6 +352,11 @@ impl Metrics {
                 "ds_edge_collapsed_waiters_total",
                 "Long-poll waiters that joined a shared upstream wait.",
                 &self.collapsed_waiters,
+            ),
+            (
+                "ds_edge_sse_reads_collapsed_total",
+                "SSE readers' catch-up reads that joined one in flight for the same range.",
+                &self.sse_reads_collapsed,
             ),
             (
                 "ds_edge_sse_dropped_slow_total",

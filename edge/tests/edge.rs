@@ -21,6 +21,8 @@ mod differential;
 mod failover;
 #[path = "edge/forward.rs"]
 mod forward;
+#[path = "edge/http2_readers.rs"]
+mod http2_readers;
 #[path = "edge/invalidation.rs"]
 mod invalidation;
 #[path = "edge/long_poll.rs"]

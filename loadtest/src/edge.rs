@@ -49,6 +49,64 @@ pub struct FanoutArgs {
     /// Long-pollers waiting at once for the memory figure (0: skip).
     #[arg(long, default_value_t = 1000)]
     pub long_pollers: usize,
+    /// Readers and long-pollers share this many HTTP/2 connections (prior
+    /// knowledge), spread evenly; 0: HTTP/1.1, one connection each. Each
+    /// connection carries at most the server's 256 streams.
+    #[arg(long, default_value_t = 0)]
+    pub http2_connections: usize,
+}
+
+/// Where a reader sends its request: its own HTTP/1.1 connection, or one
+/// of a few shared HTTP/2 connections.
+#[derive(Clone)]
+pub(crate) enum Readers {
+    Http1(SocketAddr),
+    Http2(Vec<hyper::client::conn::http2::SendRequest<Full<Bytes>>>),
+}
+
+impl Readers {
+    pub(crate) async fn open(addr: SocketAddr, http2_connections: usize) -> anyhow::Result<Readers> {
+        if http2_connections == 0 {
+            return Ok(Readers::Http1(addr));
+        }
+        let mut senders = Vec::with_capacity(http2_connections);
+        for _ in 0..http2_connections {
+            let stream = tokio::net::TcpStream::connect(addr).await?;
+            stream.set_nodelay(true)?;
+            let (sender, conn) = hyper::client::conn::http2::handshake(
+                hyper_util::rt::TokioExecutor::new(),
+                hyper_util::rt::TokioIo::new(stream),
+            )
+            .await?;
+            tokio::spawn(conn);
+            senders.push(sender);
+        }
+        Ok(Readers::Http2(senders))
+    }
+
+    /// Sends the `i`th reader's request.
+    pub(crate) async fn send(
+        &self,
+        i: usize,
+        req: Request<Full<Bytes>>,
+    ) -> anyhow::Result<hyper::Response<hyper::body::Incoming>> {
+        match self {
+            Readers::Http1(addr) => {
+                let mut s = connect(*addr).await?;
+                s.ready().await?;
+                Ok(s.send_request(crate::append::with_host(req)).await?)
+            }
+            Readers::Http2(senders) => {
+                let mut s = senders[i % senders.len()].clone();
+                s.ready().await?;
+                let (mut parts, body) = req.into_parts();
+                if parts.uri.authority().is_none() {
+                    parts.uri = format!("http://127.0.0.1{}", parts.uri).parse()?;
+                }
+                Ok(s.send_request(Request::from_parts(parts, body)).await?)
+            }
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -247,12 +305,13 @@ async fn fanout_round(
     let clock = Instant::now();
     let expected = args.rate * args.seconds;
     let mut readers = Vec::with_capacity(args.readers);
-    for _ in 0..args.readers {
+    let via = Readers::open(readers_addr, args.http2_connections).await?;
+    for i in 0..args.readers {
+        let via = via.clone();
         readers.push(tokio::spawn(async move {
-            let mut s = connect(readers_addr).await?;
-            s.ready().await?;
-            let resp = s
-                .send_request(
+            let resp = via
+                .send(
+                    i,
                     Request::get(format!("{path}?offset=now&live=sse"))
                         .body(Full::new(Bytes::new()))?,
                 )
@@ -276,6 +335,9 @@ async fn fanout_round(
             }
             anyhow::Ok(lat)
         }));
+        if std::env::var("TRICKLE").is_ok() && i % 100 == 99 {
+            wait_metric(metrics_addr, open_series, i as i64 + 1).await?;
+        }
     }
     wait_metric(metrics_addr, open_series, args.readers as i64).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -386,14 +448,18 @@ pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let base = pair.edge_rss_kib();
         let mut pollers = Vec::with_capacity(args.long_pollers);
-        for _ in 0..args.long_pollers {
+        let via = Readers::open(edge, args.http2_connections).await?;
+        for i in 0..args.long_pollers {
+            let via = via.clone();
             pollers.push(tokio::spawn(async move {
-                let mut s = connect(edge).await?;
                 let req = Request::get(format!(
                     "{path}?offset=now&live=long-poll&timeout_ms=60000&cursor=1"
                 ))
                 .body(Full::new(Bytes::new()))?;
-                send(&mut s, req).await
+                let resp = via.send(i, req).await?;
+                let status = resp.status().as_u16();
+                resp.into_body().collect().await?;
+                anyhow::Ok(status)
             }));
         }
         wait_metric(edge, "ds_edge_long_polls_waiting", args.long_pollers as i64).await?;

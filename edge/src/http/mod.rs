@@ -44,6 +44,9 @@ pub struct EdgeState {
     pub upstream: Upstream,
     pub metrics: Arc<Metrics>,
     pub collapse: Arc<CollapseTable>,
+    /// SSE readers' catch-up reads in flight, shared by readers of the same
+    /// range (at most `max_sse_readers` waiting: one per reader).
+    pub sse_reads: Arc<CollapseTable>,
     pub chunks: ChunkCache,
     pub fanout: Arc<Fanout>,
     /// The origin's invalidation feed: whether what is kept may be served.
@@ -92,6 +95,11 @@ impl EdgeState {
             wall: shell::clock::WallClock::start(),
             access: crate::access::AccessGate::new(config.access.clone()),
             collapse: CollapseTable::new(config.limits.max_waiters, Arc::clone(&metrics)),
+            sse_reads: CollapseTable::counting(
+                config.limits.max_sse_readers,
+                Arc::clone(&metrics),
+                crate::collapse::Counted::Reads,
+            ),
             chunks: ChunkCache::new(config.cache_bytes, Arc::clone(&metrics), Arc::clone(&feed)),
             feed,
             fanout: Fanout::new(

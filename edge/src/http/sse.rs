@@ -16,6 +16,7 @@
 
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::response::IntoResponse;
@@ -37,6 +38,7 @@ use super::error::EdgeError;
 use super::forward::forward_live;
 use super::Shared;
 use crate::answer::Answer;
+use crate::collapse::WaitError;
 use crate::core::collapse_key::canonical_accept;
 use crate::core::splice::{splice, Splice};
 use crate::core::text_cut::cut_text;
@@ -161,26 +163,46 @@ impl Drop for ReaderSlot {
     }
 }
 
-/// A plain read upstream, for one reader's catch-up.
+/// A plain read upstream, for one reader's catch-up, shared with the
+/// readers asking for the same range at the same moment (`collapse`,
+/// [`crate::collapse::Counted::Reads`]).
 async fn read(
     state: &Shared,
     path: &str,
     from: &str,
     max: Option<u64>,
     accept: Option<&'static str>,
-) -> Result<Answer, EdgeError> {
+) -> Result<Arc<Answer>, EdgeError> {
     let max = max
         .unwrap_or(state.config.limits.tail_frame_bytes)
         .min(state.config.limits.tail_frame_bytes);
     let pq = format!("{path}?offset={from}&max_bytes={max}");
-    let mut headers = HeaderMap::new();
-    if let Some(accept) = accept {
-        headers.insert(http::header::ACCEPT, HeaderValue::from_static(accept));
+    let key = format!("{pq}\n{}", accept.unwrap_or(""));
+    let upstream = state.upstream.clone();
+    let waiter = state.sse_reads.join(key, move || async move {
+        let mut headers = HeaderMap::new();
+        if let Some(accept) = accept {
+            headers.insert(http::header::ACCEPT, HeaderValue::from_static(accept));
+        }
+        upstream
+            .get(&pq, headers, metrics::Upstream::SseRead)
+            .await
+    })?;
+    // A reader's session bounds its every wait.
+    match waiter.wait(state.config.limits.sse_session).await {
+        Ok((answer, _)) => Ok(answer),
+        Err(WaitError::Upstream(e)) => {
+            tracing::warn!(error = %e, "an SSE reader's read from the origin failed");
+            Err(EdgeError::Busy("the origin cannot be reached"))
+        }
+        // Never full: each reader holds a place among `max_sse_readers`
+        // and waits for one read at a time.
+        Err(WaitError::Full) => Err(EdgeError::Busy("too many SSE readers at this edge")),
+        Err(e) => {
+            tracing::warn!(error = %e, "an SSE reader's read from the origin failed");
+            Err(EdgeError::Busy("the origin did not answer the read"))
+        }
     }
-    Ok(state
-        .upstream
-        .get(&pq, headers, metrics::Upstream::SseRead)
-        .await?)
 }
 
 fn next_offset(a: &Answer) -> Option<u64> {
@@ -211,18 +233,22 @@ struct Reader {
 }
 
 impl Reader {
-    async fn run(&mut self, first: Answer) -> Result<(), End> {
-        // Catch up on its own until a read reaches the end.
-        let mut answer = first;
-        loop {
-            let (up_to_date, closed) = self.send_read(&answer).await?;
-            if closed {
-                return Ok(());
+    async fn run(&mut self, first: Arc<Answer>) -> Result<(), End> {
+        // Catch up on its own until a read reaches the end. The answers go
+        // before the reader waits: their headers hold on to the upstream
+        // connection's read buffer.
+        {
+            let mut answer = first;
+            loop {
+                let (up_to_date, closed) = self.send_read(&answer).await?;
+                if closed {
+                    return Ok(());
+                }
+                if up_to_date {
+                    break;
+                }
+                answer = self.read_at(None).await?;
             }
-            if up_to_date {
-                break;
-            }
-            answer = self.read_at(None).await?;
         }
         // Join the shared feed, and read up to where its frames begin.
         let mut sub = self.state.fanout.subscribe(
@@ -303,7 +329,7 @@ impl Reader {
 
     /// Reads from `pos`, at most `max` bytes; a refusal ends the reader
     /// (a deleted stream with an `error` event, as the origin does).
-    async fn read_at(&mut self, max: Option<u64>) -> Result<Answer, End> {
+    async fn read_at(&mut self, max: Option<u64>) -> Result<Arc<Answer>, End> {
         let from = Offset(self.pos).to_string();
         let a = read(&self.state, &self.path, &from, max, self.accept)
             .await

@@ -305,3 +305,43 @@ async fn an_idle_reader_is_sent_a_keepalive_each_period_and_then_the_next_append
     s.append(&p, "text/plain", "two\n").await;
     assert_eq!(sse.read_until(&offset(8)).await, b"two\n");
 }
+
+/// Readers arriving together at `offset=now` make their catch-up reads
+/// through one table: each read either went upstream or joined one in
+/// flight for the same range (`ds_edge_sse_reads_collapsed_total`), and
+/// every reader still gets every byte once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_arriving_together_share_their_catch_up_reads() {
+    const N: usize = 500;
+    const SSE_READS: &str = "ds_edge_upstream_requests_total{kind=\"sse_read\"}";
+    let s = Stack::start().await;
+    let p = stream_path("together");
+    s.create(&p, "text/plain").await;
+    s.append(&p, "text/plain", "before\n").await;
+    let start = offset(7);
+    let reads_before = s.metric(SSE_READS).await;
+    let readers: Vec<_> = (0..N)
+        .map(|_| {
+            let req = s.http.get(s.url(&format!("{p}?offset=now&live=sse")));
+            tokio::spawn(async move {
+                let r = req.send().await.expect("SSE");
+                assert_eq!(r.status(), 200);
+                Sse::new(r, WAIT)
+            })
+        })
+        .collect();
+    s.wait_metric("ds_edge_sse_open", |v| v == N as i64).await;
+    // Every reader is at the end: one read each, made or joined.
+    let made = s.metric(SSE_READS).await - reads_before;
+    let joined = s.metric("ds_edge_sse_reads_collapsed_total").await;
+    assert_eq!(made + joined, N as i64, "{made} made, {joined} joined");
+    println!("{N} readers at offset=now: {made} upstream reads, {joined} joined");
+    s.append(&p, "text/plain", "after\n").await;
+    let end = offset(13);
+    for r in join_all(readers).await {
+        let mut sse = r.expect("reader");
+        let first = sse.expect("control").await.json();
+        assert_eq!(first["streamNextOffset"], start.as_str());
+        assert_eq!(sse.read_until(&end).await, b"after\n");
+    }
+}
