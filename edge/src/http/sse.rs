@@ -42,7 +42,7 @@ use crate::collapse::WaitError;
 use crate::core::collapse_key::canonical_accept;
 use crate::core::splice::{splice, Splice};
 use crate::core::text_cut::cut_text;
-use crate::fanout::{FeedItem, Framing};
+use crate::fanout::{FeedItem, Framing, Subscription};
 use crate::metrics;
 
 /// Headers of the first read that an SSE answer keeps.
@@ -234,36 +234,11 @@ struct Reader {
 
 impl Reader {
     async fn run(&mut self, first: Arc<Answer>) -> Result<(), End> {
-        // Catch up on its own until a read reaches the end. The answers go
-        // before the reader waits: their headers hold on to the upstream
-        // connection's read buffer.
-        {
-            let mut answer = first;
-            loop {
-                let (up_to_date, closed) = self.send_read(&answer).await?;
-                if closed {
-                    return Ok(());
-                }
-                if up_to_date {
-                    break;
-                }
-                answer = self.read_at(None).await?;
-            }
-        }
-        // Join the shared feed, and read up to where its frames begin.
-        let mut sub = self.state.fanout.subscribe(
-            &self.path,
-            self.accept,
-            &self.incarnation,
-            self.framing,
-            self.pos,
-        );
-        while self.pos < sub.pos {
-            let a = self.read_at(Some(sub.pos - self.pos)).await?;
-            if self.send_read(&a).await?.1 {
-                return Ok(());
-            }
-        }
+        // The catch-up and every fill run boxed: their reads' futures are
+        // large, and a waiting reader's own future should not carry them.
+        let Some(mut sub) = Box::pin(self.catch_up(first)).await? else {
+            return Ok(());
+        };
         // The first read's events were the tail's last write.
         let mut keepalive = Keepalive::new(self.state.config.limits.sse_keepalive);
         loop {
@@ -295,11 +270,8 @@ impl Reader {
                         }
                     }
                     Splice::Fill { to, .. } => {
-                        while self.pos < to {
-                            let a = self.read_at(Some(to - self.pos)).await?;
-                            if self.send_read(&a).await?.1 {
-                                return Ok(());
-                            }
+                        if Box::pin(self.fill(to)).await? {
+                            return Ok(());
                         }
                         keepalive.wrote();
                         if frame.closed {
@@ -325,6 +297,47 @@ impl Reader {
                 }
             }
         }
+    }
+
+    /// Catches up on its own until a read reaches the end, then joins the
+    /// shared feed and reads up to where its frames begin; `None` once the
+    /// stream closed on the way. The answers go before the reader waits:
+    /// their headers hold on to the upstream connection's read buffer.
+    async fn catch_up(&mut self, first: Arc<Answer>) -> Result<Option<Subscription>, End> {
+        let mut answer = first;
+        loop {
+            let (up_to_date, closed) = self.send_read(&answer).await?;
+            if closed {
+                return Ok(None);
+            }
+            if up_to_date {
+                break;
+            }
+            answer = self.read_at(None).await?;
+        }
+        drop(answer);
+        let sub = self.state.fanout.subscribe(
+            &self.path,
+            self.accept,
+            &self.incarnation,
+            self.framing,
+            self.pos,
+        );
+        if self.fill(sub.pos).await? {
+            return Ok(None);
+        }
+        Ok(Some(sub))
+    }
+
+    /// Reads and sends up to `to`; whether the stream closed on the way.
+    async fn fill(&mut self, to: u64) -> Result<bool, End> {
+        while self.pos < to {
+            let a = self.read_at(Some(to - self.pos)).await?;
+            if self.send_read(&a).await?.1 {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Reads from `pos`, at most `max` bytes; a refusal ends the reader
