@@ -12,6 +12,7 @@
 //! - [`drain`] and [`signal`]: graceful shutdown on SIGTERM;
 //! - [`periodic`]: the once-a-second work of a running server;
 //! - [`keepalive`]: when an idle SSE tail sends its keepalive comment;
+//! - [`tail_body`]: the body of an SSE tail, a small queue its task fills;
 //! - [`config`]: every limit above, with its default, in one struct;
 //! - [`clock`]: time from tokio's clock, so paused-clock tests drive it;
 //! - [`proxy`]: what passing a request on to another server drops;
@@ -39,6 +40,7 @@ pub mod ready;
 pub mod recovering;
 pub mod request_id;
 pub mod signal;
+pub mod tail_body;
 
 pub use accept::{serve, Client, Http1};
 pub use body::{BodyIdle, IdleBody};

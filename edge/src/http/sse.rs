@@ -14,14 +14,12 @@
 //! origin does. Readers that need their own event sizes (`max_bytes`) or name an
 //! incarnation are passed through to the origin.
 
-use std::convert::Infallible;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::response::IntoResponse;
 use bytes::Bytes;
-use futures::StreamExt;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use shared::content_type::{is_json, is_media_type, is_text, sse_uses_base64, NDJSON};
 use shared::error::{ErrorBody, ErrorCode};
@@ -30,9 +28,8 @@ use shared::offset::{Offset, ReadFrom};
 use shared::params::{ReadParams, MAX_READ_BYTES};
 use shared::sse::{control_event, named_json_event, Control, KEEPALIVE};
 use shell::keepalive::Keepalive;
+use shell::tail_body::{TailSender, TrySendError};
 use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 
 use super::error::EdgeError;
 use super::forward::forward_live;
@@ -123,7 +120,7 @@ pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Res
         ReadFrom::At(o) => o.bytes(),
         ReadFrom::Now => next_offset(&first).unwrap_or(0),
     };
-    let (tx, rx) = mpsc::channel::<Bytes>(state.config.limits.sse_reader_queue);
+    let (tx, body) = shell::tail_body::channel(state.config.limits.sse_reader_queue);
     let reader = Reader {
         state: state.clone(),
         path,
@@ -147,9 +144,7 @@ pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Res
             _ = state.closed() => Ok(()),
         };
     });
-    let mut resp = Response::new(Body::from_stream(
-        ReceiverStream::new(rx).map(Ok::<_, Infallible>),
-    ));
+    let mut resp = Response::new(Body::new(body));
     *resp.headers_mut() = resp_headers;
     resp
 }
@@ -229,7 +224,7 @@ struct Reader {
     pos: u64,
     /// A control event went out (a reader at the end gets one at once).
     announced: bool,
-    out: mpsc::Sender<Bytes>,
+    out: TailSender,
 }
 
 impl Reader {
@@ -410,8 +405,8 @@ impl Reader {
     /// the reader, so its answer is not silent).
     fn keep_alive(&self) -> Result<(), End> {
         match self.out.try_send(Bytes::from_static(KEEPALIVE)) {
-            Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => Ok(()),
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(End::Stop),
+            Ok(()) | Err(TrySendError::Full) => Ok(()),
+            Err(TrySendError::Closed) => Err(End::Stop),
         }
     }
 
@@ -419,11 +414,11 @@ impl Reader {
     fn offer(&self, bytes: Bytes) -> Result<(), End> {
         match self.out.try_send(bytes) {
             Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Full(_)) => {
+            Err(TrySendError::Full) => {
                 self.state.metrics.sse_dropped_slow();
                 Err(End::Stop)
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(End::Stop),
+            Err(TrySendError::Closed) => Err(End::Stop),
         }
     }
 }

@@ -1,8 +1,8 @@
 //! `GET {stream}?offset=…&live=sse`: a tail as Server-Sent Events.
 //!
 //! Each batch goes out as one `data` event and its `control` event in a
-//! single write. The task writes into a channel of [`SSE_BUFFERED_FRAMES`]
-//! frames, so a reader that stops reading holds at most that many frames of
+//! single write. The task writes into a queue of [`SSE_BUFFERED_FRAMES`]
+//! frames (`shell::tail_body`, the answer's body), so a reader that stops reading holds at most that many frames of
 //! memory and its task waits; the session ends after `sse_session` (about
 //! 60 s) so a CDN can collapse readers onto fresh requests. A tail silent
 //! for `sse_keepalive` sends a comment line (`shared::sse::KEEPALIVE`), so
@@ -20,8 +20,6 @@ use shared::headers as h;
 use shared::offset::Offset;
 use shared::params::ReadParams;
 use shared::sse::{control_event, data_event, named_json_event, Control, KEEPALIVE};
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 
 use super::error::ApiError;
 use super::reading::{
@@ -87,7 +85,7 @@ async fn run(
         params.max_bytes.max(4)
     };
 
-    let (tx, frames) = mpsc::channel::<Result<Bytes, std::io::Error>>(SSE_BUFFERED_FRAMES);
+    let (tx, body) = shell::tail_body::channel(SSE_BUFFERED_FRAMES);
     let task_state = state.clone();
     let task_view = view.clone();
     let client_cursor = params.cursor.clone();
@@ -110,10 +108,10 @@ async fn run(
             if tokio::time::Instant::now() >= deadline {
                 if credential_end.is_some_and(|c| c <= session_end) {
                     let _ = tx
-                        .send(Ok(Bytes::from(named_json_event(
+                        .send(Bytes::from(named_json_event(
                             "credential-expired",
                             r#"{"reason":"credential_expired"}"#,
-                        ))))
+                        )))
                         .await;
                 }
                 return;
@@ -127,7 +125,7 @@ async fn run(
                 };
                 let body = ErrorBody::new(code, "the stream was deleted").to_json();
                 let _ = tx
-                    .send(Ok(Bytes::from(named_json_event("error", &body))))
+                    .send(Bytes::from(named_json_event("error", &body)))
                     .await;
                 return;
             }
@@ -153,7 +151,7 @@ async fn run(
                 pos = slice.end;
                 announced = true;
                 keepalive.wrote();
-                if tx.send(Ok(Bytes::from(frame))).await.is_err() || slice.closed {
+                if tx.send(Bytes::from(frame)).await.is_err() || slice.closed {
                     return;
                 }
                 if let (true, Some(at)) = (std::mem::take(&mut woken), rx.published_at()) {
@@ -173,7 +171,7 @@ async fn run(
                 });
                 announced = true;
                 keepalive.wrote();
-                if tx.send(Ok(Bytes::from(frame))).await.is_err() || tail.closed {
+                if tx.send(Bytes::from(frame)).await.is_err() || tail.closed {
                     return;
                 }
             }
@@ -182,8 +180,8 @@ async fn run(
                 _ = tokio::time::sleep_until(deadline) => continue,
                 _ = keepalive.due() => {
                     keepalive.wrote();
-                    if let Err(mpsc::error::TrySendError::Closed(_)) =
-                        tx.try_send(Ok(Bytes::from_static(KEEPALIVE)))
+                    if let Err(shell::tail_body::TrySendError::Closed) =
+                        tx.try_send(Bytes::from_static(KEEPALIVE))
                     {
                         return;
                     }
@@ -195,7 +193,7 @@ async fn run(
         }
     });
 
-    let mut resp = Response::new(Body::from_stream(ReceiverStream::new(frames)));
+    let mut resp = Response::new(Body::new(body));
     stream_headers(&mut resp, &view);
     vary_by_accept(&mut resp, &view);
     set(&mut resp, "content-type", "text/event-stream");
