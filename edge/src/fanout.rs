@@ -47,6 +47,12 @@ pub struct Frame {
     /// When its answer arrived from the origin (delivery lag counts from
     /// here).
     pub arrived: std::time::Instant,
+    /// The `control` event that follows it for every reader that gave no
+    /// cursor of its own (most readers): made by the first such reader,
+    /// then shared, so a frame costs each reader two queued references,
+    /// no formatting. (Its ~150 bytes are outside `sse_feed_bytes`: at
+    /// most one per frame of the ring.)
+    pub control: std::sync::OnceLock<Bytes>,
     /// Its room in `sse_feed_bytes`, given back when the ring drops it.
     _room: Option<OwnedSemaphorePermit>,
 }
@@ -316,6 +322,7 @@ impl Fanout {
                     up_to_date: up_to_date && whole,
                     closed: closed && whole,
                     arrived: std::time::Instant::now(),
+                    control: std::sync::OnceLock::new(),
                     _room: Some(room),
                 }))
             }
@@ -327,6 +334,7 @@ impl Fanout {
                     up_to_date: true,
                     closed: true,
                     arrived: std::time::Instant::now(),
+                    control: std::sync::OnceLock::new(),
                     _room: None,
                 }))
             }

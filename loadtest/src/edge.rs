@@ -54,6 +54,11 @@ pub struct FanoutArgs {
     /// connection carries at most the server's 256 streams.
     #[arg(long, default_value_t = 0)]
     pub http2_connections: usize,
+    /// Open readers a hundred at a time, each hundred once the last is in
+    /// (what readers cost once in place, without the cost of all arriving
+    /// at once).
+    #[arg(long)]
+    pub trickle: bool,
 }
 
 /// Where a reader sends its request: its own HTTP/1.1 connection, or one
@@ -249,26 +254,45 @@ pub(crate) async fn wait_metric(addr: SocketAddr, series: &str, want: i64) -> an
 
 /// The writer of the SSE benchmarks: `total` appends at `rate` a second on
 /// one connection to `addr`, the `k`th to `path(k)`, each one line holding
-/// the microseconds since `clock` when it was sent.
+/// the microseconds since `clock` when it was sent. Returns, in order, when
+/// each was sent and when its answer came (microseconds since `clock`).
 pub(crate) async fn write_stamped(
     addr: SocketAddr,
     rate: u64,
     total: usize,
     clock: Instant,
     path: impl Fn(usize) -> String,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<(u64, u64)>> {
     let mut writer = connect(addr).await?;
     let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / rate.max(1)));
+    let mut times = Vec::with_capacity(total);
     for k in 0..total {
         tick.tick().await;
-        let line = format!("{}\n", clock.elapsed().as_micros());
+        let sent = clock.elapsed().as_micros() as u64;
         let req = Request::post(path(k))
             .header("content-type", "text/plain")
-            .body(Full::new(Bytes::from(line)))?;
+            .body(Full::new(Bytes::from(format!("{sent}\n"))))?;
         let status = send(&mut writer, req).await?;
         anyhow::ensure!(status < 300, "append: {status}");
+        times.push((sent, clock.elapsed().as_micros() as u64));
     }
-    Ok(())
+    Ok(times)
+}
+
+/// Delivery latencies from `(sent, received)` records: from each append's
+/// send, and from its answer (`written`, from [`write_stamped`]; a reader
+/// may receive an event before its writer has the answer: 0 then).
+fn latencies(records: &[(u32, u32)], written: &[(u64, u64)]) -> (Vec<u32>, Vec<u32>) {
+    let mut from_send = Vec::with_capacity(records.len());
+    let mut from_answer = Vec::with_capacity(records.len());
+    for &(sent, got) in records {
+        from_send.push(got.saturating_sub(sent));
+        let answered = written
+            .binary_search_by_key(&u64::from(sent), |w| w.0)
+            .map_or(u64::from(sent), |k| written[k].1);
+        from_answer.push(u64::from(got).saturating_sub(answered).min(u32::MAX as u64) as u32);
+    }
+    (from_send, from_answer)
 }
 
 /// Takes the whole SSE events at the front of `buf` and calls `each` with
@@ -301,7 +325,7 @@ async fn fanout_round(
     path: &'static str,
     args: &FanoutArgs,
     measure_pid: u32,
-) -> anyhow::Result<(Summary, u64)> {
+) -> anyhow::Result<Fanned> {
     let clock = Instant::now();
     let expected = args.rate * args.seconds;
     let mut readers = Vec::with_capacity(args.readers);
@@ -319,23 +343,24 @@ async fn fanout_round(
             anyhow::ensure!(resp.status() == 200, "SSE: {}", resp.status());
             let mut body = resp.into_body();
             let mut buf: Vec<u8> = Vec::new();
-            let mut lat = Vec::with_capacity(expected as usize);
-            while (lat.len() as u64) < expected {
+            // (sent, received), microseconds since `clock`.
+            let mut got: Vec<(u32, u32)> = Vec::with_capacity(expected as usize);
+            while (got.len() as u64) < expected {
                 let Some(frame) = body.frame().await else {
                     break;
                 };
                 let Ok(data) = frame?.into_data() else {
                     continue;
                 };
-                let now = clock.elapsed().as_micros() as u64;
+                let now = clock.elapsed().as_micros().min(u32::MAX as u128) as u32;
                 buf.extend_from_slice(&data);
                 data_stamps(&mut buf, |sent| {
-                    lat.push(now.saturating_sub(sent).min(u32::MAX as u64) as u32);
+                    got.push((sent.min(u32::MAX as u64) as u32, now));
                 });
             }
-            anyhow::Ok(lat)
+            anyhow::Ok(got)
         }));
-        if std::env::var("TRICKLE").is_ok() && i % 100 == 99 {
+        if args.trickle && i % 100 == 99 {
             wait_metric(metrics_addr, open_series, i as i64 + 1).await?;
         }
     }
@@ -344,33 +369,55 @@ async fn fanout_round(
     let rss = rss_kib(measure_pid);
 
     let started = Instant::now();
-    write_stamped(metrics_addr, args.rate, expected as usize, clock, |_| {
+    let written = write_stamped(metrics_addr, args.rate, expected as usize, clock, |_| {
         path.to_owned()
     })
     .await?;
-    let mut all = Vec::new();
+    let (mut from_send, mut from_answer) = (Vec::new(), Vec::new());
     let mut short = 0;
     for r in readers {
-        let lat = tokio::time::timeout(Duration::from_secs(30), r)
+        let got = tokio::time::timeout(Duration::from_secs(30), r)
             .await
             .map_err(|_| anyhow::anyhow!("a reader did not get every event"))???;
-        if (lat.len() as u64) < expected {
+        if (got.len() as u64) < expected {
             short += 1;
         }
-        all.extend(lat);
+        let (s, a) = latencies(&got, &written);
+        from_send.extend(s);
+        from_answer.extend(a);
     }
-    Ok((Summary::from_latencies(all, short, started.elapsed()), rss))
+    let elapsed = started.elapsed();
+    Ok(Fanned {
+        from_send: Summary::from_latencies(from_send, short, elapsed),
+        from_answer: Summary::from_latencies(from_answer, short, elapsed),
+        rss_kib: rss,
+    })
 }
 
-fn fanout_line(label: &str, args: &FanoutArgs, s: &Summary) -> String {
+/// What one fan-out round measured.
+struct Fanned {
+    /// Delivery latency from each append's send...
+    from_send: Summary,
+    /// ...and from its answer.
+    from_answer: Summary,
+    /// The measured process's RSS once every reader was connected.
+    rss_kib: u64,
+}
+
+fn fanout_line(label: &str, args: &FanoutArgs, f: &Fanned) -> String {
+    let ms = |us: u64| us as f64 / 1000.0;
+    let (s, a) = (&f.from_send, &f.from_answer);
     format!(
-        "{label}: {} readers, {} events at {}/s: publish-to-receive p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  ({} deliveries, {} readers short)",
+        "{label}: {} readers, {} events at {}/s: send-to-receive p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms; answer-to-receive p50 {:.2} ms  p99 {:.2} ms  max {:.2} ms  ({} deliveries, {} readers short)",
         args.readers,
         args.rate * args.seconds,
         args.rate,
-        s.p50_us as f64 / 1000.0,
-        s.p99_us as f64 / 1000.0,
-        s.max_us as f64 / 1000.0,
+        ms(s.p50_us),
+        ms(s.p99_us),
+        ms(s.max_us),
+        ms(a.p50_us),
+        ms(a.p99_us),
+        ms(a.max_us),
         s.requests,
         s.errors,
     )
@@ -387,7 +434,7 @@ pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
     // Let the edge settle before the baseline.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let base_rss = pair.edge_rss_kib();
-    let (through_edge, sse_rss) = fanout_round(
+    let through_edge = fanout_round(
         edge,
         edge,
         "ds_edge_sse_open",
@@ -403,15 +450,15 @@ pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
     );
     println!(
         "edge memory per idle SSE reader: {:.1} KiB (RSS {} -> {} KiB for {} readers)",
-        (sse_rss.saturating_sub(base_rss)) as f64 / args.readers.max(1) as f64,
+        (through_edge.rss_kib.saturating_sub(base_rss)) as f64 / args.readers.max(1) as f64,
         base_rss,
-        sse_rss,
+        through_edge.rss_kib,
         args.readers
     );
     let origin = pair.origin_addr;
     let origin_pid = pair.origin.id().unwrap_or(0);
     let origin_base = rss_kib(origin_pid);
-    let (direct, origin_rss) = fanout_round(
+    let direct = fanout_round(
         origin,
         origin,
         "ds_origin_sse_open",
@@ -425,15 +472,15 @@ pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
     // appends: its growth over this round is its own readers'.
     println!(
         "origin memory per idle SSE reader: {:.1} KiB (RSS {} -> {} KiB for {} readers)",
-        (origin_rss.saturating_sub(origin_base)) as f64 / args.readers.max(1) as f64,
+        (direct.rss_kib.saturating_sub(origin_base)) as f64 / args.readers.max(1) as f64,
         origin_base,
-        origin_rss,
+        direct.rss_kib,
         args.readers
     );
     println!(
         "p50 edge / origin: {:.0} %   p99 edge / origin: {:.0} %",
-        100.0 * through_edge.p50_us as f64 / direct.p50_us.max(1) as f64,
-        100.0 * through_edge.p99_us as f64 / direct.p99_us.max(1) as f64
+        100.0 * through_edge.from_send.p50_us as f64 / direct.from_send.p50_us.max(1) as f64,
+        100.0 * through_edge.from_send.p99_us as f64 / direct.from_send.p99_us.max(1) as f64
     );
 
     pair.stop().await;

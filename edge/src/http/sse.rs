@@ -257,7 +257,14 @@ impl Reader {
                                 .delivered(crate::metrics::SSE, frame.arrived.elapsed());
                         }
                         self.pos = frame.end;
-                        let control = self.control(frame.up_to_date, frame.closed);
+                        let control = match self.cursor {
+                            None => frame
+                                .control
+                                .get_or_init(|| self.control(frame.up_to_date, frame.closed))
+                                .clone(),
+                            Some(_) => self.control(frame.up_to_date, frame.closed),
+                        };
+                        self.announced = true;
                         self.offer(control)?;
                         keepalive.wrote();
                         if frame.closed {
@@ -382,12 +389,12 @@ impl Reader {
             return Ok((up_to_date, closed));
         }
         let control = self.control(up_to_date, closed);
+        self.announced = true;
         self.send(control).await?;
         Ok((up_to_date, closed))
     }
 
-    fn control(&mut self, up_to_date: bool, closed: bool) -> Bytes {
-        self.announced = true;
+    fn control(&self, up_to_date: bool, closed: bool) -> Bytes {
         Bytes::from(control_event(&Control {
             stream_next_offset: Offset(self.pos).to_string(),
             stream_cursor: (!closed).then(|| cursor(&self.state.wall, self.cursor.as_deref())),
