@@ -371,7 +371,10 @@ mod tests {
             &mut e,
         );
         let text = e.render();
-        for series in ["ds_edge_long_polls_waiting 0", "ds_edge_long_poll_flights 0"] {
+        for series in [
+            "ds_edge_long_polls_waiting 0",
+            "ds_edge_long_poll_flights 0",
+        ] {
             assert!(text.contains(series), "{series} in\n{text}");
         }
         // A flight that landed is gone: the next reader starts anew.

@@ -70,7 +70,10 @@ pub(crate) enum Readers {
 }
 
 impl Readers {
-    pub(crate) async fn open(addr: SocketAddr, http2_connections: usize) -> anyhow::Result<Readers> {
+    pub(crate) async fn open(
+        addr: SocketAddr,
+        http2_connections: usize,
+    ) -> anyhow::Result<Readers> {
         if http2_connections == 0 {
             return Ok(Readers::Http1(addr));
         }

@@ -179,9 +179,7 @@ async fn read(
         if let Some(accept) = accept {
             headers.insert(http::header::ACCEPT, HeaderValue::from_static(accept));
         }
-        upstream
-            .get(&pq, headers, metrics::Upstream::SseRead)
-            .await
+        upstream.get(&pq, headers, metrics::Upstream::SseRead).await
     })?;
     // A reader's session bounds its every wait.
     match waiter.wait(state.config.limits.sse_session).await {

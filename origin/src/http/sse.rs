@@ -124,9 +124,7 @@ async fn run(
                     ErrorCode::NotFound
                 };
                 let body = ErrorBody::new(code, "the stream was deleted").to_json();
-                let _ = tx
-                    .send(Bytes::from(named_json_event("error", &body)))
-                    .await;
+                let _ = tx.send(Bytes::from(named_json_event("error", &body))).await;
                 return;
             }
             if pos < tail.next {

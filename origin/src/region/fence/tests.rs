@@ -659,7 +659,10 @@ fn replicas_show_what_owners_commit() {
             run_with(&schedule, 2, ALL_RULES) > 0
         })
         .count();
-    assert!(showing > 1000, "replicas showed commits in {showing} of 2000 schedules");
+    assert!(
+        showing > 1000,
+        "replicas showed commits in {showing} of 2000 schedules"
+    );
 }
 
 /// Lands every stray put, then reads the partition as a later reader does
