@@ -41,6 +41,11 @@ async fn run(
 ) -> Result<Response<Body>, ApiError> {
     let view = open_for_read(state, &path, req.headers())?;
     let caller = req.extensions().get::<crate::auth::Caller>().cloned();
+    let mode = negotiate(req.headers(), state.config.json_reads);
+    // The request goes before the wait: its header values are slices of
+    // the connection's read buffer, which hyper would otherwise have to
+    // allocate again while this one stays pinned (8 KiB a parked reader).
+    drop(req);
     let mut rx = view.watch_tail();
     let first = rx.borrow_and_update();
     let start = resolve_start(params.offset, &first)?;
@@ -98,7 +103,6 @@ async fn run(
         set(&mut resp, "cache-control", "no-store");
         return Ok(resp);
     }
-    let mode = negotiate(req.headers(), state.config.json_reads);
     let slice = read_slice(&view, start, params.max_bytes, tail, read_cut(&view, mode)).await?;
     let (body, content_type) = shape_body(&view, mode, slice.bytes.clone());
     state.metrics.served(body.len());

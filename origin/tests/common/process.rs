@@ -98,6 +98,11 @@ impl Proc {
         assert!(sent.success());
     }
 
+    /// Every log line not read yet.
+    pub fn log_lines(&self) -> Vec<String> {
+        self.log.try_iter().collect()
+    }
+
     /// Records the start replayed from the log (its "recovered" line).
     pub fn records_replayed(&self) -> u64 {
         loop {

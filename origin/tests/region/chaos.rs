@@ -68,14 +68,15 @@ struct Writer {
 }
 
 /// Sends one append (as producer `seq`) to random targets until one
-/// acknowledges it (200, or 204: a retry of one that had landed).
+/// acknowledges it (200, or 204: a retry of one that had landed); any
+/// other answer but a 50x is the error returned.
 async fn append_once(
     client: &reqwest::Client,
     targets: &[String],
     w: &Writer,
     seq: u64,
     body: &str,
-) {
+) -> Result<(), String> {
     let started = Instant::now();
     loop {
         let target = &targets[rand::rng().random_range(0..targets.len())];
@@ -95,12 +96,15 @@ async fn append_once(
             .send()
             .await;
         match sent {
-            Ok(r) if r.status() == 200 || r.status() == 204 => return,
+            Ok(r) if r.status() == 200 || r.status() == 204 => return Ok(()),
             Ok(r) if r.status() == 503 || r.status() == 502 || r.status() == 504 => {}
             Ok(r) => {
                 let status = r.status();
                 let body = r.text().await.unwrap_or_default();
-                panic!("{} append {seq} through {target}: {status} {body}", w.path)
+                return Err(format!(
+                    "{} append {seq} through {target}: {status} {body}",
+                    w.path
+                ));
             }
             Err(_) => {}
         }
@@ -205,7 +209,9 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
     let mut first_seq = vec![0u64; writers.len() + 1];
     for seq in 0..10u64 {
         let body = format!("<0:{seq}>");
-        append_once(&client, &targets, &writers[0], seq, &body).await;
+        append_once(&client, &targets, &writers[0], seq, &body)
+            .await
+            .unwrap();
         writers[0].acked.lock().push(body);
     }
     first_seq[0] = 10;
@@ -230,13 +236,17 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
     let targets = Arc::new(targets);
 
     let stop = Arc::new(AtomicBool::new(false));
+    // An append refused otherwise than by a 50x stops every writer, and the
+    // check below still runs, so what was lost (if anything) is known.
+    let refused: Arc<parking_lot::Mutex<Vec<String>>> = Default::default();
     let tasks: Vec<_> = (0..writers.len())
         .map(|i| {
-            let (client, writers, targets, stop) = (
+            let (client, writers, targets, stop, refused) = (
                 client.clone(),
                 writers.clone(),
                 targets.clone(),
                 stop.clone(),
+                refused.clone(),
             );
             let first = first_seq[i];
             tokio::spawn(async move {
@@ -248,7 +258,11 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
                     } else {
                         format!("<{i}:{seq}>")
                     };
-                    append_once(&client, &targets, w, seq, &body).await;
+                    if let Err(e) = append_once(&client, &targets, w, seq, &body).await {
+                        refused.lock().push(e);
+                        stop.store(true, Ordering::Relaxed);
+                        return;
+                    }
                     w.acked.lock().push(body);
                     seq += 1;
                 }
@@ -258,7 +272,12 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
 
     let mut kills = 0;
     let mut pauses = 0;
+    // Killed origins, kept for their logs.
+    let mut dead: Vec<(String, Proc)> = Vec::new();
     for cycle in 0..CYCLES {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(1500)).await;
         // Every third cycle the owner itself, else any origin.
         let victim = if cycle % 3 == 0 {
@@ -275,7 +294,11 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
             procs[victim].kill();
             let data = dir.path().join(NAMES[victim]);
             std::fs::remove_dir_all(&data).unwrap();
-            procs[victim] = start(&weed, &data, NAMES[victim], ports[victim]);
+            let old = std::mem::replace(
+                &mut procs[victim],
+                start(&weed, &data, NAMES[victim], ports[victim]),
+            );
+            dead.push((format!("{}-killed-in-cycle-{cycle}", NAMES[victim]), old));
             kills += 1;
         }
     }
@@ -283,6 +306,35 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
         t.await.unwrap();
+    }
+
+    let refused = refused.lock().clone();
+    if !refused.is_empty() {
+        // Keep every origin's log, and say what each stream lacks.
+        let logs = std::env::temp_dir().join(format!("chaos-logs-{}", std::process::id()));
+        std::fs::create_dir_all(&logs).unwrap();
+        let live = NAMES.iter().map(|n| n.to_string()).zip(procs.iter());
+        for (name, p) in dead.iter().map(|(n, p)| (n.clone(), p)).chain(live) {
+            std::fs::write(logs.join(format!("{name}.log")), p.log_lines().join("\n")).unwrap();
+        }
+        for w in writers.iter() {
+            let acked = w.acked.lock().clone();
+            let got = messages(w, &read_whole(&client, &origins[0], &w.path).await);
+            let missing: Vec<&String> = acked.iter().filter(|m| !got.contains(m)).collect();
+            eprintln!(
+                "{}: {} acknowledged, {} read, missing {:?}; last acknowledged {:?}; last read {:?}",
+                w.path,
+                acked.len(),
+                got.len(),
+                missing,
+                &acked[acked.len().saturating_sub(6)..],
+                &got[got.len().saturating_sub(6)..]
+            );
+        }
+        panic!(
+            "appends refused (origin logs in {}): {refused:#?}",
+            logs.display()
+        );
     }
 
     let mut acknowledged = 0;
