@@ -83,7 +83,12 @@ async fn append(client: &reqwest::Client, bases: &[String], i: usize, seq: u64) 
             .await;
         match sent {
             Ok(r) if r.status() == 200 || r.status() == 204 => return body,
-            Ok(r) => assert_eq!(r.status(), 503, "append {seq} to {i} through {b}"),
+            Ok(r) if r.status() == 503 => {}
+            Ok(r) => {
+                let status = r.status();
+                let text = r.text().await.unwrap_or_default();
+                panic!("append {seq} to {i} through {b}: {status} {text}");
+            }
             Err(_) => {}
         }
         assert!(
