@@ -79,6 +79,33 @@ pub enum Counted {
     Reads,
 }
 
+impl Counted {
+    /// Counts a waiter for as long as it waits (long-polls only).
+    fn waiting(self, m: &Arc<Metrics>) -> Option<Gauge> {
+        (self == Counted::LongPolls).then(|| m.waiter_guard())
+    }
+
+    /// Counts a flight for as long as it flies (long-polls only).
+    fn flying(self, m: &Arc<Metrics>) -> Option<Gauge> {
+        (self == Counted::LongPolls).then(|| m.flight_guard())
+    }
+
+    /// A waiter joined a flight someone else started.
+    fn joined(self, m: &Metrics) {
+        match self {
+            Counted::LongPolls => m.collapsed(),
+            Counted::Reads => m.sse_read_collapsed(),
+        }
+    }
+
+    /// A flight landed with `waiters` on it (long-polls only).
+    fn landed(self, m: &Metrics, waiters: usize) {
+        if self == Counted::LongPolls {
+            m.flight_landed(waiters);
+        }
+    }
+}
+
 pub struct CollapseTable {
     flights: Mutex<HashMap<Arc<str>, Arc<Flight>>>,
     waiting: Mutex<usize>,
@@ -106,10 +133,6 @@ impl CollapseTable {
         })
     }
 
-    fn long_polls(&self) -> bool {
-        self.counted == Counted::LongPolls
-    }
-
     /// Flights in the table (for tests and metrics).
     pub fn flights(&self) -> usize {
         self.flights.lock().len()
@@ -132,14 +155,11 @@ impl CollapseTable {
             }
             *waiting += 1;
         }
-        let gauge = self.long_polls().then(|| self.metrics.waiter_guard());
+        let gauge = self.counted.waiting(&self.metrics);
         let mut flights = self.flights.lock();
         if let Some(flight) = flights.get(key.as_str()) {
             *flight.waiters.lock() += 1;
-            match self.counted {
-                Counted::LongPolls => self.metrics.collapsed(),
-                Counted::Reads => self.metrics.sse_read_collapsed(),
-            }
+            self.counted.joined(&self.metrics);
             return Ok(Waiter {
                 table: Arc::clone(self),
                 outcome: flight.outcome.subscribe(),
@@ -164,7 +184,7 @@ impl CollapseTable {
             table: Arc::clone(self),
             flight: Arc::clone(&flight),
             landed: false,
-            _counted: self.long_polls().then(|| self.metrics.flight_guard()),
+            _counted: self.counted.flying(&self.metrics),
         };
         let task = tokio::spawn(async move {
             let answered = match ctx {
@@ -229,11 +249,8 @@ impl Landing {
     fn land(mut self, outcome: Outcome) {
         self.landed = true;
         remove(&mut self.table.flights.lock(), &self.flight);
-        if self.table.long_polls() {
-            self.table
-                .metrics
-                .flight_landed(*self.flight.waiters.lock());
-        }
+        let waiters = *self.flight.waiters.lock();
+        self.table.counted.landed(&self.table.metrics, waiters);
         self.flight.outcome.send_replace(Some(outcome));
     }
 }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use http_body::{Body, Frame, SizeHint};
+use http_body::{Body, Frame};
 use parking_lot::Mutex;
 
 /// Makes a tail's queue of at most `capacity` waiting writes (at least 1).
@@ -178,10 +178,6 @@ impl Body for TailBody {
     fn is_end_stream(&self) -> bool {
         let st = self.shared.lock();
         st.sender_gone && st.queue.is_empty()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::default()
     }
 }
 

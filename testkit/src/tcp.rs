@@ -22,3 +22,21 @@ pub fn established_to(port: u16) -> usize {
         })
         .sum()
 }
+
+/// Waits until the ESTABLISHED connections to `port` satisfy `ok`,
+/// checking every 10 ms; panics with `why(count)` past `until`.
+pub async fn wait_established(
+    port: u16,
+    until: std::time::Instant,
+    ok: impl Fn(usize) -> bool,
+    why: impl Fn(usize) -> String,
+) {
+    loop {
+        let n = established_to(port);
+        if ok(n) {
+            return;
+        }
+        assert!(std::time::Instant::now() < until, "{}", why(n));
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}

@@ -182,20 +182,22 @@ async fn read(
         upstream.get(&pq, headers, metrics::Upstream::SseRead).await
     })?;
     // A reader's session bounds its every wait.
-    match waiter.wait(state.config.limits.sse_session).await {
-        Ok((answer, _)) => Ok(answer),
-        Err(WaitError::Upstream(e)) => {
+    waiter
+        .wait(state.config.limits.sse_session)
+        .await
+        .map(|(answer, _)| answer)
+        .map_err(|e| {
+            // Never full: each reader holds a place among `max_sse_readers`
+            // and waits for one read at a time.
+            if matches!(e, WaitError::Full) {
+                return EdgeError::Busy("too many SSE readers at this edge");
+            }
             tracing::warn!(error = %e, "an SSE reader's read from the origin failed");
-            Err(EdgeError::Busy("the origin cannot be reached"))
-        }
-        // Never full: each reader holds a place among `max_sse_readers`
-        // and waits for one read at a time.
-        Err(WaitError::Full) => Err(EdgeError::Busy("too many SSE readers at this edge")),
-        Err(e) => {
-            tracing::warn!(error = %e, "an SSE reader's read from the origin failed");
-            Err(EdgeError::Busy("the origin did not answer the read"))
-        }
-    }
+            EdgeError::Busy(match e {
+                WaitError::Upstream(_) => "the origin cannot be reached",
+                _ => "the origin did not answer the read",
+            })
+        })
 }
 
 fn next_offset(a: &Answer) -> Option<u64> {

@@ -102,15 +102,13 @@ async fn past_the_idle_bound_connections_to_the_origin_are_closed() {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     // One connection per waiting forward (the invalidation feed has one
     // more; the create's may be one of them).
-    while testkit::tcp::established_to(origin_port) < BURST {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "a connection to the origin per forward: {} for {} forwards",
-            testkit::tcp::established_to(origin_port),
-            BURST
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    testkit::tcp::wait_established(
+        origin_port,
+        deadline,
+        |n| n >= BURST,
+        |n| format!("a connection to the origin per forward: {n} for {BURST} forwards"),
+    )
+    .await;
     for c in &mut open {
         c.write_all(b"ok").await.unwrap();
     }
@@ -133,12 +131,11 @@ async fn past_the_idle_bound_connections_to_the_origin_are_closed() {
     drop(head);
     // All answered: at most the bound stay open, with the feed's (the
     // origin's side of a closed one ends once it reads the close).
-    while testkit::tcp::established_to(origin_port) > IDLE + 1 {
-        assert!(
-            std::time::Instant::now() < deadline + Duration::from_secs(10),
-            "idle connections kept past the bound: {} open",
-            testkit::tcp::established_to(origin_port)
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    testkit::tcp::wait_established(
+        origin_port,
+        deadline + Duration::from_secs(10),
+        |n| n <= IDLE + 1,
+        |n| format!("idle connections kept past the bound: {n} open"),
+    )
+    .await;
 }

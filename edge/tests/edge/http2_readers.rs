@@ -112,16 +112,11 @@ async fn sse_readers_and_long_polls_on_one_http2_connection_get_every_byte_once(
 /// Waits until the edge has exactly one established connection (the
 /// readers'; a closed one of the test's own may take a moment to go).
 async fn one_connection(port: u16) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let n = testkit::tcp::established_to(port);
-        if n == 1 {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{n} connections to the edge, not the readers' one"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    testkit::tcp::wait_established(
+        port,
+        std::time::Instant::now() + WAIT,
+        |n| n == 1,
+        |n| format!("{n} connections to the edge, not the readers' one"),
+    )
+    .await;
 }

@@ -155,11 +155,6 @@ impl Round {
     pub fn missing(&mut self) {
         self.below = self.at;
     }
-
-    /// The number this round started from.
-    pub fn from(&self) -> u64 {
-        self.from
-    }
 }
 
 #[cfg(test)]
