@@ -15,6 +15,8 @@ mod common;
 mod feed;
 #[path = "region/forks_across.rs"]
 mod forks_across;
+#[path = "region/key_store.rs"]
+mod key_store;
 #[path = "region/origins.rs"]
 mod origins;
 #[path = "region/outage.rs"]

@@ -162,13 +162,18 @@ async fn admin(
             if new.account.is_empty() || new.account.contains('/') {
                 return Err(ApiError::bad("the account is one path segment"));
             }
+            state.store.vouch().await?;
             let (record, key) = state.auth.keys.create(new, now)?;
+            put_back(state).await?;
             let mut value = serde_json::to_value(&record).expect("keys serialize");
             value["key"] = serde_json::Value::String(key);
             Ok(json(StatusCode::CREATED, value))
         }
         (id, &Method::DELETE) if id.len() > 1 => {
-            if state.auth.keys.revoke(&id[1..], now)? {
+            state.store.vouch().await?;
+            let revoked = state.auth.keys.revoke(&id[1..], now)?;
+            put_back(state).await?;
+            if revoked {
                 let mut r = Response::new(Body::empty());
                 *r.status_mut() = StatusCode::NO_CONTENT;
                 Ok(r)
@@ -179,6 +184,35 @@ async fn admin(
         _ => Ok(super::method_not_allowed(
             "GET, POST (keys), DELETE (keys/{id})",
         )),
+    }
+}
+
+/// In a region, a change to the key store is answered only once it is in
+/// the bucket, put on condition that the bucket's is the one this origin
+/// last read (`region::auth_sync`): a key revoked and acknowledged stays
+/// revoked whatever happens to this machine. (And the change was made
+/// only after the bucket vouched this origin still owns partition 0.)
+async fn put_back(state: &Shared) -> Result<(), ApiError> {
+    let Some(keys) = &state.key_store else {
+        return Ok(());
+    };
+    match keys.publish().await {
+        Ok(crate::region::auth_sync::Published::Overtaken) => {
+            // The bucket's key store is the local one again.
+            if let Err(e) = state.auth.keys.reload_if_changed() {
+                tracing::error!(error = %e, "could not reload the key store");
+            }
+            Err(ApiError::Busy(
+                "the region's key store changed on another origin meanwhile; nothing was changed, retry",
+            ))
+        }
+        Ok(_) => Ok(()),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not put the key store in the bucket");
+            Err(ApiError::Busy(
+                "object storage did not take the key store; the change may still be applied, retry",
+            ))
+        }
     }
 }
 

@@ -234,6 +234,14 @@ fn store_error(e: StoreError) -> Response<Body> {
             set(&mut r, "retry-after", 1);
             r
         }
+        StoreError::OwnershipUnconfirmed => {
+            let mut r = error_response(
+                ErrorCode::Unavailable,
+                "object storage did not confirm in time that this origin still owns the stream's partition; retry shortly",
+            );
+            set(&mut r, "retry-after", 1);
+            r
+        }
         StoreError::Fenced => {
             let mut r = error_response(
                 ErrorCode::Unavailable,

@@ -128,6 +128,9 @@ pub struct AppState {
     pub auth: crate::auth::Auth,
     /// Snapshot parts staged on disk, and their bounds.
     pub staging: Arc<staging::Staging>,
+    /// In a region: the key store in the bucket, where the admin API puts
+    /// each change before answering (`region::auth_sync`).
+    pub key_store: Option<Arc<crate::region::auth_sync::KeyStore>>,
 }
 
 impl AppState {
@@ -401,6 +404,7 @@ async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
             error::error_response(ErrorCode::NotFound, "no such resource"),
         ),
     };
+    let resp = vouched(&state, &method, resp).await;
     state
         .metrics
         .request(route, resp.status().as_u16(), arrived.elapsed());
@@ -427,8 +431,15 @@ async fn read_route(state: Shared, stream: String, req: Request) -> (&'static st
             );
         }
     };
-    // `consistency=leader` needs nothing more: one origin holds each stream,
-    // and every read already sees every acknowledged append.
+    // Every read sees what its store acknowledged; `consistency=leader`
+    // also needs the store to be its partition's owner still, which a
+    // region's store confirms in the bucket (`region::vouch`; nothing to
+    // confirm for a single origin).
+    if params.consistency == shared::params::Consistency::Leader {
+        if let Err(e) = state.store.vouch().await {
+            return ("read", ApiError::Store(e).into_response());
+        }
+    }
     match params.live {
         Live::No => ("read", read::read(state, stream, req, params).await),
         Live::LongPoll => (
@@ -436,6 +447,25 @@ async fn read_route(state: Shared, stream: String, req: Request) -> (&'static st
             long_poll::long_poll(state, stream, req, params).await,
         ),
         Live::Sse => ("sse", sse::sse(state, stream, req, params).await),
+    }
+}
+
+/// A write's refusal that this store's state decided (no such stream, a
+/// conflict, a stale producer epoch, a failed precondition) stands only if
+/// the store still owns its partition (`region::vouch`): a region origin
+/// paused past its lease must not refuse from a state the new owner has
+/// moved past. What the writer answered was vouched for already; this
+/// covers the refusals made before the writer. Nothing to confirm for a
+/// single origin.
+async fn vouched(state: &Shared, method: &Method, resp: Response<Body>) -> Response<Body> {
+    let write = matches!(*method, Method::POST | Method::PUT | Method::DELETE);
+    let from_state = matches!(resp.status().as_u16(), 403 | 404 | 409 | 410 | 412);
+    if !(write && from_state) {
+        return resp;
+    }
+    match state.store.vouch().await {
+        Ok(()) => resp,
+        Err(e) => ApiError::Store(e).into_response(),
     }
 }
 

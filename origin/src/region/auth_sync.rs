@@ -9,14 +9,20 @@
 //! ```
 //!
 //! Before a claim opens its store, the claimant copies both into its data
-//! directory, where `auth` reads them; while it serves, it puts
-//! `keys.json` back whenever the file changed (the admin API, or the CLI on
-//! the owner's machine, picked up within a second). A key made with the
-//! CLI on a follower's machine is overwritten at its next claim: in a
-//! region, make keys through the admin API (forwarded to the owner) or on
-//! the owner. The bucket then holds the private signing key: who may read
-//! the bucket's `region/` may mint tokens (it may read every stream
-//! anyway).
+//! directory, where `auth` reads them. A change made through the admin API
+//! is put back before it is answered ([`KeyStore::publish`]), so a key
+//! made or revoked and acknowledged outlives the machine that did it; a
+//! change by the CLI on the owner's machine is put back within a second.
+//! Each put is conditional on the ETag this origin last read or put
+//! (`If-Match`): an owner paused past its lease cannot put a key store
+//! older than the region's over it (a revoked key would come back). A put
+//! that finds the bucket's changed takes the bucket's, drops its own
+//! change and says so ([`Published::Overtaken`]; the admin API then
+//! answers 503, having changed nothing). A key made with the CLI on a
+//! follower's machine is overwritten at its next claim: in a region, make
+//! keys through the admin API (forwarded to the owner) or on the owner.
+//! The bucket then holds the private signing key: who may read the
+//! bucket's `region/` may mint tokens (it may read every stream anyway).
 //!
 //! With several partitions the key store lives with partition 0 (where
 //! `/_admin` is routed): its owner puts it back when it changes, and every
@@ -25,20 +31,27 @@
 //! stops working everywhere within a renewal or two.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
-use object_store::{GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{
+    GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion,
+};
 
 use crate::objects::keys;
 
 const SIGNING_KEY: &str = "token-signing.pk8";
 const KEY_STORE: &str = "keys.json";
 
-/// Copies the region's signing key and key store into `data`, making the
-/// signing key (from this origin's own, or new) if the region has none.
-/// The key store is left alone when `key_store` is false: an origin that serves
-/// partition 0 (the admin API's) holds the region's newest one itself.
-pub async fn fetch(store: &dyn ObjectStore, data: &Path, key_store: bool) -> std::io::Result<()> {
+/// Copies the region's signing key into `data`, making it (from this
+/// origin's own, or new) if the region has none, and the region's key
+/// store too through `keys` (None: an origin that serves partition 0, the
+/// admin API's, holds the region's newest one itself).
+pub async fn fetch(
+    store: &dyn ObjectStore,
+    data: &Path,
+    keys: Option<&KeyStore>,
+) -> std::io::Result<()> {
     let signing = keys::region_auth(SIGNING_KEY);
     let key = match read(store, &signing).await? {
         Some(key) => key,
@@ -69,41 +82,148 @@ pub async fn fetch(store: &dyn ObjectStore, data: &Path, key_store: bool) -> std
         }
     };
     write_private(&data.join(SIGNING_KEY), &key)?;
-    if !key_store {
-        return Ok(());
+    match keys {
+        Some(keys) => keys.adopt().await,
+        None => Ok(()),
     }
-    match read(store, &keys::region_auth(KEY_STORE)).await? {
-        Some(bytes) => write_private(&data.join(KEY_STORE), &bytes)?,
-        // The region's first owner: the keys it has are the region's.
-        None => publish(store, data, &mut Vec::new()).await?,
-    }
-    Ok(())
 }
 
-/// Puts `data`'s key store in the bucket if it changed since `last`
-/// (which it then holds).
-pub async fn publish(
-    store: &dyn ObjectStore,
-    data: &Path,
-    last: &mut Vec<u8>,
-) -> std::io::Result<()> {
-    let bytes = match std::fs::read(data.join(KEY_STORE)) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    if bytes == *last {
-        return Ok(());
+/// What [`KeyStore::publish`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Published {
+    /// The local key store is the one last read or put: nothing to put.
+    Unchanged,
+    /// Put in the bucket (or found there already, from a try whose answer
+    /// was lost).
+    Put,
+    /// The bucket's changed since this origin read it (another owner put
+    /// it): the bucket's replaced the local one, whose change is dropped.
+    Overtaken,
+}
+
+/// The region's key store as this origin last read it from the bucket or
+/// put it there (its bytes and their ETag): every put is conditional on
+/// it. One per origin; one publish at a time.
+pub struct KeyStore {
+    data: PathBuf,
+    /// Set once the origin opens the bucket.
+    objects: OnceLock<Arc<dyn ObjectStore>>,
+    synced: tokio::sync::Mutex<Synced>,
+}
+
+#[derive(Default)]
+struct Synced {
+    bytes: Vec<u8>,
+    etag: Option<String>,
+}
+
+impl KeyStore {
+    /// The key store in `data` (`keys.json`), not yet tied to a bucket.
+    pub fn new(data: &Path) -> Arc<KeyStore> {
+        Arc::new(KeyStore {
+            data: data.to_owned(),
+            objects: OnceLock::new(),
+            synced: Default::default(),
+        })
     }
-    store
-        .put(
-            &keys::region_auth(KEY_STORE),
-            PutPayload::from(bytes.clone()),
-        )
-        .await
-        .map_err(std::io::Error::other)?;
-    *last = bytes;
-    Ok(())
+
+    /// Ties it to the region's bucket (once).
+    pub fn open(&self, objects: Arc<dyn ObjectStore>) {
+        let _ = self.objects.set(objects);
+    }
+
+    fn objects(&self) -> std::io::Result<&dyn ObjectStore> {
+        self.objects
+            .get()
+            .map(|o| &**o)
+            .ok_or_else(|| std::io::Error::other("the region's bucket is not open yet"))
+    }
+
+    /// Copies the bucket's key store into `data` (before a claim); with
+    /// none there, this origin's is the region's first.
+    pub async fn adopt(&self) -> std::io::Result<()> {
+        let objects = self.objects()?;
+        let mut synced = self.synced.lock().await;
+        match read_tagged(objects, &keys::region_auth(KEY_STORE)).await? {
+            Some((bytes, etag)) => {
+                write_private(&self.data.join(KEY_STORE), &bytes)?;
+                *synced = Synced { bytes, etag };
+            }
+            None => {
+                *synced = Synced::default();
+                drop(synced);
+                self.publish().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts the local key store in the bucket if it changed since it was
+    /// last read or put, on condition that the bucket's is still that one.
+    pub async fn publish(&self) -> std::io::Result<Published> {
+        let objects = self.objects()?;
+        let mut synced = self.synced.lock().await;
+        let bytes = match std::fs::read(self.data.join(KEY_STORE)) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Published::Unchanged),
+            Err(e) => return Err(e),
+        };
+        if bytes == synced.bytes {
+            return Ok(Published::Unchanged);
+        }
+        let key = keys::region_auth(KEY_STORE);
+        let mode = match &synced.etag {
+            Some(etag) => PutMode::Update(UpdateVersion {
+                e_tag: Some(etag.clone()),
+                version: None,
+            }),
+            None => PutMode::Create,
+        };
+        let options = PutOptions {
+            mode,
+            ..Default::default()
+        };
+        match objects
+            .put_opts(&key, PutPayload::from(bytes.clone()), options)
+            .await
+        {
+            Ok(put) => {
+                let etag = match put.e_tag {
+                    Some(etag) => Some(etag),
+                    None => {
+                        objects
+                            .head(&key)
+                            .await
+                            .map_err(std::io::Error::other)?
+                            .e_tag
+                    }
+                };
+                *synced = Synced { bytes, etag };
+                Ok(Published::Put)
+            }
+            // Not the one last read: whose is it now?
+            Err(object_store::Error::Precondition { .. })
+            | Err(object_store::Error::AlreadyExists { .. }) => {
+                let (theirs, etag) = read_tagged(objects, &key)
+                    .await?
+                    .ok_or_else(|| std::io::Error::other("the region's key store vanished"))?;
+                let ours = theirs == bytes;
+                if !ours {
+                    write_private(&self.data.join(KEY_STORE), &theirs)?;
+                }
+                *synced = Synced {
+                    bytes: theirs,
+                    etag,
+                };
+                Ok(if ours {
+                    Published::Put
+                } else {
+                    Published::Overtaken
+                })
+            }
+            Err(e) => Err(std::io::Error::other(e)),
+        }
+    }
 }
 
 /// Copies the region's key store into `data` if it changed in the bucket
@@ -128,6 +248,22 @@ pub async fn refresh(
         Err(object_store::Error::NotModified { .. } | object_store::Error::NotFound { .. }) => {
             Ok(())
         }
+        Err(e) => Err(std::io::Error::other(e)),
+    }
+}
+
+/// `key`'s bytes and ETag, if it exists.
+async fn read_tagged(
+    store: &dyn ObjectStore,
+    key: &object_store::path::Path,
+) -> std::io::Result<Option<(Vec<u8>, Option<String>)>> {
+    match store.get(key).await {
+        Ok(got) => {
+            let etag = got.meta.e_tag.clone();
+            let bytes = got.bytes().await.map_err(std::io::Error::other)?.to_vec();
+            Ok(Some((bytes, etag)))
+        }
+        Err(object_store::Error::NotFound { .. }) => Ok(None),
         Err(e) => Err(std::io::Error::other(e)),
     }
 }

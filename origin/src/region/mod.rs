@@ -27,5 +27,6 @@ pub mod membership;
 pub mod object_wal;
 pub mod peer_key;
 pub mod pin;
+pub mod vouch;
 
-pub use object_wal::{Claimed, ObjectWal, RegionConfig, Replay, Settlement, WalError};
+pub use object_wal::{Claimed, ObjectWal, RegionConfig, Replay, Settlement, Ticket, WalError};

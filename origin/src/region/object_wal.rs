@@ -26,6 +26,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode};
 
 use super::fence::{self, EpochRule, Replayed, Settled};
 use super::format::{self, EpochClaim, Kind, WalHeader};
+use super::vouch::{Unvouched, Vouch};
 use crate::metrics::Metrics;
 use crate::objects::keys;
 
@@ -127,6 +128,10 @@ pub struct ObjectWal {
     acknowledged: Arc<AtomicU64>,
     stopping: Arc<AtomicBool>,
     metrics: Arc<Metrics>,
+    /// Answers without a put of their own wait for its rounds.
+    vouch: Arc<Vouch>,
+    /// Checks started (each one's ticket).
+    checks: u64,
 }
 
 /// Longest wait between two tries of a put.
@@ -211,6 +216,13 @@ impl ObjectWal {
             first_number = next,
             "claimed the partition"
         );
+        let vouch = Vouch::new(
+            Arc::clone(&store),
+            config.partition,
+            epoch,
+            Arc::clone(&stopping),
+            runtime.get().handle().clone(),
+        );
         Ok(Claimed {
             wal: ObjectWal {
                 store,
@@ -221,6 +233,8 @@ impl ObjectWal {
                 acknowledged: Arc::new(AtomicU64::new(next)),
                 stopping,
                 metrics,
+                vouch,
+                checks: 0,
             },
             frames: Vec::new(),
             replayed,
@@ -249,13 +263,45 @@ impl ObjectWal {
         self.acknowledged.fetch_max(number + 1, Ordering::Release);
     }
 
+    /// What answers without a put of their own wait for (`vouch`).
+    pub fn vouch(&self) -> Arc<Vouch> {
+        Arc::clone(&self.vouch)
+    }
+
+    /// Starts a round of [`Vouch`] for a batch that answers without log
+    /// records (refusals, duplicates); `settled` hears whether it may be
+    /// answered (`Fenced` when a newer epoch exists), then `wake` runs.
+    pub fn start_check(
+        &mut self,
+        settled: std::sync::mpsc::Sender<Settlement>,
+        wake: impl FnOnce() + Send + 'static,
+    ) -> Ticket {
+        self.checks += 1;
+        let ticket = Ticket::Check(self.checks);
+        let (vouch, partition, epoch) = (Arc::clone(&self.vouch), self.partition, self.epoch);
+        self.runtime.get().spawn(async move {
+            let result = match vouch.confirm().await {
+                Ok(()) => Ok(()),
+                Err(Unvouched::Superseded) => Err(WalError::Fenced {
+                    partition,
+                    ours: epoch,
+                    by: epoch + 1,
+                }),
+                Err(Unvouched::Gone) => Err(WalError::Stopped),
+            };
+            let _ = settled.send(Settlement { ticket, result });
+            wake();
+        });
+        ticket
+    }
+
     /// Set to make a put that waits for the store give up ([`WalError::Stopped`]).
     pub fn stopper(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.stopping)
     }
 
     /// Starts writing one group commit's records at the next number and
-    /// returns that number; `settled` hears the outcome, then `wake` runs
+    /// returns its ticket; `settled` hears the outcome, then `wake` runs
     /// (to wake the writer). At most [`fence::WINDOW`] may be in flight:
     /// the caller waits for one to settle before starting more. Commits
     /// are acknowledged in number order, and none after one that failed.
@@ -264,7 +310,7 @@ impl ObjectWal {
         frames: &[u8],
         settled: std::sync::mpsc::Sender<Settlement>,
         wake: impl FnOnce() + Send + 'static,
-    ) -> u64 {
+    ) -> Ticket {
         let number = self.next;
         self.next += 1;
         let header = WalHeader {
@@ -313,27 +359,43 @@ impl ObjectWal {
                 }
                 Err(e) => Err(e),
             };
-            let _ = settled.send(Settlement { number, result });
+            let _ = settled.send(Settlement {
+                ticket: Ticket::Put(number),
+                result,
+            });
             wake();
         });
-        number
+        Ticket::Put(number)
     }
 
     /// Writes one group commit and waits for it to settle (one in flight).
     pub fn append(&mut self, frames: &[u8]) -> Result<u64, WalError> {
         let (tx, rx) = std::sync::mpsc::channel();
-        let number = self.start(frames, tx, || {});
+        let ticket = self.start(frames, tx, || {});
         let settlement = rx.recv().expect("every put settles");
-        debug_assert_eq!(settlement.number, number);
+        debug_assert_eq!(settlement.ticket, ticket);
+        let Ticket::Put(number) = ticket else {
+            unreachable!("a put's ticket")
+        };
         settlement.result.map(|()| number)
     }
 }
 
-/// The outcome of one started commit.
+/// What one started put or check settles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ticket {
+    /// The put of a commit at this WAL number.
+    Put(u64),
+    /// The n-th check of a batch without records (`start_check`).
+    Check(u64),
+}
+
+/// The outcome of one started commit or check.
 #[derive(Debug)]
 pub struct Settlement {
-    pub number: u64,
-    /// `Ok`: the object at `number` is this owner's.
+    pub ticket: Ticket,
+    /// `Ok`: the object at the put's number is this owner's; a check's
+    /// batch may be answered.
     pub result: Result<(), WalError>,
 }
 

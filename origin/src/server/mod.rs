@@ -37,6 +37,8 @@ pub struct Sharing {
     pub limits: Arc<shared::limits::Limits>,
     /// One set of request series and histograms for the whole origin.
     pub timings: Arc<crate::metrics::Timings>,
+    /// A region's key store in its bucket, put back by the admin API.
+    pub key_store: Option<Arc<crate::region::auth_sync::KeyStore>>,
 }
 
 /// [`open_state`], with the parts in `sharing` taken from there.
@@ -89,6 +91,7 @@ pub fn open_state_sharing(
         ingress,
         closing,
         draining: shell::ready::Draining::default(),
+        key_store: sharing.and_then(|s| s.key_store.clone()),
     });
     Ok((state, report))
 }

@@ -172,6 +172,7 @@ impl RegionOrigin {
             ingress: Arc::new(http::ingress::Ingress::new(&http)),
             limits: shared::limits::Limits::new(http.auth.limits),
             timings: Arc::default(),
+            key_store: Some(crate::region::auth_sync::KeyStore::new(&data)),
         };
         Ok(Arc::new(RegionOrigin {
             forwarder: Forwarder::new(&store.region.node, Arc::clone(&metrics)),
@@ -261,6 +262,9 @@ impl RegionOrigin {
             Err(_) => {}
         }
         let _ = self.objects.set(Arc::clone(&objects));
+        if let Some(keys) = &self.sharing.key_store {
+            keys.open(Arc::clone(&objects));
+        }
         // Read now, so the first fork across partitions does not wait for it.
         let _ = self.peer_key().await;
         let heartbeater = Arc::new(Heartbeater::new(
@@ -363,9 +367,7 @@ impl RegionOrigin {
         // Each partition's failed claims in a row, and when the next may start.
         let mut failures = vec![0u32; n];
         let mut next_claim = vec![tokio::time::Instant::now(); n];
-        // The key store as last put in the bucket by this origin, and the
-        // ETag it was last read from there at.
-        let mut keys_published = Vec::new();
+        // The ETag the key store was last read from the bucket at.
         let mut keys_read: Option<String> = None;
         // Each partition's checkpoint build under way, and when the next may start.
         let mut building: Vec<Option<JoinHandle<Result<Built, WalError>>>> =
@@ -457,7 +459,7 @@ impl RegionOrigin {
                     continue;
                 }
                 if p == 0 {
-                    self.publish_keys(&mut keys_published).await;
+                    self.publish_keys().await;
                 }
                 if building[i].as_ref().is_some_and(|b| b.is_finished()) {
                     let outcome = building[i].take().expect("finished").await;
@@ -510,7 +512,7 @@ impl RegionOrigin {
                         if p == 0 {
                             // The next owner of the admin API starts from
                             // every key made here.
-                            self.publish_keys(&mut keys_published).await;
+                            self.publish_keys().await;
                         }
                         self.release(p)
                     }
@@ -545,15 +547,24 @@ impl RegionOrigin {
     }
 
     /// Puts the key store in the bucket if it changed (the owner of
-    /// partition 0, where the admin API lives, does).
-    async fn publish_keys(&self, published: &mut Vec<u8>) {
-        let objects = self.objects.get().expect("set before the loop");
-        let publishing = crate::region::auth_sync::publish(&**objects, &self.data, published);
-        if let Err(e) = tokio::time::timeout(self.patience(), publishing)
+    /// partition 0, where the admin API lives, does: what the CLI changed
+    /// on its machine; the admin API puts its own changes itself).
+    async fn publish_keys(&self) {
+        let Some(keys) = &self.sharing.key_store else {
+            return;
+        };
+        let publishing = keys.publish();
+        match tokio::time::timeout(self.patience(), publishing)
             .await
             .unwrap_or_else(|_| Err(std::io::Error::other("timed out")))
         {
-            tracing::warn!(error = %e, "could not put the key store in the bucket; trying again");
+            Ok(crate::region::auth_sync::Published::Overtaken) => tracing::warn!(
+                "the region's key store changed on another origin; a local change to it was dropped"
+            ),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "could not put the key store in the bucket; trying again")
+            }
         }
     }
 
@@ -583,14 +594,16 @@ impl RegionOrigin {
         let objects = Arc::clone(self.objects.get().expect("set before the loop"));
         // The key store is fetched unless this origin serves partition 0:
         // then it holds the region's newest itself.
-        let key_store = !matches!(self.current(0), Current::Serving { .. });
+        let key_store = (!matches!(self.current(0), Current::Serving { .. }))
+            .then(|| self.sharing.key_store.clone())
+            .flatten();
         let me = Arc::clone(&self.fetching);
         let task = tokio::spawn(async move {
             // The region's signing key and key store first: keys and tokens
             // made on an earlier owner work here too.
             {
                 let _one_at_a_time = me.lock().await;
-                crate::region::auth_sync::fetch(&*objects, &keys, key_store).await?;
+                crate::region::auth_sync::fetch(&*objects, &keys, key_store.as_deref()).await?;
             }
             tokio::task::spawn_blocking(move || {
                 super::open_state_sharing(config, http, clock, &keys, Some(&sharing))

@@ -44,4 +44,9 @@ pub enum StoreError {
     /// origin acknowledges nothing more for it (503, `Retry-After`).
     #[error("this origin no longer owns the stream's partition")]
     Fenced,
+    /// Object durability: an answer from this owner's state could not be
+    /// checked against the bucket in time (`region::vouch`); nothing was
+    /// changed (503, `Retry-After`).
+    #[error("object storage did not confirm this origin's ownership in time")]
+    OwnershipUnconfirmed,
 }

@@ -292,6 +292,8 @@ pub struct Store {
     epoch: Option<u64>,
     /// With object durability: every WAL number below it is acknowledged.
     acknowledged: Option<Arc<std::sync::atomic::AtomicU64>>,
+    /// With object durability: what answers from state alone wait for.
+    vouch: Option<Arc<crate::region::vouch::Vouch>>,
 }
 
 impl Store {
@@ -445,6 +447,7 @@ impl Store {
         writer.invalidations = Some(Arc::clone(&invalidations));
         let epoch = object_wal.as_ref().map(|wal| wal.epoch());
         let acknowledged = object_wal.as_ref().map(|wal| wal.acknowledged());
+        let vouch = object_wal.as_ref().map(|wal| wal.vouch());
         let object_wal = object_wal.map(|wal| {
             let stopper = wal.stopper();
             writer.object_wal = Some(wal);
@@ -498,6 +501,7 @@ impl Store {
                 fenced,
                 epoch,
                 acknowledged,
+                vouch,
             },
             report,
         ))
@@ -509,6 +513,29 @@ impl Store {
         self.acknowledged
             .as_ref()
             .map(|a| a.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    /// With object durability, before an answer made from this store's
+    /// state alone (a refusal found before the writer, a
+    /// `consistency=leader` read): waits until the bucket shows that no
+    /// newer owner claimed the partition since this call
+    /// (`region::vouch`). A store found superseded is fenced from then on
+    /// (the region stops serving from it). Without object durability one
+    /// origin holds every stream: nothing to wait for.
+    pub async fn vouch(&self) -> Result<(), StoreError> {
+        let (Some(vouch), Some((timeout, _))) = (&self.vouch, &self.object_wal) else {
+            return Ok(());
+        };
+        match tokio::time::timeout(*timeout, vouch.confirm()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(crate::region::vouch::Unvouched::Superseded)) => {
+                self.fenced
+                    .store(true, std::sync::atomic::Ordering::Release);
+                Err(StoreError::Fenced)
+            }
+            Ok(Err(crate::region::vouch::Unvouched::Gone)) => Err(StoreError::ShuttingDown),
+            Err(_) => Err(StoreError::OwnershipUnconfirmed),
+        }
     }
 
     /// Whether a newer owner took this store's partition over (it then

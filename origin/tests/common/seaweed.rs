@@ -66,32 +66,51 @@ fn weed() -> String {
 impl Seaweed {
     pub const BUCKET: &'static str = "region";
 
+    /// Starts one, on fresh ports each try: a start that does not answer
+    /// within [`START_PATIENCE`] (seen under heavy load, another process
+    /// taking one of its ports meanwhile) is killed and tried again.
     pub fn start() -> Seaweed {
         let guard = ONE_AT_A_TIME
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let dir = tempfile::tempdir().unwrap();
-        let log = std::fs::File::create(dir.path().join("weed.log")).unwrap();
-        let (args, endpoint) = mini_args(dir.path());
-        let child = Command::new(weed())
-            .args(args)
-            .current_dir(dir.path())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("weed is installed (scripts/setup installs SeaweedFS)");
-        let weed = Seaweed {
-            child,
-            endpoint,
-            dir,
-            _one_at_a_time: guard,
-        };
-        weed.wait_ready();
-        weed
-    }
-
-    fn wait_ready(&self) {
-        wait_listing(&self.endpoint, self.dir.path());
+        for attempt in 1..=START_TRIES {
+            let dir = tempfile::tempdir().unwrap();
+            let log = std::fs::File::create(dir.path().join("weed.log")).unwrap();
+            let (args, endpoint) = mini_args(dir.path());
+            let mut child = Command::new(weed())
+                .args(args)
+                .current_dir(dir.path())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .expect("weed is installed (scripts/setup installs SeaweedFS)");
+            match listing_within(&endpoint, START_PATIENCE) {
+                Ok(()) => {
+                    return Seaweed {
+                        child,
+                        endpoint,
+                        dir,
+                        _one_at_a_time: guard,
+                    }
+                }
+                Err(()) if attempt < START_TRIES => {
+                    eprintln!(
+                        "SeaweedFS did not come up within {START_PATIENCE:?}; starting it again"
+                    );
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+                Err(()) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!(
+                        "SeaweedFS did not come up; its log ends:\n{}",
+                        log_tail(dir.path())
+                    );
+                }
+            }
+        }
+        unreachable!("the last try panics")
     }
 
     /// Sends `signal` (e.g. "STOP" for an outage, "CONT" to end it).
@@ -221,10 +240,24 @@ fn settings_for(endpoint: &str) -> Vec<(String, String)> {
     .collect()
 }
 
+/// Tries of [`Seaweed::start`], and how long each waits.
+const START_TRIES: u32 = 3;
+const START_PATIENCE: Duration = Duration::from_secs(30);
+
 /// Until the bucket at `endpoint` answers a listing (a real request, not a
 /// port probe); panics with the end of the log in `dir` after a minute.
 fn wait_listing(endpoint: &str, dir: &std::path::Path) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    if listing_within(endpoint, Duration::from_secs(60)).is_err() {
+        panic!(
+            "SeaweedFS did not come up; its log ends:\n{}",
+            log_tail(dir)
+        );
+    }
+}
+
+/// Whether the bucket at `endpoint` answers a listing within `patience`.
+fn listing_within(endpoint: &str, patience: Duration) -> Result<(), ()> {
+    let deadline = Instant::now() + patience;
     let url = format!("{}/{}/", endpoint, Seaweed::BUCKET);
     loop {
         let ok = std::process::Command::new("curl")
@@ -233,16 +266,19 @@ fn wait_listing(endpoint: &str, dir: &std::path::Path) {
             .map(|o| o.stdout == b"200")
             .unwrap_or(false);
         if ok {
-            return;
+            return Ok(());
         }
         if Instant::now() > deadline {
-            let log = std::fs::read_to_string(dir.join("weed.log"));
-            let log = log.unwrap_or_default();
-            let tail = &log[log.len().saturating_sub(4000)..];
-            panic!("SeaweedFS did not come up; its log ends:\n{tail}");
+            return Err(());
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The end of the SeaweedFS log in `dir`.
+fn log_tail(dir: &std::path::Path) -> String {
+    let log = std::fs::read_to_string(dir.join("weed.log")).unwrap_or_default();
+    log[log.len().saturating_sub(4000)..].to_owned()
 }
 
 impl Drop for Seaweed {

@@ -192,50 +192,64 @@ async fn a_region_of_three_has_one_owner_and_replaces_a_dead_one_within_ten_seco
     read_everywhere(&client, &bases, &acknowledged).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_owner_paused_past_its_lease_is_fenced_and_then_follows() {
-    let weed = Seaweed::start();
-    let client = reqwest::Client::new();
-    let dir = tempfile::tempdir().unwrap();
+/// Two origins on `prefix` with quick leases, and the stream `moved`
+/// made on the one that owns the partition, with the producer's appends
+/// 0 to 9: the origins, the owner's index, and what was acknowledged.
+async fn owner_with_ten_appends(
+    weed: &Seaweed,
+    client: &reqwest::Client,
+    dir: &std::path::Path,
+    prefix: &str,
+) -> (Vec<Proc>, Vec<String>, usize, String) {
     let quick = ["--lease", "1s", "--lease-renew", "250ms"];
     let procs: Vec<Proc> = ["a", "b"]
         .iter()
-        .map(|n| start_with(&weed, &dir.path().join(n), "paused", n, &quick))
+        .map(|n| start_with(weed, &dir.join(n), prefix, n, &quick))
         .collect();
     let bases: Vec<String> = procs.iter().map(base).collect();
     for b in &bases {
-        wait_serving(&client, b).await;
+        wait_serving(client, b).await;
     }
-    let owner = the_owner(&client, &bases).await;
-    let other = 1 - owner;
+    let owner = the_owner(client, &bases).await;
     assert_eq!(
-        create(&client, &format!("{}/v1/stream/moved", bases[owner])).await,
+        create(client, &format!("{}/v1/stream/moved", bases[owner])).await,
         201
     );
     let mut acknowledged = String::new();
     for seq in 0..10u64 {
         let body = format!("[{seq:03}]");
-        append_until_acknowledged(&client, &[&bases[owner]], seq, &body).await;
+        append_until_acknowledged(client, &[&bases[owner]], seq, &body).await;
         acknowledged.push_str(&body);
     }
+    (procs, bases, owner, acknowledged)
+}
+
+/// Sends `req` now; its status and body once answered.
+fn sent(req: reqwest::RequestBuilder) -> tokio::task::JoinHandle<(u16, String)> {
+    tokio::spawn(async move {
+        let r = req.timeout(Duration::from_secs(30)).send().await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_paused_past_its_lease_is_fenced_and_then_follows() {
+    let weed = Seaweed::start();
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (procs, bases, owner, mut acknowledged) =
+        owner_with_ten_appends(&weed, &client, dir.path(), "paused").await;
+    let other = 1 - owner;
 
     // The owner stops (a long GC pause, a frozen VM) with an append sent
     // to it and not yet read.
     procs[owner].signal("STOP");
-    let zombie = {
-        let client = client.clone();
-        let url = format!("{}/v1/stream/moved", bases[owner]);
-        tokio::spawn(async move {
-            client
-                .post(url)
-                .header("content-type", "application/octet-stream")
-                .body("zombie")
-                .timeout(Duration::from_secs(30))
-                .send()
-                .await
-                .map(|r| r.status())
-        })
-    };
+    let zombie = sent(
+        client
+            .post(format!("{}/v1/stream/moved", bases[owner]))
+            .header("content-type", "application/octet-stream")
+            .body("zombie"),
+    );
     // The other takes over and acknowledges.
     append_until_acknowledged(&client, &[&bases[other]], 10, "[010]").await;
     acknowledged.push_str("[010]");
@@ -244,8 +258,8 @@ async fn an_owner_paused_past_its_lease_is_fenced_and_then_follows() {
     // The paused owner wakes: what it was sent is acknowledged only if it
     // is in the log (forwarded to the new owner), never by the old epoch.
     procs[owner].signal("CONT");
-    let zombie = zombie.await.unwrap().expect("an answer once it wakes");
-    if zombie.is_success() {
+    let (zombie, _) = zombie.await.unwrap();
+    if (200..300).contains(&zombie) {
         acknowledged.push_str("zombie");
     } else {
         assert_eq!(zombie, 503);
@@ -258,6 +272,189 @@ async fn an_owner_paused_past_its_lease_is_fenced_and_then_follows() {
     append_until_acknowledged(&client, &[&bases[owner]], 11, "[011]").await;
     acknowledged.push_str("[011]");
     read_everywhere(&client, &bases, &acknowledged).await;
+}
+
+/// An owner paused past its lease wakes with its state behind the new
+/// owner's. Until it learns so, it must not answer from that state: not a
+/// producer's next append with 409 ("expected 10"), not a leader read
+/// without what the new owner acknowledged, not an append to a stream the
+/// new owner made with 404. Each answers as the new owner would, or 503.
+/// (Nothing writes through it first, or a put's fence would stop it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_woken_owner_answers_nothing_from_its_old_state() {
+    let weed = Seaweed::start();
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let (procs, bases, owner, mut acknowledged) =
+        owner_with_ten_appends(&weed, &client, dir.path(), "woken").await;
+    let other = 1 - owner;
+    procs[owner].signal("STOP");
+    append_until_acknowledged(&client, &[&bases[other]], 10, "[010]").await;
+    acknowledged.push_str("[010]");
+    assert_eq!(
+        create(&client, &format!("{}/v1/stream/fresh", bases[other])).await,
+        201
+    );
+
+    let moved = format!("{}/v1/stream/moved", bases[owner]);
+    let next = sent(
+        client
+            .post(&moved)
+            .header("content-type", "application/octet-stream")
+            .header("producer-id", "writer")
+            .header("producer-epoch", "0")
+            .header("producer-seq", "11")
+            .body("[011]"),
+    );
+    let leader = sent(client.get(format!("{moved}?offset=-1&consistency=leader")));
+    let fresh = sent(
+        client
+            .post(format!("{}/v1/stream/fresh", bases[owner]))
+            .header("content-type", "application/octet-stream")
+            .body("fresh"),
+    );
+    procs[owner].signal("CONT");
+
+    let (next, leader, fresh) = (
+        next.await.unwrap(),
+        leader.await.unwrap(),
+        fresh.await.unwrap(),
+    );
+    eprintln!(
+        "the woken owner answered: next append {}, leader read {}, fresh append {}",
+        next.0, leader.0, fresh.0
+    );
+    let (status, body) = next;
+    match status {
+        200 => acknowledged.push_str("[011]"),
+        503 => {}
+        _ => panic!("the producer's next append through the woken owner: {status} {body}"),
+    }
+    let (status, body) = leader;
+    match status {
+        200 => assert!(
+            body.ends_with("[010]"),
+            "a leader read missed [010]: {body}"
+        ),
+        503 => {}
+        _ => panic!("a leader read through the woken owner: {status} {body}"),
+    }
+    let (status, body) = fresh;
+    assert!(
+        [204, 503].contains(&status),
+        "an append to the new owner's stream through the woken owner: {status} {body}"
+    );
+    // A 503 is an outcome not known: the append may have landed.
+    let text = read_all(&client, &format!("{}/v1/stream/moved", bases[other])).await;
+    if text == format!("{acknowledged}[011]") {
+        acknowledged.push_str("[011]");
+    }
+    assert_eq!(text, acknowledged);
+    append_until_acknowledged(&client, &[&bases[owner]], 11, "[011]").await;
+    if !acknowledged.ends_with("[011]") {
+        acknowledged.push_str("[011]");
+    }
+    read_everywhere(&client, &bases, &acknowledged).await;
+}
+
+/// The region's key store as it is in the bucket under `prefix`.
+async fn bucket_keys(weed: &Seaweed, prefix: &str) -> String {
+    let bucket = weed.store(prefix);
+    let path = object_store::path::Path::from("region/auth/keys.json");
+    let got = object_store::ObjectStoreExt::get(&*bucket, &path)
+        .await
+        .expect("the key store is in the bucket");
+    String::from_utf8(got.bytes().await.unwrap().to_vec()).unwrap()
+}
+
+/// Whether key `id` is revoked in the key store `text`.
+fn revoked_in(text: &str, id: &str) -> bool {
+    let keys: Vec<serde_json::Value> = match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Array(keys)) => keys,
+        Ok(v) => v["keys"].as_array().cloned().unwrap_or_default(),
+        Err(e) => panic!("the key store is not JSON: {e}: {text}"),
+    };
+    let key = keys
+        .iter()
+        .find(|k| k["id"] == id)
+        .unwrap_or_else(|| panic!("no key {id} in {text}"));
+    !key["revoked_at"].is_null()
+}
+
+/// An owner of partition 0 (the admin API's) paused past its lease must
+/// not put back a key store older than the region's: a key revoked on the
+/// new owner stays revoked in the bucket whatever the woken one is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_woken_owner_cannot_bring_back_a_revoked_key() {
+    let weed = Seaweed::start();
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--lease",
+        "1s",
+        "--lease-renew",
+        "250ms",
+        "--admin-token",
+        "admin-secret",
+    ];
+    let procs: Vec<Proc> = ["a", "b"]
+        .iter()
+        .map(|n| start_with(&weed, &dir.path().join(n), "revoked", n, &flags))
+        .collect();
+    let bases: Vec<String> = procs.iter().map(base).collect();
+    for b in &bases {
+        wait_serving(&client, b).await;
+    }
+    let owner = the_owner(&client, &bases).await;
+    let other = 1 - owner;
+    let make = |base: &str| {
+        client
+            .post(format!("{base}/_admin/keys"))
+            .bearer_auth("admin-secret")
+            .body(r#"{"account":"default"}"#)
+    };
+    let made: serde_json::Value = make(&bases[owner])
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = made["id"].as_str().expect("an id").to_owned();
+
+    procs[owner].signal("STOP");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while serving(&client, &bases[other]).await != Some(true) {
+        assert!(Instant::now() < deadline, "no takeover");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let revoked = client
+        .delete(format!("{}/_admin/keys/{id}", bases[other]))
+        .bearer_auth("admin-secret")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 204);
+    assert!(revoked_in(&bucket_keys(&weed, "revoked").await, &id));
+
+    // Asked to make a key while paused: it changes its key store only if
+    // the bucket vouches it still owns partition 0, and puts it back only
+    // over the key store it last read.
+    let sent = sent(make(&bases[owner]));
+    procs[owner].signal("CONT");
+    let (status, body) = sent.await.unwrap();
+    eprintln!("the woken owner answered a new key: {status}");
+    assert!([201, 503].contains(&status), "{status} {body}");
+    let text = bucket_keys(&weed, "revoked").await;
+    assert!(revoked_in(&text, &id), "the revoked key came back: {text}");
+    if status == 201 {
+        let new: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert!(text.contains(new["id"].as_str().unwrap()), "{text}");
+    }
+    // Once it follows, the next owner starts from the bucket's.
+    assert_eq!(the_owner(&client, &bases).await, other);
+    let text = bucket_keys(&weed, "revoked").await;
+    assert!(revoked_in(&text, &id), "the revoked key came back: {text}");
 }
 
 /// Keys and tokens made on one owner work on the next: the region's
@@ -335,24 +532,13 @@ async fn keys_and_tokens_outlive_the_owner_that_made_them() {
         .await
         .unwrap();
     assert_eq!(anonymous.status(), 401, "credentials are required");
-    // Once the owner has put the key store in the bucket (within a
-    // renewal), its machine goes, disk and all.
-    let bucket = weed.store("keys");
+    // The key was in the bucket when its making was answered: the owner's
+    // machine goes at once, disk and all.
     let id = made["id"].as_str().expect("an id").to_owned();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let path = object_store::path::Path::from("region/auth/keys.json");
-        if let Ok(got) = object_store::ObjectStoreExt::get(&*bucket, &path).await {
-            if String::from_utf8_lossy(&got.bytes().await.unwrap()).contains(&id) {
-                break;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the key store never reached the bucket"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert!(
+        bucket_keys(&weed, "keys").await.contains(&id),
+        "an acknowledged key is not in the bucket"
+    );
     procs[owner].kill();
     std::fs::remove_dir_all(dir.path().join(["a", "b"][owner])).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -4,18 +4,21 @@
 //!
 //! Up to `region::fence::WINDOW` puts are in flight, so with 50 ms puts the
 //! writer still forms a batch every few milliseconds. A batch without log
-//! records (refusals, duplicates of a commit still in flight) waits its
-//! turn too: a duplicate must not be answered before its original is
-//! durable. When a put fails (fenced, or stopped at shutdown) nothing of it
-//! or after it is answered, and the writer stops: its state is ahead of
-//! what the bucket holds.
+//! records that answers requests (refusals, duplicates, a create that
+//! finds its stream) waits its turn too: a duplicate must not be answered
+//! before its original is durable. And it waits for a check of its own
+//! (`region::vouch`): no put vouches that its answers, made from this
+//! owner's state alone, are not behind a newer owner's. When a put or a
+//! check fails (fenced, or stopped at shutdown) nothing of it or after it
+//! is answered, and the writer stops: its state is ahead of what the
+//! bucket holds, or behind a newer owner's.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::{AfterCommit, Writer};
-use crate::region::{Settlement, WalError};
+use crate::region::{Settlement, Ticket, WalError};
 use crate::store::janitor::Garbage;
 use crate::store::sealer::SealJob;
 use crate::store::view::StreamView;
@@ -29,9 +32,19 @@ pub struct Durable {
     pub gc: Vec<Garbage>,
 }
 
-/// One batch waiting for its put (or, without records, for those before it).
+impl Durable {
+    /// Whether it answers a request (and so must be vouched for).
+    fn answers(&self) -> bool {
+        self.after
+            .iter()
+            .any(|a| matches!(a, AfterCommit::Appended(..) | AfterCommit::Reply(_)))
+    }
+}
+
+/// One batch waiting for its put or check (or, with neither, for those
+/// before it).
 struct Pending {
-    number: Option<u64>,
+    ticket: Option<Ticket>,
     settled: bool,
     durable: Durable,
 }
@@ -41,8 +54,10 @@ pub struct Pipeline {
     pending: VecDeque<Pending>,
     settlements: std::sync::mpsc::Receiver<Settlement>,
     settled: std::sync::mpsc::Sender<Settlement>,
-    /// Puts in flight (not yet settled).
+    /// Puts and checks in flight (not yet settled).
     in_flight: usize,
+    /// Puts among them (at most `fence::WINDOW`).
+    puts: usize,
 }
 
 impl Default for Pipeline {
@@ -53,38 +68,48 @@ impl Default for Pipeline {
             settlements,
             settled,
             in_flight: 0,
+            puts: 0,
         }
     }
 }
 
 impl Writer {
     /// Queues a batch behind the ones in flight, starting its put when it
-    /// has log records. False once the pipeline failed.
+    /// has log records, or its check when it answers without any. False
+    /// once the pipeline failed.
     pub(super) fn commit_to_object_wal(&mut self, frames: &[u8], durable: Durable) -> bool {
-        if frames.is_empty() && self.pipeline.pending.is_empty() {
+        let answers = durable.answers();
+        if frames.is_empty() && !answers && self.pipeline.pending.is_empty() {
             self.publish_durable(durable);
             return true;
         }
-        let mut number = None;
+        let wake = self.wake.clone();
+        let wake = move || {
+            if let Some(tx) = wake {
+                // A full queue needs no wake: the writer is busy.
+                let _ = tx.try_send(super::Command::Wake);
+            }
+        };
+        let mut ticket = None;
         if !frames.is_empty() {
-            while self.pipeline.in_flight as u64 >= crate::region::fence::WINDOW {
+            while self.pipeline.puts as u64 >= crate::region::fence::WINDOW {
                 if !self.settle_one(true) {
                     return false;
                 }
             }
-            let wake = self.wake.clone();
             let wal = self.object_wal.as_mut().expect("object durability");
-            number = Some(wal.start(frames, self.pipeline.settled.clone(), move || {
-                if let Some(tx) = wake {
-                    // A full queue needs no wake: the writer is busy.
-                    let _ = tx.try_send(super::Command::Wake);
-                }
-            }));
+            ticket = Some(wal.start(frames, self.pipeline.settled.clone(), wake));
+            self.pipeline.puts += 1;
+        } else if answers {
+            let wal = self.object_wal.as_mut().expect("object durability");
+            ticket = Some(wal.start_check(self.pipeline.settled.clone(), wake));
+        }
+        if ticket.is_some() {
             self.pipeline.in_flight += 1;
         }
         self.pipeline.pending.push_back(Pending {
-            number,
-            settled: number.is_none(),
+            ticket,
+            settled: ticket.is_none(),
             durable,
         });
         self.settle_ready()
@@ -125,6 +150,9 @@ impl Writer {
             }
         };
         self.pipeline.in_flight -= 1;
+        if let Ticket::Put(_) = settlement.ticket {
+            self.pipeline.puts -= 1;
+        }
         if let Err(e) = settlement.result {
             self.fail_pipeline(e);
             return false;
@@ -133,13 +161,13 @@ impl Writer {
             .pipeline
             .pending
             .iter_mut()
-            .find(|p| p.number == Some(settlement.number))
+            .find(|p| p.ticket == Some(settlement.ticket))
         {
             p.settled = true;
         }
         while self.pipeline.pending.front().is_some_and(|p| p.settled) {
             let p = self.pipeline.pending.pop_front().expect("front");
-            if let (Some(n), Some(wal)) = (p.number, self.object_wal.as_ref()) {
+            if let (Some(Ticket::Put(n)), Some(wal)) = (p.ticket, self.object_wal.as_ref()) {
                 wal.note_acknowledged(n);
             }
             self.publish_durable(p.durable);
