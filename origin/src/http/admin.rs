@@ -162,18 +162,13 @@ async fn admin(
             if new.account.is_empty() || new.account.contains('/') {
                 return Err(ApiError::bad("the account is one path segment"));
             }
-            state.store.vouch().await?;
-            let (record, key) = state.auth.keys.create(new, now)?;
-            put_back(state).await?;
+            let (record, key) = changed(state, || state.auth.keys.create(new, now)).await?;
             let mut value = serde_json::to_value(&record).expect("keys serialize");
             value["key"] = serde_json::Value::String(key);
             Ok(json(StatusCode::CREATED, value))
         }
         (id, &Method::DELETE) if id.len() > 1 => {
-            state.store.vouch().await?;
-            let revoked = state.auth.keys.revoke(&id[1..], now)?;
-            put_back(state).await?;
-            if revoked {
+            if changed(state, || state.auth.keys.revoke(&id[1..], now)).await? {
                 let mut r = Response::new(Body::empty());
                 *r.status_mut() = StatusCode::NO_CONTENT;
                 Ok(r)
@@ -187,26 +182,36 @@ async fn admin(
     }
 }
 
-/// In a region, a change to the key store is answered only once it is in
-/// the bucket, put on condition that the bucket's is the one this origin
-/// last read (`region::auth_sync`): a key revoked and acknowledged stays
-/// revoked whatever happens to this machine. (And the change was made
-/// only after the bucket vouched this origin still owns partition 0.)
-async fn put_back(state: &Shared) -> Result<(), ApiError> {
+/// Makes a change to the key store. In a region it is made only after the
+/// bucket vouched that this origin still owns partition 0, and answered
+/// only once it is in the bucket, put on condition that the bucket's is
+/// the one this origin last read (`region::auth_sync`): a key revoked and
+/// acknowledged stays revoked whatever happens to this machine.
+async fn changed<T>(
+    state: &Shared,
+    change: impl FnOnce() -> std::io::Result<T>,
+) -> Result<T, ApiError> {
     let Some(keys) = &state.key_store else {
-        return Ok(());
+        return Ok(change()?);
     };
-    match keys.publish().await {
-        Ok(crate::region::auth_sync::Published::Overtaken) => {
+    state.store.vouch().await?;
+    // The file may be newer than what was loaded (taken from the bucket).
+    let change = || {
+        state.auth.keys.reload_if_changed()?;
+        change()
+    };
+    match keys.change(change).await {
+        Ok((made, crate::region::auth_sync::Published::Overtaken)) => {
+            drop(made);
             // The bucket's key store is the local one again.
             if let Err(e) = state.auth.keys.reload_if_changed() {
                 tracing::error!(error = %e, "could not reload the key store");
             }
             Err(ApiError::Busy(
-                "the region's key store changed on another origin meanwhile; nothing was changed, retry",
+                "the region's key store changed on another origin meanwhile and this change was not kept; retry",
             ))
         }
-        Ok(_) => Ok(()),
+        Ok((made, _)) => Ok(made),
         Err(e) => {
             tracing::warn!(error = %e, "could not put the key store in the bucket");
             Err(ApiError::Busy(

@@ -404,7 +404,7 @@ async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
             error::error_response(ErrorCode::NotFound, "no such resource"),
         ),
     };
-    let resp = vouched(&state, &method, resp).await;
+    let resp = vouched(&state, &method, source.is_some(), resp).await;
     state
         .metrics
         .request(route, resp.status().as_u16(), arrived.elapsed());
@@ -451,15 +451,26 @@ async fn read_route(state: Shared, stream: String, req: Request) -> (&'static st
 }
 
 /// A write's refusal that this store's state decided (no such stream, a
-/// conflict, a stale producer epoch, a failed precondition) stands only if
-/// the store still owns its partition (`region::vouch`): a region origin
-/// paused past its lease must not refuse from a state the new owner has
-/// moved past. What the writer answered was vouched for already; this
-/// covers the refusals made before the writer. Nothing to confirm for a
-/// single origin.
-async fn vouched(state: &Shared, method: &Method, resp: Response<Body>) -> Response<Body> {
+/// conflict, a stale producer epoch, a failed precondition, a fork past
+/// its source's tail) stands only if the store still owns its partition
+/// (`region::vouch`): a region origin paused past its lease must not
+/// refuse from a state the new owner has moved past. What the writer
+/// answered was vouched for already; this covers the refusals made before
+/// the writer. Nothing to confirm for a single origin. (A `HEAD`, like a
+/// `consistency=local` read, answers from the state at hand.)
+pub(crate) async fn vouched(
+    state: &Shared,
+    method: &Method,
+    fork: bool,
+    resp: Response<Body>,
+) -> Response<Body> {
     let write = matches!(*method, Method::POST | Method::PUT | Method::DELETE);
-    let from_state = matches!(resp.status().as_u16(), 403 | 404 | 409 | 410 | 412);
+    let from_state = match resp.status().as_u16() {
+        403 | 404 | 409 | 410 | 412 => true,
+        // A fork's offset is checked against its source's tail.
+        400 => fork,
+        _ => false,
+    };
     if !(write && from_state) {
         return resp;
     }

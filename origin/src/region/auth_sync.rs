@@ -147,7 +147,10 @@ impl KeyStore {
         match read_tagged(objects, &keys::region_auth(KEY_STORE)).await? {
             Some((bytes, etag)) => {
                 write_private(&self.data.join(KEY_STORE), &bytes)?;
-                *synced = Synced { bytes, etag };
+                *synced = Synced {
+                    bytes,
+                    etag: Some(etag.ok_or_else(no_etag)?),
+                };
             }
             None => {
                 *synced = Synced::default();
@@ -163,6 +166,68 @@ impl KeyStore {
     pub async fn publish(&self) -> std::io::Result<Published> {
         let objects = self.objects()?;
         let mut synced = self.synced.lock().await;
+        self.publish_locked(objects, &mut synced).await
+    }
+
+    /// Makes a change to the local key store with `change` (which reads it
+    /// first: the file may be newer than what was loaded) and puts it in
+    /// the bucket, both under the one lock, so no other publish, adoption
+    /// or refresh rewrites the file between them. `Unchanged` means the
+    /// change changed nothing.
+    pub async fn change<T>(
+        &self,
+        change: impl FnOnce() -> std::io::Result<T>,
+    ) -> std::io::Result<(T, Published)> {
+        let objects = self.objects()?;
+        let mut synced = self.synced.lock().await;
+        let made = change()?;
+        let published =
+            tokio::time::timeout(PUT_PATIENCE, self.publish_locked(objects, &mut synced))
+                .await
+                .map_err(|_| {
+                    std::io::Error::other("the bucket did not take the key store in time")
+                })??;
+        Ok((made, published))
+    }
+
+    /// For the owner of partition 0: copies the bucket's key store here if
+    /// another origin put a newer one (an older owner's change that landed
+    /// after this owner's claim read it), dropping a local change not yet
+    /// put. Returns whether it did.
+    pub async fn follow(&self) -> std::io::Result<bool> {
+        let objects = self.objects()?;
+        let mut synced = self.synced.lock().await;
+        let options = GetOptions {
+            if_none_match: synced.etag.clone(),
+            ..Default::default()
+        };
+        match objects
+            .get_opts(&keys::region_auth(KEY_STORE), options)
+            .await
+        {
+            Ok(got) => {
+                let etag = got.meta.e_tag.clone();
+                let bytes = got.bytes().await.map_err(std::io::Error::other)?.to_vec();
+                if bytes == synced.bytes {
+                    synced.etag = etag;
+                    return Ok(false);
+                }
+                write_private(&self.data.join(KEY_STORE), &bytes)?;
+                *synced = Synced { bytes, etag };
+                Ok(true)
+            }
+            Err(object_store::Error::NotModified { .. } | object_store::Error::NotFound { .. }) => {
+                Ok(false)
+            }
+            Err(e) => Err(std::io::Error::other(e)),
+        }
+    }
+
+    async fn publish_locked(
+        &self,
+        objects: &dyn ObjectStore,
+        synced: &mut Synced,
+    ) -> std::io::Result<Published> {
         let bytes = match std::fs::read(self.data.join(KEY_STORE)) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Published::Unchanged),
@@ -189,16 +254,18 @@ impl KeyStore {
         {
             Ok(put) => {
                 let etag = match put.e_tag {
-                    Some(etag) => Some(etag),
-                    None => {
-                        objects
-                            .head(&key)
-                            .await
-                            .map_err(std::io::Error::other)?
-                            .e_tag
-                    }
+                    Some(etag) => etag,
+                    None => objects
+                        .head(&key)
+                        .await
+                        .map_err(std::io::Error::other)?
+                        .e_tag
+                        .ok_or_else(no_etag)?,
                 };
-                *synced = Synced { bytes, etag };
+                *synced = Synced {
+                    bytes,
+                    etag: Some(etag),
+                };
                 Ok(Published::Put)
             }
             // Not the one last read: whose is it now?
@@ -213,7 +280,7 @@ impl KeyStore {
                 }
                 *synced = Synced {
                     bytes: theirs,
-                    etag,
+                    etag: Some(etag.ok_or_else(no_etag)?),
                 };
                 Ok(if ours {
                     Published::Put
@@ -224,6 +291,17 @@ impl KeyStore {
             Err(e) => Err(std::io::Error::other(e)),
         }
     }
+}
+
+/// How long a change through the admin API waits for the bucket to take
+/// the key store; then it answers 503 (the change may still land).
+const PUT_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A bucket that names no version of the key store cannot be written on
+/// condition: every put after would be refused. Said loudly, never
+/// dropped silently.
+fn no_etag() -> std::io::Error {
+    std::io::Error::other("the bucket gave no ETag for the key store; conditional puts need one")
 }
 
 /// Copies the region's key store into `data` if it changed in the bucket

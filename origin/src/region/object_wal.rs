@@ -26,7 +26,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode};
 
 use super::fence::{self, EpochRule, Replayed, Settled};
 use super::format::{self, EpochClaim, Kind, WalHeader};
-use super::vouch::{Unvouched, Vouch};
+use super::vouch::{Unvouched, Vouch, VouchFor};
 use crate::metrics::Metrics;
 use crate::objects::keys;
 
@@ -216,13 +216,14 @@ impl ObjectWal {
             first_number = next,
             "claimed the partition"
         );
-        let vouch = Vouch::new(
-            Arc::clone(&store),
-            config.partition,
+        let vouch = Vouch::new(VouchFor {
+            store: Arc::clone(&store),
+            partition: config.partition,
             epoch,
-            Arc::clone(&stopping),
-            runtime.get().handle().clone(),
-        );
+            stopping: Arc::clone(&stopping),
+            runtime: runtime.get().handle().clone(),
+            metrics: Arc::clone(&metrics),
+        });
         Ok(Claimed {
             wal: ObjectWal {
                 store,

@@ -34,6 +34,7 @@ use std::sync::Arc;
 use object_store::ObjectStore;
 
 use super::object_wal::newer_epoch;
+use crate::metrics::Metrics;
 
 /// Why an answer could not be vouched for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,31 +131,42 @@ pub struct Vouch {
     epoch: u64,
     stopping: Arc<AtomicBool>,
     runtime: tokio::runtime::Handle,
+    metrics: Arc<Metrics>,
+}
+
+/// Where a [`Vouch`] looks and runs.
+pub struct VouchFor {
+    pub store: Arc<dyn ObjectStore>,
+    pub partition: u32,
+    pub epoch: u64,
+    pub stopping: Arc<AtomicBool>,
+    pub runtime: tokio::runtime::Handle,
+    /// Each round is timed as object request `vouch` (outcome `ok`,
+    /// `superseded` or `error`).
+    pub metrics: Arc<Metrics>,
 }
 
 impl Vouch {
-    pub fn new(
-        store: Arc<dyn ObjectStore>,
-        partition: u32,
-        epoch: u64,
-        stopping: Arc<AtomicBool>,
-        runtime: tokio::runtime::Handle,
-    ) -> Arc<Vouch> {
+    pub fn new(f: VouchFor) -> Arc<Vouch> {
         Arc::new(Vouch {
             rounds: parking_lot::Mutex::new(Rounds::default()),
             changed: tokio::sync::watch::Sender::new(0),
-            store,
-            partition,
-            epoch,
-            stopping,
-            runtime,
+            store: f.store,
+            partition: f.partition,
+            epoch: f.epoch,
+            stopping: f.stopping,
+            runtime: f.runtime,
+            metrics: f.metrics,
         })
     }
 
     /// Waits until a round begun after this call found no newer epoch.
     pub async fn confirm(self: &Arc<Self>) -> Result<(), Unvouched> {
         let mut changed = self.changed.subscribe();
-        let round = match self.rounds.lock().join() {
+        // The lock is let go before a runner starts: on a runtime that shut
+        // down, the spawn drops the runner at once, and its guard locks.
+        let joined = self.rounds.lock().join();
+        let round = match joined {
             Join::Ended(end) => return Err(end),
             Join::Wait {
                 round,
@@ -187,7 +199,16 @@ impl Vouch {
                 let Some(_round) = me.rounds.lock().begin() else {
                     break;
                 };
+                let started = std::time::Instant::now();
                 let newer = newer_epoch(&*me.store, me.partition, me.epoch, &me.stopping).await;
+                let outcome = match newer {
+                    Ok(false) => "ok",
+                    Ok(true) => "superseded",
+                    Err(_) => "error",
+                };
+                me.metrics
+                    .timings
+                    .object_request("vouch", outcome, started.elapsed());
                 match newer {
                     Ok(newer) => me.rounds.lock().finish(newer),
                     // Stopping: the store goes.

@@ -526,6 +526,10 @@ impl Store {
         let (Some(vouch), Some((timeout, _))) = (&self.vouch, &self.object_wal) else {
             return Ok(());
         };
+        // Its writer stopped (fenced, or a put failed): nothing to look at.
+        if self.is_stopped() {
+            return Err(self.gone());
+        }
         match tokio::time::timeout(*timeout, vouch.confirm()).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(crate::region::vouch::Unvouched::Superseded)) => {

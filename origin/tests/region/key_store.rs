@@ -75,3 +75,34 @@ async fn racing_key_store_puts_from_one_version_leave_exactly_one() {
         assert_eq!(local(d.path()), won);
     }
 }
+
+/// The owner of partition 0 takes a newer key store another origin put
+/// (an older owner's change that landed after this owner read it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_follows_a_key_store_put_after_it_read_it() {
+    let weed = Seaweed::start();
+    let bucket = weed.store("keyfollow");
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b) = (KeyStore::new(a_dir.path()), KeyStore::new(b_dir.path()));
+    a.open(bucket.clone());
+    b.open(bucket.clone());
+    write(a_dir.path(), "[1]");
+    a.adopt().await.unwrap();
+    b.adopt().await.unwrap();
+    assert!(!b.follow().await.unwrap(), "nothing newer yet");
+    // A (the older owner) changes it after B read it.
+    let (made, published) = a
+        .change(|| {
+            write(a_dir.path(), "[1][2]");
+            Ok(7)
+        })
+        .await
+        .unwrap();
+    assert_eq!((made, published), (7, Published::Put));
+    assert!(b.follow().await.unwrap());
+    assert_eq!(local(b_dir.path()), "[1][2]");
+    assert!(!b.follow().await.unwrap());
+    // And B's next change goes over it, not under.
+    write(b_dir.path(), "[1][2][3]");
+    assert_eq!(b.publish().await.unwrap(), Published::Put);
+}

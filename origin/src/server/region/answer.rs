@@ -63,7 +63,10 @@ where
     let p = shared::partition::of_request(req.uri().path(), req.uri().query(), me.partitions);
     if let Current::Serving { state, .. } = me.current(p) {
         if fork_source(&req).is_some_and(|s| shared::partition::of_stream(s, me.partitions) != p) {
-            return across::fork(&me, p, state, req).await;
+            // Its refusals come from the source's owner and this store's
+            // state: they stand only while this store owns `p`.
+            let answer = across::fork(&me, p, Arc::clone(&state), req).await;
+            return http::vouched(&state, &Method::PUT, true, answer).await;
         }
         if req.method() == Method::DELETE {
             let copies = state

@@ -23,6 +23,13 @@ use crate::store::janitor::Garbage;
 use crate::store::sealer::SealJob;
 use crate::store::view::StreamView;
 
+/// Checks in flight at most (batches that answer without log records, each
+/// waiting for its round: `region::vouch`). Rounds are shared, so they
+/// settle together; the bound only stops a long outage of the bucket from
+/// queueing refusal batches without end: past it the writer waits, as for
+/// puts past `fence::WINDOW`, and requests wait in its bounded queue.
+pub const CHECKS_MAX: usize = 64;
+
 /// What a batch does once it is durable.
 #[derive(Default)]
 pub struct Durable {
@@ -101,6 +108,11 @@ impl Writer {
             ticket = Some(wal.start(frames, self.pipeline.settled.clone(), wake));
             self.pipeline.puts += 1;
         } else if answers {
+            while self.pipeline.in_flight - self.pipeline.puts >= CHECKS_MAX {
+                if !self.settle_one(true) {
+                    return false;
+                }
+            }
             let wal = self.object_wal.as_mut().expect("object durability");
             ticket = Some(wal.start_check(self.pipeline.settled.clone(), wake));
         }
