@@ -86,6 +86,10 @@ pub struct Metrics {
     pub object_wal_retries: AtomicU64,
     /// 1 once a newer owner fenced this origin's partition (it no longer writes).
     pub object_wal_fenced: AtomicI64,
+    /// Checks in flight: batches that answer without log records, waiting
+    /// for the bucket to vouch for their answers (`region::vouch`; at most
+    /// `store::writer::object_commit::CHECKS_MAX`).
+    pub object_wal_checks: AtomicI64,
     /// The store's data directory (its disk's room is read at a scrape)
     /// and its bound on bytes waiting to be sealed.
     store: std::sync::OnceLock<(std::path::PathBuf, u64)>,
@@ -257,7 +261,7 @@ impl Metrics {
             let v: u64 = stores.iter().map(|(m, _)| f(m).load(Relaxed)).sum();
             e.counter(name, help, v);
         }
-        let gauges: [Field<AtomicI64>; 6] = [
+        let gauges: [Field<AtomicI64>; 7] = [
             (
                 "ds_origin_long_polls_waiting",
                 "Long-polls parked now.",
@@ -283,6 +287,11 @@ impl Metrics {
                 "ds_origin_object_wal_fenced",
                 "Stores whose partition a newer owner fenced (they no longer write).",
                 |m| &m.object_wal_fenced,
+            ),
+            (
+                "ds_origin_object_wal_checks",
+                "Answers without log records waiting for the bucket to vouch that no newer owner exists.",
+                |m| &m.object_wal_checks,
             ),
         ];
         for (name, help, f) in gauges {

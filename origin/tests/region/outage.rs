@@ -102,3 +102,97 @@ async fn an_object_store_outage_refuses_writes_serves_reads_and_passes() {
     );
     assert_eq!(serving(&client, &base_b).await, Some(false));
 }
+
+/// Refusals made from the owner's state wait for the bucket to vouch for
+/// them (`region::vouch`); during an outage those checks cannot finish.
+/// The writer keeps at most `CHECKS_MAX` (64) of them: then it waits, and
+/// each refusal sent meanwhile answers 503 within the write timeout. Once
+/// the store answers, every check settles and the refusals and writes are
+/// answered again as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_during_an_outage_wait_in_a_bounded_number_of_checks() {
+    let weed = Seaweed::start();
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let flags = ["--object-write-timeout", "1s"];
+    let a = start_with(&weed, &dir.path().join("a"), "checks", "a", &flags);
+    let base = format!("http://{}", a.addr);
+    wait_owner(&client, &base).await;
+    let stream = format!("{base}/v1/stream/checks");
+    assert_eq!(create(&client, &stream).await, 201);
+    assert_eq!(append(&client, &stream, 0).await.status(), 200);
+    // Producer seq 5 after 0: a refusal (409) the writer makes from state.
+    assert_eq!(append(&client, &stream, 5).await.status(), 409);
+    let checks = |text: &str| crate::common::metric_in(text, "ds_origin_object_wal_checks");
+    assert_eq!(
+        checks(&crate::common::metrics_at(&client, &base).await),
+        Some(0)
+    );
+
+    weed.signal("STOP");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let senders: Vec<_> = (0..16)
+        .map(|_| {
+            let (client, stream, stop) = (client.clone(), stream.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut answered = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let status = append(&client, &stream, 5).await.status();
+                    assert_eq!(status, 503, "a refusal the bucket cannot vouch for");
+                    answered += 1;
+                }
+                answered
+            })
+        })
+        .collect();
+    // The checks in flight climb to the bound and stay there.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut most = 0;
+    let mut at_bound = 0;
+    while at_bound < 10 {
+        let text = crate::common::metrics_at(&client, &base).await;
+        let now = checks(&text).unwrap();
+        assert!(now <= 64, "{now} checks in flight");
+        most = most.max(now);
+        if now == 64 {
+            at_bound += 1;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the checks reached {most}, not 64"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut answered = 0;
+    for s in senders {
+        answered += s.await.unwrap();
+    }
+    eprintln!(
+        "{answered} refusals answered 503 during the outage; checks in flight at most {most}"
+    );
+    weed.signal("CONT");
+
+    // Everything settles; refusals and writes are answered as before.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = crate::common::metrics_at(&client, &base).await;
+        if checks(&text) == Some(0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the checks never settled");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = append(&client, &stream, 1).await.status();
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503);
+        assert!(Instant::now() < deadline, "writes did not resume");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(append(&client, &stream, 5).await.status(), 409);
+    assert_eq!(read_all(&client, &stream).await, "[0][1]");
+}

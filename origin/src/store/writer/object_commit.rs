@@ -118,6 +118,7 @@ impl Writer {
         }
         if ticket.is_some() {
             self.pipeline.in_flight += 1;
+            self.count_checks();
         }
         self.pipeline.pending.push_back(Pending {
             ticket,
@@ -165,6 +166,7 @@ impl Writer {
         if let Ticket::Put(_) = settlement.ticket {
             self.pipeline.puts -= 1;
         }
+        self.count_checks();
         if let Err(e) = settlement.result {
             self.fail_pipeline(e);
             return false;
@@ -185,6 +187,13 @@ impl Writer {
             self.publish_durable(p.durable);
         }
         true
+    }
+
+    fn count_checks(&self) {
+        let checks = self.pipeline.in_flight - self.pipeline.puts;
+        self.metrics
+            .object_wal_checks
+            .store(checks as i64, Ordering::Relaxed);
     }
 
     /// A put failed: nothing of it or after it is answered (each waiting
