@@ -290,18 +290,9 @@ async fn a_fork_across_partitions_needs_read_access_to_its_source() {
     let (x, y) = (&bases[0], &bases[1]);
     let key = |body: &'static str| {
         let client = client.clone();
-        let url = format!("{x}/_admin/keys");
+        let x = x.clone();
         async move {
-            let made: serde_json::Value = client
-                .post(url)
-                .bearer_auth("admin-secret")
-                .body(body)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let made = super::origins::make_key(&client, &x, body).await;
             made["key"].as_str().expect("a key").to_owned()
         }
     };

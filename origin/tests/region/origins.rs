@@ -29,6 +29,25 @@ pub fn start_with(weed: &Seaweed, data: &Path, prefix: &str, node: &str, more: &
     spawn_with_env(&[], &args, &weed.env())
 }
 
+/// A key made through the admin API at `base` (admin token
+/// `admin-secret`) from `body`: the record, with the secret as `key`.
+pub async fn make_key(
+    client: &reqwest::Client,
+    base: &str,
+    body: &'static str,
+) -> serde_json::Value {
+    client
+        .post(format!("{base}/_admin/keys"))
+        .bearer_auth("admin-secret")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 pub async fn wait_serving(client: &reqwest::Client, base: &str) {
     for _ in 0..600 {
         if client.get(format!("{base}/healthz")).send().await.is_ok() {

@@ -455,16 +455,7 @@ async fn keys_made_and_revoked_on_partition_zero_hold_in_every_partition() {
     let client = reqwest::Client::new();
     let dir = tempfile::tempdir().unwrap();
     let (_a, _b, bases) = keyed_pair(&weed, dir.path(), "keys2", &client).await;
-    let made: serde_json::Value = client
-        .post(format!("{}/_admin/keys", bases[0]))
-        .bearer_auth("admin-secret")
-        .body(r#"{"account":"default"}"#)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let made = super::origins::make_key(&client, &bases[0], r#"{"account":"default"}"#).await;
     let key = made["key"].as_str().expect("a key").to_owned();
     let id = made["id"].as_str().expect("an id").to_owned();
     let stream = (0..100)

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::origins::{create, serving, start, start_with, wait_serving};
+use super::origins::{create, make_key, serving, start, start_with, wait_serving};
 use crate::common::process::Proc;
 use crate::common::seaweed::Seaweed;
 
@@ -192,25 +192,40 @@ async fn a_region_of_three_has_one_owner_and_replaces_a_dead_one_within_ten_seco
     read_everywhere(&client, &bases, &acknowledged).await;
 }
 
-/// Two origins on `prefix` with quick leases, and the stream `moved`
-/// made on the one that owns the partition, with the producer's appends
-/// 0 to 9: the origins, the owner's index, and what was acknowledged.
-async fn owner_with_ten_appends(
+/// Leases short enough for a test to outlast one.
+const QUICK: [&str; 4] = ["--lease", "1s", "--lease-renew", "250ms"];
+
+/// Origins `a` and `b` on `prefix` with quick leases and `more` flags,
+/// once both answer: the origins, their URLs, and the owner's index.
+async fn two_origins(
     weed: &Seaweed,
     client: &reqwest::Client,
     dir: &std::path::Path,
     prefix: &str,
-) -> (Vec<Proc>, Vec<String>, usize, String) {
-    let quick = ["--lease", "1s", "--lease-renew", "250ms"];
+    more: &[&str],
+) -> (Vec<Proc>, Vec<String>, usize) {
+    let flags: Vec<&str> = QUICK.iter().chain(more).copied().collect();
     let procs: Vec<Proc> = ["a", "b"]
         .iter()
-        .map(|n| start_with(weed, &dir.join(n), prefix, n, &quick))
+        .map(|n| start_with(weed, &dir.join(n), prefix, n, &flags))
         .collect();
     let bases: Vec<String> = procs.iter().map(base).collect();
     for b in &bases {
         wait_serving(client, b).await;
     }
     let owner = the_owner(client, &bases).await;
+    (procs, bases, owner)
+}
+
+/// [`two_origins`], and the stream `moved` made on the owner with the
+/// producer's appends 0 to 9: what was acknowledged.
+async fn owner_with_ten_appends(
+    weed: &Seaweed,
+    client: &reqwest::Client,
+    dir: &std::path::Path,
+    prefix: &str,
+) -> (Vec<Proc>, Vec<String>, usize, String) {
+    let (procs, bases, owner) = two_origins(weed, client, dir, prefix, &[]).await;
     assert_eq!(
         create(client, &format!("{}/v1/stream/moved", bases[owner])).await,
         201
@@ -389,23 +404,14 @@ async fn a_woken_owner_cannot_bring_back_a_revoked_key() {
     let weed = Seaweed::start();
     let client = reqwest::Client::new();
     let dir = tempfile::tempdir().unwrap();
-    let flags = [
-        "--lease",
-        "1s",
-        "--lease-renew",
-        "250ms",
-        "--admin-token",
-        "admin-secret",
-    ];
-    let procs: Vec<Proc> = ["a", "b"]
-        .iter()
-        .map(|n| start_with(&weed, &dir.path().join(n), "revoked", n, &flags))
-        .collect();
-    let bases: Vec<String> = procs.iter().map(base).collect();
-    for b in &bases {
-        wait_serving(&client, b).await;
-    }
-    let owner = the_owner(&client, &bases).await;
+    let (procs, bases, owner) = two_origins(
+        &weed,
+        &client,
+        dir.path(),
+        "revoked",
+        &["--admin-token", "admin-secret"],
+    )
+    .await;
     let other = 1 - owner;
     let make = |base: &str| {
         client
@@ -413,13 +419,7 @@ async fn a_woken_owner_cannot_bring_back_a_revoked_key() {
             .bearer_auth("admin-secret")
             .body(r#"{"account":"default"}"#)
     };
-    let made: serde_json::Value = make(&bases[owner])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let made = make_key(&client, &bases[owner], r#"{"account":"default"}"#).await;
     let id = made["id"].as_str().expect("an id").to_owned();
 
     procs[owner].signal("STOP");
@@ -464,38 +464,18 @@ async fn keys_and_tokens_outlive_the_owner_that_made_them() {
     let weed = Seaweed::start();
     let client = reqwest::Client::new();
     let dir = tempfile::tempdir().unwrap();
-    let flags = [
-        "--lease",
-        "1s",
-        "--lease-renew",
-        "250ms",
-        "--open-accounts",
-        "",
-        "--admin-token",
-        "admin-secret",
-    ];
-    let mut procs: Vec<Proc> = ["a", "b"]
-        .iter()
-        .map(|n| start_with(&weed, &dir.path().join(n), "keys", n, &flags))
-        .collect();
-    let bases: Vec<String> = procs.iter().map(base).collect();
-    for b in &bases {
-        wait_serving(&client, b).await;
-    }
-    let owner = the_owner(&client, &bases).await;
+    let (mut procs, bases, owner) = two_origins(
+        &weed,
+        &client,
+        dir.path(),
+        "keys",
+        &["--open-accounts", "", "--admin-token", "admin-secret"],
+    )
+    .await;
     let other = 1 - owner;
     // A key made through the follower (forwarded to the owner), and a
     // token exchanged for it.
-    let made: serde_json::Value = client
-        .post(format!("{}/_admin/keys", bases[other]))
-        .bearer_auth("admin-secret")
-        .body(r#"{"account":"default"}"#)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let made = make_key(&client, &bases[other], r#"{"account":"default"}"#).await;
     let key = made["key"].as_str().expect("a key").to_owned();
     let token: serde_json::Value = client
         .post(format!("{}/_auth/token", bases[owner]))
