@@ -12,7 +12,9 @@
 //! log the store recovers from. Who owns the partition at a moment is
 //! `liveness` (pure: heartbeats seen changing on this origin's own clock)
 //! and `membership` (its reads and writes); `server::region` serves or
-//! forwards by it. See `docs/decisions/0012-object-durability.md`.
+//! forwards by it. What an owner answers from its state alone (refusals,
+//! leader reads) waits for `vouch`: the bucket's word that no newer owner
+//! exists. See `docs/decisions/0012-object-durability.md` and `0013`.
 
 pub mod across;
 pub mod assignment;
