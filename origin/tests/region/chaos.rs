@@ -158,6 +158,78 @@ fn messages(w: &Writer, text: &str) -> Vec<String> {
     }
 }
 
+/// What a read of `w`'s stream must begin with once `acked` was
+/// acknowledged: its inherited prefix, then those appends, as
+/// [`messages`] reads them.
+fn expected_of(w: &Writer, acked: &[String]) -> Vec<String> {
+    let mut expected = messages(w, &w.inherited);
+    expected.extend(acked.iter().map(|b| {
+        if w.json {
+            serde_json::from_str::<serde_json::Value>(b)
+                .unwrap()
+                .to_string()
+        } else {
+            b.clone()
+        }
+    }));
+    expected
+}
+
+/// Leader reads of random streams through random targets while the
+/// writers go on: each one answered 200 must hold every append
+/// acknowledged before it was sent, in order (`consistency=leader`; an
+/// owner paused past its lease answers 503, never its old state). Returns
+/// the reads checked, and the first that was not so.
+async fn leader_reads(
+    client: reqwest::Client,
+    writers: Arc<Vec<Writer>>,
+    targets: Arc<Vec<String>>,
+    stop: Arc<AtomicBool>,
+) -> (usize, Option<String>) {
+    let mut checked = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let (i, t) = {
+            let mut rng = rand::rng();
+            (
+                rng.random_range(0..writers.len()),
+                rng.random_range(0..targets.len()),
+            )
+        };
+        let w = &writers[i];
+        let acked = w.acked.lock().clone();
+        let url = format!("{}{}?offset=-1&consistency=leader", targets[t], w.path);
+        let sent = client
+            .get(&url)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await;
+        let Ok(r) = sent else { continue };
+        match r.status().as_u16() {
+            200 => {}
+            502..=504 => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+            s => return (checked, Some(format!("{url}: {s}"))),
+        }
+        let got = messages(w, &r.text().await.unwrap());
+        let expected = expected_of(w, &acked);
+        if !got.starts_with(&expected) {
+            return (
+                checked,
+                Some(format!(
+                    "{url} missed what was acknowledged before it was sent: {} acknowledged, read {}; last read {:?}",
+                    expected.len(),
+                    got.len(),
+                    &got[got.len().saturating_sub(4)..]
+                )),
+            );
+        }
+        checked += 1;
+    }
+    (checked, None)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_loses_and_duplicates_no_acknowledged_append() {
     let weed = Seaweed::start();
@@ -269,6 +341,12 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
             })
         })
         .collect();
+    let leader = tokio::spawn(leader_reads(
+        client.clone(),
+        writers.clone(),
+        targets.clone(),
+        stop.clone(),
+    ));
 
     let mut kills = 0;
     let mut pauses = 0;
@@ -307,6 +385,9 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
     for t in tasks {
         t.await.unwrap();
     }
+    let (leader_checked, stale) = leader.await.unwrap();
+    assert!(stale.is_none(), "a leader read: {}", stale.unwrap());
+    assert!(leader_checked > 0, "no leader read was answered");
 
     let refused = refused.lock().clone();
     if !refused.is_empty() {
@@ -342,16 +423,7 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
     for w in writers.iter() {
         let acked = w.acked.lock().clone();
         acknowledged += acked.len();
-        let mut expected = messages(w, &w.inherited);
-        expected.extend(acked.iter().map(|b| {
-            if w.json {
-                serde_json::from_str::<serde_json::Value>(b)
-                    .unwrap()
-                    .to_string()
-            } else {
-                b.clone()
-            }
-        }));
+        let expected = expected_of(w, &acked);
         for base in targets.iter() {
             let got = messages(w, &read_whole(&client, base, &w.path).await);
             lost += expected.iter().filter(|m| !got.contains(m)).count();
@@ -367,7 +439,8 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
     let (wal, checkpoint) = super::checkpoints::bucket(&weed, "chaos").await;
     eprintln!(
         "chaos: {CYCLES} cycles ({kills} kill -9 with the disk deleted, {pauses} SIGSTOP past the lease), \
-         final epoch {epoch}, {acknowledged} acknowledged appends on {} streams, lost {lost}, duplicated {duplicated}; \
+         final epoch {epoch}, {acknowledged} acknowledged appends on {} streams, lost {lost}, duplicated {duplicated}, \
+         {leader_checked} leader reads each holding every append acknowledged before it; \
          newest checkpoint at WAL number {:?}, {} WAL objects left",
         writers.len(),
         checkpoint.last(),

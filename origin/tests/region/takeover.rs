@@ -339,6 +339,14 @@ async fn a_woken_owner_answers_nothing_from_its_old_state() {
         "the woken owner answered: next append {}, leader read {}, fresh append {}",
         next.0, leader.0, fresh.0
     );
+    if leader.0 == 200 && !leader.1.ends_with("[010]") {
+        for l in procs[owner].log_lines() {
+            eprintln!("OWNER {l}");
+        }
+        for l in procs[other].log_lines() {
+            eprintln!("OTHER {l}");
+        }
+    }
     let (status, body) = next;
     match status {
         200 => acknowledged.push_str("[011]"),
