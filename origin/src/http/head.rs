@@ -1,5 +1,6 @@
 //! `HEAD {stream}`: the stream's state without its bytes. HEAD is not a read
-//! for the sliding TTL.
+//! for the sliding TTL. It sees every append acknowledged before it was
+//! sent (in a region too: it waits for the owner's round, `region::vouch`).
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -15,6 +16,12 @@ use super::Shared;
 use crate::core::config::Expiry;
 
 pub async fn head(state: Shared, path: String, req: Request) -> Response<Body> {
+    // "A `HEAD` sees every append acknowledged before it was sent": in a
+    // region, only while this store still owns its partition, which the
+    // bucket confirms (`region::vouch`; nothing to confirm for one origin).
+    if let Err(e) = state.store.vouch().await {
+        return ApiError::from(e).into_response();
+    }
     let view = match state.store.find(&path) {
         Ok(view) => view,
         Err(e) => return ApiError::from(e).into_response(),

@@ -456,8 +456,9 @@ async fn read_route(state: Shared, stream: String, req: Request) -> (&'static st
 /// (`region::vouch`): a region origin paused past its lease must not
 /// refuse from a state the new owner has moved past. What the writer
 /// answered was vouched for already; this covers the refusals made before
-/// the writer. Nothing to confirm for a single origin. (A `HEAD`, like a
-/// `consistency=local` read, answers from the state at hand.)
+/// the writer. Nothing to confirm for a single origin. (A `HEAD` and a
+/// `consistency=leader` read confirm before they look; a
+/// `consistency=local` read answers from the state at hand.)
 pub(crate) async fn vouched(
     state: &Shared,
     method: &Method,

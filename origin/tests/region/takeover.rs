@@ -292,8 +292,8 @@ async fn an_owner_paused_past_its_lease_is_fenced_and_then_follows() {
 /// An owner paused past its lease wakes with its state behind the new
 /// owner's. Until it learns so, it must not answer from that state: not a
 /// producer's next append with 409 ("expected 10"), not a leader read
-/// without what the new owner acknowledged, not an append to a stream the
-/// new owner made with 404. Each answers as the new owner would, or 503.
+/// without what the new owner acknowledged, not an append to (or a `HEAD`
+/// of) a stream the new owner made with 404. Each answers as the new owner would, or 503.
 /// (Nothing writes through it first, or a put's fence would stop it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_woken_owner_answers_nothing_from_its_old_state() {
@@ -328,16 +328,23 @@ async fn a_woken_owner_answers_nothing_from_its_old_state() {
             .header("content-type", "application/octet-stream")
             .body("fresh"),
     );
+    let head = sent(client.head(format!("{}/v1/stream/fresh", bases[owner])));
     procs[owner].signal("CONT");
 
-    let (next, leader, fresh) = (
+    let (next, leader, fresh, head) = (
         next.await.unwrap(),
         leader.await.unwrap(),
         fresh.await.unwrap(),
+        head.await.unwrap(),
     );
     eprintln!(
-        "the woken owner answered: next append {}, leader read {}, fresh append {}",
-        next.0, leader.0, fresh.0
+        "the woken owner answered: next append {}, leader read {}, fresh append {}, HEAD {}",
+        next.0, leader.0, fresh.0, head.0
+    );
+    assert!(
+        [200, 503].contains(&head.0),
+        "a HEAD of the new owner's stream through the woken owner: {}",
+        head.0
     );
     if leader.0 == 200 && !leader.1.ends_with("[010]") {
         for l in procs[owner].log_lines() {
