@@ -43,13 +43,14 @@ use std::time::Duration;
 use futures::StreamExt;
 use object_store::{ObjectStore, ObjectStoreExt};
 
+use super::bucket::{
+    create_or_read, list_numbers, newer_epoch, newest_checkpoint, newest_checkpoint_number,
+    read_image, read_wal,
+};
 use super::fence::EpochRule;
 use super::format::{self, CheckpointManifest, Kind, PutId, WalHeader};
 use super::local::LocalLog;
-use super::object_wal::{
-    create_or_read, list_numbers, newer_epoch, newest_checkpoint, newest_checkpoint_number,
-    read_image, read_wal, Replay,
-};
+use super::object_wal::Replay;
 use super::WalError;
 use crate::core::Millis;
 use crate::metrics::RegionMetrics;

@@ -19,6 +19,7 @@
 pub mod across;
 pub mod assignment;
 pub mod auth_sync;
+pub mod bucket;
 pub mod checkpoint;
 pub mod fence;
 pub mod follow;

@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 use object_store::ObjectStore;
 
-use super::object_wal::newer_epoch;
+use super::bucket::newer_epoch;
 use crate::metrics::Metrics;
 
 /// Why an answer could not be vouched for.

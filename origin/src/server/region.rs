@@ -50,6 +50,7 @@ mod across;
 mod answer;
 mod beat;
 mod builds;
+mod keys;
 mod peer;
 
 use answer::handle;
@@ -545,43 +546,6 @@ impl RegionOrigin {
         }
         for state in self.serving() {
             let _ = state.closing.send(true);
-        }
-    }
-
-    /// The owner of partition 0 (where the admin API lives) puts the key
-    /// store in the bucket if it changed here (by the CLI on its machine;
-    /// the admin API puts its own changes itself), then takes the
-    /// bucket's if another origin put a newer one (an older owner's
-    /// change that landed after this owner's claim read it).
-    async fn publish_keys(&self, state: &http::Shared) {
-        let Some(keys) = &self.sharing.key_store else {
-            return;
-        };
-        let published = tokio::time::timeout(self.patience(), keys.publish())
-            .await
-            .unwrap_or_else(|_| Err(std::io::Error::other("timed out")));
-        let mut taken = matches!(
-            published,
-            Ok(crate::region::auth_sync::Published::Overtaken)
-        );
-        match published {
-            Ok(crate::region::auth_sync::Published::Overtaken) => tracing::warn!(
-                "the region's key store changed on another origin; a local change to it was dropped"
-            ),
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "could not put the key store in the bucket; trying again")
-            }
-        }
-        match tokio::time::timeout(self.patience(), keys.follow()).await {
-            Ok(Ok(followed)) => taken |= followed,
-            Ok(Err(e)) => tracing::warn!(error = %e, "could not read the key store in the bucket"),
-            Err(_) => {}
-        }
-        if taken {
-            if let Err(e) = state.auth.keys.reload_if_changed() {
-                tracing::error!(error = %e, "could not reload the key store");
-            }
         }
     }
 
