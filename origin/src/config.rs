@@ -193,6 +193,21 @@ pub struct Cli {
     /// source's prefix); one more answers 503 + Retry-After.
     #[arg(long, env = "ORIGIN_REGION_FORK_COPIES", default_value_t = 8)]
     pub region_fork_copies: usize,
+    /// In a region, each origin keeps a replica of the partitions it
+    /// follows, read from the owner's WAL objects in the bucket, and
+    /// answers `consistency=local` catch-up reads from it (decision 0018);
+    /// `false`: every request for a partition owned elsewhere is forwarded.
+    #[arg(long, env = "ORIGIN_REGION_REPLICAS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub region_replicas: bool,
+    /// How often a replica looks for its owner's new commits (its lag is
+    /// about this plus one read of the bucket).
+    #[arg(long, env = "ORIGIN_REGION_REPLICA_INTERVAL", default_value = "250ms", value_parser = parse_duration)]
+    pub region_replica_interval: Duration,
+    /// Streams an origin remembers having forwarded a write of, whose
+    /// reads it forwards until its replica caught up with the write (read
+    /// your writes through one origin); past it the oldest is forgotten.
+    #[arg(long, env = "ORIGIN_REGION_REPLICA_WRITTEN", default_value_t = 65_536)]
+    pub region_replica_written: usize,
     /// How often the serving origin looks whether a checkpoint is due.
     #[arg(long, env = "ORIGIN_REGION_CHECKPOINT_INTERVAL", default_value = "10s", value_parser = parse_duration)]
     pub region_checkpoint_interval: Duration,
@@ -320,6 +335,9 @@ impl Cli {
         c.region.fork_copy_max = self.region_fork_copy_max;
         c.region.pin_grace = self.region_pin_grace;
         c.region.fork_copies = self.region_fork_copies.max(1);
+        c.region.replicas = self.region_replicas;
+        c.region.replica_interval = self.region_replica_interval.max(Duration::from_millis(10));
+        c.region.replica_written = self.region_replica_written;
         c.object_write_timeout = self.object_write_timeout;
         c.object_put_delay = self.object_put_delay;
         c

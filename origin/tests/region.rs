@@ -25,6 +25,8 @@ mod outage;
 mod partitions;
 #[path = "region/readiness.rs"]
 mod readiness;
+#[path = "region/replicas.rs"]
+mod replicas;
 #[path = "region/routing.rs"]
 mod routing;
 #[path = "region/staging.rs"]
@@ -50,6 +52,10 @@ fn node(name: &str) -> RegionConfig {
         pin_grace: std::time::Duration::from_secs(60),
         fork_copies: 8,
         feed: None,
+        replica: false,
+        replicas: true,
+        replica_interval: std::time::Duration::from_millis(250),
+        replica_written: 1024,
     }
 }
 

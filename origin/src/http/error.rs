@@ -234,6 +234,14 @@ fn store_error(e: StoreError) -> Response<Body> {
             set(&mut r, "retry-after", 1);
             r
         }
+        StoreError::ReplicaDiverged(_) => {
+            let mut r = error_response(
+                ErrorCode::Unavailable,
+                "this origin's copy of the stream's partition is being rebuilt; retry shortly",
+            );
+            set(&mut r, "retry-after", 1);
+            r
+        }
         StoreError::OwnershipUnconfirmed => {
             let mut r = error_response(
                 ErrorCode::Unavailable,

@@ -45,6 +45,17 @@ pub struct RegionMetrics {
     pub peer_forwarded: AtomicU64,
     pub unpins: AtomicU64,
     pub swept: AtomicU64,
+    /// Replicas of followed partitions (decision 0018): reads answered
+    /// from them, WAL objects they applied, rebuilds from a checkpoint,
+    /// failed rounds, and how many are open now.
+    pub local_reads: AtomicU64,
+    pub replica_objects: AtomicU64,
+    pub replica_rebuilds: AtomicU64,
+    pub replica_failures: AtomicU64,
+    pub replicas: AtomicI64,
+    /// The oldest of the open replicas' last catch-up, in milliseconds
+    /// ago (set at each scrape).
+    pub replica_lag_ms: AtomicI64,
 }
 
 impl RegionMetrics {
@@ -123,6 +134,26 @@ impl RegionMetrics {
                 "What the sweep of forks across partitions removed after a crash.",
                 &self.swept,
             ),
+            (
+                "ds_origin_region_local_reads_total",
+                "Reads of followed partitions answered from this origin's replica.",
+                &self.local_reads,
+            ),
+            (
+                "ds_origin_region_replica_objects_total",
+                "WAL objects the replicas here read and applied.",
+                &self.replica_objects,
+            ),
+            (
+                "ds_origin_region_replica_rebuilds_total",
+                "Replicas built again from the newest checkpoint.",
+                &self.replica_rebuilds,
+            ),
+            (
+                "ds_origin_region_replica_failures_total",
+                "Replica rounds that could not read the bucket.",
+                &self.replica_failures,
+            ),
         ] {
             e.counter(name, help, v.load(Relaxed));
         }
@@ -153,6 +184,11 @@ impl RegionMetrics {
                 self.partitions.load(Relaxed),
             ),
             (
+                "ds_origin_region_replicas",
+                "Replicas of followed partitions open here.",
+                self.replicas.load(Relaxed),
+            ),
+            (
                 "ds_origin_region_checkpoint_number",
                 "WAL number of the newest checkpoint published here.",
                 self.checkpoint_number.load(Relaxed),
@@ -165,5 +201,10 @@ impl RegionMetrics {
         ] {
             e.gauge(name, help, v as f64);
         }
+        e.gauge(
+            "ds_origin_region_replica_lag_seconds",
+            "Since the least fresh replica here last read all its owner had acknowledged.",
+            self.replica_lag_ms.load(Relaxed) as f64 / 1000.0,
+        );
     }
 }

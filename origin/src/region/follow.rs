@@ -155,6 +155,12 @@ impl Round {
     pub fn missing(&mut self) {
         self.below = self.at;
     }
+
+    /// The round read as much as one round may: it ends before
+    /// [`Round::next`] (the next round starts there).
+    pub fn end(&mut self) {
+        self.below = self.at;
+    }
 }
 
 #[cfg(test)]

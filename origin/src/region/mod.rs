@@ -30,6 +30,7 @@ pub mod membership;
 pub mod object_wal;
 pub mod peer_key;
 pub mod pin;
+pub mod replica;
 pub mod vouch;
 
 pub use object_wal::{Claimed, ObjectWal, RegionConfig, Replay, Settlement, Ticket, WalError};

@@ -63,6 +63,24 @@ pub struct RegionConfig {
     /// (its events are then logged: `store::invalidations`); None: a name
     /// of this store's own, events not logged.
     pub feed: Option<String>,
+    /// This store is a follower's replica of the partition (decision
+    /// 0018): its local log was laid out from the bucket without a claim,
+    /// it takes the owner's commits as they land (`Store::replicate`), and
+    /// it writes nothing to the bucket (no claim, no seals, no GC).
+    pub replica: bool,
+    /// Whether a follower keeps a replica of the partitions it follows and
+    /// answers `consistency=local` catch-up reads from it
+    /// (`--region-replicas`); false: every request is forwarded.
+    pub replicas: bool,
+    /// How often a replica looks for the owner's new commits
+    /// (`--region-replica-interval`): its lag behind the owner is about
+    /// this plus a read.
+    pub replica_interval: Duration,
+    /// Streams a follower remembers having forwarded a write of
+    /// (`--region-replica-written`), whose reads it forwards until its
+    /// replica has caught up (read your writes through one origin); past
+    /// it the oldest is forgotten first.
+    pub replica_written: usize,
 }
 
 /// Why a WAL operation did not succeed.

@@ -52,6 +52,7 @@ mod beat;
 mod builds;
 mod keys;
 mod peer;
+mod replica;
 
 use answer::handle;
 
@@ -128,6 +129,10 @@ pub struct RegionOrigin {
     peer_key: std::sync::OnceLock<Arc<str>>,
     /// Copies of forks across partitions being filled here (`across`).
     copying: across::Copying,
+    /// Each partition's replica, while it is followed (`replica`).
+    replicas: Vec<parking_lot::Mutex<Option<replica::Replica>>>,
+    /// Writes this origin forwarded, for reading them back (`replica`).
+    written: parking_lot::Mutex<replica::Written>,
 }
 
 /// How often each partition served here is swept for what a crash in the
@@ -175,6 +180,7 @@ impl RegionOrigin {
             timings: Arc::default(),
             key_store: Some(crate::region::auth_sync::KeyStore::new(&data)),
         };
+        let written = replica::Written::new(store.region.replica_written);
         Ok(Arc::new(RegionOrigin {
             forwarder: Forwarder::new(&store.region.node, Arc::clone(&metrics)),
             store,
@@ -205,6 +211,8 @@ impl RegionOrigin {
             builds_stop: Arc::default(),
             peer_key: std::sync::OnceLock::new(),
             copying: Default::default(),
+            replicas: (0..partitions).map(|_| Default::default()).collect(),
+            written: parking_lot::Mutex::new(written),
         }))
     }
 
@@ -287,9 +295,17 @@ impl RegionOrigin {
             let me = Arc::clone(&self);
             move || {
                 let stores = me.serving();
+                let replicas = me.replica_states();
                 async move {
                     for state in stores {
                         super::tick(&state).await;
+                    }
+                    // A replica decides nothing, but its reads check keys:
+                    // a revoked one stops working there too.
+                    for state in replicas {
+                        if let Err(e) = state.auth.keys.reload_if_changed() {
+                            tracing::error!(error = %e, "could not reload the key store");
+                        }
                     }
                 }
             }
@@ -325,6 +341,9 @@ impl RegionOrigin {
         drop(sweeper);
         drop(forks);
         run.await.map_err(std::io::Error::other)?;
+        for p in 0..self.partitions {
+            self.drop_replica(p);
+        }
         for part in &self.parts {
             let last = std::mem::replace(&mut *part.current.write(), Current::Joining);
             if let Current::Serving { state, .. } = last {
@@ -475,7 +494,8 @@ impl RegionOrigin {
             // Keys made or revoked on partition 0's owner reach the stores
             // of the others.
             let serving = self.serving();
-            if !serving.is_empty() && !matches!(self.current(0), Current::Serving { .. }) {
+            let reading = !serving.is_empty() || !self.replica_states().is_empty();
+            if reading && !matches!(self.current(0), Current::Serving { .. }) {
                 let objects = self.objects.get().expect("set before the loop");
                 let refresh =
                     crate::region::auth_sync::refresh(&**objects, &self.data, &mut keys_read);
@@ -614,6 +634,8 @@ impl RegionOrigin {
                     "serving the partition"
                 );
                 self.released.lock().retain(|(r, _)| r.partition != p);
+                // This origin's own store answers from now on.
+                self.drop_replica(p);
                 *self.parts[p as usize].current.write() = Current::Serving {
                     state,
                     epoch,
@@ -644,7 +666,8 @@ impl RegionOrigin {
 
     /// Forwards partition `p`'s requests to `url` from now on; a store
     /// this origin served (of an older epoch, fenced) stops in the background.
-    fn follow(&self, p: u32, url: String) {
+    fn follow(self: &Arc<Self>, p: u32, url: String) {
+        self.keep_replica(p);
         if matches!(&*self.parts[p as usize].current.read(), Current::Following { url: u } if **u == *url)
         {
             return;

@@ -49,4 +49,8 @@ pub enum StoreError {
     /// changed (503, `Retry-After`).
     #[error("object storage did not confirm this origin's ownership in time")]
     OwnershipUnconfirmed,
+    /// A replica could not apply its owner's commit (decision 0018): it is
+    /// built again from the bucket. Never a client's answer.
+    #[error("the replica could not apply its owner's commit: {0}")]
+    ReplicaDiverged(String),
 }

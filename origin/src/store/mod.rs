@@ -201,6 +201,10 @@ impl StoreConfig {
                 fork_copy_max: 256 * 1024 * 1024,
                 pin_grace: Duration::from_secs(60),
                 fork_copies: 8,
+                replica: false,
+                replicas: true,
+                replica_interval: Duration::from_millis(250),
+                replica_written: 65_536,
                 feed: None,
             },
             object_write_timeout: Duration::from_secs(10),
@@ -332,8 +336,10 @@ impl Store {
         metrics.describe_store(&config.data, config.max_unsealed_bytes);
         // Object durability: claim the partition and rebuild the local log
         // from the bucket before recovery reads it.
+        // A replica's local log was laid out by its follower (no claim).
+        let replica = config.region.replica;
         let object_wal = match config.durability {
-            Durability::Object => Some(claim_partition(&config, Arc::clone(&metrics))?),
+            Durability::Object if !replica => Some(claim_partition(&config, Arc::clone(&metrics))?),
             _ => None,
         };
         let cold = objects.as_ref().map(|o| {
@@ -458,7 +464,8 @@ impl Store {
         });
         writer.replayed_bytes = report.bytes_replayed;
         writer.restored(touched, segment_sizes, now);
-        if let Some(objects) = &objects {
+        // A replica seals nothing and collects no garbage: its owner does.
+        if let Some(objects) = objects.as_ref().filter(|_| !replica) {
             let (gc, garbage) = mpsc::unbounded_channel();
             tokio::spawn(
                 janitor::Janitor {
@@ -720,6 +727,13 @@ impl Store {
             reply,
         })
         .await
+    }
+
+    /// A replica takes its owner's commits, each one WAL object's frames
+    /// in number order (decision 0018); once answered, readers see them.
+    pub async fn replicate(&self, objects: Vec<Bytes>) -> Result<(), StoreError> {
+        self.call(|reply| Command::Replicate { objects, reply })
+            .await
     }
 
     /// Asks the writer to expire idle streams now.

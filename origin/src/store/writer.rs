@@ -50,6 +50,7 @@ mod gathering;
 use gathering::gather;
 mod memory;
 mod object_commit;
+mod replicating;
 mod sealing;
 mod stream_meta;
 
@@ -140,6 +141,12 @@ pub enum Command {
         path: String,
         incarnation: String,
         public: bool,
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    },
+    /// A replica takes its owner's commits (decision 0018): each item
+    /// is one WAL object's frames, in number order.
+    Replicate {
+        objects: Vec<Bytes>,
         reply: oneshot::Sender<Result<(), StoreError>>,
     },
     /// Advance retention to the latest snapshot at `offset`.
@@ -611,6 +618,12 @@ impl Writer {
             } => {
                 self.expire_if_due(&path, now, frames, after);
                 let result = self.retain(&path, incarnation, offset, frames, after);
+                after.push(AfterCommit::Reply(Box::new(move || {
+                    let _ = reply.send(result);
+                })));
+            }
+            Command::Replicate { objects, reply } => {
+                let result = self.replicate(&objects, now, frames, after);
                 after.push(AfterCommit::Reply(Box::new(move || {
                     let _ = reply.send(result);
                 })));

@@ -425,7 +425,16 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
         acknowledged += acked.len();
         let expected = expected_of(w, &acked);
         for base in targets.iter() {
-            let got = messages(w, &read_whole(&client, base, &w.path).await);
+            // A follower's replica may lag its owner by a round or two
+            // (`consistency=local`): read until it has caught up.
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let got = loop {
+                let got = messages(w, &read_whole(&client, base, &w.path).await);
+                if got == expected || Instant::now() >= deadline {
+                    break got;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            };
             lost += expected.iter().filter(|m| !got.contains(m)).count();
             duplicated += got
                 .len()

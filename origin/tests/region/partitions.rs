@@ -137,7 +137,11 @@ async fn create(client: &reqwest::Client, bases: &[String], i: usize) {
 pub async fn read(client: &reqwest::Client, url: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let resp = client.get(format!("{url}?offset=-1")).send().await.unwrap();
+        let resp = client
+            .get(format!("{url}?offset=-1&consistency=leader"))
+            .send()
+            .await
+            .unwrap();
         if resp.status() == 200 {
             return resp.text().await.unwrap();
         }

@@ -74,7 +74,11 @@ async fn append_until_acknowledged(
 async fn read_all(client: &reqwest::Client, url: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let resp = client.get(format!("{url}?offset=-1")).send().await.unwrap();
+        let resp = client
+            .get(format!("{url}?offset=-1&consistency=leader"))
+            .send()
+            .await
+            .unwrap();
         if resp.status() == 200 {
             return resp.text().await.unwrap();
         }

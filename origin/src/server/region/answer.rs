@@ -88,11 +88,24 @@ where
 /// this origin follows for it, or 503 while the partition is joining.
 async fn route(me: &Arc<RegionOrigin>, p: u32, req: axum::http::Request<Body>) -> Response<Body> {
     let feed = req.uri().path() == shared::invalidation::PATH;
-    let mut answer = match me.current(p) {
+    let current = me.current(p);
+    if !matches!(current, Current::Serving { .. }) {
+        // A read this origin's replica of `p` answers as the owner would.
+        if let Some(state) = me.replica_for(p, &req) {
+            me.metrics.local_reads.fetch_add(1, Relaxed);
+            return http::handle(state, req).await;
+        }
+    }
+    let mut answer = match current {
         Current::Serving { state, .. } => http::handle(state, req).await,
         Current::Following { url } => {
+            let write = !matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+            let path = write.then(|| stream_of(req.uri().path()).to_owned());
             let req = name_the_client(me, req);
             let answer = me.forwarder.forward(&url, req, me.ended(p)).await;
+            if let Some(path) = path {
+                me.forwarded_write(&path);
+            }
             me.counted(FORWARDED, answer)
         }
         Current::Joining => {
@@ -147,6 +160,17 @@ fn name_the_client(
             .insert(shared::headers::REGION_CLIENT, client);
     }
     req
+}
+
+/// The stream a request's path names (a chunk's or snapshot's stream).
+fn stream_of(path: &str) -> &str {
+    match shared::paths::classify(path) {
+        shared::paths::Target::Stream(s)
+        | shared::paths::Target::Chunk { stream: s, .. }
+        | shared::paths::Target::IncarnationSnapshot { stream: s, .. }
+        | shared::paths::Target::Snapshot { stream: s, .. } => s,
+        _ => path,
+    }
 }
 
 /// The source a `PUT` forks, if it is a fork.
@@ -229,6 +253,10 @@ impl RegionOrigin {
                 Current::Joining => {}
             }
         }
+        let lag = self.replica_lag();
+        self.metrics
+            .replica_lag_ms
+            .store(i64::try_from(lag.as_millis()).unwrap_or(i64::MAX), Relaxed);
         self.metrics.expose(&mut e, serving, following, epoch);
         e.process("origin");
         http::metrics_response(e.render())

@@ -44,6 +44,11 @@ pub fn log_bytes(cmd: &Command) -> (u64, bool) {
             (FIELDS + FORK_EVENTS, true)
         }
         Command::SetPublic { .. } => (FIELDS, true),
+        // Refused like a client's: the replica is rebuilt later.
+        Command::Replicate { objects, .. } => (
+            objects.iter().map(|o| o.len() as u64).sum::<u64>() + FIELDS,
+            true,
+        ),
         Command::Tick => (LOG_RESERVE / 2, false),
         Command::Wake => (0, false),
         Command::Sealed { .. } | Command::Promoted { .. } | Command::Shutdown => (FIELDS, false),
@@ -128,7 +133,8 @@ fn refuse(cmd: Command, after: &mut Vec<AfterCommit>) {
         Command::Delete { reply, .. }
         | Command::Snapshot { reply, .. }
         | Command::SetPublic { reply, .. }
-        | Command::Retain { reply, .. } => Box::new(move || {
+        | Command::Retain { reply, .. }
+        | Command::Replicate { reply, .. } => Box::new(move || {
             let _ = reply.send(full());
         }),
         Command::Tick

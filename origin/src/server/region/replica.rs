@@ -1,0 +1,509 @@
+//! Replicas of the partitions this origin follows (decision 0018): each
+//! is a store of its own under `DATA/region/replica-{n}`, laid out from
+//! the bucket and kept up by rounds of the owner's WAL objects
+//! (`region::replica`, by `region::follow`'s rules), and it answers the
+//! reads a copy that may lag cannot get wrong: `consistency=local`
+//! catch-up reads below its tail, and complete chunks. Everything else
+//! is forwarded to the owner, as before.
+//!
+//! A replica runs while its partition is followed or joining (so reads
+//! go on while an owner that stopped is replaced), and stops when this
+//! origin claims the partition or stops.
+//!
+//! **Read your writes through one origin.** A write this origin forwarded
+//! is remembered by its stream's path (at most `--region-replica-written`
+//! of them, the oldest forgotten first) with the time its answer came;
+//! that stream's reads are forwarded until a round that began after it
+//! read everything the owner had acknowledged (up to a number not there)
+//! and its look let it stand. The owner acknowledges commits in number
+//! order, so such a round holds every append acknowledged before it began.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::Method;
+use parking_lot::{Mutex, RwLock};
+use shared::offset::{Offset, ReadFrom, CHUNK_BYTES};
+use shared::params::{Consistency, Live};
+use shared::paths::Target;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::{remove_later, RegionOrigin};
+use crate::core::config::Expiry;
+use crate::http::Shared;
+use crate::region::follow::Follow;
+use crate::region::replica::{self as bucket, Ended, IDLE_LOOK};
+
+/// One partition's replica as this origin keeps it.
+pub(super) struct Replica {
+    /// Its store, once laid out and open (none while it is being built).
+    state: Arc<RwLock<Option<Shared>>>,
+    /// When the last round that read all its owner had acknowledged (and
+    /// stood) began.
+    caught_up: Arc<Mutex<Option<Instant>>>,
+    stop: watch::Sender<bool>,
+}
+
+impl Replica {
+    /// Starts keeping a replica of partition `p`.
+    pub(super) fn start(me: &Arc<RegionOrigin>, p: u32) -> Replica {
+        let replica = Replica {
+            state: Arc::default(),
+            caught_up: Arc::default(),
+            stop: watch::Sender::new(false),
+        };
+        tokio::spawn(keep(
+            Arc::clone(me),
+            p,
+            Arc::clone(&replica.state),
+            Arc::clone(&replica.caught_up),
+            replica.stop.subscribe(),
+        ));
+        replica
+    }
+
+    /// How long ago it last caught up, if it did.
+    pub(super) fn lag(&self) -> Option<Duration> {
+        self.caught_up.lock().map(|at| at.elapsed())
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        // Its task stops its store and removes its folder.
+        self.stop.send_replace(true);
+    }
+}
+
+/// Builds the replica, follows its owner's commits, and builds it again
+/// whenever its rounds say so; until stopped.
+async fn keep(
+    me: Arc<RegionOrigin>,
+    p: u32,
+    slot: Arc<RwLock<Option<Shared>>>,
+    caught_up: Arc<Mutex<Option<Instant>>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let Some(objects) = me.objects.get().cloned() else {
+        return;
+    };
+    let mut failures = 0u32;
+    while !*stop.borrow() {
+        let n = me.incarnations.fetch_add(1, Relaxed) + 1;
+        let dir = me.data.join("region").join(format!("replica-{n}"));
+        let opened = tokio::select! {
+            opened = open(&me, p, &*objects, &dir) => opened,
+            _ = stop.wait_for(|s| *s) => {
+                remove_later(dir);
+                return;
+            }
+        };
+        let (state, follow) = match opened {
+            Ok(done) => done,
+            Err(e) => {
+                me.metrics.replica_failures.fetch_add(1, Relaxed);
+                tracing::warn!(partition = p, error = %e, "could not build the partition's replica; trying again");
+                remove_later(dir);
+                failures = failures.saturating_add(1);
+                let wait = Duration::from_millis(250)
+                    .saturating_mul(1 << failures.min(7))
+                    .min(Duration::from_secs(30));
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => continue,
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+            }
+        };
+        failures = 0;
+        tracing::info!(
+            partition = p,
+            streams = state.store.stream_count(),
+            next = follow.next(),
+            "following the partition with a replica"
+        );
+        *slot.write() = Some(Arc::clone(&state));
+        me.metrics.replicas.fetch_add(1, Relaxed);
+        follow_rounds(&me, p, &*objects, &state, follow, &caught_up, &mut stop).await;
+        *slot.write() = None;
+        *caught_up.lock() = None;
+        me.metrics.replicas.fetch_sub(1, Relaxed);
+        state.store.shutdown().await;
+        drop(state);
+        remove_later(dir);
+        if !*stop.borrow() {
+            me.metrics.replica_rebuilds.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// Lays the replica out and opens its store.
+async fn open(
+    me: &Arc<RegionOrigin>,
+    p: u32,
+    objects: &dyn object_store::ObjectStore,
+    dir: &std::path::Path,
+) -> std::io::Result<(Shared, Follow)> {
+    let follow = bucket::lay_out(objects, p, dir)
+        .await
+        .map_err(std::io::Error::other)?;
+    // The region's signing key and key store, as a claim fetches them
+    // (unless this origin serves partition 0: it holds the newest itself).
+    let key_store = (!matches!(me.current(0), super::Current::Serving { .. }))
+        .then(|| me.sharing.key_store.clone())
+        .flatten();
+    {
+        let _one_at_a_time = me.fetching.lock().await;
+        crate::region::auth_sync::fetch(objects, &me.data, key_store.as_deref()).await?;
+    }
+    let mut config = super::per_partition(&me.store, me.partitions);
+    config.region.partition = p;
+    config.region.replica = true;
+    config.region.feed = None;
+    config.data = dir.to_owned();
+    let (http, clock, keys, sharing) = (
+        me.http.clone(),
+        Arc::clone(&me.clock),
+        me.data.clone(),
+        me.sharing.clone(),
+    );
+    let state = tokio::task::spawn_blocking(move || {
+        crate::server::open_state_sharing(config, http, clock, &keys, Some(&sharing))
+            .map(|(state, _)| state)
+    })
+    .await
+    .map_err(std::io::Error::other)??;
+    Ok((state, follow))
+}
+
+/// Rounds every `--region-replica-interval` (at once again after one that
+/// spent its budget) until stopped or the replica must be built again.
+async fn follow_rounds(
+    me: &RegionOrigin,
+    p: u32,
+    objects: &dyn object_store::ObjectStore,
+    state: &Shared,
+    mut follow: Follow,
+    caught_up: &Mutex<Option<Instant>>,
+    stop: &mut watch::Receiver<bool>,
+) {
+    let mut interval = tokio::time::interval(me.store.region.replica_interval);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_look: Option<Instant> = None;
+    let mut more = false;
+    loop {
+        if !more {
+            tokio::select! {
+                _ = interval.tick() => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+        }
+        if *stop.borrow() {
+            return;
+        }
+        let began = Instant::now();
+        let (round, read) = match bucket::read_next(objects, p, &follow).await {
+            Ok(done) => done,
+            Err(e) => {
+                me.metrics.replica_failures.fetch_add(1, Relaxed);
+                tracing::debug!(partition = p, error = %e, "a replica's round could not read the bucket");
+                more = false;
+                continue;
+            }
+        };
+        // Nothing new: the checkpoints are looked at now and then only (a
+        // newer one may have deleted the number this replica waits at).
+        let look_due = last_look.is_none_or(|at| at.elapsed() >= IDLE_LOOK);
+        if read.objects == 0 && !look_due {
+            more = false;
+            continue;
+        }
+        let newest = match crate::region::bucket::newest_checkpoint_number(objects, p).await {
+            Ok(newest) => newest,
+            Err(e) => {
+                me.metrics.replica_failures.fetch_add(1, Relaxed);
+                tracing::debug!(partition = p, error = %e, "a replica's look at the checkpoints failed");
+                more = false;
+                continue;
+            }
+        };
+        last_look = Some(began);
+        if !follow.finish(round, newest) {
+            tracing::info!(
+                partition = p,
+                checkpoint = newest,
+                "a newer checkpoint moved the partition's start; building the replica again"
+            );
+            return;
+        }
+        if !read.frames.is_empty() {
+            if let Err(e) = state.store.replicate(read.frames).await {
+                tracing::warn!(partition = p, error = %e, "the replica could not take its owner's commits; building it again");
+                return;
+            }
+        }
+        me.metrics
+            .replica_objects
+            .fetch_add(read.objects as u64, Relaxed);
+        more = read.ended == Ended::Budget;
+        if read.ended == Ended::Missing {
+            *caught_up.lock() = Some(began);
+        }
+    }
+}
+
+/// The writes this origin forwarded, by stream path: when each answer came.
+pub(super) struct Written {
+    at: HashMap<Box<str>, Instant>,
+    order: VecDeque<(Box<str>, Instant)>,
+    max: usize,
+}
+
+impl Written {
+    pub(super) fn new(max: usize) -> Written {
+        Written {
+            at: HashMap::new(),
+            order: VecDeque::new(),
+            max,
+        }
+    }
+
+    /// A write of `path` was answered at `when`.
+    pub(super) fn note(&mut self, path: &str, when: Instant) {
+        if self.max == 0 {
+            return;
+        }
+        self.at.insert(path.into(), when);
+        self.order.push_back((path.into(), when));
+        while self.order.len() > self.max {
+            let Some((old, t)) = self.order.pop_front() else {
+                break;
+            };
+            if self.at.get(&old) == Some(&t) {
+                self.at.remove(&old);
+            }
+        }
+    }
+
+    /// When the last write of `path` this origin forwarded was answered.
+    pub(super) fn last(&self, path: &str) -> Option<Instant> {
+        self.at.get(path).copied()
+    }
+
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.at.len()
+    }
+}
+
+/// What a request asks that a replica might answer.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Ask<'a> {
+    /// A catch-up read (no `live`, `consistency=local`) from `from`.
+    Read { stream: &'a str, from: ReadFrom },
+    /// A chunk of the immutable grid.
+    Chunk {
+        stream: &'a str,
+        token: &'a str,
+        at: Offset,
+    },
+}
+
+impl<'a> Ask<'a> {
+    /// The ask in a request, if a replica may answer that kind.
+    pub(super) fn of(method: &Method, path: &'a str, query: Option<&str>) -> Option<Ask<'a>> {
+        if method != Method::GET {
+            return None;
+        }
+        match shared::paths::classify(path) {
+            Target::Stream(stream) => {
+                let params = shared::params::parse_read_query(query).ok()?;
+                (params.live == Live::No && params.consistency == Consistency::Local).then_some(
+                    Ask::Read {
+                        stream,
+                        from: params.offset,
+                    },
+                )
+            }
+            Target::Chunk {
+                stream,
+                token,
+                offset,
+            } => Some(Ask::Chunk {
+                stream,
+                token,
+                at: Offset::parse(offset)?,
+            }),
+            _ => None,
+        }
+    }
+
+    pub(super) fn stream(&self) -> &'a str {
+        match self {
+            Ask::Read { stream, .. } | Ask::Chunk { stream, .. } => stream,
+        }
+    }
+
+    /// Whether a replica holding the stream as `view` shows answers it
+    /// exactly as the owner would (with what the owner had when the
+    /// replica caught up): only below its tail (the owner decides whether
+    /// there is more), never a stream whose reads extend its life or that
+    /// is deleted, and only complete chunks.
+    pub(super) fn answerable(&self, view: &crate::store::StreamView) -> bool {
+        if view.config.expiry != Expiry::Never || view.is_soft_deleted() {
+            return false;
+        }
+        let tail = view.tail();
+        if tail.gone {
+            return false;
+        }
+        match self {
+            Ask::Read { from, .. } => match from {
+                ReadFrom::Start => tail.next > tail.retained || tail.closed,
+                ReadFrom::Now => false,
+                ReadFrom::At(at) => {
+                    at.0 >= tail.retained
+                        && (at.0 < tail.next || (tail.closed && at.0 == tail.next))
+                }
+            },
+            Ask::Chunk { token, at, .. } => {
+                *token == &*view.incarnation
+                    && at.0 % CHUNK_BYTES == 0
+                    && at
+                        .0
+                        .checked_add(CHUNK_BYTES)
+                        .is_some_and(|end| end <= tail.next)
+            }
+        }
+    }
+}
+
+impl RegionOrigin {
+    /// The replica's store if it answers `req` of partition `p` itself.
+    pub(super) fn replica_for(&self, p: u32, req: &axum::http::Request<Body>) -> Option<Shared> {
+        let ask = Ask::of(req.method(), req.uri().path(), req.uri().query())?;
+        let (state, caught_up) = {
+            let replicas = self.replicas[p as usize].lock();
+            let replica = replicas.as_ref()?;
+            let state = replica.state.read().clone()?;
+            let caught_up = *replica.caught_up.lock();
+            (state, caught_up)
+        };
+        let view = state.store.get(ask.stream())?;
+        if !ask.answerable(&view) {
+            return None;
+        }
+        // This origin forwarded a write of it: not before the replica has it.
+        if let Some(wrote) = self.written.lock().last(ask.stream()) {
+            if caught_up.is_none_or(|c| c <= wrote) {
+                return None;
+            }
+        }
+        Some(state)
+    }
+
+    /// The stores of the replicas open now.
+    pub(super) fn replica_states(&self) -> Vec<Shared> {
+        self.replicas
+            .iter()
+            .filter_map(|r| r.lock().as_ref()?.state.read().clone())
+            .collect()
+    }
+
+    /// Keeps a replica of `p` (if replicas are on and none is kept yet).
+    pub(super) fn keep_replica(self: &Arc<Self>, p: u32) {
+        if !self.store.region.replicas {
+            return;
+        }
+        let mut slot = self.replicas[p as usize].lock();
+        if slot.is_none() {
+            *slot = Some(Replica::start(self, p));
+        }
+    }
+
+    /// Stops the replica of `p`, if one is kept.
+    pub(super) fn drop_replica(&self, p: u32) {
+        let replica = self.replicas[p as usize].lock().take();
+        drop(replica);
+    }
+
+    /// Remembers a write of `path` this origin forwarded, answered now.
+    pub(super) fn forwarded_write(&self, path: &str) {
+        self.written.lock().note(path, Instant::now());
+    }
+
+    /// The least fresh replica's lag, for `/metrics`.
+    pub(super) fn replica_lag(&self) -> Duration {
+        self.replicas
+            .iter()
+            .filter_map(|r| r.lock().as_ref().map(|r| r.lag().unwrap_or(Duration::MAX)))
+            .max()
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_catch_up_reads_at_local_consistency_and_chunks_are_asked() {
+        let get = Method::GET;
+        assert_eq!(
+            Ask::of(&get, "/v1/stream/a", Some("offset=-1")),
+            Some(Ask::Read {
+                stream: "/v1/stream/a",
+                from: ReadFrom::Start
+            })
+        );
+        assert_eq!(
+            Ask::of(&get, "/v1/stream/a", None).map(|a| a.stream()),
+            Some("/v1/stream/a")
+        );
+        for query in [
+            "offset=-1&live=sse",
+            "offset=-1&live=long-poll",
+            "offset=-1&consistency=leader",
+            "offset=bad",
+        ] {
+            assert_eq!(Ask::of(&get, "/v1/stream/a", Some(query)), None, "{query}");
+        }
+        assert_eq!(Ask::of(&Method::HEAD, "/v1/stream/a", None), None);
+        assert_eq!(Ask::of(&Method::POST, "/v1/stream/a", None), None);
+        assert_eq!(
+            Ask::of(
+                &get,
+                "/v1/stream/a/incarnation/t/chunk/0000000000400000",
+                None
+            ),
+            Some(Ask::Chunk {
+                stream: "/v1/stream/a",
+                token: "t",
+                at: Offset(CHUNK_BYTES)
+            })
+        );
+        assert_eq!(Ask::of(&get, "/v1/stream/a/snapshot", None), None);
+    }
+
+    #[test]
+    fn written_streams_are_bounded_and_the_oldest_go_first() {
+        let t0 = Instant::now();
+        let t = |ms| t0 + Duration::from_millis(ms);
+        let mut w = Written::new(2);
+        w.note("/a", t(1));
+        w.note("/b", t(2));
+        w.note("/a", t(3));
+        // `/b` is the oldest write remembered: it goes when `/c` comes.
+        w.note("/c", t(4));
+        assert_eq!(w.last("/a"), Some(t(3)));
+        assert_eq!(w.last("/b"), None);
+        assert_eq!(w.last("/c"), Some(t(4)));
+        assert!(w.len() <= 2);
+        let mut none = Written::new(0);
+        none.note("/a", t(1));
+        assert_eq!(none.last("/a"), None);
+    }
+}
