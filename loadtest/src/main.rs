@@ -20,6 +20,8 @@
 //!   `loadtest/fork-region-bench.sh`), forks within the source's partition
 //!   next to forks across partitions (which copy the prefix), by size.
 //! - `sse-fanout`, `catchup-compare`: the edge (see `edge.rs`).
+//! - `catch-up`: closed-loop catch-up readers against any address (a
+//!   region's follower: `loadtest/follower-bench.sh`).
 //! - `many-tails`: many streams with one SSE reader each through the edge:
 //!   connections to the origin, memory per tailed stream, delivery.
 //! - `hostile-paths`: an edge's memory under distinct long paths.
@@ -40,6 +42,7 @@
 //! `streams`; `procfs` reads a server's CPU, memory and descriptors.
 
 mod append;
+mod catch_up;
 mod ceiling;
 mod compare;
 mod conn_cost;
@@ -89,6 +92,7 @@ enum Cmd {
     Proxy(proxy::Args),
     CompareForward(forward::Args),
     Streams(streams::Args),
+    CatchUp(catch_up::Args),
     HostilePaths(hostile::Args),
     ConnCost(conn_cost::Args),
 }
@@ -114,6 +118,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Proxy(a) => proxy::run(a).await,
         Cmd::CompareForward(a) => forward::run(a).await,
         Cmd::Streams(a) => streams::run(a).await,
+        Cmd::CatchUp(a) => catch_up::run(a).await,
         Cmd::HostilePaths(a) => hostile::run(a).await,
         Cmd::ConnCost(a) => conn_cost::run(a).await,
     }

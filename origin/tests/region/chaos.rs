@@ -442,6 +442,13 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
             assert_eq!(got, expected, "{} through {base}", w.path);
         }
     }
+    // Reads the followers answered from their replicas (decision 0018).
+    let mut local_reads = 0;
+    for base in origins.iter() {
+        let text = crate::common::metrics_at(&client, base).await;
+        local_reads +=
+            crate::common::metric_in(&text, "ds_origin_region_local_reads_total").unwrap_or(0);
+    }
     let owner = super::takeover::the_owner(&client, &origins).await;
     let metrics = crate::common::metrics_at(&client, &origins[owner]).await;
     let epoch = crate::common::metric_in(&metrics, "ds_origin_region_epoch").unwrap();
@@ -449,7 +456,8 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
     eprintln!(
         "chaos: {CYCLES} cycles ({kills} kill -9 with the disk deleted, {pauses} SIGSTOP past the lease), \
          final epoch {epoch}, {acknowledged} acknowledged appends on {} streams, lost {lost}, duplicated {duplicated}, \
-         {leader_checked} leader reads each holding every append acknowledged before it; \
+         {leader_checked} leader reads each holding every append acknowledged before it, \
+         {local_reads} reads answered from a follower's replica (by the origins alive at the end); \
          newest checkpoint at WAL number {:?}, {} WAL objects left",
         writers.len(),
         checkpoint.last(),

@@ -265,6 +265,71 @@ async fn a_replica_follows_creates_deletes_and_checkpoints_of_its_owner() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+    // A stream past a chunk: the owner seals its first 4 MiB into the
+    // bucket, and the replica reads them from there (its local copy goes).
+    let mib: Vec<u8> = (0..1 << 20).map(|i| b'a' + (i % 26) as u8).collect();
+    assert_eq!(create(&client, &on_owner("big")).await, 201);
+    let mut whole = String::new();
+    for _ in 0..6 {
+        let r = client
+            .post(on_owner("big"))
+            .header("content-type", "application/octet-stream")
+            .body(mib.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 204);
+        whole.push_str(std::str::from_utf8(&mib).unwrap());
+    }
+    until_local(&client, follower, &on_follower("big"), &whole).await;
+    let incarnation = client.head(on_owner("big")).send().await.unwrap().headers()
+        ["stream-incarnation"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let chunk = format!(
+        "{}/incarnation/{incarnation}/chunk/0000000000000000",
+        on_follower("big")
+    );
+    let local = metric(&client, follower, "ds_origin_region_local_reads_total").await;
+    let r = client.get(&chunk).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.bytes().await.unwrap(), mib.repeat(4));
+    assert_eq!(
+        metric(&client, follower, "ds_origin_region_local_reads_total").await,
+        local + 1,
+        "the chunk came from the replica"
+    );
+    // The owner's seal reached the replica: once its copy is dropped, its
+    // reads of the chunk come from the bucket (through its chunk cache).
+    let cold = |text: &str| {
+        [
+            "ds_origin_chunk_cache_hits_total",
+            "ds_origin_chunk_cache_misses_total",
+        ]
+        .iter()
+        .map(|m| crate::common::metric_in(text, m).unwrap_or(0))
+        .sum::<i64>()
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let before = cold(&crate::common::metrics_at(&client, follower).await);
+        until_local(&client, follower, &on_follower("big"), &whole).await;
+        let text = crate::common::metrics_at(&client, follower).await;
+        if cold(&text) > before {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica never read the sealed chunk from the bucket: {}",
+            text.lines()
+                .filter(|l| l.contains("chunk"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
     let text = crate::common::metrics_at(&client, follower).await;
     let objects =
         crate::common::metric_in(&text, "ds_origin_region_replica_objects_total").unwrap();

@@ -232,9 +232,13 @@ impl RegionOrigin {
     fn metrics_answer(&self) -> Response<Body> {
         let scrape = self.scrape.lock();
         let stores = self.serving();
+        // Replicas' work counts too (their reads, chunk cache); their
+        // streams are the owners' and count there.
+        let replicas = self.replica_states();
         let counted: Vec<_> = stores
             .iter()
             .map(|s| (&*s.metrics, s.store.stream_count()))
+            .chain(replicas.iter().map(|s| (&*s.metrics, 0)))
             .chain([(&self.retired, 0)])
             .collect();
         let mut e = crate::metrics::Exposition::default();

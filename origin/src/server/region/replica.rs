@@ -18,7 +18,7 @@
 //! and its look let it stand. The owner acknowledges commits in number
 //! order, so such a round holds every append acknowledged before it began.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,8 +79,21 @@ impl Drop for Replica {
     }
 }
 
+/// How long a replica answers after it last caught up: past it (the bucket
+/// does not answer this origin, or a round keeps failing) its reads are
+/// forwarded, so `consistency=local` is never older than this. An idle
+/// partition's replica catches up at every look, every [`IDLE_LOOK`].
+pub const FRESH_FOR: Duration = Duration::from_secs(15);
+
+/// Whether a replica that last caught up at `caught_up` may answer at `now`.
+fn fresh(caught_up: Option<Instant>, now: Instant) -> bool {
+    caught_up.is_some_and(|c| now.saturating_duration_since(c) <= FRESH_FOR)
+}
+
 /// Builds the replica, follows its owner's commits, and builds it again
-/// whenever its rounds say so; until stopped.
+/// whenever its rounds say so; until stopped. While a new one is built the
+/// old one goes on answering (it holds an older state the owner had), as
+/// long as it is fresh enough.
 async fn keep(
     me: Arc<RegionOrigin>,
     p: u32,
@@ -92,16 +105,21 @@ async fn keep(
         return;
     };
     let mut failures = 0u32;
+    // The replica answering now, and its folder.
+    let mut current: Option<(Shared, std::path::PathBuf)> = None;
     while !*stop.borrow() {
         let n = me.incarnations.fetch_add(1, Relaxed) + 1;
         let dir = me.data.join("region").join(format!("replica-{n}"));
-        let opened = tokio::select! {
-            opened = open(&me, p, &*objects, &dir) => opened,
-            _ = stop.wait_for(|s| *s) => {
-                remove_later(dir);
-                return;
+        let began = Instant::now();
+        // Not cancelled by a stop: a store half opened would be left running.
+        let opened = open(&me, p, Arc::clone(&objects), dir.clone()).await;
+        if *stop.borrow() {
+            if let Ok((state, _)) = opened {
+                state.store.shutdown().await;
             }
-        };
+            remove_later(dir);
+            break;
+        }
         let (state, follow) = match opened {
             Ok(done) => done,
             Err(e) => {
@@ -114,7 +132,7 @@ async fn keep(
                     .min(Duration::from_secs(30));
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => continue,
-                    _ = stop.wait_for(|s| *s) => return,
+                    _ = stop.wait_for(|s| *s) => break,
                 }
             }
         };
@@ -125,58 +143,98 @@ async fn keep(
             next = follow.next(),
             "following the partition with a replica"
         );
-        *slot.write() = Some(Arc::clone(&state));
-        me.metrics.replicas.fetch_add(1, Relaxed);
+        // The lay-out read up to a number not there and its look stood:
+        // it holds every append acknowledged before it began.
+        // Swapped under the scrape lock with the old one's counts folded
+        // into the retired ones, so no scrape sees them twice or not at all.
+        {
+            let _scrape = me.scrape.lock();
+            *slot.write() = Some(Arc::clone(&state));
+            *caught_up.lock() = Some(began);
+            if let Some((old, _)) = &current {
+                me.retired.absorb(&old.metrics);
+            }
+        }
+        match current.replace((Arc::clone(&state), dir)) {
+            Some((old, old_dir)) => retire(old, old_dir),
+            None => {
+                me.metrics.replicas.fetch_add(1, Relaxed);
+            }
+        }
         follow_rounds(&me, p, &*objects, &state, follow, &caught_up, &mut stop).await;
-        *slot.write() = None;
-        *caught_up.lock() = None;
-        me.metrics.replicas.fetch_sub(1, Relaxed);
-        state.store.shutdown().await;
-        drop(state);
-        remove_later(dir);
         if !*stop.borrow() {
             me.metrics.replica_rebuilds.fetch_add(1, Relaxed);
         }
     }
+    {
+        let _scrape = me.scrape.lock();
+        *slot.write() = None;
+        *caught_up.lock() = None;
+        if let Some((old, _)) = &current {
+            me.retired.absorb(&old.metrics);
+        }
+    }
+    if let Some((old, old_dir)) = current {
+        me.metrics.replicas.fetch_sub(1, Relaxed);
+        retire(old, old_dir);
+    }
 }
 
-/// Lays the replica out and opens its store.
+/// Stops a replica's store in the background and removes its folder.
+fn retire(state: Shared, dir: std::path::PathBuf) {
+    tokio::spawn(async move {
+        state.store.shutdown().await;
+        drop(state);
+        remove_later(dir);
+    });
+}
+
+/// Lays the replica out and opens its store, on a blocking thread (the
+/// lay-out writes and syncs the local log).
 async fn open(
     me: &Arc<RegionOrigin>,
     p: u32,
-    objects: &dyn object_store::ObjectStore,
-    dir: &std::path::Path,
+    objects: Arc<dyn object_store::ObjectStore>,
+    dir: std::path::PathBuf,
 ) -> std::io::Result<(Shared, Follow)> {
-    let follow = bucket::lay_out(objects, p, dir)
-        .await
-        .map_err(std::io::Error::other)?;
     // The region's signing key and key store, as a claim fetches them
-    // (unless this origin serves partition 0: it holds the newest itself).
+    // (unless this origin serves partition 0: it holds the newest itself);
+    // bounded, so a slow bucket does not hold a claim's fetch behind it
+    // (the renewal's refresh brings them later).
     let key_store = (!matches!(me.current(0), super::Current::Serving { .. }))
         .then(|| me.sharing.key_store.clone())
         .flatten();
-    {
+    let fetch = async {
         let _one_at_a_time = me.fetching.lock().await;
-        crate::region::auth_sync::fetch(objects, &me.data, key_store.as_deref()).await?;
+        crate::region::auth_sync::fetch(&*objects, &me.data, key_store.as_deref()).await
+    };
+    match tokio::time::timeout(me.patience(), fetch).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(partition = p, error = %e, "a replica could not fetch the region's keys; they follow at the next renewal"),
+        Err(_) => tracing::warn!(partition = p, "fetching the region's keys for a replica took too long; they follow at the next renewal"),
     }
     let mut config = super::per_partition(&me.store, me.partitions);
     config.region.partition = p;
     config.region.replica = true;
     config.region.feed = None;
-    config.data = dir.to_owned();
+    config.data = dir.clone();
     let (http, clock, keys, sharing) = (
         me.http.clone(),
         Arc::clone(&me.clock),
         me.data.clone(),
         me.sharing.clone(),
     );
-    let state = tokio::task::spawn_blocking(move || {
-        crate::server::open_state_sharing(config, http, clock, &keys, Some(&sharing))
-            .map(|(state, _)| state)
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        let follow = runtime
+            .block_on(bucket::lay_out(&*objects, p, &dir))
+            .map_err(std::io::Error::other)?;
+        let (state, _) =
+            crate::server::open_state_sharing(config, http, clock, &keys, Some(&sharing))?;
+        Ok((state, follow))
     })
     .await
-    .map_err(std::io::Error::other)??;
-    Ok((state, follow))
+    .map_err(std::io::Error::other)?
 }
 
 /// Rounds every `--region-replica-interval` (at once again after one that
@@ -255,18 +313,32 @@ async fn follow_rounds(
     }
 }
 
-/// The writes this origin forwarded, by stream path: when each answer came.
+/// The writes this origin forwarded, by stream path (a 64-bit hash of it:
+/// two paths that collide only forward more reads): when each answer came,
+/// the least recently written forgotten first past `max`.
 pub(super) struct Written {
-    at: HashMap<Box<str>, Instant>,
-    order: VecDeque<(Box<str>, Instant)>,
+    at: HashMap<u64, (Instant, u64)>,
+    /// Each remembered stream by the turn of its last write.
+    order: std::collections::BTreeMap<u64, u64>,
+    turn: u64,
     max: usize,
+}
+
+fn path_key(path: &str) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    static SEED: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
+    let mut h = SEED.get_or_init(Default::default).build_hasher();
+    h.write(path.as_bytes());
+    h.finish()
 }
 
 impl Written {
     pub(super) fn new(max: usize) -> Written {
         Written {
             at: HashMap::new(),
-            order: VecDeque::new(),
+            order: std::collections::BTreeMap::new(),
+            turn: 0,
             max,
         }
     }
@@ -276,21 +348,23 @@ impl Written {
         if self.max == 0 {
             return;
         }
-        self.at.insert(path.into(), when);
-        self.order.push_back((path.into(), when));
-        while self.order.len() > self.max {
-            let Some((old, t)) = self.order.pop_front() else {
+        let key = path_key(path);
+        self.turn += 1;
+        if let Some((_, turn)) = self.at.insert(key, (when, self.turn)) {
+            self.order.remove(&turn);
+        }
+        self.order.insert(self.turn, key);
+        while self.at.len() > self.max {
+            let Some((_, oldest)) = self.order.pop_first() else {
                 break;
             };
-            if self.at.get(&old) == Some(&t) {
-                self.at.remove(&old);
-            }
+            self.at.remove(&oldest);
         }
     }
 
     /// When the last write of `path` this origin forwarded was answered.
     pub(super) fn last(&self, path: &str) -> Option<Instant> {
-        self.at.get(path).copied()
+        self.at.get(&path_key(path)).map(|(when, _)| *when)
     }
 
     #[cfg(test)]
@@ -371,6 +445,7 @@ impl<'a> Ask<'a> {
             },
             Ask::Chunk { token, at, .. } => {
                 *token == &*view.incarnation
+                    && at.0 >= tail.retained
                     && at.0 % CHUNK_BYTES == 0
                     && at
                         .0
@@ -392,6 +467,11 @@ impl RegionOrigin {
             let caught_up = *replica.caught_up.lock();
             (state, caught_up)
         };
+        // A replica that has not caught up for a while (the bucket does not
+        // answer it) answers nothing: the owner does.
+        if !fresh(caught_up, Instant::now()) {
+            return None;
+        }
         let view = state.store.get(ask.stream())?;
         if !ask.answerable(&view) {
             return None;
@@ -489,19 +569,33 @@ mod tests {
     }
 
     #[test]
-    fn written_streams_are_bounded_and_the_oldest_go_first() {
+    fn a_replica_answers_only_while_fresh() {
+        let t0 = Instant::now();
+        assert!(!fresh(None, t0));
+        assert!(fresh(Some(t0), t0));
+        assert!(fresh(Some(t0), t0 + FRESH_FOR));
+        assert!(!fresh(Some(t0), t0 + FRESH_FOR + Duration::from_millis(1)));
+        // A clock read before the catch-up it is compared with.
+        assert!(fresh(Some(t0 + Duration::from_secs(1)), t0));
+    }
+
+    #[test]
+    fn written_streams_are_bounded_and_the_least_recently_written_go_first() {
         let t0 = Instant::now();
         let t = |ms| t0 + Duration::from_millis(ms);
         let mut w = Written::new(2);
         w.note("/a", t(1));
         w.note("/b", t(2));
-        w.note("/a", t(3));
-        // `/b` is the oldest write remembered: it goes when `/c` comes.
-        w.note("/c", t(4));
-        assert_eq!(w.last("/a"), Some(t(3)));
+        // `/a` written again: `/b` is now the least recently written, and
+        // goes when `/c` comes, however often `/a` is written.
+        for i in 0..10 {
+            w.note("/a", t(3 + i));
+        }
+        w.note("/c", t(20));
+        assert_eq!(w.last("/a"), Some(t(12)));
         assert_eq!(w.last("/b"), None);
-        assert_eq!(w.last("/c"), Some(t(4)));
-        assert!(w.len() <= 2);
+        assert_eq!(w.last("/c"), Some(t(20)));
+        assert_eq!(w.len(), 2);
         let mut none = Written::new(0);
         none.note("/a", t(1));
         assert_eq!(none.last("/a"), None);

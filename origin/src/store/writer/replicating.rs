@@ -4,6 +4,11 @@
 //! are and applied as recovery applies them, and the streams they touched
 //! are published once that log write is done, as any batch is.
 //!
+//! Its log is kept as the owner's writer keeps its own: appends' memory
+//! copies counted against the memory budget, streams promoted into their
+//! own files when they want one, sealed bytes' local copies dropped (their
+//! reads go to the bucket) once the batch holding the seal is durable.
+//!
 //! A replica never decides anything: no refusal, no expiry, no seal of its
 //! own. What the owner decided is in its records (appends, deletes by
 //! expiry or by request, seals, retention), so the replica comes to the
@@ -38,8 +43,7 @@ impl Writer {
             .iter()
             .try_for_each(|object| self.replicate_object(object, now, frames, after, &mut touched));
         // What was applied (all of it, or up to a bad record) is published
-        // once its frames are in the log, with their memory copies dropped:
-        // the log holds them.
+        // once its frames are in the log.
         for id in touched {
             let Some(entry) = self.engine.entry_by_id(id) else {
                 continue;
@@ -52,8 +56,7 @@ impl Writer {
             self.touched.insert(id);
             after.push(AfterCommit::Publish(Arc::clone(&view), tail));
             after.push(AfterCommit::Reply(Box::new(move || {
-                view.set_snapshot(snapshot);
-                view.drop_memory();
+                view.set_snapshot(snapshot)
             })));
         }
         result
@@ -100,28 +103,50 @@ impl Writer {
     ) -> Result<(), StoreError> {
         match rec {
             Record::Delete { id, .. } => {
+                self.replicate_delete(id, after, touched);
+                Ok(())
+            }
+            // As the owner's writer appends: its memory copy counted, and
+            // the stream promoted into its own file when it wants one.
+            Record::Append {
+                id,
+                effect,
+                payload,
+            } => {
                 let Some(path) = self.engine.paths_by_id.get(&id).cloned() else {
+                    return Err(StoreError::ReplicaDiverged(format!(
+                        "an append to unknown stream {id}"
+                    )));
+                };
+                let entry = self.engine.entries.get_mut(&path).expect("indexed");
+                if effect.start != entry.core.len {
+                    return Err(StoreError::ReplicaDiverged(format!(
+                        "stream {id}: an append at {} but the stream ends at {}",
+                        effect.start, entry.core.len
+                    )));
+                }
+                let view = Arc::clone(&entry.view);
+                let applied = entry.apply(&effect, &payload, pos);
+                if let Some(e) = &applied.extent {
+                    self.engine.pin(e, id);
+                }
+                if applied.heavy {
+                    self.heavy.insert(id);
+                }
+                self.in_memory(&view, &applied);
+                touched.insert(id);
+                Ok(())
+            }
+            // As the owner's writer takes a seal: its local copy goes (holes
+            // punched) once this batch is durable; reads of it go to the bucket.
+            Record::Sealed { id, through } => {
+                let Some(entry) = self.engine.entry_by_id(id) else {
                     return Ok(());
                 };
-                match self.engine.delete(&path) {
-                    Some(Deletion::Soft(view)) => {
-                        self.touched.insert(view.id);
-                        after.push(AfterCommit::Reply(Box::new(move || {
-                            view.set_soft_deleted(true);
-                            view.publish(Tail {
-                                gone: true,
-                                ..view.tail()
-                            });
-                        })));
-                    }
-                    Some(Deletion::Removed(entries)) => {
-                        for entry in entries {
-                            touched.remove(&entry.core.id);
-                            self.touched.insert(entry.core.id);
-                            after.push(AfterCommit::Unregister(Arc::clone(&entry.view)));
-                        }
-                    }
-                    None => {}
+                if through > entry.core.sealed {
+                    entry.core.sealed = through;
+                    self.pending_drops.push((Arc::clone(&entry.view), through));
+                    touched.insert(id);
                 }
                 Ok(())
             }
@@ -137,19 +162,77 @@ impl Writer {
                     .as_deref()
                     .and_then(|p| self.engine.entries.get(p))
                     .map(|e| Arc::clone(&e.view));
+                let memory_before = self
+                    .engine
+                    .entry_by_id(id)
+                    .map_or(0, |e| e.view.memory_len());
                 self.engine
                     .replay(rec, now, pos)
                     .map_err(|e| StoreError::ReplicaDiverged(e.to_string()))?;
                 if let Some(old) = replaced {
                     touched.remove(&old.id);
+                    if let Some(view) = self.in_memory.remove(&old.id) {
+                        self.memory_total -= view.memory_len().min(self.memory_total);
+                    }
                     after.push(AfterCommit::Unregister(old));
                 }
                 if let Some(entry) = made.and_then(|p| self.engine.entries.get(p.as_str())) {
                     after.push(AfterCommit::Register(Arc::clone(&entry.view)));
                 }
+                // A create's (or image's) bytes kept in memory count as an
+                // append's do.
+                if let Some(entry) = self.engine.entry_by_id(id) {
+                    let view = Arc::clone(&entry.view);
+                    let added = view.memory_len().saturating_sub(memory_before);
+                    if added > 0 {
+                        self.in_memory
+                            .entry(id)
+                            .or_insert_with(|| Arc::clone(&view));
+                        self.memory_total += added;
+                    }
+                }
                 touched.insert(id);
                 Ok(())
             }
+        }
+    }
+
+    /// The owner deleted stream `id`: removed, or soft-deleted while forks
+    /// of it still read its bytes, as recovery replays a delete.
+    fn replicate_delete(
+        &mut self,
+        id: u64,
+        after: &mut Vec<AfterCommit>,
+        touched: &mut FastSet<u64>,
+    ) {
+        let Some(path) = self.engine.paths_by_id.get(&id).cloned() else {
+            return;
+        };
+        match self.engine.delete(&path) {
+            Some(Deletion::Soft(view)) => {
+                // Published gone here, not by the round's publish.
+                touched.remove(&view.id);
+                self.touched.insert(view.id);
+                after.push(AfterCommit::Reply(Box::new(move || {
+                    view.set_soft_deleted(true);
+                    view.publish(Tail {
+                        gone: true,
+                        ..view.tail()
+                    });
+                })));
+            }
+            Some(Deletion::Removed(entries)) => {
+                for entry in entries {
+                    let gone = entry.core.id;
+                    touched.remove(&gone);
+                    self.touched.insert(gone);
+                    if let Some(view) = self.in_memory.remove(&gone) {
+                        self.memory_total -= view.memory_len().min(self.memory_total);
+                    }
+                    after.push(AfterCommit::Unregister(Arc::clone(&entry.view)));
+                }
+            }
+            None => {}
         }
     }
 }
