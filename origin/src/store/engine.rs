@@ -433,22 +433,7 @@ impl Engine {
                 effect,
                 payload,
             } => {
-                let Some(path) = self.paths_by_id.get(&id).cloned() else {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("append to unknown stream {id}"),
-                    ));
-                };
-                let len = self.entries[&path].core.len;
-                if effect.start != len {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!(
-                            "stream {id}: logged append at {} but the stream ends at {len}",
-                            effect.start
-                        ),
-                    ));
-                }
+                let path = self.logged_append(id, effect.start)?;
                 self.append(&path, &effect, &payload, at);
                 Ok(())
             }
@@ -524,6 +509,26 @@ impl Engine {
             }
             Record::Delete { .. } => unreachable!("replayed above"),
         }
+    }
+
+    /// The path of stream `id`, which a logged append at `start` extends:
+    /// an error if there is no such stream or it does not end there (the
+    /// log is not what this table was built from).
+    pub fn logged_append(&self, id: u64, start: u64) -> io::Result<Arc<str>> {
+        let Some(path) = self.paths_by_id.get(&id).cloned() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("append to unknown stream {id}"),
+            ));
+        };
+        let len = self.entries[&path].core.len;
+        if start != len {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("stream {id}: logged append at {start} but the stream ends at {len}"),
+            ));
+        }
+        Ok(path)
     }
 
     /// Where an image's `payload`, logged at `at`, holds the stream's

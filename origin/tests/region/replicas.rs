@@ -7,42 +7,16 @@
 
 use std::time::{Duration, Instant};
 
-use super::origins::{create, start_with, wait_serving};
-use super::takeover::the_owner;
-use crate::common::process::Proc;
+use super::origins::create;
+use super::takeover::two_origins_with;
 use crate::common::seaweed::Seaweed;
 
 /// Leases long enough that a paused owner keeps its partition for the test.
 const LONG_LEASE: [&str; 4] = ["--lease", "60s", "--lease-renew", "250ms"];
 
-fn base(p: &Proc) -> String {
-    format!("http://{}", p.addr)
-}
-
 async fn metric(client: &reqwest::Client, base: &str, name: &str) -> i64 {
     let text = crate::common::metrics_at(client, base).await;
     crate::common::metric_in(&text, name).unwrap_or(0)
-}
-
-/// Two origins with `flags`, once one owns the partition: the origins,
-/// their URLs, and the owner's index.
-async fn two(
-    weed: &Seaweed,
-    client: &reqwest::Client,
-    dir: &std::path::Path,
-    prefix: &str,
-    flags: &[&str],
-) -> (Vec<Proc>, Vec<String>, usize) {
-    let procs: Vec<Proc> = ["a", "b"]
-        .iter()
-        .map(|n| start_with(weed, &dir.join(n), prefix, n, flags))
-        .collect();
-    let bases: Vec<String> = procs.iter().map(base).collect();
-    for b in &bases {
-        wait_serving(client, b).await;
-    }
-    let owner = the_owner(client, &bases).await;
-    (procs, bases, owner)
 }
 
 async fn post(client: &reqwest::Client, url: &str, body: String) -> u16 {
@@ -93,7 +67,7 @@ async fn a_follower_answers_catch_up_reads_from_its_replica_while_the_owner_is_p
     let client = reqwest::Client::new();
     let dir = tempfile::tempdir().unwrap();
     let (procs, bases, owner) =
-        two(&weed, &client, dir.path(), "replica-paused", &LONG_LEASE).await;
+        two_origins_with(&weed, &client, dir.path(), "replica-paused", &LONG_LEASE).await;
     let follower = 1 - owner;
     let on_owner = format!("{}/v1/stream/kept", bases[owner]);
     let on_follower = format!("{}/v1/stream/kept", bases[follower]);
@@ -180,7 +154,8 @@ async fn a_client_reads_its_own_writes_through_one_follower() {
     let weed = Seaweed::start();
     let client = reqwest::Client::new();
     let dir = tempfile::tempdir().unwrap();
-    let (_procs, bases, owner) = two(&weed, &client, dir.path(), "replica-ryw", &LONG_LEASE).await;
+    let (_procs, bases, owner) =
+        two_origins_with(&weed, &client, dir.path(), "replica-ryw", &LONG_LEASE).await;
     let follower = &bases[1 - owner];
     let url = format!("{follower}/v1/stream/mine");
     assert_eq!(create(&client, &url).await, 201);
@@ -228,7 +203,8 @@ async fn a_replica_follows_creates_deletes_and_checkpoints_of_its_owner() {
         "--region-checkpoint-interval",
         "100ms",
     ];
-    let (_procs, bases, owner) = two(&weed, &client, dir.path(), "replica-moves", &flags).await;
+    let (_procs, bases, owner) =
+        two_origins_with(&weed, &client, dir.path(), "replica-moves", &flags).await;
     let follower = &bases[1 - owner];
     let on_owner = |s: &str| format!("{}/v1/stream/{s}", bases[owner]);
     let on_follower = |s: &str| format!("{follower}/v1/stream/{s}");

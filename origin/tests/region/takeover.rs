@@ -209,9 +209,21 @@ async fn two_origins(
     more: &[&str],
 ) -> (Vec<Proc>, Vec<String>, usize) {
     let flags: Vec<&str> = QUICK.iter().chain(more).copied().collect();
+    two_origins_with(weed, client, dir, prefix, &flags).await
+}
+
+/// Origins `a` and `b` on `prefix` with `flags` alone, once one owns the
+/// partition: the origins, their URLs, and the owner's index.
+pub async fn two_origins_with(
+    weed: &Seaweed,
+    client: &reqwest::Client,
+    dir: &std::path::Path,
+    prefix: &str,
+    flags: &[&str],
+) -> (Vec<Proc>, Vec<String>, usize) {
     let procs: Vec<Proc> = ["a", "b"]
         .iter()
-        .map(|n| start_with(weed, &dir.join(n), prefix, n, &flags))
+        .map(|n| start_with(weed, &dir.join(n), prefix, n, flags))
         .collect();
     let bases: Vec<String> = procs.iter().map(base).collect();
     for b in &bases {

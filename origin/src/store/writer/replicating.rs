@@ -113,18 +113,11 @@ impl Writer {
                 effect,
                 payload,
             } => {
-                let Some(path) = self.engine.paths_by_id.get(&id).cloned() else {
-                    return Err(StoreError::ReplicaDiverged(format!(
-                        "an append to unknown stream {id}"
-                    )));
-                };
+                let path = self
+                    .engine
+                    .logged_append(id, effect.start)
+                    .map_err(|e| StoreError::ReplicaDiverged(e.to_string()))?;
                 let entry = self.engine.entries.get_mut(&path).expect("indexed");
-                if effect.start != entry.core.len {
-                    return Err(StoreError::ReplicaDiverged(format!(
-                        "stream {id}: an append at {} but the stream ends at {}",
-                        effect.start, entry.core.len
-                    )));
-                }
                 let view = Arc::clone(&entry.view);
                 let applied = entry.apply(&effect, &payload, pos);
                 if let Some(e) = &applied.extent {
