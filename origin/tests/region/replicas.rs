@@ -276,6 +276,37 @@ async fn a_replica_follows_creates_deletes_and_checkpoints_of_its_owner() {
         local + 1,
         "the chunk came from the replica"
     );
+    // A snapshot published on the owner: its cacheable URL is answered
+    // by the replica once it holds it, with the owner's bytes.
+    let snapshot = client
+        .put(format!("{}/snapshot/{:016x}", on_owner("big"), 4 << 20))
+        .header("content-type", "text/plain")
+        .body("state at 4 MiB")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(snapshot.status(), 204);
+    let cacheable = format!(
+        "{}/incarnation/{incarnation}/snapshot/{:016x}",
+        on_follower("big"),
+        4 << 20
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let local = metric(&client, follower, "ds_origin_region_local_reads_total").await;
+        let r = client.get(&cacheable).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.text().await.unwrap(), "state at 4 MiB");
+        if metric(&client, follower, "ds_origin_region_local_reads_total").await > local {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the replica never answered the snapshot"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
     // The owner's seal reached the replica: once its copy is dropped, its
     // reads of the chunk come from the bucket (through its chunk cache).
     let cold = |text: &str| {

@@ -3,7 +3,8 @@
 //! the bucket and kept up by rounds of the owner's WAL objects
 //! (`region::replica`, by `region::follow`'s rules), and it answers the
 //! reads a copy that may lag cannot get wrong: `consistency=local`
-//! catch-up reads below its tail, and complete chunks. Everything else
+//! catch-up reads below its tail, complete chunks, and the stream's latest
+//! snapshot by its cacheable URL. Everything else
 //! is forwarded to the owner, as before.
 //!
 //! A replica runs while its partition is followed or joining (so reads
@@ -384,6 +385,12 @@ pub(super) enum Ask<'a> {
         token: &'a str,
         at: Offset,
     },
+    /// A snapshot by its cacheable URL (incarnation and offset).
+    Snapshot {
+        stream: &'a str,
+        token: &'a str,
+        at: Offset,
+    },
 }
 
 impl<'a> Ask<'a> {
@@ -411,13 +418,24 @@ impl<'a> Ask<'a> {
                 token,
                 at: Offset::parse(offset)?,
             }),
+            Target::IncarnationSnapshot {
+                stream,
+                token,
+                offset,
+            } => Some(Ask::Snapshot {
+                stream,
+                token,
+                at: Offset::parse(offset)?,
+            }),
             _ => None,
         }
     }
 
     pub(super) fn stream(&self) -> &'a str {
         match self {
-            Ask::Read { stream, .. } | Ask::Chunk { stream, .. } => stream,
+            Ask::Read { stream, .. } | Ask::Chunk { stream, .. } | Ask::Snapshot { stream, .. } => {
+                stream
+            }
         }
     }
 
@@ -451,6 +469,11 @@ impl<'a> Ask<'a> {
                         .0
                         .checked_add(CHUNK_BYTES)
                         .is_some_and(|end| end <= tail.next)
+            }
+            // Its object is in the bucket; only the stream's own latest
+            // (a fork's inherited one, or one replaced, the owner answers).
+            Ask::Snapshot { token, at, .. } => {
+                *token == &*view.incarnation && view.snapshot().is_some_and(|m| m.offset == at.0)
             }
         }
     }
@@ -565,6 +588,19 @@ mod tests {
                 at: Offset(CHUNK_BYTES)
             })
         );
+        assert_eq!(
+            Ask::of(
+                &get,
+                "/v1/stream/a/incarnation/t/snapshot/0000000000000014",
+                None
+            ),
+            Some(Ask::Snapshot {
+                stream: "/v1/stream/a",
+                token: "t",
+                at: Offset(20)
+            })
+        );
+        // The latest snapshot's name changes: the owner answers it.
         assert_eq!(Ask::of(&get, "/v1/stream/a/snapshot", None), None);
     }
 
