@@ -103,10 +103,16 @@ pub fn open_state_sharing(
 pub async fn tick(state: &AppState) {
     state.store.tick().await;
     state.staging.expire(state.store.clock().now_ms()).await;
+    reload_keys(state);
+    state.auth.limits.sweep(shell::clock::now());
+}
+
+/// Picks up key changes made by the admin CLI (or copied from the region's
+/// bucket): a revoked key stops working within a second.
+pub fn reload_keys(state: &AppState) {
     if let Err(e) = state.auth.keys.reload_if_changed() {
         tracing::error!(error = %e, "could not reload the key store");
     }
-    state.auth.limits.sweep(shell::clock::now());
 }
 
 /// A running origin's parts, for tests and the binary.

@@ -303,9 +303,7 @@ impl RegionOrigin {
                     // A replica decides nothing, but its reads check keys:
                     // a revoked one stops working there too.
                     for state in replicas {
-                        if let Err(e) = state.auth.keys.reload_if_changed() {
-                            tracing::error!(error = %e, "could not reload the key store");
-                        }
+                        super::reload_keys(&state);
                     }
                 }
             }
@@ -566,6 +564,36 @@ impl RegionOrigin {
         }
         for state in self.serving() {
             let _ = state.closing.send(true);
+        }
+    }
+}
+
+impl RegionOrigin {
+    /// The configuration of a store of partition `p` here (a claim's or a
+    /// replica's) in the folder `data`, with its share of the budgets.
+    fn partition_config(&self, p: u32, data: PathBuf) -> StoreConfig {
+        let mut config = per_partition(&self.store, self.partitions);
+        config.region.partition = p;
+        config.data = data;
+        config
+    }
+
+    /// Opens a store of `config` with what the stores share, when called:
+    /// blocking (a claim's replay, a replica's recovery), so on a blocking
+    /// thread.
+    fn opener(
+        &self,
+        config: StoreConfig,
+    ) -> impl FnOnce() -> std::io::Result<Shared> + Send + 'static {
+        let (http, clock, keys, sharing) = (
+            self.http.clone(),
+            Arc::clone(&self.clock),
+            self.data.clone(),
+            self.sharing.clone(),
+        );
+        move || {
+            super::open_state_sharing(config, http, clock, &keys, Some(&sharing))
+                .map(|(state, _)| state)
         }
     }
 }

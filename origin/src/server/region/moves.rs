@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 
-use super::{per_partition, remove_later, Claiming, Current, RegionOrigin};
+use super::{remove_later, Claiming, Current, RegionOrigin};
 use crate::http::Shared;
 use crate::region::liveness::Released;
 
@@ -19,8 +19,8 @@ impl RegionOrigin {
     pub(super) fn claim(&self, p: u32) -> Claiming {
         self.step_down(p, Current::Joining);
         let n = self.incarnations.fetch_add(1, Relaxed) + 1;
-        let mut config = per_partition(&self.store, self.partitions);
-        config.region.partition = p;
+        let dir = self.data.join("region").join(n.to_string());
+        let mut config = self.partition_config(p, dir.clone());
         // The partition's feed has one name for every owner (the region's
         // peer key tells regions apart), so edges go on across a takeover.
         config.region.feed = self
@@ -28,35 +28,13 @@ impl RegionOrigin {
             .get()
             .map(|key| format!("feed-p{p}-{:016x}", shared::invalidation::stream_id(key)));
         debug_assert!(config.region.feed.is_some(), "claims wait for the peer key");
-        config.data = self.data.join("region").join(n.to_string());
-        let dir = config.data.clone();
-        let (http, clock, keys, sharing) = (
-            self.http.clone(),
-            Arc::clone(&self.clock),
-            self.data.clone(),
-            self.sharing.clone(),
-        );
         tracing::info!(partition = p, folder = %dir.display(), "claiming the partition");
-        let objects = Arc::clone(self.objects.get().expect("set before the loop"));
-        // The key store is fetched unless this origin serves partition 0:
-        // then it holds the region's newest itself.
-        let key_store = (!matches!(self.current(0), Current::Serving { .. }))
-            .then(|| self.sharing.key_store.clone())
-            .flatten();
-        let me = Arc::clone(&self.fetching);
+        let (keys, open) = (self.fetch_keys(), self.opener(config));
         let task = tokio::spawn(async move {
-            // The region's signing key and key store first: keys and tokens
-            // made on an earlier owner work here too.
-            {
-                let _one_at_a_time = me.lock().await;
-                crate::region::auth_sync::fetch(&*objects, &keys, key_store.as_deref()).await?;
-            }
-            tokio::task::spawn_blocking(move || {
-                crate::server::open_state_sharing(config, http, clock, &keys, Some(&sharing))
-                    .map(|(state, _)| state)
-            })
-            .await
-            .map_err(std::io::Error::other)?
+            keys.await?;
+            tokio::task::spawn_blocking(open)
+                .await
+                .map_err(std::io::Error::other)?
         });
         (p, dir, task)
     }

@@ -146,16 +146,7 @@ async fn keep(
         );
         // The lay-out read up to a number not there and its look stood:
         // it holds every append acknowledged before it began.
-        // Swapped under the scrape lock with the old one's counts folded
-        // into the retired ones, so no scrape sees them twice or not at all.
-        {
-            let _scrape = me.scrape.lock();
-            *slot.write() = Some(Arc::clone(&state));
-            *caught_up.lock() = Some(began);
-            if let Some((old, _)) = &current {
-                me.retired.absorb(&old.metrics);
-            }
-        }
+        swap(&me, &slot, &caught_up, Some((&state, began)), &current);
         match current.replace((Arc::clone(&state), dir)) {
             Some((old, old_dir)) => retire(old, old_dir),
             None => {
@@ -167,17 +158,28 @@ async fn keep(
             me.metrics.replica_rebuilds.fetch_add(1, Relaxed);
         }
     }
-    {
-        let _scrape = me.scrape.lock();
-        *slot.write() = None;
-        *caught_up.lock() = None;
-        if let Some((old, _)) = &current {
-            me.retired.absorb(&old.metrics);
-        }
-    }
+    swap(&me, &slot, &caught_up, None, &current);
     if let Some((old, old_dir)) = current {
         me.metrics.replicas.fetch_sub(1, Relaxed);
         retire(old, old_dir);
+    }
+}
+
+/// Puts `next` (a store, and when it caught up) in the slot in place of
+/// `old`, under the scrape lock with the old one's counts folded into the
+/// retired ones, so no scrape sees them twice or not at all.
+fn swap(
+    me: &RegionOrigin,
+    slot: &RwLock<Option<Shared>>,
+    caught_up: &Mutex<Option<Instant>>,
+    next: Option<(&Shared, Instant)>,
+    old: &Option<(Shared, std::path::PathBuf)>,
+) {
+    let _scrape = me.scrape.lock();
+    *slot.write() = next.map(|(state, _)| Arc::clone(state));
+    *caught_up.lock() = next.map(|(_, at)| at);
+    if let Some((old, _)) = old {
+        me.retired.absorb(&old.metrics);
     }
 }
 
@@ -198,41 +200,23 @@ async fn open(
     objects: Arc<dyn object_store::ObjectStore>,
     dir: std::path::PathBuf,
 ) -> std::io::Result<(Shared, Follow)> {
-    // The region's signing key and key store, as a claim fetches them
-    // (unless this origin serves partition 0: it holds the newest itself);
-    // bounded, so a slow bucket does not hold a claim's fetch behind it
-    // (the renewal's refresh brings them later).
-    let key_store = (!matches!(me.current(0), super::Current::Serving { .. }))
-        .then(|| me.sharing.key_store.clone())
-        .flatten();
-    let fetch = async {
-        let _one_at_a_time = me.fetching.lock().await;
-        crate::region::auth_sync::fetch(&*objects, &me.data, key_store.as_deref()).await
-    };
-    match tokio::time::timeout(me.patience(), fetch).await {
+    // Bounded, so a slow bucket does not hold a claim's fetch behind it
+    // (the renewal's refresh brings the keys later).
+    match tokio::time::timeout(me.patience(), me.fetch_keys()).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(partition = p, error = %e, "a replica could not fetch the region's keys; they follow at the next renewal"),
         Err(_) => tracing::warn!(partition = p, "fetching the region's keys for a replica took too long; they follow at the next renewal"),
     }
-    let mut config = super::per_partition(&me.store, me.partitions);
-    config.region.partition = p;
+    let mut config = me.partition_config(p, dir.clone());
     config.region.replica = true;
     config.region.feed = None;
-    config.data = dir.clone();
-    let (http, clock, keys, sharing) = (
-        me.http.clone(),
-        Arc::clone(&me.clock),
-        me.data.clone(),
-        me.sharing.clone(),
-    );
+    let open = me.opener(config);
     let runtime = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
         let follow = runtime
             .block_on(bucket::lay_out(&*objects, p, &dir))
             .map_err(std::io::Error::other)?;
-        let (state, _) =
-            crate::server::open_state_sharing(config, http, clock, &keys, Some(&sharing))?;
-        Ok((state, follow))
+        Ok((open()?, follow))
     })
     .await
     .map_err(std::io::Error::other)?
@@ -264,27 +248,26 @@ async fn follow_rounds(
             return;
         }
         let began = Instant::now();
-        let (round, read) = match bucket::read_next(objects, p, &follow).await {
-            Ok(done) => done,
-            Err(e) => {
-                me.metrics.replica_failures.fetch_add(1, Relaxed);
-                tracing::debug!(partition = p, error = %e, "a replica's round could not read the bucket");
-                more = false;
-                continue;
-            }
-        };
         // Nothing new: the checkpoints are looked at now and then only (a
         // newer one may have deleted the number this replica waits at).
         let look_due = last_look.is_none_or(|at| at.elapsed() >= IDLE_LOOK);
-        if read.objects == 0 && !look_due {
-            more = false;
-            continue;
-        }
-        let newest = match crate::region::bucket::newest_checkpoint_number(objects, p).await {
-            Ok(newest) => newest,
+        let looked = async {
+            let (round, read) = bucket::read_next(objects, p, &follow).await?;
+            if read.objects == 0 && !look_due {
+                return Ok(None);
+            }
+            let newest = crate::region::bucket::newest_checkpoint_number(objects, p).await?;
+            Ok::<_, crate::region::WalError>(Some((round, read, newest)))
+        };
+        let (round, read, newest) = match looked.await {
+            Ok(Some(done)) => done,
+            Ok(None) => {
+                more = false;
+                continue;
+            }
             Err(e) => {
                 me.metrics.replica_failures.fetch_add(1, Relaxed);
-                tracing::debug!(partition = p, error = %e, "a replica's look at the checkpoints failed");
+                tracing::debug!(partition = p, error = %e, "a replica's round could not read the bucket");
                 more = false;
                 continue;
             }

@@ -91,9 +91,7 @@ impl Writer {
             self.unsealed -= waiting.min(self.unsealed);
             self.metrics.set_unsealed(self.unsealed);
         }
-        if let Some(view) = self.in_memory.remove(&id) {
-            self.memory_total -= view.memory_len().min(self.memory_total);
-        }
+        self.forget_memory(id);
         self.touched.insert(id);
         self.pending_gc
             .push(Garbage::Prefix(keys::incarnation_prefix(

@@ -44,6 +44,13 @@ impl Writer {
         }
     }
 
+    /// Stream `id` is gone: its memory copy no longer counts.
+    pub(super) fn forget_memory(&mut self, id: u64) {
+        if let Some(view) = self.in_memory.remove(&id) {
+            self.memory_total -= view.memory_len().min(self.memory_total);
+        }
+    }
+
     /// Promotions due and the memory budget, once the batch is durable.
     pub(super) fn after_batch(&mut self) {
         for view in std::mem::take(&mut self.to_promote) {

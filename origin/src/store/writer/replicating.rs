@@ -164,9 +164,7 @@ impl Writer {
                     .map_err(|e| StoreError::ReplicaDiverged(e.to_string()))?;
                 if let Some(old) = replaced {
                     touched.remove(&old.id);
-                    if let Some(view) = self.in_memory.remove(&old.id) {
-                        self.memory_total -= view.memory_len().min(self.memory_total);
-                    }
+                    self.forget_memory(old.id);
                     after.push(AfterCommit::Unregister(old));
                 }
                 if let Some(entry) = made.and_then(|p| self.engine.entries.get(p.as_str())) {
@@ -219,9 +217,7 @@ impl Writer {
                     let gone = entry.core.id;
                     touched.remove(&gone);
                     self.touched.insert(gone);
-                    if let Some(view) = self.in_memory.remove(&gone) {
-                        self.memory_total -= view.memory_len().min(self.memory_total);
-                    }
+                    self.forget_memory(gone);
                     after.push(AfterCommit::Unregister(Arc::clone(&entry.view)));
                 }
             }
