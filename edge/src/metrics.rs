@@ -25,6 +25,7 @@ pub const ROUTES: &[&str] = &[
     "forward",
     "refused",
     "admin",
+    "control",
     "other",
 ];
 

@@ -123,6 +123,9 @@ pub struct Cli {
     /// timeouts), e.g. 15s; 0s: none.
     #[arg(long, env = "ORIGIN_SSE_KEEPALIVE", default_value = "15s", value_parser = parse_duration)]
     pub sse_keepalive: Duration,
+    /// Subscriptions and webhooks.
+    #[command(flatten)]
+    pub subscriptions: crate::subscriptions::flags::SubscriptionFlags,
     /// From SIGTERM (or Ctrl-C), how long the origin goes on serving with
     /// `/readyz` answering 503 before it closes its listener, so a balancer
     /// that checks readiness takes it out of rotation first (set it to the
@@ -433,6 +436,7 @@ impl Cli {
                 max_token_secs: self.max_token_ttl.as_secs().max(1),
                 admin_token: self.admin_token.clone().filter(|t| !t.is_empty()),
             },
+            subscriptions: self.subscriptions.config(),
         }
     }
 }

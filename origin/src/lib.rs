@@ -12,6 +12,8 @@
 //! - [`objects`]: object storage for sealed chunks and snapshots.
 //! - [`region`]: object durability: the WAL in the bucket, fenced by
 //!   conditional writes (the first part of a region of origins).
+//! - [`subscriptions`]: subscriptions and webhooks (protocol §6–7) around
+//!   `core::subscription`, durable in a journal stream of the store.
 //! - [`metrics`], [`clock`]: what is measured, and injected time.
 
 pub mod auth;
@@ -26,3 +28,4 @@ pub mod objects;
 pub mod region;
 pub mod server;
 pub mod store;
+pub mod subscriptions;

@@ -101,7 +101,8 @@ pub struct Grant {
 }
 
 /// The stream a request concerns and whether it reads or writes it; none
-/// for the server's own paths and for preflights, which need no credential.
+/// for the server's own paths and for preflights, which need no credential,
+/// and for control APIs, whose operations each admit what they touch.
 pub fn request_access<'a>(
     target: &crate::paths::Target<'a>,
     method: &http::Method,
@@ -112,7 +113,7 @@ pub fn request_access<'a>(
         Target::Chunk { stream, .. }
         | Target::IncarnationSnapshot { stream, .. }
         | Target::Snapshot { stream, .. } => stream,
-        Target::Reserved => return None,
+        Target::Control { .. } | Target::Reserved => return None,
     };
     let access = match *method {
         http::Method::OPTIONS => return None,

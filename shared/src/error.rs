@@ -51,6 +51,24 @@ pub enum ErrorCode {
     Unavailable,
     /// 503 on `/readyz`: the server should not be sent requests now.
     NotReady,
+    /// 404: no subscription by that id (protocol §6).
+    SubscriptionNotFound,
+    /// 409: a subscription by that id with another configuration.
+    SubscriptionExists,
+    /// 409: a subscription bound (subscriptions, linked streams) is reached.
+    SubscriptionLimit,
+    /// 400: a webhook URL that may not be called (protocol §12.8).
+    WebhookUrlRejected,
+    /// 401: a callback or claim token that is not this server's, or not
+    /// for this subscription.
+    TokenInvalid,
+    TokenExpired,
+    /// 409: not the subscription's current generation and wake (§7.3).
+    Fenced,
+    /// 409: another worker holds the subscription's lease.
+    AlreadyClaimed,
+    /// 409: a claim when no linked stream has pending work.
+    NoPendingWork,
     Internal,
 }
 
@@ -86,6 +104,15 @@ impl ErrorCode {
             ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::Unavailable => "UNAVAILABLE",
             ErrorCode::NotReady => "NOT_READY",
+            ErrorCode::SubscriptionNotFound => "SUBSCRIPTION_NOT_FOUND",
+            ErrorCode::SubscriptionExists => "SUBSCRIPTION_ALREADY_EXISTS",
+            ErrorCode::SubscriptionLimit => "SUBSCRIPTION_LIMIT",
+            ErrorCode::WebhookUrlRejected => "WEBHOOK_URL_REJECTED",
+            ErrorCode::TokenInvalid => "TOKEN_INVALID",
+            ErrorCode::TokenExpired => "TOKEN_EXPIRED",
+            ErrorCode::Fenced => "FENCED",
+            ErrorCode::AlreadyClaimed => "ALREADY_CLAIMED",
+            ErrorCode::NoPendingWork => "NO_PENDING_WORK",
             ErrorCode::Internal => "INTERNAL",
         }
     }
@@ -96,10 +123,16 @@ impl ErrorCode {
             ErrorCode::BadRequest
             | ErrorCode::InvalidOffset
             | ErrorCode::InvalidJson
-            | ErrorCode::EmptyBody => 400,
+            | ErrorCode::EmptyBody
+            | ErrorCode::WebhookUrlRejected => 400,
             ErrorCode::ProducerEpochStale | ErrorCode::Forbidden => 403,
-            ErrorCode::Unauthorized | ErrorCode::ExchangeRequired => 401,
-            ErrorCode::NotFound | ErrorCode::SnapshotNotFound => 404,
+            ErrorCode::Unauthorized
+            | ErrorCode::ExchangeRequired
+            | ErrorCode::TokenInvalid
+            | ErrorCode::TokenExpired => 401,
+            ErrorCode::NotFound | ErrorCode::SnapshotNotFound | ErrorCode::SubscriptionNotFound => {
+                404
+            }
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::StreamExists
             | ErrorCode::ContentTypeMismatch
@@ -109,7 +142,12 @@ impl ErrorCode {
             | ErrorCode::ProducerLimit
             | ErrorCode::StagingLimit
             | ErrorCode::ForkAcrossPartitions
-            | ErrorCode::SnapshotConflict => 409,
+            | ErrorCode::SnapshotConflict
+            | ErrorCode::SubscriptionExists
+            | ErrorCode::SubscriptionLimit
+            | ErrorCode::Fenced
+            | ErrorCode::AlreadyClaimed
+            | ErrorCode::NoPendingWork => 409,
             ErrorCode::Gone | ErrorCode::StreamDeleted => 410,
             ErrorCode::PreconditionFailed => 412,
             ErrorCode::RequestTimeout => 408,

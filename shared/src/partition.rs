@@ -49,14 +49,16 @@ pub fn of_stream(stream: &str, partitions: u32) -> u32 {
 }
 
 /// The partition a request for the (percent-decoded) `path` belongs to:
-/// its stream's, for a stream and its chunks and snapshots; 0 otherwise.
+/// its stream's, for a stream and its chunks and snapshots; 0 otherwise
+/// (the control APIs under `__ds` among them: partition 0's owner keeps a
+/// region's subscriptions).
 pub fn of_path(path: &str, partitions: u32) -> u32 {
     match classify(path) {
         Target::Stream(s) => of_stream(s, partitions),
         Target::Chunk { stream, .. }
         | Target::IncarnationSnapshot { stream, .. }
         | Target::Snapshot { stream, .. } => of_stream(stream, partitions),
-        Target::Reserved => 0,
+        Target::Control { .. } | Target::Reserved => 0,
     }
 }
 

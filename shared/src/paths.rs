@@ -5,7 +5,9 @@
 //! `{stream}/incarnation/{token}/snapshot/{offset}` and `{stream}/snapshot…`.
 //! They can never be mistaken for a stream because no segment of a stream's
 //! path may be `incarnation` or begin with `snapshot`: creating such a stream
-//! is refused. Paths whose first segment begins with `_` are kept for the
+//! is refused. So is a segment `__ds`: `{root}/__ds/…` holds the protocol's
+//! control APIs (subscriptions, their signing keys; protocol §6), where
+//! `{root}` is the stream root the paths in their bodies are relative to. Paths whose first segment begins with `_` are kept for the
 //! servers' own endpoints (`/_admin`, ...), as are `/metrics`, `/healthz` and
 //! `/readyz`.
 
@@ -27,15 +29,24 @@ pub enum Target<'a> {
         stream: &'a str,
         rest: &'a str,
     },
+    /// `{root}/__ds/{rest}`: a control API of the streams under `root`
+    /// (which is empty for the server's root).
+    Control {
+        root: &'a str,
+        rest: &'a str,
+    },
     /// A path no stream may have and no sub-resource matches.
     Reserved,
 }
+
+/// The segment that begins a control path (protocol §6).
+pub const CONTROL_SEGMENT: &str = "__ds";
 
 /// Longest stream path accepted, in bytes.
 pub const MAX_STREAM_PATH: usize = 1024;
 
 fn reserved_segment(seg: &str) -> bool {
-    seg == "incarnation" || seg.starts_with("snapshot")
+    seg == "incarnation" || seg.starts_with("snapshot") || seg == CONTROL_SEGMENT
 }
 
 /// Splits a (percent-decoded) request path.
@@ -48,6 +59,12 @@ pub fn classify(path: &str) -> Target<'_> {
     };
     let stream = &path[..at];
     let rest = &path[at + 1..];
+    if let Some(rest) = rest.strip_prefix(CONTROL_SEGMENT) {
+        return match rest.strip_prefix('/') {
+            Some(rest) if !rest.is_empty() => Target::Control { root: stream, rest },
+            _ => Target::Reserved,
+        };
+    }
     if stream.is_empty() || stream == "/" {
         return Target::Reserved;
     }
@@ -119,7 +136,7 @@ pub fn validate_stream_path(path: &str) -> Result<(), &'static str> {
         return Err("a stream path has no control characters");
     }
     if is_server_path(path) || find_reserved(path).is_some() {
-        return Err("the path is reserved: no segment may be `incarnation` or begin with `snapshot`, and the first may not begin with `_`");
+        return Err("the path is reserved: no segment may be `incarnation` or `__ds` or begin with `snapshot`, and the first may not begin with `_`");
     }
     Ok(())
 }
@@ -155,6 +172,25 @@ mod tests {
             }
         );
         assert_eq!(classify("/a/incarnation/t/other/x"), Target::Reserved);
+        assert_eq!(
+            classify("/v1/stream/__ds/subscriptions/s-1"),
+            Target::Control {
+                root: "/v1/stream",
+                rest: "subscriptions/s-1"
+            }
+        );
+        assert_eq!(
+            classify("/a/__ds/jwks.json"),
+            Target::Control {
+                root: "/a",
+                rest: "jwks.json"
+            }
+        );
+        // Paths beginning `/_` are the server's own: no streams at the
+        // root means no control APIs there.
+        assert_eq!(classify("/__ds/jwks.json"), Target::Reserved);
+        assert_eq!(classify("/v1/__ds"), Target::Reserved);
+        assert!(validate_stream_path("/v1/stream/__ds/x").is_err());
         assert_eq!(classify("/metrics"), Target::Reserved);
         assert_eq!(classify("/_admin/keys"), Target::Reserved);
     }

@@ -36,6 +36,35 @@ pub async fn forward_naming_the_edge(state: &Shared, req: Request<Body>) -> Resp
     resp
 }
 
+/// [`forward`] for the control APIs under `__ds` (subscriptions): the
+/// origin writes URLs into what it answers and sends (callback and JWKS
+/// URLs), so it is told how the client reached the edge
+/// (`X-Forwarded-Host`, `X-Forwarded-Proto`: the edge's `--public-url`,
+/// else the client's `Host`). Never cached: each answer is the origin's.
+pub async fn forward_control(state: &Shared, mut req: Request<Body>) -> Response<Body> {
+    let (proto, host) = match &state.config.public_url {
+        Some(url) => {
+            let (proto, rest) = url.split_once("://").unwrap_or(("http", url.as_str()));
+            (proto.to_owned(), rest.split('/').next().map(str::to_owned))
+        }
+        None => (
+            "http".to_owned(),
+            req.headers()
+                .get(http::header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_owned),
+        ),
+    };
+    let headers = req.headers_mut();
+    if let Some(v) = host.and_then(|h| HeaderValue::try_from(h).ok()) {
+        headers.insert("x-forwarded-host", v);
+    }
+    if let Ok(v) = HeaderValue::try_from(proto) {
+        headers.insert("x-forwarded-proto", v);
+    }
+    forward(state, req).await
+}
+
 /// Absolute URLs in an answer (`Location` of a create, `Content-Location`)
 /// name the edge instead: its `--public-url`, else `http://` and the `Host`
 /// the client sent, else a relative URL. The origin only ever names itself

@@ -307,6 +307,10 @@ async fn route(state: &Shared, req: Request<Body>) -> (&'static str, Response<Bo
         Target::IncarnationSnapshot { .. } if method == Method::GET => {
             ("snapshot", Box::pin(snapshot::snapshot(state, req)).await)
         }
+        Target::Control { .. } => (
+            "control",
+            Box::pin(forward::forward_control(state, req)).await,
+        ),
         _ => ("other", forward::forward(state, req).await),
     }
 }

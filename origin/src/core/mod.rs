@@ -15,6 +15,7 @@ pub mod seal;
 pub mod snapshot;
 pub mod staging;
 pub mod stream;
+pub mod subscription;
 
 /// Milliseconds since the Unix epoch. Time is always passed in.
 pub type Millis = u64;

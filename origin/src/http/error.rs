@@ -62,6 +62,46 @@ impl From<StoreError> for ApiError {
     }
 }
 
+/// A subscription operation's refusal (protocol §6–7): codes as the
+/// reference server names them.
+impl From<crate::subscriptions::Error> for ApiError {
+    fn from(e: crate::subscriptions::Error) -> Self {
+        use crate::subscriptions::Error as E;
+        let code = match &e {
+            E::Store(_) => {
+                let E::Store(store) = e else { unreachable!() };
+                return ApiError::from(store);
+            }
+            E::Journal(why) => {
+                tracing::warn!(error = %why, "a subscription change could not be made durable");
+                return ApiError::Busy("the subscription could not be changed now; retry shortly");
+            }
+            E::AlreadyClaimed { holder, generation } => {
+                let body = serde_json::json!({"error": {
+                    "code": ErrorCode::AlreadyClaimed.as_str(),
+                    "message": "another worker holds the subscription's lease",
+                    "current_holder": holder,
+                    "generation": generation,
+                }});
+                let mut r = error_response(ErrorCode::AlreadyClaimed, "");
+                *r.body_mut() = Body::from(body.to_string());
+                return ApiError::Ready(Box::new(r));
+            }
+            E::Invalid(_) => ErrorCode::BadRequest,
+            E::UrlRejected(_) => ErrorCode::WebhookUrlRejected,
+            E::NotFound | E::Unserved => ErrorCode::SubscriptionNotFound,
+            E::Exists => ErrorCode::SubscriptionExists,
+            E::Limit(_) => ErrorCode::SubscriptionLimit,
+            E::TokenInvalid => ErrorCode::TokenInvalid,
+            E::TokenExpired => ErrorCode::TokenExpired,
+            E::Fenced => ErrorCode::Fenced,
+            E::NoPendingWork => ErrorCode::NoPendingWork,
+            E::BadAck(_) => ErrorCode::InvalidOffset,
+        };
+        ApiError::Invalid(code, e.to_string())
+    }
+}
+
 impl From<crate::store::ReadError> for ApiError {
     fn from(e: crate::store::ReadError) -> Self {
         match e {

@@ -25,6 +25,7 @@ pub mod snapshot;
 pub mod sse;
 pub mod staging;
 pub mod staging_bucket;
+pub mod subscriptions;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,6 +92,8 @@ pub struct HttpConfig {
     pub staged_upload_ttl: Duration,
     /// Accounts, keys, tokens and per-account limits.
     pub auth: crate::auth::AuthConfig,
+    /// Subscriptions' bounds and timings (protocol §6–7).
+    pub subscriptions: crate::subscriptions::SubscriptionsConfig,
 }
 
 impl Default for HttpConfig {
@@ -110,6 +113,7 @@ impl Default for HttpConfig {
             max_staged_bytes: 1024 * 1024 * 1024,
             staged_upload_ttl: Duration::from_secs(60 * 60),
             auth: crate::auth::AuthConfig::default(),
+            subscriptions: crate::subscriptions::SubscriptionsConfig::default(),
         }
     }
 }
@@ -131,6 +135,9 @@ pub struct AppState {
     /// In a region: the key store in the bucket, where the admin API puts
     /// each change before answering (`region::auth_sync`).
     pub key_store: Option<Arc<crate::region::auth_sync::KeyStore>>,
+    /// Subscriptions and webhooks, once opened (`Origin::serve_held`);
+    /// never in a region's origins yet (decision 0024).
+    pub subscriptions: std::sync::OnceLock<Arc<crate::subscriptions::Subscriptions>>,
 }
 
 impl AppState {
@@ -253,7 +260,7 @@ pub fn admit_create(state: &AppState, mut req: Request) -> Result<Request, Box<R
 }
 
 /// Admits a request or answers its refusal.
-fn admit(
+pub(crate) fn admit(
     state: &AppState,
     req: &mut Request,
     credentialed: bool,
@@ -354,6 +361,20 @@ async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
         {
             let (stream, rest) = (stream.to_owned(), rest.to_owned());
             Box::pin(snapshot::route(state.clone(), stream, rest, req)).await
+        }
+        Target::Control { root, rest } => {
+            let (root, rest) = (root.to_owned(), rest.to_owned());
+            (
+                "subscriptions",
+                Box::pin(subscriptions::handle(
+                    state.clone(),
+                    root,
+                    rest,
+                    req,
+                    credentialed,
+                ))
+                .await,
+            )
         }
         // No stream can be created at a reserved path: `create` refuses it
         // with 400 and the reason, rather than a 404 as if nothing were there.
@@ -492,7 +513,7 @@ pub(crate) fn method_not_allowed(allow: &'static str) -> Response<Body> {
     r
 }
 
-fn preflight() -> Response<Body> {
+pub(crate) fn preflight() -> Response<Body> {
     let mut r = Response::new(Body::empty());
     *r.status_mut() = StatusCode::NO_CONTENT;
     let h = r.headers_mut();

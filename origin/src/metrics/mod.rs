@@ -43,6 +43,7 @@ pub const ROUTES: &[&str] = &[
     "metrics",
     "forwarded",
     "region",
+    "subscriptions",
     "other",
 ];
 

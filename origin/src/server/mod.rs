@@ -92,6 +92,7 @@ pub fn open_state_sharing(
         closing,
         draining: shell::ready::Draining::default(),
         key_store: sharing.and_then(|s| s.key_store.clone()),
+        subscriptions: std::sync::OnceLock::new(),
     });
     Ok((state, report))
 }
@@ -160,6 +161,8 @@ impl Origin {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let store = self.state.store.clone();
+        let subscriptions = open_subscriptions(&self.state).await?;
+        let engine = tokio::spawn(subscriptions.run(self.state.closing.subscribe()));
         let sweeper = shell::periodic::every(Duration::from_secs(1), {
             let state = self.state.clone();
             move || {
@@ -186,7 +189,27 @@ impl Origin {
         )
         .await;
         drop(sweeper);
+        // The engine stops on `closing`; a delivery in flight is sent
+        // again after the restart (its wake was logged as not sent).
+        let _ = engine.await;
         store.shutdown().await;
         result
     }
+}
+
+/// Opens the subscriptions of a serving store (their journal recovered)
+/// and puts them in its state.
+pub async fn open_subscriptions(
+    state: &http::Shared,
+) -> std::io::Result<Arc<crate::subscriptions::Subscriptions>> {
+    let subscriptions = crate::subscriptions::Subscriptions::open(
+        state.store.clone(),
+        &state.store.data_dir().join("subscriptions"),
+        state.config.subscriptions.clone(),
+        state.config.auth.default_prefix.clone(),
+    )
+    .await
+    .map_err(|e| std::io::Error::other(format!("opening the subscriptions: {e}")))?;
+    let _ = state.subscriptions.set(Arc::clone(&subscriptions));
+    Ok(subscriptions)
 }

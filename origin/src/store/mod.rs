@@ -530,6 +530,11 @@ impl Store {
     }
 
     /// Where snapshot parts wait for their publish (cleared at startup).
+    /// The store's data directory.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.data
+    }
+
     pub fn staging_dir(&self) -> PathBuf {
         self.data.join("staging")
     }
@@ -585,6 +590,12 @@ impl Store {
         .await
     }
 
+    /// Tells `observer` of every stream created and appended to from now
+    /// on, once visible (subscriptions).
+    pub fn observe(&self, observer: Arc<dyn publisher::Observer>) {
+        self.publisher.observe(observer);
+    }
+
     /// The stream at `path`, unless it does not exist or has expired.
     /// Carries out durable batches that wait to be published, unless another
     /// thread is at it (see `publisher`); runtime workers call it as each
@@ -629,6 +640,19 @@ impl Store {
                 std::ops::Bound::Unbounded,
             ))
             .take_while(|(p, _)| p.starts_with(prefix))
+            .map(|(_, v)| Arc::clone(v))
+            .collect()
+    }
+
+    /// Every live stream whose path starts with `prefix`: a walk of the
+    /// whole registry under its read lock (a subscription's pattern is
+    /// matched against the streams that exist when it is made).
+    pub fn streams_under(&self, prefix: &str) -> Vec<Arc<StreamView>> {
+        let now = self.clock.now_ms();
+        self.registry
+            .read()
+            .iter()
+            .filter(|(p, v)| p.starts_with(prefix) && !v.is_soft_deleted() && !v.is_expired(now))
             .map(|(_, v)| Arc::clone(v))
             .collect()
     }

@@ -42,7 +42,17 @@ pub fn is_hidden(path: &str) -> bool {
     path.starts_with(shared::partition::HIDDEN)
 }
 
+/// Told of streams created and appended to, once visible (subscriptions
+/// wake on them). Called on the publishing thread: it must only note what
+/// happened and return.
+pub trait Observer: Send + Sync {
+    fn created(&self, path: &Arc<str>);
+    fn appended(&self, path: &Arc<str>);
+}
+
 pub struct Publisher {
+    /// Set once, when subscriptions start; read on every publish.
+    observer: std::sync::OnceLock<Arc<dyn Observer>>,
     registry: Registry,
     hidden: Hidden,
     data: std::path::PathBuf,
@@ -59,6 +69,7 @@ pub struct Publisher {
 impl Publisher {
     pub fn new(registry: Registry, hidden: Hidden, data: std::path::PathBuf) -> Self {
         Publisher {
+            observer: std::sync::OnceLock::new(),
             registry,
             hidden,
             data,
@@ -68,6 +79,11 @@ impl Publisher {
             wake: Notify::new(),
             closed: AtomicBool::new(false),
         }
+    }
+
+    /// Sets the observer (once; a second is ignored).
+    pub fn observe(&self, observer: Arc<dyn Observer>) {
+        let _ = self.observer.set(observer);
     }
 
     /// Hands a durable batch over (writer thread).
@@ -146,7 +162,11 @@ impl Publisher {
                             .write()
                             .insert(view.path.clone(), Arc::clone(&view));
                     }
+                    let path = view.path.clone();
                     self.registry.write().insert(view.path.clone(), view);
+                    if let Some(o) = self.observer.get() {
+                        o.created(&path);
+                    }
                 }
                 AfterCommit::Unregister(view) => {
                     let mut reg = self.registry.write();
@@ -175,6 +195,9 @@ impl Publisher {
                     if let Ok(a) = &result {
                         if matches!(a.outcome, AppendOutcome::Applied { .. }) {
                             a.view.publish(a.tail);
+                            if let Some(o) = self.observer.get() {
+                                o.appended(&a.view.path);
+                            }
                         }
                     }
                     let _ = reply.send(result);

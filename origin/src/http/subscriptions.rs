@@ -1,0 +1,323 @@
+//! `{root}/__ds/…`: the subscription APIs (protocol §6–7) and the webhook
+//! signing keys. Routes by the path's shape; the work is
+//! `crate::subscriptions`'.
+//!
+//! Access: declaring a subscription needs write access to every stream it
+//! names, to its pattern's literal prefix (every stream the pattern can
+//! match lies under it) and to its wake stream; reading one needs read
+//! access to its own path (`{root}/__ds/subscriptions/{id}`), changing,
+//! deleting or claiming one write access there. Callbacks, acks and
+//! releases carry the wake's token instead, checked by the subscriptions.
+//! The JWK Set is public.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderValue, Method, Response, StatusCode};
+use axum::response::IntoResponse;
+use shared::auth::Access;
+
+use super::error::ApiError;
+use super::Shared;
+use crate::subscriptions::operations::Declared;
+use crate::subscriptions::token::bearer;
+use crate::subscriptions::{Error, Key, Subscriptions};
+
+/// What a control path names.
+#[derive(Debug, PartialEq, Eq)]
+enum Route<'a> {
+    Jwks,
+    Subscription(&'a str),
+    Streams(&'a str),
+    Stream(&'a str, String),
+    Callback(&'a str),
+    Ack(&'a str),
+    Release(&'a str),
+    Claim(&'a str),
+}
+
+fn route(rest: &str) -> Option<Route<'_>> {
+    if rest == "jwks.json" {
+        return Some(Route::Jwks);
+    }
+    let rest = rest.strip_prefix("subscriptions/")?;
+    let (id, tail) = rest.split_once('/').unwrap_or((rest, ""));
+    if !crate::core::subscription::config::valid_id(id) {
+        return None;
+    }
+    Some(match tail {
+        "" => Route::Subscription(id),
+        "streams" => Route::Streams(id),
+        "callback" => Route::Callback(id),
+        "ack" => Route::Ack(id),
+        "release" => Route::Release(id),
+        "claim" => Route::Claim(id),
+        t => Route::Stream(id, percent_decode(t.strip_prefix("streams/")?)?),
+    })
+}
+
+/// `%XX` decoded (a stream path in a path segment); none if malformed.
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The server's URL as this request reached it.
+fn base_url(state: &Shared, req: &Request) -> String {
+    if let Some(url) = &state.config.subscriptions.public_url {
+        return url.clone();
+    }
+    let h = req.headers();
+    let get = |n: &str| {
+        h.get(n)
+            .and_then(|v| v.to_str().ok())
+            .filter(|v| !v.is_empty())
+    };
+    let proto = get("x-forwarded-proto").unwrap_or("http");
+    let proto = if proto == "https" { "https" } else { "http" };
+    match get("x-forwarded-host").or_else(|| get("host")) {
+        Some(host) => format!("{proto}://{host}"),
+        None => String::new(),
+    }
+}
+
+fn json(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
+    let mut r = Response::new(Body::from(
+        serde_json::to_vec(value).expect("JSON serializes"),
+    ));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/json"));
+    r.headers_mut()
+        .insert("cache-control", HeaderValue::from_static("no-store"));
+    r
+}
+
+fn no_content() -> Response<Body> {
+    let mut r = Response::new(Body::empty());
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    r
+}
+
+pub async fn handle(
+    state: Shared,
+    root: String,
+    rest: String,
+    mut req: Request,
+    credentialed: bool,
+) -> Response<Body> {
+    let Some(route) = route(&rest) else {
+        return ApiError::from(Error::NotFound).into_response();
+    };
+    let method = req.method().clone();
+    if method == Method::OPTIONS {
+        return super::preflight();
+    }
+    let Some(subs) = state.subscriptions.get().cloned() else {
+        return ApiError::from(Error::Unserved).into_response();
+    };
+    if route == Route::Jwks {
+        if method != Method::GET && method != Method::HEAD {
+            return super::method_not_allowed("GET, HEAD, OPTIONS");
+        }
+        let mut r = json(StatusCode::OK, &subs.jwks());
+        r.headers_mut().insert(
+            "content-type",
+            HeaderValue::from_static("application/jwk-set+json"),
+        );
+        r.headers_mut().insert(
+            "cache-control",
+            HeaderValue::from_static("public, max-age=300"),
+        );
+        return r;
+    }
+    let allowed = match route {
+        Route::Subscription(_) => matches!(
+            method,
+            Method::GET | Method::HEAD | Method::PUT | Method::DELETE
+        ),
+        Route::Stream(..) => method == Method::DELETE,
+        _ => method == Method::POST,
+    };
+    if !allowed {
+        return super::method_not_allowed(match route {
+            Route::Subscription(_) => "GET, HEAD, PUT, DELETE, OPTIONS",
+            Route::Stream(..) => "DELETE, OPTIONS",
+            _ => "POST, OPTIONS",
+        });
+    }
+    let id = match &route {
+        Route::Subscription(id)
+        | Route::Streams(id)
+        | Route::Stream(id, _)
+        | Route::Callback(id)
+        | Route::Ack(id)
+        | Route::Release(id)
+        | Route::Claim(id) => (*id).to_owned(),
+        Route::Jwks => unreachable!("answered above"),
+    };
+    let key: Key = (root.clone(), id.clone());
+    let own_path = format!(
+        "{root}/{}/subscriptions/{id}",
+        shared::paths::CONTROL_SEGMENT
+    );
+    let base = base_url(&state, &req);
+    let token = bearer(req.headers()).map(str::to_owned);
+    let authorization = req
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let tokened = matches!(
+        route,
+        Route::Callback(_) | Route::Ack(_) | Route::Release(_)
+    );
+    // The caller's access to the subscription itself (token routes carry
+    // the wake's token instead).
+    if !tokened {
+        let access = if method == Method::GET || method == Method::HEAD {
+            Access::Read
+        } else {
+            Access::Write
+        };
+        if let Err(refused) = super::admit(&state, &mut req, credentialed, &own_path, access) {
+            return *refused;
+        }
+    }
+    let body = if method == Method::POST || method == Method::PUT {
+        match super::body::read_body(&state, req).await {
+            Ok(b) => b.bytes,
+            Err(e) => return e.into_response(),
+        }
+    } else {
+        bytes::Bytes::new()
+    };
+    let outcome = match route {
+        Route::Subscription(_) if method == Method::PUT => {
+            // Write access to everything the subscription can reach.
+            for rel in Subscriptions::reach(&body) {
+                let path = if rel.is_empty() {
+                    format!("{root}/")
+                } else {
+                    format!("{root}/{rel}")
+                };
+                if let Err(refused) =
+                    admit_path(&state, authorization.as_deref(), credentialed, &path)
+                {
+                    return *refused;
+                }
+            }
+            match subs.declare(&root, &id, &body, base.clone()).await {
+                Ok(Declared::Created(sub)) => {
+                    Ok(json(StatusCode::CREATED, &subs.describe(&key, &sub, &base)))
+                }
+                Ok(Declared::Confirmed(sub)) => {
+                    Ok(json(StatusCode::OK, &subs.describe(&key, &sub, &base)))
+                }
+                Err(e) => Err(e),
+            }
+        }
+        Route::Subscription(_) if method == Method::DELETE => {
+            subs.delete(&key).await.map(|()| no_content())
+        }
+        Route::Subscription(_) => match subs.get(&key) {
+            Some(sub) => Ok(json(StatusCode::OK, &subs.describe(&key, &sub, &base))),
+            None => Err(Error::NotFound),
+        },
+        Route::Streams(_) => {
+            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body) {
+                for rel in v["streams"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| s.as_str())
+                {
+                    if let Err(refused) = admit_path(
+                        &state,
+                        authorization.as_deref(),
+                        credentialed,
+                        &format!("{root}/{rel}"),
+                    ) {
+                        return *refused;
+                    }
+                }
+            }
+            subs.add_streams(&key, &body).await.map(|()| no_content())
+        }
+        Route::Stream(_, rel) => subs.remove_stream(&key, &rel).await.map(|()| no_content()),
+        Route::Callback(_) | Route::Ack(_) => subs
+            .acknowledge(&key, token.as_deref(), &body)
+            .await
+            .map(|next| {
+                json(
+                    StatusCode::OK,
+                    &serde_json::json!({ "ok": true, "next_wake": next }),
+                )
+            }),
+        Route::Release(_) => subs
+            .release(&key, token.as_deref(), &body)
+            .await
+            .map(|()| no_content()),
+        Route::Claim(_) => subs
+            .claim(&key, &body)
+            .await
+            .map(|v| json(StatusCode::OK, &v)),
+        Route::Jwks => unreachable!("answered above"),
+    };
+    outcome.unwrap_or_else(|e| ApiError::from(e).into_response())
+}
+
+/// Write access to one path, by the request's credential.
+fn admit_path(
+    state: &Shared,
+    authorization: Option<&str>,
+    credentialed: bool,
+    path: &str,
+) -> Result<(), Box<Response<Body>>> {
+    let authorization = authorization.filter(|_| credentialed);
+    let now = || state.store.clock().now_ms() / 1000;
+    let public = || false;
+    match state
+        .auth
+        .admit(path, Access::Write, authorization, public, now)
+    {
+        Ok(_) => Ok(()),
+        Err(refusal) => Err(Box::new(ApiError::from(refusal).into_response())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        assert_eq!(route("jwks.json"), Some(Route::Jwks));
+        assert_eq!(route("subscriptions/s-1"), Some(Route::Subscription("s-1")));
+        assert_eq!(route("subscriptions/s/streams"), Some(Route::Streams("s")));
+        assert_eq!(
+            route("subscriptions/s/streams/manual%2Fb"),
+            Some(Route::Stream("s", "manual/b".into()))
+        );
+        assert_eq!(
+            route("subscriptions/s/streams/a/b"),
+            Some(Route::Stream("s", "a/b".into()))
+        );
+        assert_eq!(route("subscriptions/s/claim"), Some(Route::Claim("s")));
+        assert_eq!(route("subscriptions/s/other"), None);
+        assert_eq!(route("subscriptions/bad%20id"), None);
+        assert_eq!(route("subscriptions/s/streams/%zz"), None);
+        assert_eq!(route("other"), None);
+    }
+}

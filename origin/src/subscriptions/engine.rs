@@ -1,0 +1,446 @@
+//! What moves subscriptions without a request: appends and creates on
+//! linked or matching streams (noted by the store's publisher, see
+//! `Observer`), leases that run out and retries that come due (a sweep
+//! every `tick`), and sending each wake: a webhook delivery, or a
+//! pull-wake's events appended to its wake stream.
+//!
+//! One engine task looks at what changed; each send runs as its own task,
+//! at most one per subscription (`sending`), under the bounds on
+//! deliveries in flight in total and per receiving host. A send's outcome
+//! comes back as the subscription's next event (done: acked; taken: the
+//! lease runs; failed: a retry, backing off), and the subscription is
+//! looked at again, so pending work that arrived meanwhile wakes it anew.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::deliver::{deliver, Outcome};
+use super::token::{self, Claims};
+use super::{render, Key, Slot, Subscriptions};
+use crate::core::stream::AppendRequest;
+use crate::core::subscription::config::Delivery;
+use crate::core::subscription::state::{Event, Subscription, Wake};
+
+/// What the engine did, for `/metrics`.
+#[derive(Default)]
+pub struct Counters {
+    pub wakes: AtomicU64,
+    pub deliveries: AtomicU64,
+    pub delivery_failures: AtomicU64,
+    pub wake_events: AtomicU64,
+    pub acks: AtomicU64,
+}
+
+/// A fresh wake id: 128 random bits.
+pub fn new_wake_id() -> String {
+    format!("w_{:032x}", rand::random::<u128>())
+}
+
+impl Subscriptions {
+    /// Runs until `closing` turns true.
+    pub async fn run(self: Arc<Self>, mut closing: tokio::sync::watch::Receiver<bool>) {
+        let mut tick = tokio::time::interval(self.config.tick);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut closed = std::pin::pin!(async move {
+            let _ = closing.wait_for(|c| *c).await;
+        });
+        loop {
+            tokio::select! {
+                () = self.wake.notified() => {}
+                _ = tick.tick() => self.sweep().await,
+                () = &mut closed => return,
+            }
+            self.drain().await;
+        }
+    }
+
+    /// Looks at what the store's publisher noted.
+    async fn drain(self: &Arc<Self>) {
+        let dirty = std::mem::take(&mut *self.dirty.lock());
+        let mut keys: Vec<Key> = dirty.keys.into_iter().collect();
+        if dirty.overflow {
+            self.match_existing().await;
+            keys = self.table.read().keys().cloned().collect();
+        } else {
+            for path in dirty.created {
+                keys.extend(self.match_created(&path).await);
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        for key in keys {
+            self.evaluate(&key).await;
+        }
+    }
+
+    /// Leases and retries that came due, key rotation, the journal's size.
+    async fn sweep(self: &Arc<Self>) {
+        let now = self.now();
+        let due: Vec<Key> = self
+            .table
+            .read()
+            .iter()
+            .filter(|(_, slot)| {
+                slot.state.lock().as_ref().is_some_and(|s| {
+                    s.next_due().is_some_and(|d| d <= now) || s.to_send(now).is_some()
+                })
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
+            self.evaluate(&key).await;
+        }
+        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        if let Err(e) = self.keys.rotate_if_due(
+            now,
+            ms(self.config.key_rotation),
+            ms(self.config.key_retired_for),
+        ) {
+            tracing::warn!(error = %e, "the webhook signing keys could not be rotated; the current key signs on");
+        }
+        if self.journal.size().await > self.config.journal_compact_bytes {
+            let table = &self.table;
+            let rewritten = self
+                .journal
+                .rewrite(|| {
+                    table
+                        .read()
+                        .iter()
+                        .filter_map(|((root, id), slot)| {
+                            let s = slot.state.lock().clone()?;
+                            (!s.deleted).then(|| (root.clone(), id.clone(), s))
+                        })
+                        .collect()
+                })
+                .await;
+            if let Err(e) = rewritten {
+                tracing::warn!(error = %e, "the subscription journal could not be rewritten; it goes on growing");
+            }
+        }
+    }
+
+    pub(super) fn now(&self) -> u64 {
+        super::now_ms(&self.store)
+    }
+
+    /// Links a new stream to the subscriptions that name it or whose
+    /// pattern matches it, from its first byte: a stream created after a
+    /// subscription is pending from its start. Answers the subscriptions.
+    async fn match_created(self: &Arc<Self>, path: &str) -> Vec<Key> {
+        let mut wanted: Vec<(Key, String, bool)> = Vec::new();
+        for (root, list) in self.patterns.read().iter() {
+            let Some(rel) = path
+                .strip_prefix(root.as_str())
+                .and_then(|r| r.strip_prefix('/'))
+            else {
+                continue;
+            };
+            for (id, glob) in list {
+                if glob.matches(rel) {
+                    wanted.push(((root.clone(), id.clone()), rel.to_owned(), true));
+                }
+            }
+        }
+        if let Some(keys) = self.links.read().get(path) {
+            for key in keys {
+                if let Some(rel) = path
+                    .strip_prefix(key.0.as_str())
+                    .and_then(|r| r.strip_prefix('/'))
+                {
+                    wanted.push((key.clone(), rel.to_owned(), false));
+                }
+            }
+        }
+        let mut touched = Vec::new();
+        for (key, rel, glob) in wanted {
+            if self.relink_from_start(&key, &rel, glob).await {
+                touched.push(key);
+            }
+        }
+        touched
+    }
+
+    /// Links `rel` at offset 0 (or moves an existing link back to 0: the
+    /// stream at that path is a new one).
+    async fn relink_from_start(&self, key: &Key, rel: &str, glob: bool) -> bool {
+        let Some(slot) = self.slot(key) else {
+            return false;
+        };
+        let _op = slot.op.lock().await;
+        let Some(sub) = slot.state.lock().clone() else {
+            return false;
+        };
+        if sub.deleted {
+            return false;
+        }
+        let mut events = Vec::new();
+        match sub.links.get(rel) {
+            Some(link) if link.acked == 0 => return true,
+            Some(link) => {
+                events.push(Event::Unlinked {
+                    path: rel.to_owned(),
+                    glob: link.glob,
+                    explicit: link.explicit,
+                });
+                events.push(Event::Linked {
+                    path: rel.to_owned(),
+                    glob: link.glob || glob,
+                    explicit: link.explicit,
+                    acked: 0,
+                });
+            }
+            None if sub.links.len() >= self.config.max_streams_per_subscription => {
+                tracing::warn!(subscription = %key.1, stream = %rel, "a matching stream is not linked: the subscription links as many streams as it may");
+                return false;
+            }
+            None => events.push(Event::Linked {
+                path: rel.to_owned(),
+                glob,
+                explicit: false,
+                acked: 0,
+            }),
+        }
+        if let Err(e) = self.log(key, &slot, &events).await {
+            tracing::warn!(error = %e, subscription = %key.1, "a new stream could not be linked");
+            return false;
+        }
+        let sub = slot.state.lock().clone();
+        if let Some(sub) = sub {
+            self.index(key, &sub);
+        }
+        true
+    }
+
+    /// After a restart or an overflow: every stream that matches a
+    /// pattern and is not linked is linked from its start (at least once).
+    async fn match_existing(self: &Arc<Self>) {
+        let roots: Vec<String> = self.patterns.read().keys().cloned().collect();
+        for root in roots {
+            let under = self.store.streams_under(&format!("{root}/"));
+            for view in under {
+                let linked = self
+                    .links
+                    .read()
+                    .get(&view.path)
+                    .is_some_and(|keys| keys.iter().any(|k| k.0 == root));
+                if !linked {
+                    self.match_created(&view.path).await;
+                }
+            }
+        }
+    }
+
+    /// Ends a lease that ran out, wakes pending work, sends what is to
+    /// be sent.
+    pub(super) async fn evaluate(self: &Arc<Self>, key: &Key) {
+        let Some(slot) = self.slot(key) else { return };
+        let _op = slot.op.lock().await;
+        let Some(sub) = slot.state.lock().clone() else {
+            return;
+        };
+        if sub.deleted {
+            return;
+        }
+        let now = self.now();
+        let tail = |rel: &str| self.tail_of(&key.0, rel);
+        let mut after = sub;
+        let mut events = Vec::new();
+        if let Some(e) = after.expire(now) {
+            after.apply(&e);
+            events.push(e);
+        }
+        if let Some(e) = after.wake_if_pending(now, new_wake_id, tail) {
+            after.apply(&e);
+            events.push(e);
+            self.metrics.wakes.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Err(e) = self.log(key, &slot, &events).await {
+            tracing::warn!(error = %e, subscription = %key.1, "a subscription's wake could not be logged; it is tried again");
+            return;
+        }
+        let Some(wake) = after.to_send(now).cloned() else {
+            return;
+        };
+        if !self.sending.lock().insert(key.clone()) {
+            return;
+        }
+        let me = Arc::clone(self);
+        let key = key.clone();
+        tokio::spawn(async move {
+            me.send(&key, after, wake).await;
+            me.sending.lock().remove(&key);
+            me.mark(key);
+        });
+    }
+
+    /// Sends one wake and logs what became of it.
+    async fn send(self: &Arc<Self>, key: &Key, sub: Subscription, wake: Wake) {
+        let outcome = match &sub.config.delivery {
+            Delivery::Webhook { url } => self.post(key, &sub, &wake, url).await,
+            Delivery::PullWake { wake_stream } => {
+                self.announce(key, &sub, &wake, wake_stream).await
+            }
+        };
+        let Some(slot) = self.slot(key) else { return };
+        let _op = slot.op.lock().await;
+        let Some(current) = slot.state.lock().clone() else {
+            return;
+        };
+        let now = self.now();
+        let events = match &outcome {
+            Outcome::Done => current.delivered_done(wake.generation, &wake.id),
+            Outcome::Taken if current.config.is_webhook() => {
+                current.delivered(now, wake.generation, &wake.id)
+            }
+            Outcome::Taken => current
+                .announced(wake.generation, &wake.id)
+                .map(|e| vec![e]),
+            Outcome::Failed(why) => {
+                self.metrics
+                    .delivery_failures
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::info!(subscription = %key.1, generation = wake.generation, reason = %why, "a wake was not delivered; it is retried");
+                let jitter = rand::random::<f64>() * 2.0 - 1.0;
+                current
+                    .delivery_failed(now, wake.generation, &wake.id, jitter)
+                    .map(|e| vec![e])
+            }
+        };
+        // Fenced: the wake ended meanwhile (deleted, expired); nothing to log.
+        if let Ok(events) = events {
+            if matches!(outcome, Outcome::Done) {
+                self.metrics.acks.fetch_add(1, Ordering::Relaxed);
+            }
+            if let Err(e) = self.log(key, &slot, &events).await {
+                tracing::warn!(error = %e, subscription = %key.1, "a delivery's outcome could not be logged; the wake is sent again");
+            }
+        }
+    }
+
+    /// A webhook delivery, under the bounds on deliveries in flight.
+    async fn post(&self, key: &Key, sub: &Subscription, wake: &Wake, url: &str) -> Outcome {
+        let host = url::Url::parse(url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_owned))
+            .unwrap_or_default();
+        let Ok(_total) = Arc::clone(&self.deliveries).acquire_owned().await else {
+            return Outcome::Failed("the server is stopping".into());
+        };
+        let per_host = {
+            let mut table = self.per_host.lock();
+            Arc::clone(table.entry(host.clone()).or_insert_with(|| {
+                Arc::new(tokio::sync::Semaphore::new(
+                    self.config.max_deliveries_per_host.max(1),
+                ))
+            }))
+        };
+        let permit = Arc::clone(&per_host).acquire_owned().await;
+        let now = self.now();
+        let base = self.base_of(sub);
+        let token = token::issue(
+            &self.keys,
+            &Claims {
+                root: key.0.clone(),
+                id: key.1.clone(),
+                generation: wake.generation,
+                wake_id: wake.id.clone(),
+                expires: now.saturating_add(token::TOKEN_TTL_MS),
+            },
+        );
+        let reports = render::snapshot_reports(sub, wake);
+        let body = render::webhook_body(&key.0, sub, wake, &reports, &base, &token);
+        self.metrics.deliveries.fetch_add(1, Ordering::Relaxed);
+        let outcome = deliver(
+            &self.client,
+            &self.config.url_policy,
+            &self.keys,
+            url,
+            body,
+            now / 1000,
+            self.config.webhook_answer_max,
+        )
+        .await;
+        drop(permit);
+        // The host's entry goes once no delivery to it is in flight.
+        let mut table = self.per_host.lock();
+        if Arc::strong_count(&per_host) == 2 {
+            table.remove(&host);
+        }
+        outcome
+    }
+
+    /// A pull-wake's events, one per pending stream (at most
+    /// `max_wake_events`), appended to its wake stream.
+    async fn announce(
+        &self,
+        key: &Key,
+        sub: &Subscription,
+        wake: &Wake,
+        wake_stream: &str,
+    ) -> Outcome {
+        let full = Self::full_path(&key.0, wake_stream);
+        let Some(view) = self.store.get(&full) else {
+            return Outcome::Failed(format!("the wake stream {wake_stream} does not exist"));
+        };
+        let now = self.now();
+        let events: Vec<serde_json::Value> = wake
+            .snapshot
+            .iter()
+            .filter(|(p, t)| sub.links.get(*p).is_some_and(|l| **t > l.acked))
+            .take(self.config.max_wake_events.max(1))
+            .map(|(p, _)| {
+                serde_json::json!({
+                    "type": "wake", "subscription_id": sub.id, "stream": p,
+                    "generation": wake.generation, "ts": now,
+                })
+            })
+            .collect();
+        // One JSON message a line: a JSON stream keeps its messages so
+        // (`core::json`), and any other reads them as NDJSON.
+        let mut payload = Vec::new();
+        for e in &events {
+            serde_json::to_writer(&mut payload, e).expect("wake events serialize");
+            payload.push(b'\n');
+        }
+        let req = AppendRequest {
+            content_type: Some(view.config.content_type.to_string()),
+            payload_len: payload.len() as u64,
+            producer: None,
+            stream_seq: None,
+            close: false,
+        };
+        match self
+            .store
+            .append(view, None, req, Bytes::from(payload))
+            .await
+        {
+            Ok(_) => {
+                self.metrics
+                    .wake_events
+                    .fetch_add(events.len() as u64, Ordering::Relaxed);
+                Outcome::Taken
+            }
+            Err(e) => Outcome::Failed(format!("the wake stream refused the wake: {e}")),
+        }
+    }
+
+    /// The server's URL for a subscription's callback and JWKS URLs.
+    pub(super) fn base_of(&self, sub: &Subscription) -> String {
+        self.config
+            .public_url
+            .clone()
+            .unwrap_or_else(|| sub.base.clone())
+    }
+}
+
+impl Slot {
+    pub(super) fn new(account: String) -> Slot {
+        Slot {
+            op: tokio::sync::Mutex::new(()),
+            state: parking_lot::Mutex::new(None),
+            account,
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! The webhook signing keys (protocol §6.5, §7.1) and the secret that
+//! signs callback and claim tokens (§12.9).
+//!
+//! Ed25519 key pairs, each named by its JWK thumbprint (RFC 7638) as
+//! `ds_<thumbprint>`, so a `kid` is stable for its key's life and unique.
+//! They live in `DATA/subscriptions/keys.json`, mode 0600, written by
+//! write-then-rename, so a restart signs with the same key and receivers
+//! keep verifying. The newest key signs. Rotation (every
+//! `webhook_key_rotation`) adds a key and retires the old one, whose public
+//! half stays published for `webhook_key_retired_for`, well past the
+//! five-minute replay window a receiver accepts and the longest retry
+//! delay, then is dropped.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use base64::Engine as _;
+use parking_lot::RwLock;
+use ring::signature::{Ed25519KeyPair, KeyPair};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::core::Millis;
+
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    hmac: String,
+    keys: Vec<StoredKey>,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+struct StoredKey {
+    pkcs8: String,
+    created_at: Millis,
+    retired_at: Option<Millis>,
+}
+
+struct SigningKey {
+    kid: String,
+    /// The public key, base64url (the JWK's `x`).
+    x: String,
+    pair: Ed25519KeyPair,
+    stored: StoredKey,
+}
+
+struct Ring {
+    hmac: ring::hmac::Key,
+    hmac_raw: Vec<u8>,
+    /// Oldest first; the last signs.
+    keys: Vec<SigningKey>,
+}
+
+pub struct Keys {
+    file: PathBuf,
+    ring: RwLock<Ring>,
+}
+
+fn load_key(stored: StoredKey) -> std::io::Result<SigningKey> {
+    let der = B64
+        .decode(&stored.pkcs8)
+        .map_err(|e| std::io::Error::other(format!("a signing key is not base64url: {e}")))?;
+    let pair = Ed25519KeyPair::from_pkcs8(&der)
+        .map_err(|_| std::io::Error::other("a signing key is not an Ed25519 PKCS#8 key"))?;
+    let x = B64.encode(pair.public_key().as_ref());
+    // RFC 7638: the required members, in lexicographic order, no spaces.
+    let thumbprint = Sha256::digest(format!(r#"{{"crv":"Ed25519","kty":"OKP","x":"{x}"}}"#));
+    Ok(SigningKey {
+        kid: format!("ds_{}", B64.encode(thumbprint)),
+        x,
+        pair,
+        stored,
+    })
+}
+
+fn new_key(now: Millis) -> std::io::Result<SigningKey> {
+    let rng = ring::rand::SystemRandom::new();
+    let doc = Ed25519KeyPair::generate_pkcs8(&rng)
+        .map_err(|_| std::io::Error::other("no randomness for a signing key"))?;
+    load_key(StoredKey {
+        pkcs8: B64.encode(doc.as_ref()),
+        created_at: now,
+        retired_at: None,
+    })
+}
+
+impl Keys {
+    /// Loads the keys under `dir`, or makes the first ones.
+    pub fn open(dir: &Path, now: Millis) -> std::io::Result<Keys> {
+        std::fs::create_dir_all(dir)?;
+        let file = dir.join("keys.json");
+        let ring = match std::fs::read(&file) {
+            Ok(bytes) => {
+                let stored: Stored = serde_json::from_slice(&bytes)
+                    .map_err(|e| std::io::Error::other(format!("{}: {e}", file.display())))?;
+                let hmac_raw = B64
+                    .decode(&stored.hmac)
+                    .map_err(|e| std::io::Error::other(format!("{}: {e}", file.display())))?;
+                let keys = stored
+                    .keys
+                    .into_iter()
+                    .map(load_key)
+                    .collect::<std::io::Result<Vec<_>>>()?;
+                if keys.is_empty() {
+                    return Err(std::io::Error::other(format!(
+                        "{}: no signing key",
+                        file.display()
+                    )));
+                }
+                Ring {
+                    hmac: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &hmac_raw),
+                    hmac_raw,
+                    keys,
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let hmac_raw: Vec<u8> = (0..32).map(|_| rand::random::<u8>()).collect();
+                Ring {
+                    hmac: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &hmac_raw),
+                    hmac_raw,
+                    keys: vec![new_key(now)?],
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        let keys = Keys {
+            file,
+            ring: RwLock::new(ring),
+        };
+        keys.save(&keys.ring.read())?;
+        Ok(keys)
+    }
+
+    fn save(&self, ring: &Ring) -> std::io::Result<()> {
+        let stored = Stored {
+            hmac: B64.encode(&ring.hmac_raw),
+            keys: ring.keys.iter().map(|k| k.stored.clone()).collect(),
+        };
+        let tmp = self.file.with_extension("json.tmp");
+        {
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create(true).truncate(true);
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let mut f = options.open(&tmp)?;
+            f.write_all(&serde_json::to_vec(&stored).expect("keys serialize"))?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, &self.file)?;
+        if let Some(dir) = self.file.parent() {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
+    }
+
+    /// Rotates when the signing key is older than `every`, and drops keys
+    /// retired longer than `retired_for`. Answers whether anything changed.
+    pub fn rotate_if_due(
+        &self,
+        now: Millis,
+        every: Millis,
+        retired_for: Millis,
+    ) -> std::io::Result<bool> {
+        let mut ring = self.ring.write();
+        let due = ring
+            .keys
+            .last()
+            .is_some_and(|k| now.saturating_sub(k.stored.created_at) >= every);
+        let before = ring.keys.len();
+        ring.keys.retain(|k| {
+            k.stored
+                .retired_at
+                .is_none_or(|r| now.saturating_sub(r) < retired_for)
+        });
+        if !due && ring.keys.len() == before {
+            return Ok(false);
+        }
+        if due {
+            if let Some(last) = ring.keys.last_mut() {
+                last.stored.retired_at = Some(now);
+            }
+            ring.keys.push(new_key(now)?);
+        }
+        self.save(&ring)?;
+        Ok(true)
+    }
+
+    /// The `kid` that signs now.
+    pub fn active_kid(&self) -> String {
+        self.ring
+            .read()
+            .keys
+            .last()
+            .map(|k| k.kid.clone())
+            .unwrap_or_default()
+    }
+
+    /// `Webhook-Signature` for `body` sent at `t` (Unix seconds): the
+    /// signature of `"<t>.<body>"`.
+    pub fn sign(&self, t: u64, body: &[u8]) -> String {
+        let ring = self.ring.read();
+        let key = ring.keys.last().expect("a key always signs");
+        let mut message = format!("{t}.").into_bytes();
+        message.extend_from_slice(body);
+        let sig = key.pair.sign(&message);
+        format!("t={t},kid={},ed25519={}", key.kid, B64.encode(sig.as_ref()))
+    }
+
+    /// The JWK Set: every published public key.
+    pub fn jwks(&self) -> serde_json::Value {
+        let ring = self.ring.read();
+        let keys: Vec<_> = ring
+            .keys
+            .iter()
+            .map(|k| {
+                serde_json::json!({
+                    "kty": "OKP", "crv": "Ed25519", "kid": k.kid, "use": "sig", "alg": "EdDSA", "x": k.x,
+                })
+            })
+            .collect();
+        serde_json::json!({ "keys": keys })
+    }
+
+    /// Signs a token's payload (HMAC-SHA256).
+    pub fn mac(&self, payload: &[u8]) -> Vec<u8> {
+        ring::hmac::sign(&self.ring.read().hmac, payload)
+            .as_ref()
+            .to_vec()
+    }
+
+    /// Whether `tag` is this server's MAC of `payload` (constant time).
+    pub fn verify_mac(&self, payload: &[u8], tag: &[u8]) -> bool {
+        ring::hmac::verify(&self.ring.read().hmac, payload, tag).is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_persist_rotate_and_verify() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = Keys::open(dir.path(), 1_000).unwrap();
+        let kid = keys.active_kid();
+        assert!(kid.starts_with("ds_"));
+        let mode = std::fs::metadata(dir.path().join("keys.json")).unwrap();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
+            0o600
+        );
+        // The same key after a restart.
+        let again = Keys::open(dir.path(), 2_000).unwrap();
+        assert_eq!(again.active_kid(), kid);
+        let sig = again.sign(7, b"{}");
+        assert!(sig.starts_with(&format!("t=7,kid={kid},ed25519=")));
+        // Verified with the published key.
+        let x = again.jwks()["keys"][0]["x"].as_str().unwrap().to_owned();
+        let public = ring::signature::UnparsedPublicKey::new(
+            &ring::signature::ED25519,
+            B64.decode(x).unwrap(),
+        );
+        let raw = B64.decode(sig.rsplit_once("ed25519=").unwrap().1).unwrap();
+        assert!(public.verify(b"7.{}", &raw).is_ok());
+        // Rotation: a new signer, the old key still published, then dropped.
+        assert!(!again.rotate_if_due(2_000, 10_000, 5_000).unwrap());
+        assert!(again.rotate_if_due(11_000, 10_000, 5_000).unwrap());
+        assert_ne!(again.active_kid(), kid);
+        assert_eq!(again.jwks()["keys"].as_array().unwrap().len(), 2);
+        assert!(again.rotate_if_due(16_000, 10_000, 5_000).unwrap());
+        assert_eq!(again.jwks()["keys"].as_array().unwrap().len(), 1);
+        // Tokens: the MAC verifies and survives a restart.
+        let tag = again.mac(b"p");
+        let reopened = Keys::open(dir.path(), 16_000).unwrap();
+        assert!(reopened.verify_mac(b"p", &tag));
+        assert!(!reopened.verify_mac(b"q", &tag));
+    }
+}
