@@ -201,6 +201,9 @@ pub fn metrics_text(state: &AppState) -> String {
         &mut e,
     );
     state.ingress.expose(&mut e);
+    if let Some(subs) = state.subscriptions.get() {
+        subs.metrics.expose(subs.count(), &mut e);
+    }
     e.process("origin");
     e.render()
 }

@@ -33,6 +33,46 @@ pub struct Counters {
     pub acks: AtomicU64,
 }
 
+/// Subscriptions the engine looks at at once.
+const CONCURRENT: usize = 256;
+
+impl Counters {
+    /// The counters and the subscription count as Prometheus families.
+    pub fn expose(&self, subscriptions: usize, e: &mut shell::metrics::Exposition) {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        e.gauge(
+            "ds_origin_subscriptions",
+            "Subscriptions on this origin.",
+            subscriptions as f64,
+        )
+        .counter(
+            "ds_origin_subscription_wakes_total",
+            "Wakes issued (new generations).",
+            get(&self.wakes),
+        )
+        .counter(
+            "ds_origin_webhook_deliveries_total",
+            "Webhook deliveries attempted.",
+            get(&self.deliveries),
+        )
+        .counter(
+            "ds_origin_webhook_delivery_failures_total",
+            "Webhook deliveries (and wake-event writes) that failed and are retried.",
+            get(&self.delivery_failures),
+        )
+        .counter(
+            "ds_origin_subscription_wake_events_total",
+            "Pull-wake events written to wake streams.",
+            get(&self.wake_events),
+        )
+        .counter(
+            "ds_origin_webhook_done_total",
+            "Webhook deliveries answered done (snapshot acked).",
+            get(&self.acks),
+        );
+    }
+}
+
 /// A fresh wake id: 128 random bits.
 pub fn new_wake_id() -> String {
     format!("w_{:032x}", rand::random::<u128>())
@@ -70,9 +110,17 @@ impl Subscriptions {
         }
         keys.sort();
         keys.dedup();
-        for key in keys {
-            self.evaluate(&key).await;
-        }
+        self.evaluate_all(keys).await;
+    }
+
+    /// Looks at each subscription, [`CONCURRENT`] at a time: each may log
+    /// (one durable append), and the store commits concurrent appends
+    /// together, so a thousand wakes cost a few commits, not a thousand.
+    async fn evaluate_all(self: &Arc<Self>, keys: Vec<Key>) {
+        use futures::StreamExt;
+        futures::stream::iter(keys)
+            .for_each_concurrent(CONCURRENT, |key| async move { self.evaluate(&key).await })
+            .await;
     }
 
     /// Leases and retries that came due, key rotation, the journal's size.
@@ -89,9 +137,7 @@ impl Subscriptions {
             })
             .map(|(k, _)| k.clone())
             .collect();
-        for key in due {
-            self.evaluate(&key).await;
-        }
+        self.evaluate_all(due).await;
         let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         if let Err(e) = self.keys.rotate_if_due(
             now,

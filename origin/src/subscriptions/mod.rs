@@ -265,6 +265,11 @@ impl Subscriptions {
         Ok(subs)
     }
 
+    /// How many subscriptions this server holds.
+    pub fn count(&self) -> usize {
+        self.table.read().len()
+    }
+
     /// The full path of a root-relative stream path.
     pub fn full_path(root: &str, rel: &str) -> String {
         format!("{root}/{rel}")
