@@ -124,7 +124,7 @@ fn peer_label(args: &Args) -> &'static str {
 }
 
 /// An origin on a free port over a fresh data directory.
-fn origin_command(bin: &std::path::Path, data: &std::path::Path) -> Command {
+pub fn origin_command(bin: &std::path::Path, data: &std::path::Path) -> Command {
     let _ = std::fs::remove_dir_all(data);
     let mut cmd = Command::new(bin);
     cmd.args(["--listen", "127.0.0.1:0", "--data"]).arg(data);

@@ -35,6 +35,8 @@
 //!   descriptor limit: memory and descriptors per stream, creates/s and
 //!   appends/s, restart time after SIGKILL (and SIGTERM), and every stream
 //!   read back byte for byte.
+//! - `webhooks`: subscriptions' delivery latency, and durable appends with
+//!   subscriptions active against without, in one run.
 //!
 //! `readers` holds the read workloads (catch-up, tails) that `peers` runs,
 //! `pooled` the pooled appends; `pool` shares a fixed set of connections
@@ -63,6 +65,7 @@ mod restart;
 mod seal;
 mod stats;
 mod streams;
+mod webhooks;
 
 use clap::{Parser, Subcommand};
 
@@ -95,6 +98,7 @@ enum Cmd {
     CatchUp(catch_up::Args),
     HostilePaths(hostile::Args),
     ConnCost(conn_cost::Args),
+    Webhooks(webhooks::Args),
 }
 
 #[tokio::main]
@@ -121,5 +125,6 @@ async fn main() -> anyhow::Result<()> {
         Cmd::CatchUp(a) => catch_up::run(a).await,
         Cmd::HostilePaths(a) => hostile::run(a).await,
         Cmd::ConnCost(a) => conn_cost::run(a).await,
+        Cmd::Webhooks(a) => webhooks::run(a).await,
     }
 }

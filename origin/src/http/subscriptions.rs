@@ -205,17 +205,26 @@ pub async fn handle(
     };
     let outcome = match route {
         Route::Subscription(_) if method == Method::PUT => {
-            // Write access to everything the subscription can reach.
-            for rel in Subscriptions::reach(&body) {
-                let path = if rel.is_empty() {
-                    format!("{root}/")
-                } else {
-                    format!("{root}/{rel}")
-                };
-                if let Err(refused) =
-                    admit_path(&state, authorization.as_deref(), credentialed, &path)
-                {
-                    return *refused;
+            // Write access to everything the subscription can reach. A
+            // pattern's prefix is checked as the folder it is (`…/`), and
+            // where the default account's prefix lies under it, that
+            // account's streams are within reach too.
+            for (rel, under) in Subscriptions::reach(&body) {
+                let mut paths = vec![match (rel.is_empty(), under) {
+                    (true, _) => format!("{root}/"),
+                    (false, true) => format!("{root}/{rel}/"),
+                    (false, false) => format!("{root}/{rel}"),
+                }];
+                let default = &state.config.auth.default_prefix;
+                if under && default.starts_with(paths[0].as_str()) && *default != paths[0] {
+                    paths.push(default.clone());
+                }
+                for path in paths {
+                    if let Err(refused) =
+                        admit_path(&state, authorization.as_deref(), credentialed, &path)
+                    {
+                        return *refused;
+                    }
                 }
             }
             match subs.declare(&root, &id, &body, base.clone()).await {

@@ -104,6 +104,12 @@ impl Subscriptions {
             self.match_existing().await;
             keys = self.table.read().keys().cloned().collect();
         } else {
+            {
+                let links = self.links.read();
+                for path in &dirty.paths {
+                    keys.extend(links.get(path).into_iter().flatten().cloned());
+                }
+            }
             for path in dirty.created {
                 keys.extend(self.match_created(&path).await);
             }
@@ -146,7 +152,11 @@ impl Subscriptions {
         ) {
             tracing::warn!(error = %e, "the webhook signing keys could not be rotated; the current key signs on");
         }
-        if self.journal.size().await > self.config.journal_compact_bytes {
+        if self
+            .journal
+            .rewrite_due(self.config.journal_compact_bytes)
+            .await
+        {
             let table = &self.table;
             let rewritten = self
                 .journal
@@ -175,6 +185,9 @@ impl Subscriptions {
     /// pattern matches it, from its first byte: a stream created after a
     /// subscription is pending from its start. Answers the subscriptions.
     async fn match_created(self: &Arc<Self>, path: &str) -> Vec<Key> {
+        let Some(view) = self.store.get(path) else {
+            return Vec::new();
+        };
         let mut wanted: Vec<(Key, String, bool)> = Vec::new();
         for (root, list) in self.patterns.read().iter() {
             let Some(rel) = path
@@ -201,16 +214,21 @@ impl Subscriptions {
         }
         let mut touched = Vec::new();
         for (key, rel, glob) in wanted {
-            if self.relink_from_start(&key, &rel, glob).await {
+            if self
+                .link_incarnation(&key, &rel, glob, &view.incarnation)
+                .await
+            {
                 touched.push(key);
             }
         }
         touched
     }
 
-    /// Links `rel` at offset 0 (or moves an existing link back to 0: the
-    /// stream at that path is a new one).
-    async fn relink_from_start(&self, key: &Key, rel: &str, glob: bool) -> bool {
+    /// Links `rel`, an existing stream of `incarnation`: from its start if
+    /// the subscription did not follow it (a new stream, or one created
+    /// again at that path), and as it is if it does already (a late or
+    /// repeated notice changes nothing).
+    async fn link_incarnation(&self, key: &Key, rel: &str, glob: bool, incarnation: &str) -> bool {
         let Some(slot) = self.slot(key) else {
             return false;
         };
@@ -218,36 +236,39 @@ impl Subscriptions {
         let Some(sub) = slot.state.lock().clone() else {
             return false;
         };
-        if sub.deleted {
+        if sub.deleted || !sub.config.may_link(rel) {
             return false;
         }
-        let mut events = Vec::new();
-        match sub.links.get(rel) {
-            Some(link) if link.acked == 0 => return true,
-            Some(link) => {
-                events.push(Event::Unlinked {
+        let linked = |glob: bool, explicit: bool, acked: u64| Event::Linked {
+            path: rel.to_owned(),
+            glob,
+            explicit,
+            acked,
+            incarnation: incarnation.to_owned(),
+        };
+        let events = match sub.links.get(rel) {
+            Some(link) if link.incarnation == incarnation => {
+                if link.glob || !glob {
+                    return true;
+                }
+                vec![linked(true, false, link.acked)]
+            }
+            // Linked before the stream existed (at 0): now it is known.
+            Some(link) if link.incarnation.is_empty() => vec![linked(glob, false, link.acked)],
+            Some(link) => vec![
+                Event::Unlinked {
                     path: rel.to_owned(),
                     glob: link.glob,
                     explicit: link.explicit,
-                });
-                events.push(Event::Linked {
-                    path: rel.to_owned(),
-                    glob: link.glob || glob,
-                    explicit: link.explicit,
-                    acked: 0,
-                });
-            }
+                },
+                linked(link.glob || glob, link.explicit, 0),
+            ],
             None if sub.links.len() >= self.config.max_streams_per_subscription => {
                 tracing::warn!(subscription = %key.1, stream = %rel, "a matching stream is not linked: the subscription links as many streams as it may");
                 return false;
             }
-            None => events.push(Event::Linked {
-                path: rel.to_owned(),
-                glob,
-                explicit: false,
-                acked: 0,
-            }),
-        }
+            None => vec![linked(glob, false, 0)],
+        };
         if let Err(e) = self.log(key, &slot, &events).await {
             tracing::warn!(error = %e, subscription = %key.1, "a new stream could not be linked");
             return false;
@@ -259,21 +280,15 @@ impl Subscriptions {
         true
     }
 
-    /// After a restart or an overflow: every stream that matches a
-    /// pattern and is not linked is linked from its start (at least once).
+    /// After a restart or an overflow: every stream under a root with
+    /// patterns is matched again (a stream already followed is left as
+    /// it is; one the subscription does not follow is linked from its
+    /// start: at least once).
     async fn match_existing(self: &Arc<Self>) {
         let roots: Vec<String> = self.patterns.read().keys().cloned().collect();
         for root in roots {
-            let under = self.store.streams_under(&format!("{root}/"));
-            for view in under {
-                let linked = self
-                    .links
-                    .read()
-                    .get(&view.path)
-                    .is_some_and(|keys| keys.iter().any(|k| k.0 == root));
-                if !linked {
-                    self.match_created(&view.path).await;
-                }
+            for view in self.store.streams_under(&format!("{root}/")) {
+                self.match_created(&view.path).await;
             }
         }
     }
@@ -304,6 +319,7 @@ impl Subscriptions {
         }
         if let Err(e) = self.log(key, &slot, &events).await {
             tracing::warn!(error = %e, subscription = %key.1, "a subscription's wake could not be logged; it is tried again");
+            self.note(key.clone());
             return;
         }
         let Some(wake) = after.to_send(now).cloned() else {
@@ -340,9 +356,7 @@ impl Subscriptions {
             Outcome::Taken if current.config.is_webhook() => {
                 current.delivered(now, wake.generation, &wake.id)
             }
-            Outcome::Taken => current
-                .announced(wake.generation, &wake.id)
-                .map(|e| vec![e]),
+            Outcome::Taken => current.announced(now, wake.generation, &wake.id),
             Outcome::Failed(why) => {
                 self.metrics
                     .delivery_failures
@@ -361,6 +375,7 @@ impl Subscriptions {
             }
             if let Err(e) = self.log(key, &slot, &events).await {
                 tracing::warn!(error = %e, subscription = %key.1, "a delivery's outcome could not be logged; the wake is sent again");
+                self.note(key.clone());
             }
         }
     }
@@ -371,9 +386,8 @@ impl Subscriptions {
             .ok()
             .and_then(|u| u.host_str().map(str::to_owned))
             .unwrap_or_default();
-        let Ok(_total) = Arc::clone(&self.deliveries).acquire_owned().await else {
-            return Outcome::Failed("the server is stopping".into());
-        };
+        // The host's permit first: deliveries waiting for a slow host hold
+        // none of the slots other hosts' deliveries need.
         let per_host = {
             let mut table = self.per_host.lock();
             Arc::clone(table.entry(host.clone()).or_insert_with(|| {
@@ -383,6 +397,9 @@ impl Subscriptions {
             }))
         };
         let permit = Arc::clone(&per_host).acquire_owned().await;
+        let Ok(_total) = Arc::clone(&self.deliveries).acquire_owned().await else {
+            return Outcome::Failed("the server is stopping".into());
+        };
         let now = self.now();
         let base = self.base_of(sub);
         let token = token::issue(
@@ -482,9 +499,14 @@ impl Subscriptions {
 }
 
 impl Slot {
+    /// Its lock, held by an owned guard.
+    pub(super) async fn op_owned(&self) -> tokio::sync::OwnedMutexGuard<()> {
+        Arc::clone(&self.op).lock_owned().await
+    }
+
     pub(super) fn new(account: String) -> Slot {
         Slot {
-            op: tokio::sync::Mutex::new(()),
+            op: Arc::new(tokio::sync::Mutex::new(())),
             state: parking_lot::Mutex::new(None),
             account,
         }

@@ -38,7 +38,7 @@ pub struct SubscriptionFlags {
     #[arg(long, env = "ORIGIN_WEBHOOK_DELIVERIES_PER_HOST", default_value_t = 64)]
     pub webhook_deliveries_per_host: usize,
     /// Subscriptions on this server, and of one account.
-    #[arg(long, env = "ORIGIN_MAX_SUBSCRIPTIONS", default_value_t = 100_000)]
+    #[arg(long, env = "ORIGIN_MAX_SUBSCRIPTIONS", default_value_t = 10_000)]
     pub max_subscriptions: usize,
     #[arg(
         long,

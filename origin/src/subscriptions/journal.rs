@@ -56,6 +56,8 @@ struct Current {
 pub struct Journal {
     store: Store,
     current: tokio::sync::RwLock<Current>,
+    /// The size the last rewrite left (0: none yet).
+    rewritten: std::sync::atomic::AtomicU64,
 }
 
 /// A subscription as recovered: its root, id and state.
@@ -150,6 +152,7 @@ impl Journal {
             Journal {
                 store,
                 current: tokio::sync::RwLock::new(Current { n, view }),
+                rewritten: std::sync::atomic::AtomicU64::new(0),
             },
             recovered,
         ))
@@ -203,6 +206,14 @@ impl Journal {
         self.current.read().await.view.tail().next
     }
 
+    /// Whether a rewrite is due: past `threshold`, and past twice what the
+    /// last rewrite left (live state larger than the threshold is not
+    /// rewritten again and again).
+    pub async fn rewrite_due(&self, threshold: u64) -> bool {
+        let last = self.rewritten.load(std::sync::atomic::Ordering::Relaxed);
+        self.size().await > threshold.max(last.saturating_mul(2))
+    }
+
     /// Rewrites the journal as `states` (taken while it is held, so no
     /// change is between them and the new journal), then deletes the old.
     pub async fn rewrite(
@@ -211,6 +222,10 @@ impl Journal {
     ) -> Result<(), Error> {
         let mut current = self.current.write().await;
         let next = current.n + 1;
+        // What an earlier rewrite that failed left there is not this one's.
+        if self.store.get(&path(next)).is_some() {
+            self.store.delete(path(next), None).await?;
+        }
         let created = self
             .store
             .create(path(next), config(), false, Bytes::new())
@@ -231,6 +246,10 @@ impl Journal {
         piece.extend_from_slice(&line_bytes(&[Line::Complete]));
         self.write(&created.view, Bytes::from(piece)).await?;
         let old = current.n;
+        self.rewritten.store(
+            created.view.tail().next,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         *current = Current {
             n: next,
             view: created.view,
@@ -265,3 +284,7 @@ pub(crate) fn placeholder_config() -> crate::core::subscription::config::Config 
         description: None,
     }
 }
+
+#[cfg(test)]
+#[path = "journal_tests.rs"]
+mod tests;

@@ -86,9 +86,9 @@ pub struct SubscriptionsConfig {
 impl Default for SubscriptionsConfig {
     fn default() -> Self {
         SubscriptionsConfig {
-            max_subscriptions: 100_000,
-            max_per_account: 10_000,
-            max_streams_per_subscription: 10_000,
+            max_subscriptions: 10_000,
+            max_per_account: 1_000,
+            max_streams_per_subscription: 1_000,
             max_deliveries: 1_024,
             max_deliveries_per_host: 64,
             webhook_timeout: Duration::from_secs(10),
@@ -159,7 +159,7 @@ impl From<Refusal> for Error {
 /// One subscription: the lock its changes run under, and its state (none
 /// while being created, or once deleted).
 pub struct Slot {
-    op: tokio::sync::Mutex<()>,
+    op: Arc<tokio::sync::Mutex<()>>,
     state: Mutex<Option<Subscription>>,
     account: String,
 }
@@ -167,7 +167,10 @@ pub struct Slot {
 /// What the engine has yet to look at.
 #[derive(Default)]
 struct Dirty {
-    /// Subscriptions whose linked streams moved.
+    /// Linked streams appended to (full paths; the engine finds their
+    /// subscriptions, so the publishing thread only notes the path).
+    paths: HashSet<Arc<str>>,
+    /// Subscriptions to look at again.
     keys: HashSet<Key>,
     /// Streams created since (full paths), for the patterns.
     created: Vec<Arc<str>>,
@@ -190,6 +193,8 @@ pub struct Subscriptions {
     default_prefix: String,
     /// Subscriptions with a pattern, by root.
     patterns: RwLock<HashMap<String, Vec<(String, Glob)>>>,
+    /// `patterns`' size, read on every create.
+    patterned: std::sync::atomic::AtomicUsize,
     dirty: Mutex<Dirty>,
     wake: Notify,
     client: reqwest13::Client,
@@ -224,7 +229,7 @@ impl Subscriptions {
             .no_proxy()
             .timeout(config.webhook_timeout)
             .connect_timeout(config.webhook_timeout)
-            .pool_max_idle_per_host(4)
+            .pool_max_idle_per_host(config.max_deliveries_per_host)
             .build()
             .map_err(|e| Error::Journal(format!("the webhook client: {e}")))?;
         let subs = Arc::new(Subscriptions {
@@ -237,6 +242,7 @@ impl Subscriptions {
             links: RwLock::default(),
             linked: std::sync::atomic::AtomicUsize::new(0),
             default_prefix,
+            patterned: std::sync::atomic::AtomicUsize::new(0),
             patterns: RwLock::default(),
             dirty: Mutex::default(),
             wake: Notify::new(),
@@ -251,7 +257,7 @@ impl Subscriptions {
             subs.table.write().insert(
                 (root, id),
                 Arc::new(Slot {
-                    op: tokio::sync::Mutex::new(()),
+                    op: Arc::default(),
                     state: Mutex::new(Some(sub)),
                     account,
                 }),
@@ -301,12 +307,32 @@ impl Subscriptions {
                 .store(links.len(), std::sync::atomic::Ordering::Relaxed);
         }
         if let Some(glob) = sub.config.glob() {
-            let mut patterns = self.patterns.write();
-            let list = patterns.entry(key.0.clone()).or_default();
-            if !list.iter().any(|(id, _)| *id == key.1) {
-                list.push((key.1.clone(), glob));
+            self.add_pattern(key, glob);
+        }
+    }
+
+    fn add_pattern(&self, key: &Key, glob: Glob) {
+        let mut patterns = self.patterns.write();
+        let list = patterns.entry(key.0.clone()).or_default();
+        if !list.iter().any(|(id, _)| *id == key.1) {
+            list.push((key.1.clone(), glob));
+        }
+        let n = patterns.values().map(Vec::len).sum();
+        self.patterned
+            .store(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn remove_pattern(&self, key: &Key) {
+        let mut patterns = self.patterns.write();
+        if let Some(list) = patterns.get_mut(&key.0) {
+            list.retain(|(id, _)| *id != key.1);
+            if list.is_empty() {
+                patterns.remove(&key.0);
             }
         }
+        let n = patterns.values().map(Vec::len).sum();
+        self.patterned
+            .store(n, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Removes a link (or the whole subscription's) from the indexes.
@@ -327,13 +353,7 @@ impl Subscriptions {
 
     fn unindex(&self, key: &Key, sub: &Subscription) {
         self.unindex_links(key, sub.links.keys());
-        let mut patterns = self.patterns.write();
-        if let Some(list) = patterns.get_mut(&key.0) {
-            list.retain(|(id, _)| *id != key.1);
-            if list.is_empty() {
-                patterns.remove(&key.0);
-            }
-        }
+        self.remove_pattern(key);
     }
 
     /// Logs `events` for the subscription in `slot` and applies them (the
@@ -364,15 +384,21 @@ impl Subscriptions {
         Ok(())
     }
 
+    /// Has the engine look at a subscription now.
     fn mark(&self, key: Key) {
+        self.note(key);
+        self.wake.notify_one();
+    }
+
+    /// Has the engine look at a subscription at its next turn (a change
+    /// that failed is tried again then, not in a tight loop).
+    fn note(&self, key: Key) {
         let mut dirty = self.dirty.lock();
         if dirty.keys.len() >= self.config.max_dirty {
             dirty.overflow = true;
         } else {
             dirty.keys.insert(key);
         }
-        drop(dirty);
-        self.wake.notify_one();
     }
 }
 
@@ -388,6 +414,11 @@ fn account_of(root: &str, default_prefix: &str) -> String {
 
 impl crate::store::publisher::Observer for Subscriptions {
     fn created(&self, path: &Arc<str>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let linked = || self.linked.load(Relaxed) > 0 && self.links.read().contains_key(path);
+        if self.patterned.load(Relaxed) == 0 && !linked() {
+            return;
+        }
         let mut dirty = self.dirty.lock();
         if dirty.created.len() >= self.config.max_dirty {
             dirty.overflow = true;
@@ -399,15 +430,18 @@ impl crate::store::publisher::Observer for Subscriptions {
     }
 
     fn appended(&self, path: &Arc<str>) {
-        if self.linked.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        if self.linked.load(std::sync::atomic::Ordering::Relaxed) == 0
+            || !self.links.read().contains_key(path)
+        {
             return;
         }
-        let keys = match self.links.read().get(path) {
-            Some(keys) => keys.clone(),
-            None => return,
-        };
-        for key in keys {
-            self.mark(key);
+        let mut dirty = self.dirty.lock();
+        if dirty.paths.len() >= self.config.max_dirty {
+            dirty.overflow = true;
+        } else if !dirty.paths.contains(path) {
+            dirty.paths.insert(Arc::clone(path));
         }
+        drop(dirty);
+        self.wake.notify_one();
     }
 }

@@ -76,8 +76,15 @@ impl Subscriptions {
                 .map_err(Error::UrlRejected)?;
         }
         let key: Key = (root.to_owned(), id.to_owned());
-        let slot = self.slot_for_create(&key)?;
-        let _op = slot.op.lock().await;
+        // A slot a delete took out of the table meanwhile is not this
+        // subscription's any more: take the table's.
+        let (slot, _op) = loop {
+            let slot = self.slot_for_create(&key)?;
+            let op = slot.op_owned().await;
+            if self.slot(&key).is_some_and(|s| Arc::ptr_eq(&s, &slot)) {
+                break (slot, op);
+            }
+        };
         let existing = slot.state.lock().clone().filter(|s| !s.deleted);
         if let Some(sub) = existing {
             return if sub.hash == config.hash() {
@@ -139,47 +146,39 @@ impl Subscriptions {
         // Named streams from their tail (or from their start, if they do
         // not exist yet).
         for rel in &config.streams {
-            events.push(Event::Linked {
-                path: rel.clone(),
-                glob: false,
-                explicit: true,
-                acked: self.tail_of(&key.0, rel).unwrap_or(0),
-            });
+            events.push(self.link_at_tail(&key.0, rel, false, true));
         }
         // The pattern is indexed before existing streams are walked, so a
         // stream created meanwhile is matched by the engine (from its
         // start) if the walk missed it.
         if let Some(glob) = config.glob() {
-            self.patterns
-                .write()
-                .entry(key.0.clone())
-                .or_default()
-                .push((key.1.clone(), glob.clone()));
+            self.add_pattern(key, glob.clone());
             let mut linked = config.streams.len();
             for view in self.store.streams_under(&format!("{}/", key.0)) {
                 let rel = &view.path[key.0.len() + 1..];
-                if !glob.matches(rel) || config.streams.contains(rel) {
+                if !glob.matches(rel) || !config.may_link(rel) {
                     continue;
                 }
-                if linked >= self.config.max_streams_per_subscription {
-                    tracing::warn!(subscription = %key.1, "the pattern matches more streams than a subscription links; the rest are not linked");
-                    break;
+                // A named stream the pattern matches too is both.
+                if !config.streams.contains(rel) {
+                    if linked >= self.config.max_streams_per_subscription {
+                        tracing::warn!(subscription = %key.1, "the pattern matches more streams than a subscription links; the rest are not linked");
+                        break;
+                    }
+                    linked += 1;
                 }
-                linked += 1;
                 events.push(Event::Linked {
                     path: rel.to_owned(),
                     glob: true,
                     explicit: false,
                     acked: view.tail().next,
+                    incarnation: view.incarnation.to_string(),
                 });
             }
         }
         let logged = self.log(key, slot, &events).await;
         if let Err(e) = logged {
-            let mut patterns = self.patterns.write();
-            if let Some(list) = patterns.get_mut(&key.0) {
-                list.retain(|(id, _)| *id != key.1);
-            }
+            self.remove_pattern(key);
             return Err(e);
         }
         let sub = slot.state.lock().clone().ok_or(Error::NotFound)?;
@@ -247,15 +246,13 @@ impl Subscriptions {
                     self.config.max_streams_per_subscription
                 )));
             }
+            if streams.iter().any(|s| !sub.config.may_link(s)) {
+                return Err(Error::Invalid("the wake stream cannot be linked".into()));
+            }
             let events: Vec<Event> = streams
                 .iter()
                 .filter(|s| !sub.links.get(*s).is_some_and(|l| l.explicit))
-                .map(|rel| Event::Linked {
-                    path: rel.clone(),
-                    glob: false,
-                    explicit: true,
-                    acked: self.tail_of(&key.0, rel).unwrap_or(0),
-                })
+                .map(|rel| self.link_at_tail(&key.0, rel, false, true))
                 .collect();
             self.log(key, slot, &events).await?;
             let after = slot.state.lock().clone();
@@ -264,7 +261,22 @@ impl Subscriptions {
             }
             Ok(())
         })
-        .await
+        .await?;
+        // Appends between the tails read and the index: looked at now.
+        self.mark(key.clone());
+        Ok(())
+    }
+
+    /// A link at the stream's tail (at 0 if it does not exist yet).
+    fn link_at_tail(&self, root: &str, rel: &str, glob: bool, explicit: bool) -> Event {
+        let view = self.store.get(&Self::full_path(root, rel));
+        Event::Linked {
+            path: rel.to_owned(),
+            glob,
+            explicit,
+            acked: view.as_ref().map_or(0, |v| v.tail().next),
+            incarnation: view.map(|v| v.incarnation.to_string()).unwrap_or_default(),
+        }
     }
 
     /// Removes an explicit link (a glob link of the stream stays).
@@ -412,17 +424,19 @@ impl Subscriptions {
     }
 
     /// The root-relative paths a declaration may reach, to check access
-    /// against: each named stream, and the pattern's literal prefix.
-    pub fn reach(body: &[u8]) -> Vec<String> {
+    /// against: each named stream and the wake stream (exact paths), and
+    /// the pattern's literal prefix (`true`: every stream under it).
+    pub fn reach(body: &[u8]) -> Vec<(String, bool)> {
         let Ok(config) = Config::parse(body, usize::MAX) else {
             return Vec::new();
         };
-        let mut reach: Vec<String> = config.streams.iter().cloned().collect();
+        let mut reach: Vec<(String, bool)> =
+            config.streams.iter().map(|s| (s.clone(), false)).collect();
         if let Some(glob) = config.glob() {
-            reach.push(glob.prefix().0);
+            reach.push((glob.prefix().0, true));
         }
         if let config::Delivery::PullWake { wake_stream } = &config.delivery {
-            reach.push(wake_stream.clone());
+            reach.push((wake_stream.clone(), false));
         }
         reach
     }

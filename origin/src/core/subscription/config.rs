@@ -117,6 +117,13 @@ impl Config {
             return Err(invalid("a subscription needs a pattern or streams"));
         }
         let streams = normalize_streams(listed, max_streams)?;
+        if let Delivery::PullWake { wake_stream } = &delivery {
+            if streams.contains(wake_stream) {
+                return Err(invalid(
+                    "the wake stream cannot be one of the streams it wakes for (each wake would wake it again)",
+                ));
+            }
+        }
         let lease_ttl_ms = d.lease_ttl_ms.unwrap_or(DEFAULT_LEASE_MS);
         if !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&lease_ttl_ms) {
             return Err(invalid("lease_ttl_ms is from 1000 to 600000"));
@@ -148,6 +155,12 @@ impl Config {
 
     pub fn is_webhook(&self) -> bool {
         matches!(self.delivery, Delivery::Webhook { .. })
+    }
+
+    /// Whether `rel` may be linked: anything but the wake stream (its own
+    /// wake events would wake the subscription again, for ever).
+    pub fn may_link(&self, rel: &str) -> bool {
+        !matches!(&self.delivery, Delivery::PullWake { wake_stream } if wake_stream == rel)
     }
 }
 
@@ -218,6 +231,7 @@ mod tests {
             r#"{"type":"webhook","pattern":"a","webhook":{"url":"https://x"},"lease_ttl_ms":600001}"#,
             r#"{"type":"webhook","streams":["a/../b"],"webhook":{"url":"https://x"}}"#,
             r#"{"type":"webhook","pattern":"a","webhook":{"url":"https://x"},"extra":1}"#,
+            r#"{"type":"pull-wake","streams":["w"],"wake_stream":"w"}"#,
             "not json",
         ] {
             assert!(parse(body).is_err(), "{body}");

@@ -44,6 +44,11 @@ pub struct Link {
     pub explicit: bool,
     /// Where the next read starts: everything before it is processed.
     pub acked: u64,
+    /// The incarnation of the stream the link follows (empty: the stream
+    /// did not exist when linked). A stream created again at the path is
+    /// a new one, followed from its start.
+    #[serde(default)]
+    pub incarnation: String,
 }
 
 impl Link {
@@ -95,11 +100,14 @@ pub enum Event {
         base: String,
     },
     /// Sets the link's flags that are true; a new link starts at `acked`.
+    /// A non-empty `incarnation` is recorded on a link that has none.
     Linked {
         path: String,
         glob: bool,
         explicit: bool,
         acked: u64,
+        #[serde(default)]
+        incarnation: String,
     },
     /// Clears the flags that are true; a link with neither is gone.
     Unlinked {
@@ -224,6 +232,7 @@ impl Subscription {
                 glob,
                 explicit,
                 acked,
+                incarnation,
             } => {
                 let link = self.links.entry(path.clone()).or_insert_with(|| Link {
                     acked: *acked,
@@ -231,6 +240,9 @@ impl Subscription {
                 });
                 link.glob |= glob;
                 link.explicit |= explicit;
+                if link.incarnation.is_empty() {
+                    link.incarnation.clone_from(incarnation);
+                }
             }
             Event::Unlinked {
                 path,
@@ -352,10 +364,12 @@ impl Subscription {
         if self.deleted || self.wake.is_some() || !self.has_pending(&tail) {
             return None;
         }
+        // The pending links only: what `done` acks (a link with nothing
+        // pending has nothing to ack), and a wake's line stays small.
         let snapshot = self
             .links
-            .keys()
-            .filter_map(|p| tail(p).map(|t| (p.clone(), t)))
+            .iter()
+            .filter_map(|(p, l)| tail(p).filter(|t| *t > l.acked).map(|t| (p.clone(), t)))
             .collect();
         // A webhook's lease runs from its issue; a pull-wake's from its
         // claim.
@@ -413,10 +427,22 @@ impl Subscription {
         ])
     }
 
-    /// A pull-wake's events are in its wake stream.
-    pub fn announced(&self, generation: u64, wake_id: &str) -> Result<Event, Refusal> {
+    /// A pull-wake's events are in its wake stream. Unclaimed, the wake
+    /// lasts one lease: then it ends and (work still pending) the next
+    /// one is announced, so a worker that missed the event hears again.
+    pub fn announced(
+        &self,
+        now: Millis,
+        generation: u64,
+        wake_id: &str,
+    ) -> Result<Vec<Event>, Refusal> {
         self.current(generation, wake_id)?;
-        Ok(Event::Sent)
+        Ok(vec![
+            Event::Sent,
+            Event::Leased {
+                lease_until: now.saturating_add(self.config.lease_ttl_ms),
+            },
+        ])
     }
 
     /// The wake to send now: one not sent yet (nor claimed) whose retry
@@ -539,10 +565,14 @@ impl Subscription {
         Ok(Event::Ended)
     }
 
-    /// The wake's lease ran out (never while a retry is scheduled).
+    /// The wake's lease ran out. Never while a retry is scheduled, nor
+    /// before the wake reached its workers (a webhook whose delivery is
+    /// in flight: its outcome decides, within the webhook timeout).
     pub fn expire(&self, now: Millis) -> Option<Event> {
         let w = self.wake.as_ref()?;
-        (self.retry.is_none() && w.lease_until.is_some_and(|l| l <= now)).then_some(Event::Ended)
+        let reached = w.sent || w.holder.is_some();
+        (self.retry.is_none() && reached && w.lease_until.is_some_and(|l| l <= now))
+            .then_some(Event::Ended)
     }
 
     /// When something is next due without any append: a retry, or a lease
@@ -550,8 +580,8 @@ impl Subscription {
     pub fn next_due(&self) -> Option<Millis> {
         match (&self.retry, &self.wake) {
             (Some(r), _) => Some(r.next_at),
-            (None, Some(w)) => w.lease_until,
-            (None, None) => None,
+            (None, Some(w)) if w.sent || w.holder.is_some() => w.lease_until,
+            _ => None,
         }
     }
 }

@@ -29,6 +29,7 @@ fn linked(kind: &str, acked: u64) -> (Subscription, Vec<Event>) {
             glob: true,
             explicit: false,
             acked,
+            incarnation: "i1".into(),
         },
     ];
     let mut s = Subscription::new(String::new(), config(kind), 0, String::new());
@@ -53,6 +54,8 @@ fn pending_work_wakes_once_and_done_acks_the_snapshot() {
     step(&mut s, &mut log, vec![woke]);
     let w = s.wake.clone().unwrap();
     assert_eq!((w.generation, w.lease_until), (1, Some(1_100)));
+    // Not expired while its delivery is in flight (not sent yet).
+    assert_eq!(s.expire(5_000), None);
     assert_eq!(w.snapshot, BTreeMap::from([("events/a".to_string(), 30)]));
     // One wake in flight at a time.
     assert!(s.wake_if_pending(100, || "w2".into(), tails(40)).is_none());
@@ -203,10 +206,15 @@ fn claims_take_turns_and_expire() {
     let e = s.release(2, "w2").unwrap();
     step(&mut s, &mut log, vec![e]);
     assert!(s.wake.is_none());
-    // A pull-wake's lease runs from its claim, not its issue.
+    // A pull-wake's lease runs from its claim, not its issue; once its
+    // events are written, an unclaimed wake lasts one lease.
     let woke = s.wake_if_pending(5_000, || "w3".into(), tails(9)).unwrap();
     step(&mut s, &mut log, vec![woke]);
     assert_eq!(s.expire(u64::MAX), None);
+    let announced = s.announced(5_000, 3, "w3").unwrap();
+    step(&mut s, &mut log, announced);
+    assert_eq!(s.expire(5_999), None);
+    assert_eq!(s.expire(6_000), Some(Event::Ended));
 }
 
 #[test]
@@ -217,13 +225,15 @@ fn links_keep_flags_apart() {
         glob: false,
         explicit: true,
         acked: 99,
+        incarnation: "i2".into(),
     });
     assert_eq!(
         s.links["events/a"],
         Link {
             glob: true,
             explicit: true,
-            acked: 3
+            acked: 3,
+            incarnation: "i1".into(),
         }
     );
     assert_eq!(s.links["events/a"].link_type(), "explicit");
