@@ -161,7 +161,7 @@ def test_failed_deliveries_are_retried_with_backoff(origin: Server) -> None:
 
 
 def test_rotated_keys_sign_and_old_ones_stay_published(tmp_path: Any) -> None:
-    o = start_origin(tmp_path, "--webhook-key-rotation", "3s", "--webhook-key-retired-for", "1h")
+    o = start_origin(tmp_path, "--webhook-key-rotation", "3s", "--webhook-key-publish-ahead", "2s", "--webhook-key-retired-for", "1h")
     jwks: list[str] = []
     receiver = Receiver(lambda: jwks[0])
     try:
@@ -172,6 +172,10 @@ def test_rotated_keys_sign_and_old_ones_stay_published(tmp_path: Any) -> None:
         httpx.put(f"{o.url}{ROOT}/rot/a", content=b"x", headers={"content-type": "text/plain"}, timeout=10)
         wait_for(lambda: len(receiver.snapshot()) == 1, "the first delivery")
         wait_for(lambda: len(httpx.get(jwks[0], timeout=5).json()["keys"]) == 2, "a rotation", timeout=10)
+        # The new key is published before it signs: the subscription names
+        # the signer, which changes once the key was published for 2 s.
+        wait_for(lambda: httpx.get(sub_url(o.url, "rot"), timeout=5).json()["webhook"]["signing"]["kid"] != first[0]["kid"],
+                 "the new key to sign", timeout=10)
         httpx.post(f"{o.url}{ROOT}/rot/a", content=b"y", headers={"content-type": "text/plain"}, timeout=10)
         wait_for(lambda: len(receiver.snapshot()) == 2, "the second delivery")
         a, b = receiver.snapshot()
@@ -287,7 +291,7 @@ def test_unsafe_webhook_urls_are_refused(strict: Server, url: str) -> None:
 
 
 def test_bounds_and_a_receiver_that_hangs_stall_nothing_else(tmp_path: Any) -> None:
-    o = start_origin(tmp_path, "--max-subscriptions", "3", "--max-subscription-streams", "3",
+    o = start_origin(tmp_path, "--max-subscriptions", "3", "--max-subscription-streams", "3", "--max-subscription-links", "5",
                      "--webhook-timeout", "1s", "--webhook-answer-max", "1KiB")
     hanging = Receiver(hang=30)
     prompt = Receiver()
@@ -299,7 +303,14 @@ def test_bounds_and_a_receiver_that_hangs_stall_nothing_else(tmp_path: Any) -> N
         r = declare(o.url, "fourth", prompt, streams=["b/x"])
         assert r.status_code == 409 and r.json()["error"]["code"] == "SUBSCRIPTION_LIMIT"
         r = httpx.post(f"{sub_url(o.url, 'prompt')}/streams", json={"streams": ["b/1", "b/2", "b/3"]}, timeout=5)
-        assert r.status_code == 409 and r.json()["error"]["code"] == "SUBSCRIPTION_LIMIT"
+        assert r.status_code == 409 and r.json()["error"]["code"] == "SUBSCRIPTION_LIMIT", "streams per subscription"
+        r = declare(o.url, "many", None, streams=["b/1", "b/2", "b/3", "b/4"], webhook={"url": prompt.url})
+        assert r.status_code == 409 and r.json()["error"]["code"] == "SUBSCRIPTION_LIMIT", r.text
+        # Links of all subscriptions: 3 now, at most 5.
+        assert httpx.post(f"{sub_url(o.url, 'prompt')}/streams", json={"streams": ["b/1"]}, timeout=5).status_code == 204
+        assert httpx.post(f"{sub_url(o.url, 'talks')}/streams", json={"streams": ["b/2"]}, timeout=5).status_code == 204
+        r = httpx.post(f"{sub_url(o.url, 'hangs')}/streams", json={"streams": ["b/3"]}, timeout=5)
+        assert r.status_code == 409 and r.json()["error"]["code"] == "SUBSCRIPTION_LIMIT", "links of all subscriptions"
         for p in ["b/h", "b/t"]:
             httpx.put(f"{o.url}{ROOT}/{p}", content=b"x", headers={"content-type": "text/plain"}, timeout=10)
         wait_for(lambda: len(hanging.snapshot()) >= 1, "the hanging receiver's delivery")
@@ -307,12 +318,12 @@ def test_bounds_and_a_receiver_that_hangs_stall_nothing_else(tmp_path: Any) -> N
         httpx.put(f"{o.url}{ROOT}/b/p", content=b"x", headers={"content-type": "text/plain"}, timeout=10)
         for n in range(20):
             assert httpx.post(f"{o.url}{ROOT}/b/p", content=f"{n}".encode(), headers={"content-type": "text/plain"}, timeout=2).status_code == 204
-        wait_for(lambda: acked(o.url, "prompt") == {"b/p": tail(o.url, "b/p")}, "the prompt receiver's acks")
+        wait_for(lambda: acked(o.url, "prompt")["b/p"] == tail(o.url, "b/p"), "the prompt receiver's acks")
         assert time.monotonic() - started < 5, "a hanging receiver slowed another subscription"
         # An answer past the bound is taken, not done: nothing is acked,
         # and once the lease (1 s) runs out the next wake comes.
         wait_for(lambda: len({d.body["generation"] for d in talkative.snapshot()}) >= 2, "a second wake of the talkative receiver")
-        assert acked(o.url, "talks") == {"b/t": "0000000000000000"}
+        assert acked(o.url, "talks")["b/t"] == "0000000000000000"
         assert httpx.get(sub_url(o.url, "hangs"), timeout=5).json()["status"] in ("active", "failed")
     finally:
         for r in (hanging, prompt, talkative):

@@ -6,10 +6,13 @@
 //!    stream of its own, and one append per stream per `--period`: the
 //!    latency from each append's answer to the receiver's receipt of a
 //!    wake that covers it (p50/p99), and that every append was covered.
-//! 2. Cost: closed-loop durable appends to `--streams` other streams,
-//!    alternately without subscriptions and with them active (the paced
-//!    appends and their deliveries running), `--rounds` pairs, each slice
-//!    `--seconds` long: the median ratio with/without.
+//! 2. Cost: closed-loop durable appends to `--streams` other streams, in
+//!    three slices per round (`--rounds`, each slice `--seconds` long):
+//!    bare (nothing else running); beside the paced appends with no
+//!    subscription (the same appends, no deliveries); and beside the paced
+//!    appends with the subscriptions active (the appends and their
+//!    deliveries). Reported: the median ratio of the last to each of the
+//!    others: against the second, what the subscriptions themselves cost.
 //!
 //! The receiver answers `{"done": true}` (the wake's snapshot is acked);
 //! it does not verify signatures (the end-to-end tests do, with another
@@ -268,10 +271,32 @@ pub async fn run(a: Args) -> anyhow::Result<()> {
         let status = send(&mut s, req).await?;
         anyhow::ensure!(status < 300, "creating hooks/{i}: {status}");
     }
-    let mut ratios = Vec::new();
+    let (mut to_bare, mut to_paced) = (Vec::new(), Vec::new());
     let mut latency_window = None;
     for round in 0..a.rounds {
-        let without = throughput(addr, a.streams, a.seconds, "appends, no subscriptions").await?;
+        let bare = throughput(addr, a.streams, a.seconds, "appends alone").await?;
+        // The same paced appends, no subscription.
+        let stop = Arc::new(AtomicBool::new(false));
+        let pacers = paced(
+            addr,
+            a.subscriptions,
+            a.period,
+            ledger.clone(),
+            stop.clone(),
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let paced_only = throughput(
+            addr,
+            a.streams,
+            a.seconds,
+            "appends beside paced appends, no subscription",
+        )
+        .await?;
+        stop.store(true, Ordering::Relaxed);
+        for p in pacers {
+            p.await??;
+        }
+        *ledger.lock().expect("ledger") = Ledger::default();
         subscriptions(addr, hook, a.subscriptions, true).await?;
         let stop = Arc::new(AtomicBool::new(false));
         let pacers = paced(
@@ -288,7 +313,13 @@ pub async fn run(a: Args) -> anyhow::Result<()> {
             l.deliveries = 0;
         }
         let started = Instant::now();
-        let with = throughput(addr, a.streams, a.seconds, "appends, subscriptions active").await?;
+        let with = throughput(
+            addr,
+            a.streams,
+            a.seconds,
+            "appends beside paced appends, subscriptions active",
+        )
+        .await?;
         let (lat, deliveries) = {
             let l = ledger.lock().expect("ledger");
             (l.latencies_us.clone(), l.deliveries)
@@ -319,10 +350,12 @@ pub async fn run(a: Args) -> anyhow::Result<()> {
             .map(VecDeque::len)
             .sum();
         subscriptions(addr, hook, a.subscriptions, false).await?;
-        ratios.push(with / without);
+        to_bare.push(with / bare);
+        to_paced.push(with / paced_only);
         println!(
-            "round {round}: with/without {:.3}; paced appends {sent}, deliveries in the window {deliveries} ({:.0}/s), uncovered after 30 s: {uncovered}",
-            with / without,
+            "round {round}: with subscriptions / alone {:.3}, / beside the same appends without subscriptions {:.3}; paced appends {sent}, deliveries in the window {deliveries} ({:.0}/s), uncovered after 30 s: {uncovered}",
+            with / bare,
+            with / paced_only,
             deliveries as f64 / window.as_secs_f64()
         );
         anyhow::ensure!(
@@ -338,7 +371,11 @@ pub async fn run(a: Args) -> anyhow::Result<()> {
             .copied()
             .unwrap_or(0)
     };
-    ratios.sort_by(f64::total_cmp);
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let shown = |v: &[f64]| v.iter().map(|r| format!("{r:.3}")).collect::<Vec<_>>();
     println!(
         "delivery latency (append answered -> receiver), {} subscriptions x 1 append / {:?}: {} appends, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         a.subscriptions,
@@ -349,11 +386,12 @@ pub async fn run(a: Args) -> anyhow::Result<()> {
         f64::from(lat.last().copied().unwrap_or(0)) / 1000.0,
     );
     println!(
-        "durable appends at {} streams, with subscriptions active / without: median {:.3} (of {} rounds: {:?})",
+        "durable appends at {} streams with subscriptions active: / beside the same appends without subscriptions median {:.3} {:?}; / alone median {:.3} {:?}",
         a.streams,
-        ratios[ratios.len() / 2],
-        ratios.len(),
-        ratios.iter().map(|r| format!("{r:.3}")).collect::<Vec<_>>()
+        median(&mut to_paced.clone()),
+        shown(&to_paced),
+        median(&mut to_bare.clone()),
+        shown(&to_bare),
     );
     let _ = origin.kill().await;
     let _ = std::fs::remove_dir_all(&data);

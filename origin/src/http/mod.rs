@@ -321,6 +321,17 @@ async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
     // admitted already is not asked (or charged) again.
     let peer =
         req.extensions().get::<Peer>().is_some() || req.extensions().get::<Admitted>().is_some();
+    // The server's own streams (a region's, the subscriptions' journal)
+    // are no client's: only another origin of the region names them.
+    if path.starts_with(shared::partition::HIDDEN) && req.extensions().get::<Peer>().is_none() {
+        let mut r = error::error_response(
+            ErrorCode::NotFound,
+            "no such stream: paths under /.ds-region/ are the server's own",
+        );
+        state.metrics.request("reserved", 404, arrived.elapsed());
+        common_headers(&mut r, cors);
+        return r;
+    }
     let checks = source
         .as_deref()
         .map(|s| (s, shared::auth::Access::Read))

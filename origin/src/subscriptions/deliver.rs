@@ -24,14 +24,14 @@ pub async fn deliver(
     keys: &Keys,
     url: &str,
     body: Vec<u8>,
-    unix_secs: u64,
+    now_ms: u64,
     answer_max: usize,
 ) -> Outcome {
     // A literal address is not resolved, so not checked by the resolver.
     if let Err(why) = policy.check(url) {
         return Outcome::Failed(format!("the URL may not be called: {why}"));
     }
-    let signature = keys.sign(unix_secs, &body);
+    let signature = keys.sign(now_ms, &body);
     let sent = client
         .post(url)
         .header(http::header::CONTENT_TYPE, "application/json")

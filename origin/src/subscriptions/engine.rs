@@ -263,7 +263,9 @@ impl Subscriptions {
                 },
                 linked(link.glob || glob, link.explicit, 0),
             ],
-            None if sub.links.len() >= self.config.max_streams_per_subscription => {
+            None if sub.links.len() >= self.config.max_streams_per_subscription
+                || self.links_fit(1).is_err() =>
+            {
                 tracing::warn!(subscription = %key.1, stream = %rel, "a matching stream is not linked: the subscription links as many streams as it may");
                 return false;
             }
@@ -290,6 +292,12 @@ impl Subscriptions {
             for view in self.store.streams_under(&format!("{root}/")) {
                 self.match_created(&view.path).await;
             }
+        }
+        // Named streams outside every pattern (one made again while the
+        // notices were lost is followed from its start).
+        let linked: Vec<Arc<str>> = self.links.read().keys().cloned().collect();
+        for path in linked {
+            self.match_created(&path).await;
         }
     }
 
@@ -421,7 +429,7 @@ impl Subscriptions {
             &self.keys,
             url,
             body,
-            now / 1000,
+            now,
             self.config.webhook_answer_max,
         )
         .await;

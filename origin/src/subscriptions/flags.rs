@@ -43,22 +43,29 @@ pub struct SubscriptionFlags {
     #[arg(
         long,
         env = "ORIGIN_MAX_SUBSCRIPTIONS_PER_ACCOUNT",
-        default_value_t = 10_000
+        default_value_t = 1_000
     )]
     pub max_subscriptions_per_account: usize,
     /// Streams one subscription links.
+    #[arg(long, env = "ORIGIN_MAX_SUBSCRIPTION_STREAMS", default_value_t = 1_000)]
+    pub max_subscription_streams: usize,
+    /// Links of all subscriptions to streams together.
     #[arg(
         long,
-        env = "ORIGIN_MAX_SUBSCRIPTION_STREAMS",
-        default_value_t = 10_000
+        env = "ORIGIN_MAX_SUBSCRIPTION_LINKS",
+        default_value_t = 1_000_000
     )]
-    pub max_subscription_streams: usize,
+    pub max_subscription_links: usize,
     /// The webhook signing key is replaced this often; a replaced key's
     /// public half stays published for `--webhook-key-retired-for`.
     #[arg(long, env = "ORIGIN_WEBHOOK_KEY_ROTATION", default_value = "720h", value_parser = parse_duration)]
     pub webhook_key_rotation: Duration,
     #[arg(long, env = "ORIGIN_WEBHOOK_KEY_RETIRED_FOR", default_value = "24h", value_parser = parse_duration)]
     pub webhook_key_retired_for: Duration,
+    /// A new signing key is published this long before it signs (the JWK
+    /// Set is cacheable for 300 s: keep this at least that).
+    #[arg(long, env = "ORIGIN_WEBHOOK_KEY_PUBLISH_AHEAD", default_value = "5m", value_parser = parse_duration)]
+    pub webhook_key_publish_ahead: Duration,
 }
 
 impl SubscriptionFlags {
@@ -80,7 +87,9 @@ impl SubscriptionFlags {
             max_subscriptions: self.max_subscriptions,
             max_per_account: self.max_subscriptions_per_account,
             max_streams_per_subscription: self.max_subscription_streams,
-            key_rotation: self.webhook_key_rotation,
+            max_links: self.max_subscription_links,
+            key_rotation: self.webhook_key_rotation.max(Duration::from_secs(1)),
+            key_publish_ahead: self.webhook_key_publish_ahead,
             key_retired_for: self.webhook_key_retired_for,
             ..SubscriptionsConfig::default()
         }

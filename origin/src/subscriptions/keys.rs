@@ -5,11 +5,16 @@
 //! `ds_<thumbprint>`, so a `kid` is stable for its key's life and unique.
 //! They live in `DATA/subscriptions/keys.json`, mode 0600, written by
 //! write-then-rename, so a restart signs with the same key and receivers
-//! keep verifying. The newest key signs. Rotation (every
-//! `webhook_key_rotation`) adds a key and retires the old one, whose public
-//! half stays published for `webhook_key_retired_for`, well past the
-//! five-minute replay window a receiver accepts and the longest retry
-//! delay, then is dropped.
+//! keep verifying.
+//!
+//! Rotation (every `webhook_key_rotation`) adds a key, which is published
+//! at once but signs only once it has been published for `publish_ahead`
+//! (the JWK Set's cache lifetime, 300 s): a receiver or CDN holding the
+//! set it fetched just before never meets a `kid` it cannot find. The key
+//! it replaces stays published for `webhook_key_retired_for` after that,
+//! well past the five-minute replay window a receiver accepts and the
+//! longest retry delay, then is dropped. The first key signs at once
+//! (nobody can have cached a set without it).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -33,7 +38,6 @@ struct Stored {
 struct StoredKey {
     pkcs8: String,
     created_at: Millis,
-    retired_at: Option<Millis>,
 }
 
 struct SigningKey {
@@ -47,13 +51,28 @@ struct SigningKey {
 struct Ring {
     hmac: ring::hmac::Key,
     hmac_raw: Vec<u8>,
-    /// Oldest first; the last signs.
+    /// Oldest first.
     keys: Vec<SigningKey>,
+}
+
+impl Ring {
+    /// The key that signs at `now`: the newest published for `ahead`
+    /// already, else the oldest.
+    fn signer(&self, now: Millis, ahead: Millis) -> &SigningKey {
+        self.keys
+            .iter()
+            .rev()
+            .find(|k| k.stored.created_at.saturating_add(ahead) <= now)
+            .or_else(|| self.keys.first())
+            .expect("a key always signs")
+    }
 }
 
 pub struct Keys {
     file: PathBuf,
     ring: RwLock<Ring>,
+    /// How long a new key is published before it signs.
+    ahead: Millis,
 }
 
 fn load_key(stored: StoredKey) -> std::io::Result<SigningKey> {
@@ -80,13 +99,13 @@ fn new_key(now: Millis) -> std::io::Result<SigningKey> {
     load_key(StoredKey {
         pkcs8: B64.encode(doc.as_ref()),
         created_at: now,
-        retired_at: None,
     })
 }
 
 impl Keys {
-    /// Loads the keys under `dir`, or makes the first ones.
-    pub fn open(dir: &Path, now: Millis) -> std::io::Result<Keys> {
+    /// Loads the keys under `dir`, or makes the first ones; a new key
+    /// signs once published for `ahead`.
+    pub fn open(dir: &Path, now: Millis, ahead: Millis) -> std::io::Result<Keys> {
         std::fs::create_dir_all(dir)?;
         let file = dir.join("keys.json");
         let ring = match std::fs::read(&file) {
@@ -126,6 +145,7 @@ impl Keys {
         let keys = Keys {
             file,
             ring: RwLock::new(ring),
+            ahead,
         };
         keys.save(&keys.ring.read())?;
         Ok(keys)
@@ -152,8 +172,9 @@ impl Keys {
         Ok(())
     }
 
-    /// Rotates when the signing key is older than `every`, and drops keys
-    /// retired longer than `retired_for`. Answers whether anything changed.
+    /// Adds the next key when the newest is older than `every`, and drops
+    /// keys replaced for longer than `retired_for` (replaced: a newer key
+    /// signs). Answers whether anything changed.
     pub fn rotate_if_due(
         &self,
         now: Millis,
@@ -164,41 +185,38 @@ impl Keys {
         let due = ring
             .keys
             .last()
-            .is_some_and(|k| now.saturating_sub(k.stored.created_at) >= every);
+            .is_some_and(|k| now.saturating_sub(k.stored.created_at) >= every.max(1));
+        let signer_since = ring
+            .signer(now, self.ahead)
+            .stored
+            .created_at
+            .saturating_add(self.ahead);
+        let signer_created = ring.signer(now, self.ahead).stored.created_at;
         let before = ring.keys.len();
         ring.keys.retain(|k| {
-            k.stored
-                .retired_at
-                .is_none_or(|r| now.saturating_sub(r) < retired_for)
+            k.stored.created_at >= signer_created || now.saturating_sub(signer_since) < retired_for
         });
         if !due && ring.keys.len() == before {
             return Ok(false);
         }
         if due {
-            if let Some(last) = ring.keys.last_mut() {
-                last.stored.retired_at = Some(now);
-            }
             ring.keys.push(new_key(now)?);
         }
         self.save(&ring)?;
         Ok(true)
     }
 
-    /// The `kid` that signs now.
-    pub fn active_kid(&self) -> String {
-        self.ring
-            .read()
-            .keys
-            .last()
-            .map(|k| k.kid.clone())
-            .unwrap_or_default()
+    /// The `kid` that signs at `now`.
+    pub fn active_kid(&self, now: Millis) -> String {
+        self.ring.read().signer(now, self.ahead).kid.clone()
     }
 
-    /// `Webhook-Signature` for `body` sent at `t` (Unix seconds): the
-    /// signature of `"<t>.<body>"`.
-    pub fn sign(&self, t: u64, body: &[u8]) -> String {
+    /// `Webhook-Signature` for `body` sent at `now`: the signature of
+    /// `"<t>.<body>"`, `t` in Unix seconds.
+    pub fn sign(&self, now: Millis, body: &[u8]) -> String {
         let ring = self.ring.read();
-        let key = ring.keys.last().expect("a key always signs");
+        let key = ring.signer(now, self.ahead);
+        let t = now / 1000;
         let mut message = format!("{t}.").into_bytes();
         message.extend_from_slice(body);
         let sig = key.pair.sign(&message);
@@ -240,8 +258,8 @@ mod tests {
     #[test]
     fn keys_persist_rotate_and_verify() {
         let dir = tempfile::tempdir().unwrap();
-        let keys = Keys::open(dir.path(), 1_000).unwrap();
-        let kid = keys.active_kid();
+        let keys = Keys::open(dir.path(), 1_000, 300).unwrap();
+        let kid = keys.active_kid(1_000);
         assert!(kid.starts_with("ds_"));
         let mode = std::fs::metadata(dir.path().join("keys.json")).unwrap();
         assert_eq!(
@@ -249,9 +267,9 @@ mod tests {
             0o600
         );
         // The same key after a restart.
-        let again = Keys::open(dir.path(), 2_000).unwrap();
-        assert_eq!(again.active_kid(), kid);
-        let sig = again.sign(7, b"{}");
+        let again = Keys::open(dir.path(), 2_000, 300).unwrap();
+        assert_eq!(again.active_kid(2_000), kid);
+        let sig = again.sign(7_000, b"{}");
         assert!(sig.starts_with(&format!("t=7,kid={kid},ed25519=")));
         // Verified with the published key.
         let x = again.jwks()["keys"][0]["x"].as_str().unwrap().to_owned();
@@ -261,16 +279,22 @@ mod tests {
         );
         let raw = B64.decode(sig.rsplit_once("ed25519=").unwrap().1).unwrap();
         assert!(public.verify(b"7.{}", &raw).is_ok());
-        // Rotation: a new signer, the old key still published, then dropped.
+        // Rotation: the next key is published at once, signs 300 ms later.
         assert!(!again.rotate_if_due(2_000, 10_000, 5_000).unwrap());
         assert!(again.rotate_if_due(11_000, 10_000, 5_000).unwrap());
-        assert_ne!(again.active_kid(), kid);
         assert_eq!(again.jwks()["keys"].as_array().unwrap().len(), 2);
-        assert!(again.rotate_if_due(16_000, 10_000, 5_000).unwrap());
+        assert_eq!(again.active_kid(11_299), kid);
+        let next = again.active_kid(11_300);
+        assert_ne!(next, kid);
+        // The replaced key stays published 5 s after the next one signs.
+        assert!(!again.rotate_if_due(16_299, 10_000, 5_000).unwrap());
+        assert_eq!(again.jwks()["keys"].as_array().unwrap().len(), 2);
+        assert!(again.rotate_if_due(16_300, 10_000, 5_000).unwrap());
         assert_eq!(again.jwks()["keys"].as_array().unwrap().len(), 1);
+        assert_eq!(again.active_kid(16_300), next);
         // Tokens: the MAC verifies and survives a restart.
         let tag = again.mac(b"p");
-        let reopened = Keys::open(dir.path(), 16_000).unwrap();
+        let reopened = Keys::open(dir.path(), 16_000, 300).unwrap();
         assert!(reopened.verify_mac(b"p", &tag));
         assert!(!reopened.verify_mac(b"q", &tag));
     }

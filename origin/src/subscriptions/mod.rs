@@ -25,6 +25,7 @@ pub mod render;
 pub mod token;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,6 +51,9 @@ pub struct SubscriptionsConfig {
     /// declaration or addition past it answers 409 `SUBSCRIPTION_LIMIT`;
     /// a pattern's match past it is not linked (and logged).
     pub max_streams_per_subscription: usize,
+    /// Links of all subscriptions together (each costs an index entry and
+    /// its place in its subscription's state): as above at the limit.
+    pub max_links: usize,
     /// Webhook deliveries in flight at once; a delivery past it waits for
     /// a slot (its subscription's wake waits with it).
     pub max_deliveries: usize,
@@ -79,6 +83,9 @@ pub struct SubscriptionsConfig {
     pub key_rotation: Duration,
     /// …and a replaced key's public half stays published this long.
     pub key_retired_for: Duration,
+    /// A new key is published this long before it signs: the JWK Set's
+    /// cache lifetime (`max-age=300`), so no cached set lacks the signer.
+    pub key_publish_ahead: Duration,
     /// The journal is rewritten past this many bytes.
     pub journal_compact_bytes: u64,
 }
@@ -89,6 +96,7 @@ impl Default for SubscriptionsConfig {
             max_subscriptions: 10_000,
             max_per_account: 1_000,
             max_streams_per_subscription: 1_000,
+            max_links: 1_000_000,
             max_deliveries: 1_024,
             max_deliveries_per_host: 64,
             webhook_timeout: Duration::from_secs(10),
@@ -100,6 +108,7 @@ impl Default for SubscriptionsConfig {
             public_url: None,
             key_rotation: Duration::from_secs(30 * 24 * 3600),
             key_retired_for: Duration::from_secs(24 * 3600),
+            key_publish_ahead: Duration::from_secs(300),
             journal_compact_bytes: 64 << 20,
         }
     }
@@ -188,6 +197,8 @@ pub struct Subscriptions {
     links: RwLock<HashMap<Arc<str>, Vec<Key>>>,
     /// `links`' size, read on every append (none: nothing to look up).
     linked: std::sync::atomic::AtomicUsize,
+    /// Links of every subscription together (bounded by `max_links`).
+    total_links: std::sync::atomic::AtomicUsize,
     /// The auth configuration's default prefix (whose streams are the
     /// default account's).
     default_prefix: String,
@@ -218,7 +229,8 @@ impl Subscriptions {
         config: SubscriptionsConfig,
         default_prefix: String,
     ) -> Result<Arc<Subscriptions>, Error> {
-        let keys = keys::Keys::open(dir, now_ms(&store))
+        let ahead = u64::try_from(config.key_publish_ahead.as_millis()).unwrap_or(u64::MAX);
+        let keys = keys::Keys::open(dir, now_ms(&store), ahead)
             .map_err(|e| Error::Journal(format!("the signing keys: {e}")))?;
         let (journal, recovered) = journal::Journal::open(store.clone()).await?;
         let client = reqwest13::Client::builder()
@@ -241,6 +253,7 @@ impl Subscriptions {
             table: RwLock::default(),
             links: RwLock::default(),
             linked: std::sync::atomic::AtomicUsize::new(0),
+            total_links: std::sync::atomic::AtomicUsize::new(0),
             default_prefix,
             patterned: std::sync::atomic::AtomicUsize::new(0),
             patterns: RwLock::default(),
@@ -252,6 +265,7 @@ impl Subscriptions {
             metrics: engine::Counters::default(),
         });
         for (root, id, sub) in recovered {
+            subs.total_links.fetch_add(sub.links.len(), Relaxed);
             let account = account_of(&root, &subs.default_prefix);
             subs.index(&(root.clone(), id.clone()), &sub);
             subs.table.write().insert(
@@ -269,6 +283,18 @@ impl Subscriptions {
         let observer: Arc<dyn crate::store::publisher::Observer> = subs.clone();
         store.observe(observer);
         Ok(subs)
+    }
+
+    /// Whether `more` links fit under `max_links`.
+    fn links_fit(&self, more: usize) -> Result<(), Error> {
+        let now = self.total_links.load(Relaxed);
+        if now.saturating_add(more) > self.config.max_links {
+            return Err(Error::Limit(format!(
+                "this server holds {now} links of subscriptions to streams, and at most {}",
+                self.config.max_links
+            )));
+        }
+        Ok(())
     }
 
     /// How many subscriptions this server holds.
@@ -378,7 +404,11 @@ impl Subscriptions {
                         String::new(),
                     )
                 });
+                let before = if sub.deleted { 0 } else { sub.links.len() };
                 sub.apply_all(events);
+                let after = if sub.deleted { 0 } else { sub.links.len() };
+                self.total_links
+                    .fetch_add(after.wrapping_sub(before), Relaxed);
             })
             .await?;
         Ok(())

@@ -67,8 +67,13 @@ impl Subscriptions {
         body: &[u8],
         base: String,
     ) -> Result<Declared, Error> {
-        let config = Config::parse(body, self.config.max_streams_per_subscription)
-            .map_err(|e| Error::Invalid(e.0))?;
+        let config = Config::parse(body, usize::MAX).map_err(|e| Error::Invalid(e.0))?;
+        if config.streams.len() > self.config.max_streams_per_subscription {
+            return Err(Error::Limit(format!(
+                "a subscription links at most {} streams",
+                self.config.max_streams_per_subscription
+            )));
+        }
         if let config::Delivery::Webhook { url } = &config.delivery {
             self.config
                 .url_policy
@@ -176,7 +181,14 @@ impl Subscriptions {
                 });
             }
         }
-        let logged = self.log(key, slot, &events).await;
+        let new_links = events
+            .iter()
+            .filter(|e| matches!(e, Event::Linked { .. }))
+            .count();
+        let logged = match self.links_fit(new_links) {
+            Ok(()) => self.log(key, slot, &events).await,
+            Err(e) => Err(e),
+        };
         if let Err(e) = logged {
             self.remove_pattern(key);
             return Err(e);
@@ -196,7 +208,13 @@ impl Subscriptions {
     pub fn describe(&self, key: &Key, sub: &Subscription, base: &str) -> serde_json::Value {
         let reports = sub.report(|rel| self.tail_of(&key.0, rel));
         let base = self.config.public_url.as_deref().unwrap_or(base);
-        render::describe(&key.0, sub, &reports, base, &self.keys.active_kid())
+        render::describe(
+            &key.0,
+            sub,
+            &reports,
+            base,
+            &self.keys.active_kid(self.now()),
+        )
     }
 
     /// Runs `f` on the live subscription under its lock.
@@ -246,6 +264,7 @@ impl Subscriptions {
                     self.config.max_streams_per_subscription
                 )));
             }
+            self.links_fit(new.len())?;
             if streams.iter().any(|s| !sub.config.may_link(s)) {
                 return Err(Error::Invalid("the wake stream cannot be linked".into()));
             }

@@ -13,11 +13,15 @@ pub fn control_url(base: &str, root: &str) -> String {
     format!("{base}{root}/{}", shared::paths::CONTROL_SEGMENT)
 }
 
+/// RFC 3339 in UTC with exactly three fractional digits.
 fn iso(ms: u64) -> String {
-    let t = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    t.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
+    let secs = i64::try_from(ms / 1000).unwrap_or(i64::MAX);
+    let t =
+        time::OffsetDateTime::from_unix_timestamp(secs).unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    let whole = t
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    format!("{}.{:03}Z", whole.trim_end_matches('Z'), ms % 1000)
 }
 
 /// Streams as a read reports them.
@@ -136,5 +140,7 @@ mod tests {
     #[test]
     fn times_are_iso() {
         assert_eq!(super::iso(1_778_284_800_123), "2026-05-09T00:00:00.123Z");
+        assert_eq!(super::iso(1_778_284_800_400), "2026-05-09T00:00:00.400Z");
+        assert_eq!(super::iso(1_778_284_800_000), "2026-05-09T00:00:00.000Z");
     }
 }

@@ -69,7 +69,7 @@ mod tests {
     #[test]
     fn tokens_are_signed_scoped_and_expire() {
         let dir = tempfile::tempdir().unwrap();
-        let keys = Keys::open(dir.path(), 0).unwrap();
+        let keys = Keys::open(dir.path(), 0, 0).unwrap();
         let claims = Claims {
             root: "/v1/stream".into(),
             id: "s".into(),
@@ -97,7 +97,7 @@ mod tests {
         // Another server's secret.
         let other = tempfile::tempdir().unwrap();
         assert_eq!(
-            check(&Keys::open(other.path(), 0).unwrap(), &t, 0),
+            check(&Keys::open(other.path(), 0, 0).unwrap(), &t, 0),
             Err(TokenError::Invalid)
         );
     }

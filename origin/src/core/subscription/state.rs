@@ -288,6 +288,8 @@ impl Subscription {
                     w.holder = Some(holder.clone());
                     w.lease_until = Some(*lease_until);
                 }
+                // A worker has the wake: announcing it is over.
+                self.retry = None;
             }
             Event::Leased { lease_until } => {
                 if let Some(w) = &mut self.wake {
