@@ -227,6 +227,39 @@ fn paced(
         .collect()
 }
 
+/// The paced appenders, running.
+struct Pacers {
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<anyhow::Result<u64>>>,
+}
+
+impl Pacers {
+    /// Starts them, and lets them run for 2 s (every stream has appends
+    /// answered) before the caller measures.
+    async fn start(origin: SocketAddr, a: &Args, ledger: &Shared) -> Pacers {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tasks = paced(
+            origin,
+            a.subscriptions,
+            a.period,
+            ledger.clone(),
+            stop.clone(),
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        Pacers { stop, tasks }
+    }
+
+    /// Stops them; answers how many appends they made.
+    async fn finish(self) -> anyhow::Result<u64> {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut sent = 0;
+        for t in self.tasks {
+            sent += t.await??;
+        }
+        Ok(sent)
+    }
+}
+
 async fn throughput(
     origin: SocketAddr,
     streams: usize,
@@ -276,15 +309,7 @@ pub async fn run(a: Args) -> anyhow::Result<()> {
     for round in 0..a.rounds {
         let bare = throughput(addr, a.streams, a.seconds, "appends alone").await?;
         // The same paced appends, no subscription.
-        let stop = Arc::new(AtomicBool::new(false));
-        let pacers = paced(
-            addr,
-            a.subscriptions,
-            a.period,
-            ledger.clone(),
-            stop.clone(),
-        );
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        let pacers = Pacers::start(addr, &a, &ledger).await;
         let paced_only = throughput(
             addr,
             a.streams,
@@ -292,21 +317,10 @@ pub async fn run(a: Args) -> anyhow::Result<()> {
             "appends beside paced appends, no subscription",
         )
         .await?;
-        stop.store(true, Ordering::Relaxed);
-        for p in pacers {
-            p.await??;
-        }
+        pacers.finish().await?;
         *ledger.lock().expect("ledger") = Ledger::default();
         subscriptions(addr, hook, a.subscriptions, true).await?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let pacers = paced(
-            addr,
-            a.subscriptions,
-            a.period,
-            ledger.clone(),
-            stop.clone(),
-        );
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        let pacers = Pacers::start(addr, &a, &ledger).await;
         {
             let mut l = ledger.lock().expect("ledger");
             l.latencies_us.clear();
@@ -325,11 +339,7 @@ pub async fn run(a: Args) -> anyhow::Result<()> {
             (l.latencies_us.clone(), l.deliveries)
         };
         let window = started.elapsed();
-        stop.store(true, Ordering::Relaxed);
-        let mut sent = 0;
-        for p in pacers {
-            sent += p.await??;
-        }
+        let sent = pacers.finish().await?;
         // Every paced append is covered once its wakes arrive.
         let deadline = Instant::now() + Duration::from_secs(30);
         while ledger

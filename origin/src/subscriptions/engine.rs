@@ -17,9 +17,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::deliver::{deliver, Outcome};
-use super::token::{self, Claims};
+use super::token;
 use super::{render, Key, Slot, Subscriptions};
-use crate::core::stream::AppendRequest;
 use crate::core::subscription::config::Delivery;
 use crate::core::subscription::state::{Event, Subscription, Wake};
 
@@ -361,10 +360,7 @@ impl Subscriptions {
         let now = self.now();
         let events = match &outcome {
             Outcome::Done => current.delivered_done(wake.generation, &wake.id),
-            Outcome::Taken if current.config.is_webhook() => {
-                current.delivered(now, wake.generation, &wake.id)
-            }
-            Outcome::Taken => current.announced(now, wake.generation, &wake.id),
+            Outcome::Taken => current.delivered(now, wake.generation, &wake.id),
             Outcome::Failed(why) => {
                 self.metrics
                     .delivery_failures
@@ -410,16 +406,7 @@ impl Subscriptions {
         };
         let now = self.now();
         let base = self.base_of(sub);
-        let token = token::issue(
-            &self.keys,
-            &Claims {
-                root: key.0.clone(),
-                id: key.1.clone(),
-                generation: wake.generation,
-                wake_id: wake.id.clone(),
-                expires: now.saturating_add(token::TOKEN_TTL_MS),
-            },
-        );
+        let token = token::for_wake(&self.keys, key, wake.generation, &wake.id, now);
         let reports = render::snapshot_reports(sub, wake);
         let body = render::webhook_body(&key.0, sub, wake, &reports, &base, &token);
         self.metrics.deliveries.fetch_add(1, Ordering::Relaxed);
@@ -475,13 +462,7 @@ impl Subscriptions {
             serde_json::to_writer(&mut payload, e).expect("wake events serialize");
             payload.push(b'\n');
         }
-        let req = AppendRequest {
-            content_type: Some(view.config.content_type.to_string()),
-            payload_len: payload.len() as u64,
-            producer: None,
-            stream_seq: None,
-            close: false,
-        };
+        let req = super::plain_append(&view, payload.len());
         match self
             .store
             .append(view, None, req, Bytes::from(payload))

@@ -22,7 +22,6 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use super::Error;
-use crate::core::stream::AppendRequest;
 use crate::core::subscription::state::{Event, Subscription};
 use crate::store::{AppendOutcome, Store, StreamView};
 
@@ -182,13 +181,7 @@ impl Journal {
     }
 
     async fn write(&self, view: &Arc<StreamView>, payload: Bytes) -> Result<(), Error> {
-        let req = AppendRequest {
-            content_type: Some(view.config.content_type.to_string()),
-            payload_len: payload.len() as u64,
-            producer: None,
-            stream_seq: None,
-            close: false,
-        };
+        let req = super::plain_append(view, payload.len());
         let appended = self
             .store
             .append(Arc::clone(view), None, req, payload)

@@ -432,6 +432,18 @@ impl Subscriptions {
     }
 }
 
+/// A plain append of `len` bytes to `view` (no producer, no sequence):
+/// what the journal and the wake streams are given.
+fn plain_append(view: &crate::store::StreamView, len: usize) -> crate::core::stream::AppendRequest {
+    crate::core::stream::AppendRequest {
+        content_type: Some(view.config.content_type.to_string()),
+        payload_len: len as u64,
+        producer: None,
+        stream_seq: None,
+        close: false,
+    }
+}
+
 /// The account a subscription under `root` belongs to (for its bound).
 fn account_of(root: &str, default_prefix: &str) -> String {
     shared::auth::owner(

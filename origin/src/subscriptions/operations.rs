@@ -415,16 +415,7 @@ impl Subscriptions {
             self.log(key, slot, &events).await?;
             let after = slot.state.lock().clone().ok_or(Error::NotFound)?;
             let wake = after.wake.clone().ok_or(Error::NoPendingWork)?;
-            let token = token::issue(
-                &self.keys,
-                &Claims {
-                    root: key.0.clone(),
-                    id: key.1.clone(),
-                    generation: wake.generation,
-                    wake_id: wake.id.clone(),
-                    expires: now.saturating_add(token::TOKEN_TTL_MS),
-                },
-            );
+            let token = token::for_wake(&self.keys, key, wake.generation, &wake.id, now);
             let reports = after.report(tail);
             Ok(serde_json::json!({
                 "wake_id": wake.id,

@@ -26,33 +26,29 @@ fn iso(ms: u64) -> String {
 
 /// Streams as a read reports them.
 pub fn links(reports: &[LinkReport]) -> Value {
-    Value::Array(
-        reports
-            .iter()
-            .map(|r| {
-                json!({
-                    "path": r.path,
-                    "link_type": r.link_type,
-                    "acked_offset": Offset(r.acked).to_string(),
-                })
-            })
-            .collect(),
-    )
+    streams(reports, false)
 }
 
 /// Streams as a wake or claim reports them: with their tails.
 pub fn wake_streams(reports: &[LinkReport]) -> Value {
+    streams(reports, true)
+}
+
+fn streams(reports: &[LinkReport], tails: bool) -> Value {
     Value::Array(
         reports
             .iter()
             .map(|r| {
-                json!({
+                let mut v = json!({
                     "path": r.path,
                     "link_type": r.link_type,
                     "acked_offset": Offset(r.acked).to_string(),
-                    "tail_offset": Offset(r.tail.unwrap_or(r.acked)).to_string(),
-                    "has_pending": r.has_pending(),
-                })
+                });
+                if tails {
+                    v["tail_offset"] = json!(Offset(r.tail.unwrap_or(r.acked)).to_string());
+                    v["has_pending"] = json!(r.has_pending());
+                }
+                v
             })
             .collect(),
     )

@@ -40,6 +40,26 @@ pub fn issue(keys: &Keys, claims: &Claims) -> String {
     format!("{}.{}", B64.encode(&payload), B64.encode(tag))
 }
 
+/// The token of one wake of the subscription `key`, valid from `now`.
+pub fn for_wake(
+    keys: &Keys,
+    key: &super::Key,
+    generation: u64,
+    wake_id: &str,
+    now: Millis,
+) -> String {
+    issue(
+        keys,
+        &Claims {
+            root: key.0.clone(),
+            id: key.1.clone(),
+            generation,
+            wake_id: wake_id.to_owned(),
+            expires: now.saturating_add(TOKEN_TTL_MS),
+        },
+    )
+}
+
 /// The claims of a token this server signed, unless it expired.
 pub fn check(keys: &Keys, token: &str, now: Millis) -> Result<Claims, TokenError> {
     let (payload, tag) = token.split_once('.').ok_or(TokenError::Invalid)?;

@@ -412,27 +412,12 @@ impl Subscription {
         Ok(events)
     }
 
-    /// A webhook's receiver took the wake (2xx without `done`): the lease
-    /// runs from now.
+    /// The wake reached its workers: a webhook's receiver took it (2xx
+    /// without `done`), or a pull-wake's events are in its wake stream.
+    /// The lease runs from now; an unclaimed pull-wake lasts one lease,
+    /// then ends and (work still pending) the next one is announced, so a
+    /// worker that missed the event hears again.
     pub fn delivered(
-        &self,
-        now: Millis,
-        generation: u64,
-        wake_id: &str,
-    ) -> Result<Vec<Event>, Refusal> {
-        self.current(generation, wake_id)?;
-        Ok(vec![
-            Event::Sent,
-            Event::Leased {
-                lease_until: now.saturating_add(self.config.lease_ttl_ms),
-            },
-        ])
-    }
-
-    /// A pull-wake's events are in its wake stream. Unclaimed, the wake
-    /// lasts one lease: then it ends and (work still pending) the next
-    /// one is announced, so a worker that missed the event hears again.
-    pub fn announced(
         &self,
         now: Millis,
         generation: u64,

@@ -211,7 +211,7 @@ fn claims_take_turns_and_expire() {
     let woke = s.wake_if_pending(5_000, || "w3".into(), tails(9)).unwrap();
     step(&mut s, &mut log, vec![woke]);
     assert_eq!(s.expire(u64::MAX), None);
-    let announced = s.announced(5_000, 3, "w3").unwrap();
+    let announced = s.delivered(5_000, 3, "w3").unwrap();
     step(&mut s, &mut log, announced);
     assert_eq!(s.expire(5_999), None);
     assert_eq!(s.expire(6_000), Some(Event::Ended));
