@@ -33,20 +33,7 @@ async fn start(limits: LimitConfig) -> Api {
 
 /// Makes a key through the admin API; returns (id, key).
 async fn make_key(api: &Api, body: serde_json::Value) -> (String, String) {
-    let r = api
-        .post("/_admin/keys")
-        .bearer_auth(ADMIN)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let v: serde_json::Value = r.json().await.unwrap();
-    assert!(v.get("secret_sha256").is_some());
-    (
-        v["id"].as_str().unwrap().to_owned(),
-        v["key"].as_str().unwrap().to_owned(),
-    )
+    api.make_key(ADMIN, body).await
 }
 
 async fn token(api: &Api, key: &str, body: serde_json::Value) -> reqwest::Response {

@@ -9,10 +9,9 @@ mod common;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use bytes::Bytes;
-use common::{expect_error, Api, TestOrigin, POLL, WAIT};
+use common::{expect_error, wait_until, Api, TestOrigin};
 use http_body_util::{BodyExt, Full};
 use origin::auth::AuthConfig;
 use origin::core::subscription::address::{Cidr, UrlPolicy};
@@ -21,19 +20,6 @@ use origin::subscriptions::SubscriptionsConfig;
 use reqwest::Method;
 
 const ADMIN: &str = "admin-test-token";
-
-async fn make_key(api: &Api, body: serde_json::Value) -> String {
-    let r = api
-        .post("/_admin/keys")
-        .bearer_auth(ADMIN)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
-    let v: serde_json::Value = r.json().await.unwrap();
-    v["key"].as_str().unwrap().to_owned()
-}
 
 fn call(api: &Api, method: Method, path: &str, cred: Option<&str>) -> reqwest::RequestBuilder {
     let r = api.request(method, path);
@@ -57,13 +43,21 @@ async fn declaring_and_using_a_subscription_needs_access_to_what_it_reaches() {
         ..HttpConfig::default()
     })
     .await;
-    let full = make_key(&api, serde_json::json!({"account": "acme"})).await;
-    let read_only = make_key(
-        &api,
-        serde_json::json!({"account": "acme", "read_only": true}),
-    )
-    .await;
-    let other = make_key(&api, serde_json::json!({"account": "beta"})).await;
+    let full = api
+        .make_key(ADMIN, serde_json::json!({"account": "acme"}))
+        .await
+        .1;
+    let read_only = api
+        .make_key(
+            ADMIN,
+            serde_json::json!({"account": "acme", "read_only": true}),
+        )
+        .await
+        .1;
+    let other = api
+        .make_key(ADMIN, serde_json::json!({"account": "beta"}))
+        .await
+        .1;
     let sub = "/acme/__ds/subscriptions/feed";
     let body = serde_json::json!({"type": "pull-wake", "pattern": "feeds/*", "wake_stream": "wakes", "lease_ttl_ms": 1000});
     for (cred, status, code) in [
@@ -225,32 +219,6 @@ async fn holding_receiver(held: Arc<Mutex<Held>>, release: Arc<tokio::sync::Noti
     addr
 }
 
-async fn metric(api: &Api, name: &str) -> u64 {
-    let text = api
-        .get("/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .unwrap_or(0.0) as u64
-}
-
-async fn wait_until<F: std::future::Future<Output = bool>>(
-    what: &str,
-    mut cond: impl FnMut() -> F,
-) {
-    let deadline = Instant::now() + WAIT;
-    while !cond().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(POLL).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deliveries_in_flight_are_bounded_per_host_and_in_total() {
     let api = Api::on(
@@ -288,11 +256,9 @@ async fn deliveries_in_flight_are_bounded_per_host_and_in_total() {
             api.create_with(&format!("/v1/stream/held/{i}"), "text/plain", b"x".to_vec())
                 .await;
         }
-        let wakes = first as u64 + 5;
-        wait_until("every wake issued", || async {
-            metric(&api, "ds_origin_subscription_wakes_total").await == wakes
-        })
-        .await;
+        let wakes = first + 5;
+        api.wait_for_metric("ds_origin_subscription_wakes_total", wakes)
+            .await;
         let want = if first == 0 { 2 } else { 3 };
         wait_until("deliveries held by the receiver", || async {
             in_flight(&held) == want
@@ -300,8 +266,8 @@ async fn deliveries_in_flight_are_bounded_per_host_and_in_total() {
         .await;
         // The others wait for a slot: no delivery attempt past the bounds.
         assert_eq!(
-            metric(&api, "ds_origin_webhook_deliveries_total").await,
-            want as u64
+            api.metric("ds_origin_webhook_deliveries_total").await,
+            want as i64
         );
     }
     {
@@ -320,5 +286,5 @@ async fn deliveries_in_flight_are_bounded_per_host_and_in_total() {
         })
         .await;
     }
-    assert_eq!(metric(&api, "ds_origin_webhook_deliveries_total").await, 10);
+    assert_eq!(api.metric("ds_origin_webhook_deliveries_total").await, 10);
 }

@@ -210,17 +210,21 @@ pub enum Credential<'a> {
     Token(&'a str),
 }
 
+/// The token of an `Authorization: Bearer …` value.
+pub fn bearer(authorization: &str) -> Option<&str> {
+    authorization
+        .strip_prefix("Bearer ")
+        .or_else(|| authorization.strip_prefix("bearer "))
+        .map(str::trim)
+}
+
 /// Reads `Authorization`; `Err` for a header that is there but no credential
 /// this server gives.
 pub fn credential(authorization: Option<&str>) -> Result<Option<Credential<'_>>, Denied> {
     let Some(value) = authorization else {
         return Ok(None);
     };
-    let bearer = value
-        .strip_prefix("Bearer ")
-        .or_else(|| value.strip_prefix("bearer "))
-        .map(str::trim)
-        .ok_or(Denied::Unauthorized)?;
+    let bearer = bearer(value).ok_or(Denied::Unauthorized)?;
     if let Some(rest) = bearer.strip_prefix(KEY_PREFIX) {
         let (id, secret) = rest.split_once('_').ok_or(Denied::Unauthorized)?;
         return Ok(Some(Credential::Key { id, secret }));

@@ -19,8 +19,14 @@ use crate::paths::{classify, Target};
 /// The most partitions a region may have.
 pub const MAX_PARTITIONS: u32 = 1024;
 
-/// Where the region's own streams live: no client may name one.
+/// Where the server's own streams live (a region's, the subscriptions'
+/// journal): no client may name one.
 pub const HIDDEN: &str = "/.ds-region/";
+
+/// Whether a path is one of the server's own streams (under [`HIDDEN`]).
+pub fn is_hidden(path: &str) -> bool {
+    path.starts_with(HIDDEN)
+}
 
 /// The partition a region stream's path names (`/.ds-region/in/{n}/...`).
 pub fn named(stream: &str) -> Option<u32> {

@@ -42,27 +42,27 @@ pub async fn forward_naming_the_edge(state: &Shared, req: Request<Body>) -> Resp
 /// (`X-Forwarded-Host`, `X-Forwarded-Proto`: the edge's `--public-url`,
 /// else the client's `Host`). Never cached: each answer is the origin's.
 pub async fn forward_control(state: &Shared, mut req: Request<Body>) -> Response<Body> {
-    let (proto, host) = match &state.config.public_url {
-        Some(url) => {
-            let (proto, rest) = url.split_once("://").unwrap_or(("http", url.as_str()));
-            (proto.to_owned(), rest.split('/').next().map(str::to_owned))
+    let base = public_base(state, req.headers().get(http::header::HOST));
+    if let Some((proto, rest)) = base.split_once("://") {
+        let host = rest.split('/').next().unwrap_or(rest);
+        let headers = req.headers_mut();
+        for (name, value) in [("x-forwarded-proto", proto), ("x-forwarded-host", host)] {
+            if let Ok(v) = HeaderValue::try_from(value) {
+                headers.insert(name, v);
+            }
         }
-        None => (
-            "http".to_owned(),
-            req.headers()
-                .get(http::header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_owned),
-        ),
-    };
-    let headers = req.headers_mut();
-    if let Some(v) = host.and_then(|h| HeaderValue::try_from(h).ok()) {
-        headers.insert("x-forwarded-host", v);
-    }
-    if let Ok(v) = HeaderValue::try_from(proto) {
-        headers.insert("x-forwarded-proto", v);
     }
     forward(state, req).await
+}
+
+/// The edge's URL as a client names it: its `--public-url`, else `http://`
+/// and the `Host` the client sent, else nothing (relative URLs).
+fn public_base(state: &Shared, host: Option<&HeaderValue>) -> String {
+    match (&state.config.public_url, host.and_then(|h| h.to_str().ok())) {
+        (Some(url), _) => url.clone(),
+        (None, Some(host)) => format!("http://{host}"),
+        (None, None) => String::new(),
+    }
 }
 
 /// Absolute URLs in an answer (`Location` of a create, `Content-Location`)
@@ -84,11 +84,7 @@ fn public_locations(state: &Shared, host: Option<&HeaderValue>, headers: &mut He
         else {
             continue;
         };
-        let base = match (&state.config.public_url, host.and_then(|h| h.to_str().ok())) {
-            (Some(url), _) => url.clone(),
-            (None, Some(host)) => format!("http://{host}"),
-            (None, None) => String::new(),
-        };
+        let base = public_base(state, host);
         let rest = if rest.is_empty() { "/" } else { rest };
         if let Ok(v) = HeaderValue::try_from(format!("{base}{rest}")) {
             headers.insert(name, v);

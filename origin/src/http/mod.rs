@@ -275,17 +275,26 @@ pub(crate) fn admit(
         .then(|| req.headers().get(http::header::AUTHORIZATION))
         .flatten()
         .map(|v| v.to_str().unwrap_or("\u{0}"));
+    if let Some(caller) = admit_as(state, authorization, stream, access)? {
+        req.extensions_mut().insert(caller);
+    }
+    Ok(())
+}
+
+/// Whether `authorization` (none: no credential) admits `access` to
+/// `stream`: the caller (none for an open account), or the refusal.
+pub(crate) fn admit_as(
+    state: &AppState,
+    authorization: Option<&str>,
+    stream: &str,
+    access: shared::auth::Access,
+) -> Result<Option<crate::auth::Caller>, Box<Response<Body>>> {
     let now = || state.store.clock().now_ms() / 1000;
     let public = || state.store.get(stream).is_some_and(|v| v.is_public());
-    match state.auth.admit(stream, access, authorization, public, now) {
-        Ok(caller) => {
-            if let Some(caller) = caller {
-                req.extensions_mut().insert(caller);
-            }
-            Ok(())
-        }
-        Err(refusal) => Err(Box::new(ApiError::from(refusal).into_response())),
-    }
+    state
+        .auth
+        .admit(stream, access, authorization, public, now)
+        .map_err(|refusal| Box::new(ApiError::from(refusal).into_response()))
 }
 
 /// Routes a request on a stream path to its operation. Every operation but
@@ -323,7 +332,7 @@ async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
         req.extensions().get::<Peer>().is_some() || req.extensions().get::<Admitted>().is_some();
     // The server's own streams (a region's, the subscriptions' journal)
     // are no client's: only another origin of the region names them.
-    if path.starts_with(shared::partition::HIDDEN) && req.extensions().get::<Peer>().is_none() {
+    if shared::partition::is_hidden(path) && req.extensions().get::<Peer>().is_none() {
         let mut r = error::error_response(
             ErrorCode::NotFound,
             "no such stream: paths under /.ds-region/ are the server's own",

@@ -203,6 +203,11 @@ pub async fn handle(
     } else {
         bytes::Bytes::new()
     };
+    // Write access to a path the request reaches besides its own.
+    let may_write = |path: &str| {
+        let authorization = authorization.as_deref().filter(|_| credentialed);
+        super::admit_as(&state, authorization, path, Access::Write).map(|_| ())
+    };
     let outcome = match route {
         Route::Subscription(_) if method == Method::PUT => {
             // Write access to everything the subscription can reach. A
@@ -220,9 +225,7 @@ pub async fn handle(
                     paths.push(default.clone());
                 }
                 for path in paths {
-                    if let Err(refused) =
-                        admit_path(&state, authorization.as_deref(), credentialed, &path)
-                    {
+                    if let Err(refused) = may_write(&path) {
                         return *refused;
                     }
                 }
@@ -252,12 +255,7 @@ pub async fn handle(
                     .flatten()
                     .filter_map(|s| s.as_str())
                 {
-                    if let Err(refused) = admit_path(
-                        &state,
-                        authorization.as_deref(),
-                        credentialed,
-                        &format!("{root}/{rel}"),
-                    ) {
+                    if let Err(refused) = may_write(&format!("{root}/{rel}")) {
                         return *refused;
                     }
                 }
@@ -285,25 +283,6 @@ pub async fn handle(
         Route::Jwks => unreachable!("answered above"),
     };
     outcome.unwrap_or_else(|e| ApiError::from(e).into_response())
-}
-
-/// Write access to one path, by the request's credential.
-fn admit_path(
-    state: &Shared,
-    authorization: Option<&str>,
-    credentialed: bool,
-    path: &str,
-) -> Result<(), Box<Response<Body>>> {
-    let authorization = authorization.filter(|_| credentialed);
-    let now = || state.store.clock().now_ms() / 1000;
-    let public = || false;
-    match state
-        .auth
-        .admit(path, Access::Write, authorization, public, now)
-    {
-        Ok(_) => Ok(()),
-        Err(refusal) => Err(Box::new(ApiError::from(refusal).into_response())),
-    }
 }
 
 #[cfg(test)]

@@ -80,11 +80,6 @@ pub fn parse(path: &str) -> Option<Name<'_>> {
     })
 }
 
-/// Whether a path is the region's own (no client may name one).
-pub fn is_region_stream(path: &str) -> bool {
-    path.starts_with(HIDDEN)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -415,7 +415,7 @@ impl Store {
             engine
                 .entries
                 .iter()
-                .filter(|(p, _)| publisher::is_hidden(p))
+                .filter(|(p, _)| shared::partition::is_hidden(p))
                 .map(|(p, e)| (p.clone(), Arc::clone(&e.view)))
                 .collect(),
         ));
@@ -632,7 +632,7 @@ impl Store {
     /// `shared::partition::HIDDEN`) whose path starts with `prefix`,
     /// soft-deleted ones included: a walk of those alone, in path order.
     pub fn region_streams_under(&self, prefix: &str) -> Vec<Arc<StreamView>> {
-        debug_assert!(publisher::is_hidden(prefix));
+        debug_assert!(shared::partition::is_hidden(prefix));
         self.hidden
             .read()
             .range::<str, _>((

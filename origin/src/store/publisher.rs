@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use shared::partition::is_hidden;
 use tokio::sync::Notify;
 
 use super::engine::Engine;
@@ -36,11 +37,6 @@ const MAX_WAITING_BATCHES: usize = 256;
 /// every stream. A subset of the registry, changed with it.
 pub type Hidden =
     Arc<parking_lot::RwLock<std::collections::BTreeMap<Arc<str>, Arc<super::StreamView>>>>;
-
-/// Whether a path is one of the region's own streams, kept in [`Hidden`].
-pub fn is_hidden(path: &str) -> bool {
-    path.starts_with(shared::partition::HIDDEN)
-}
 
 /// Told of streams created and appended to, once visible (subscriptions
 /// wake on them). Called on the publishing thread: it must only note what

@@ -18,7 +18,7 @@ use bytes::Bytes;
 
 use super::deliver::{deliver, Outcome};
 use super::token;
-use super::{render, Key, Slot, Subscriptions};
+use super::{render, Key, Subscriptions};
 use crate::core::subscription::config::Delivery;
 use crate::core::subscription::state::{Event, Subscription, Wake};
 
@@ -142,6 +142,11 @@ impl Subscriptions {
             })
             .map(|(k, _)| k.clone())
             .collect();
+        // A wake whose send is running waits for its outcome, not a tick.
+        let due = {
+            let sending = self.sending.lock();
+            due.into_iter().filter(|k| !sending.contains(k)).collect()
+        };
         self.evaluate_all(due).await;
         let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         if let Err(e) = self.keys.rotate_if_due(
@@ -274,10 +279,7 @@ impl Subscriptions {
             tracing::warn!(error = %e, subscription = %key.1, "a new stream could not be linked");
             return false;
         }
-        let sub = slot.state.lock().clone();
-        if let Some(sub) = sub {
-            self.index(key, &sub);
-        }
+        self.index_links(key, std::iter::once(&rel.to_owned()));
         true
     }
 
@@ -386,10 +388,12 @@ impl Subscriptions {
 
     /// A webhook delivery, under the bounds on deliveries in flight.
     async fn post(&self, key: &Key, sub: &Subscription, wake: &Wake, url: &str) -> Outcome {
-        let host = url::Url::parse(url)
-            .ok()
-            .and_then(|u| u.host_str().map(str::to_owned))
-            .unwrap_or_default();
+        // Checked again before each delivery: a literal address is not
+        // resolved, so the resolver never sees it.
+        let host = match self.config.url_policy.check(url) {
+            Ok(callable) => callable.host,
+            Err(why) => return Outcome::Failed(format!("the URL may not be called: {why}")),
+        };
         // The host's permit first: deliveries waiting for a slow host hold
         // none of the slots other hosts' deliveries need.
         let per_host = {
@@ -407,12 +411,12 @@ impl Subscriptions {
         let now = self.now();
         let base = self.base_of(sub);
         let token = token::for_wake(&self.keys, key, wake.generation, &wake.id, now);
-        let reports = render::snapshot_reports(sub, wake);
+        // The wake's streams as its snapshot saw them.
+        let reports = sub.report(|p| wake.snapshot.get(p).copied());
         let body = render::webhook_body(&key.0, sub, wake, &reports, &base, &token);
         self.metrics.deliveries.fetch_add(1, Ordering::Relaxed);
         let outcome = deliver(
             &self.client,
-            &self.config.url_policy,
             &self.keys,
             url,
             body,
@@ -484,20 +488,5 @@ impl Subscriptions {
             .public_url
             .clone()
             .unwrap_or_else(|| sub.base.clone())
-    }
-}
-
-impl Slot {
-    /// Its lock, held by an owned guard.
-    pub(super) async fn op_owned(&self) -> tokio::sync::OwnedMutexGuard<()> {
-        Arc::clone(&self.op).lock_owned().await
-    }
-
-    pub(super) fn new(account: String) -> Slot {
-        Slot {
-            op: Arc::new(tokio::sync::Mutex::new(())),
-            state: parking_lot::Mutex::new(None),
-            account,
-        }
     }
 }

@@ -134,9 +134,7 @@ impl Journal {
                     subs.insert((root, id), *s);
                 }
                 Line::Event { root, id, e } => {
-                    let sub = subs.entry((root, id)).or_insert_with(|| {
-                        Subscription::new(String::new(), placeholder_config(), 0, String::new())
-                    });
+                    let sub = subs.entry((root, id)).or_insert_with(Subscription::unborn);
                     sub.apply(&e);
                 }
                 Line::Complete => {}
@@ -263,19 +261,6 @@ fn line_bytes(lines: &[Line]) -> Bytes {
         out.push(b'\n');
     }
     Bytes::from(out)
-}
-
-/// Stands in until a subscription's `Created` line (which replaces it).
-pub(crate) fn placeholder_config() -> crate::core::subscription::config::Config {
-    crate::core::subscription::config::Config {
-        delivery: crate::core::subscription::config::Delivery::PullWake {
-            wake_stream: String::new(),
-        },
-        pattern: None,
-        streams: Default::default(),
-        lease_ttl_ms: 0,
-        description: None,
-    }
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ fn created(id: &str) -> Vec<Event> {
 }
 
 fn fold(events: &[Event]) -> Subscription {
-    let mut s = Subscription::new(String::new(), placeholder_config(), 0, String::new());
+    let mut s = Subscription::unborn();
     s.apply_all(events);
     s
 }

@@ -186,16 +186,12 @@ impl Keys {
             .keys
             .last()
             .is_some_and(|k| now.saturating_sub(k.stored.created_at) >= every.max(1));
-        let signer_since = ring
-            .signer(now, self.ahead)
-            .stored
-            .created_at
-            .saturating_add(self.ahead);
-        let signer_created = ring.signer(now, self.ahead).stored.created_at;
+        // A key older than the signer was replaced when the signer began.
+        let signer = ring.signer(now, self.ahead).stored.created_at;
+        let replaced_for = now.saturating_sub(signer.saturating_add(self.ahead));
         let before = ring.keys.len();
-        ring.keys.retain(|k| {
-            k.stored.created_at >= signer_created || now.saturating_sub(signer_since) < retired_for
-        });
+        ring.keys
+            .retain(|k| k.stored.created_at >= signer || replaced_for < retired_for);
         if !due && ring.keys.len() == before {
             return Ok(false);
         }

@@ -173,6 +173,21 @@ pub struct Slot {
     account: String,
 }
 
+impl Slot {
+    /// Its lock, held by an owned guard.
+    async fn op_owned(&self) -> tokio::sync::OwnedMutexGuard<()> {
+        Arc::clone(&self.op).lock_owned().await
+    }
+
+    fn new(account: String) -> Slot {
+        Slot {
+            op: Arc::new(tokio::sync::Mutex::new(())),
+            state: parking_lot::Mutex::new(None),
+            account,
+        }
+    }
+}
+
 /// What the engine has yet to look at.
 #[derive(Default)]
 struct Dirty {
@@ -268,14 +283,9 @@ impl Subscriptions {
             subs.total_links.fetch_add(sub.links.len(), Relaxed);
             let account = account_of(&root, &subs.default_prefix);
             subs.index(&(root.clone(), id.clone()), &sub);
-            subs.table.write().insert(
-                (root, id),
-                Arc::new(Slot {
-                    op: Arc::default(),
-                    state: Mutex::new(Some(sub)),
-                    account,
-                }),
-            );
+            let slot = Slot::new(account);
+            *slot.state.lock() = Some(sub);
+            subs.table.write().insert((root, id), Arc::new(slot));
         }
         // Everything recovered is looked at once: a wake that was in
         // flight is sent again, streams created while down are matched.
@@ -320,21 +330,23 @@ impl Subscriptions {
 
     /// Adds a subscription's links and pattern to the indexes.
     fn index(&self, key: &Key, sub: &Subscription) {
-        {
-            let mut links = self.links.write();
-            for rel in sub.links.keys() {
-                let full: Arc<str> = Self::full_path(&key.0, rel).into();
-                let keys = links.entry(full).or_default();
-                if !keys.contains(key) {
-                    keys.push(key.clone());
-                }
-            }
-            self.linked
-                .store(links.len(), std::sync::atomic::Ordering::Relaxed);
-        }
+        self.index_links(key, sub.links.keys());
         if let Some(glob) = sub.config.glob() {
             self.add_pattern(key, glob);
         }
+    }
+
+    /// Adds links of a subscription to the links index.
+    fn index_links<'a>(&self, key: &Key, rels: impl Iterator<Item = &'a String>) {
+        let mut links = self.links.write();
+        for rel in rels {
+            let full: Arc<str> = Self::full_path(&key.0, rel).into();
+            let keys = links.entry(full).or_default();
+            if !keys.contains(key) {
+                keys.push(key.clone());
+            }
+        }
+        self.linked.store(links.len(), Relaxed);
     }
 
     fn add_pattern(&self, key: &Key, glob: Glob) {
@@ -396,14 +408,7 @@ impl Subscriptions {
         self.journal
             .append(&key.0, &key.1, events, || {
                 let mut state = slot.state.lock();
-                let sub = state.get_or_insert_with(|| {
-                    Subscription::new(
-                        String::new(),
-                        journal::placeholder_config(),
-                        0,
-                        String::new(),
-                    )
-                });
+                let sub = state.get_or_insert_with(Subscription::unborn);
                 let before = if sub.deleted { 0 } else { sub.links.len() };
                 sub.apply_all(events);
                 let after = if sub.deleted { 0 } else { sub.links.len() };

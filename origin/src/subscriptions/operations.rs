@@ -92,7 +92,8 @@ impl Subscriptions {
         };
         let existing = slot.state.lock().clone().filter(|s| !s.deleted);
         if let Some(sub) = existing {
-            return if sub.hash == config.hash() {
+            // Compared by the normalized configuration's hash (§6.2).
+            return if sub.config.hash() == config.hash() {
                 Ok(Declared::Confirmed(sub))
             } else {
                 Err(Error::Exists)
@@ -204,10 +205,10 @@ impl Subscriptions {
         self.slot(key)?.state.lock().clone().filter(|s| !s.deleted)
     }
 
-    /// The description a read answers.
+    /// The description a read answers; `base` is the server's URL as the
+    /// request reached it (`--public-url` when set).
     pub fn describe(&self, key: &Key, sub: &Subscription, base: &str) -> serde_json::Value {
         let reports = sub.report(|rel| self.tail_of(&key.0, rel));
-        let base = self.config.public_url.as_deref().unwrap_or(base);
         render::describe(
             &key.0,
             sub,
@@ -274,10 +275,7 @@ impl Subscriptions {
                 .map(|rel| self.link_at_tail(&key.0, rel, false, true))
                 .collect();
             self.log(key, slot, &events).await?;
-            let after = slot.state.lock().clone();
-            if let Some(after) = after {
-                self.index(key, &after);
-            }
+            self.index_links(key, streams.iter());
             Ok(())
         })
         .await?;

@@ -118,19 +118,6 @@ pub fn webhook_body(
     serde_json::to_vec(&body).expect("a wake serializes")
 }
 
-/// The wake's streams as its snapshot saw them.
-pub fn snapshot_reports(sub: &Subscription, wake: &Wake) -> Vec<LinkReport> {
-    sub.links
-        .iter()
-        .map(|(path, link)| LinkReport {
-            path: path.clone(),
-            link_type: link.link_type(),
-            acked: link.acked,
-            tail: wake.snapshot.get(path).copied(),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     #[test]

@@ -77,9 +77,7 @@ pub fn check(keys: &Keys, token: &str, now: Millis) -> Result<Claims, TokenError
 
 /// The token of an `Authorization: Bearer …` header.
 pub fn bearer(headers: &http::HeaderMap) -> Option<&str> {
-    let v = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = v.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    shared::auth::bearer(headers.get(http::header::AUTHORIZATION)?.to_str().ok()?)
 }
 
 #[cfg(test)]

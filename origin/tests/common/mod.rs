@@ -395,17 +395,29 @@ impl Api {
 
     /// Polls `/metrics` until `name` equals `value`.
     pub async fn wait_for_metric(&self, name: &str, value: i64) {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            if self.metric(name).await == value {
-                return;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{name} did not reach {value} within {WAIT:?}"
-            );
-            tokio::time::sleep(POLL).await;
-        }
+        wait_until(&format!("{name} to reach {value}"), || async {
+            self.metric(name).await == value
+        })
+        .await;
+    }
+
+    /// Makes an access key through the admin API (`admin` its token);
+    /// answers its id and the key.
+    pub async fn make_key(&self, admin: &str, body: serde_json::Value) -> (String, String) {
+        let r = self
+            .post("/_admin/keys")
+            .bearer_auth(admin)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let v: serde_json::Value = r.json().await.unwrap();
+        assert!(v.get("secret_sha256").is_some());
+        (
+            v["id"].as_str().unwrap().to_owned(),
+            v["key"].as_str().unwrap().to_owned(),
+        )
     }
 
     /// Opens an SSE tail (`GET {path}?{query}&live=sse`), asserting 200.
@@ -413,6 +425,21 @@ impl Api {
         let resp = send(self.get(&format!("{path}?{query}&live=sse"))).await;
         assert_eq!(resp.status().as_u16(), 200, "SSE on {path}?{query}");
         Sse::new(resp, WAIT)
+    }
+}
+
+/// Polls `cond` every [`POLL`] until it holds, failing after [`WAIT`].
+pub async fn wait_until<F: std::future::Future<Output = bool>>(
+    what: &str,
+    mut cond: impl FnMut() -> F,
+) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !cond().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {WAIT:?} waiting for {what}"
+        );
+        tokio::time::sleep(POLL).await;
     }
 }
 

@@ -148,7 +148,6 @@ pub enum Event {
 pub struct Subscription {
     pub id: String,
     pub config: Config,
-    pub hash: String,
     pub created_at: Millis,
     /// The server's URL as the creator reached it.
     #[serde(default)]
@@ -203,7 +202,6 @@ impl Subscription {
     pub fn new(id: String, config: Config, at: Millis, base: String) -> Subscription {
         Subscription {
             id,
-            hash: config.hash(),
             config,
             created_at: at,
             base,
@@ -213,6 +211,21 @@ impl Subscription {
             retry: None,
             deleted: false,
         }
+    }
+
+    /// What stands in until a subscription's `Created` event (which
+    /// replaces all of it): a log read from its middle, a slot being made.
+    pub fn unborn() -> Subscription {
+        let config = Config {
+            delivery: super::config::Delivery::PullWake {
+                wake_stream: String::new(),
+            },
+            pattern: None,
+            streams: Default::default(),
+            lease_ttl_ms: 0,
+            description: None,
+        };
+        Subscription::new(String::new(), config, 0, String::new())
     }
 
     /// Applies a logged event. Total: an event that no longer fits (a

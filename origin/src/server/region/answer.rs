@@ -185,8 +185,8 @@ fn fork_source<B>(req: &axum::http::Request<B>) -> Option<&str> {
 /// Whether a request names one of the region's own streams (as its path
 /// or a fork's source).
 fn names_region_stream<B>(req: &axum::http::Request<B>) -> bool {
-    crate::region::across::is_region_stream(req.uri().path())
-        || fork_source(req).is_some_and(crate::region::across::is_region_stream)
+    shared::partition::is_hidden(req.uri().path())
+        || fork_source(req).is_some_and(shared::partition::is_hidden)
 }
 
 /// The routes of requests a region origin answers without a store of its
