@@ -17,11 +17,8 @@ seconds=${1:-10}
 bin=${CARGO_TARGET_DIR:-target}/release
 work=$(mktemp -d)
 trap 'kill ${opid:-} 2>/dev/null || true; kill -9 ${wpid:-} 2>/dev/null || true; rm -rf "$work"' EXIT
-read -r endpoint wpid < <(scripts/weed-mini "$work/weed" bench | paste -sd' ')
-export AWS_ENDPOINT_URL="$endpoint" AWS_ACCESS_KEY_ID=any AWS_SECRET_ACCESS_KEY=any \
-  AWS_REGION=us-east-1 AWS_ALLOW_HTTP=true
-
-metric() { curl -s "http://$1/metrics" | awk -v n="$2" '$1 == n {print $2}'; }
+. loadtest/bucket.sh
+bucket_start
 
 # start_origin LABEL ARGS...: starts an origin, sets $addr and $opid once
 # it is ready (sync: listening; a region origin: owning or following).

@@ -11,11 +11,8 @@ bin=${CARGO_TARGET_DIR:-target}/release
 work=$(mktemp -d)
 pids=()
 trap 'kill ${pids[*]:-} 2>/dev/null || true; wait ${pids[*]:-} 2>/dev/null || true; kill -9 ${wpid:-} 2>/dev/null || true; rm -rf "$work"' EXIT
-read -r endpoint wpid < <(scripts/weed-mini "$work/weed" bench | paste -sd' ')
-export AWS_ENDPOINT_URL="$endpoint" AWS_ACCESS_KEY_ID=any AWS_SECRET_ACCESS_KEY=any \
-  AWS_REGION=us-east-1 AWS_ALLOW_HTTP=true
-
-metric() { curl -s "http://$1/metrics" | awk -v n="$2" '$1 == n {print $2}'; }
+. loadtest/bucket.sh
+bucket_start
 addr_of() {
   for _ in $(seq 1 300); do
     a=$(grep -Eo 'addr=[0-9.:]+' "$1" | head -1 | cut -d= -f2 || true)

@@ -21,9 +21,8 @@ bin=${CARGO_TARGET_DIR:-target}/release
 work=$(mktemp -d)
 declare -A pid addr
 trap 'for n in a b c; do kill -9 ${pid[$n]:-} 2>/dev/null || true; done; kill -9 ${wpid:-} 2>/dev/null || true; rm -rf "$work"' EXIT
-read -r endpoint wpid < <(scripts/weed-mini "$work/weed" bench | paste -sd' ')
-export AWS_ENDPOINT_URL="$endpoint" AWS_ACCESS_KEY_ID=any AWS_SECRET_ACCESS_KEY=any \
-  AWS_REGION=us-east-1 AWS_ALLOW_HTTP=true
+. loadtest/bucket.sh
+bucket_start
 
 start() {
   local n=$1 log="$work/$1.log"
