@@ -158,6 +158,56 @@ async fn declaring_and_using_a_subscription_needs_access_to_what_it_reaches() {
     expect_error(r, 404, "STREAM_NOT_FOUND").await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_credential_reaches_the_servers_own_streams() {
+    let api = Api::start_with(HttpConfig {
+        auth: AuthConfig {
+            admin_token: Some(ADMIN.into()),
+            ..AuthConfig::default()
+        },
+        ..HttpConfig::default()
+    })
+    .await;
+    let r = api
+        .put("/v1/stream/__ds/subscriptions/s")
+        .json(&serde_json::json!({"type": "pull-wake", "streams": ["a"], "wake_stream": "w"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    // Even a key of the account the path would name.
+    let (_, key) = api
+        .make_key(ADMIN, serde_json::json!({"account": ".ds-region"}))
+        .await;
+    let journal = "/.ds-region/subscriptions/0000000000000001";
+    let r = call(
+        &api,
+        Method::GET,
+        &format!("{journal}?offset=-1"),
+        Some(&key),
+    )
+    .send()
+    .await
+    .unwrap();
+    expect_error(r, 404, "STREAM_NOT_FOUND").await;
+    let r = call(&api, Method::POST, journal, Some(&key))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    expect_error(r, 404, "STREAM_NOT_FOUND").await;
+    // Nor as a fork's source (the fork would carry its bytes out).
+    let r = call(&api, Method::PUT, "/v1/stream/copy", Some(&key))
+        .header("content-type", "application/octet-stream")
+        .header("stream-forked-from", journal)
+        .send()
+        .await
+        .unwrap();
+    expect_error(r, 404, "STREAM_NOT_FOUND").await;
+    let r = api.get("/v1/stream/copy?offset=-1").send().await.unwrap();
+    expect_error(r, 404, "STREAM_NOT_FOUND").await;
+}
+
 /// A receiver that holds every delivery until released, counting them in
 /// flight per `Host`.
 #[derive(Default)]

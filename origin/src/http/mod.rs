@@ -297,6 +297,30 @@ pub(crate) fn admit_as(
         .map_err(|refusal| Box::new(ApiError::from(refusal).into_response()))
 }
 
+/// The source a `PUT` forks, if it is a fork.
+pub(crate) fn fork_source<B>(req: &http::Request<B>) -> Option<&str> {
+    if req.method() != Method::PUT {
+        return None;
+    }
+    let source = req.headers().get(&shared::headers::STREAM_FORKED_FROM)?;
+    std::str::from_utf8(source.as_bytes()).ok()
+}
+
+/// Whether a request names one of the server's own streams (under
+/// `/.ds-region/`), as its path or as a fork's source: no client may.
+pub(crate) fn names_server_stream<B>(req: &http::Request<B>) -> bool {
+    shared::partition::is_hidden(req.uri().path())
+        || fork_source(req).is_some_and(shared::partition::is_hidden)
+}
+
+/// The answer to a client that names one of the server's own streams.
+pub(crate) fn server_stream_refusal() -> Response<Body> {
+    error::error_response(
+        ErrorCode::NotFound,
+        "no such stream: paths under /.ds-region/ are the server's own",
+    )
+}
+
 /// Routes a request on a stream path to its operation. Every operation but
 /// the append runs boxed: a request's future is as large as its largest
 /// arm, and hyper moves it on every request, so the hot path keeps only the
@@ -331,12 +355,10 @@ async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
     let peer =
         req.extensions().get::<Peer>().is_some() || req.extensions().get::<Admitted>().is_some();
     // The server's own streams (a region's, the subscriptions' journal)
-    // are no client's: only another origin of the region names them.
-    if shared::partition::is_hidden(path) && req.extensions().get::<Peer>().is_none() {
-        let mut r = error::error_response(
-            ErrorCode::NotFound,
-            "no such stream: paths under /.ds-region/ are the server's own",
-        );
+    // are no client's: only another origin of the region names them, or
+    // the region's own work (a fork across partitions forks its pin).
+    if !peer && names_server_stream(&req) {
+        let mut r = server_stream_refusal();
         state.metrics.request("reserved", 404, arrived.elapsed());
         common_headers(&mut r, cors);
         return r;

@@ -40,14 +40,11 @@ where
             req.extensions_mut().insert(http::Peer);
         }
         // A key that is not the region's is no key (and goes no further).
-        Some(false) if claimed && !names_region_stream(&req) => {
+        Some(false) if claimed && !http::names_server_stream(&req) => {
             req.headers_mut().remove(&shared::headers::REGION_PEER);
         }
-        Some(false) if names_region_stream(&req) => {
-            let mut r = http::error::error_response(
-                shared::error::ErrorCode::NotFound,
-                "no such stream: paths under /.ds-region/ are the region's own",
-            );
+        Some(false) if http::names_server_stream(&req) => {
+            let mut r = http::server_stream_refusal();
             http::common_headers(&mut r, true);
             return me.counted(REGION, r);
         }
@@ -62,7 +59,9 @@ where
     vouch(&me, &mut req);
     let p = shared::partition::of_request(req.uri().path(), req.uri().query(), me.partitions);
     if let Current::Serving { state, .. } = me.current(p) {
-        if fork_source(&req).is_some_and(|s| shared::partition::of_stream(s, me.partitions) != p) {
+        if http::fork_source(&req)
+            .is_some_and(|s| shared::partition::of_stream(s, me.partitions) != p)
+        {
             // Its refusals come from the source's owner and this store's
             // state: they stand only while this store owns `p`.
             let answer = across::fork(&me, p, Arc::clone(&state), req).await;
@@ -171,22 +170,6 @@ fn stream_of(path: &str) -> &str {
         | shared::paths::Target::Snapshot { stream: s, .. } => s,
         _ => path,
     }
-}
-
-/// The source a `PUT` forks, if it is a fork.
-fn fork_source<B>(req: &axum::http::Request<B>) -> Option<&str> {
-    if req.method() != Method::PUT {
-        return None;
-    }
-    let source = req.headers().get(&shared::headers::STREAM_FORKED_FROM)?;
-    std::str::from_utf8(source.as_bytes()).ok()
-}
-
-/// Whether a request names one of the region's own streams (as its path
-/// or a fork's source).
-fn names_region_stream<B>(req: &axum::http::Request<B>) -> bool {
-    shared::partition::is_hidden(req.uri().path())
-        || fork_source(req).is_some_and(shared::partition::is_hidden)
 }
 
 /// The routes of requests a region origin answers without a store of its
