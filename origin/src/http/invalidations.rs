@@ -66,6 +66,7 @@ pub async fn invalidations(state: Shared, req: Request) -> Response<Body> {
     // a read behind the end is a catch-up, not timed.
     let mut woken = false;
     if *end.borrow_and_update() == from {
+        let _parked = feed.park();
         woken = tokio::select! {
             r = tokio::time::timeout(wait, end.wait_for(|n| *n > from)) => matches!(r, Ok(Ok(_))),
             _ = state.closed() => false,

@@ -201,6 +201,11 @@ pub fn metrics_text(state: &AppState) -> String {
         &mut e,
     );
     state.ingress.expose(&mut e);
+    e.gauge(
+        "ds_origin_feed_readers_waiting",
+        "Readers of the invalidation feed parked at its end (edges following it).",
+        state.store.invalidations().parked() as f64,
+    );
     if let Some(subs) = state.subscriptions.get() {
         subs.metrics.expose(subs.count(), &mut e);
     }

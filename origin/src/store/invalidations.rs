@@ -41,6 +41,17 @@ pub struct Invalidations {
     /// When the last [`MADE_KEPT`] events were added here, by position
     /// (events a replay brought back have none).
     made: Mutex<VecDeque<(u64, Instant)>>,
+    /// Readers parked at the end, waiting for the next event.
+    parked: std::sync::atomic::AtomicUsize,
+}
+
+/// A reader parked at the feed's end, counted while it waits.
+pub struct Parked<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Parked<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Default for Invalidations {
@@ -57,6 +68,7 @@ impl Invalidations {
             incarnation: format!("feed-{:016x}", rand::random::<u64>()),
             logged: None,
             made: Mutex::default(),
+            parked: Default::default(),
         }
     }
 
@@ -75,6 +87,7 @@ impl Invalidations {
             incarnation,
             logged: Some(std::sync::atomic::AtomicU64::new(next)),
             made: Mutex::default(),
+            parked: Default::default(),
         }
     }
 
@@ -156,6 +169,18 @@ impl Invalidations {
     /// The position of the next event, watched.
     pub fn watch(&self) -> watch::Receiver<u64> {
         self.end.subscribe()
+    }
+
+    /// Counts a reader parked at the end until the guard drops.
+    pub fn park(&self) -> Parked<'_> {
+        self.parked
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Parked(&self.parked)
+    }
+
+    /// Readers parked at the end now (edges following the feed).
+    pub fn parked(&self) -> usize {
+        self.parked.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

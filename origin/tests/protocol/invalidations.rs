@@ -31,6 +31,10 @@ async fn the_feed_names_every_delete_create_and_retention_in_order() {
             (r.status().as_u16(), r.bytes().await.unwrap())
         })
     };
+    // Parked at the end before the event: it is woken for it (a delivery,
+    // timed), not reading behind (a catch-up).
+    api.wait_for_metric("ds_origin_feed_readers_waiting", 1)
+        .await;
     let path = stream_path("feed");
     let created = api.create(&path, "text/plain").await;
     let first_inc = header(&created, "stream-incarnation").unwrap();
