@@ -140,6 +140,11 @@ pub struct Cli {
     /// opening, or idle after an answer) is closed.
     #[arg(long, env = "ORIGIN_HEADER_READ_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub header_read_timeout: Duration,
+    /// HTTP/1.1 long-polls and SSE reads are served without hyper once
+    /// their head is read, so a waiting reader holds no connection buffers
+    /// (false: hyper serves every connection).
+    #[arg(long, env = "ORIGIN_LIGHT_TAILS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub light_tails: bool,
     /// Connections served at once (0: half the descriptor limit found at
     /// start); past it new ones wait in the kernel's backlog.
     #[arg(long, env = "ORIGIN_MAX_CONNECTIONS", default_value_t = 0)]
@@ -423,6 +428,7 @@ impl Cli {
                 header_read_timeout: self.header_read_timeout,
                 body_idle_timeout: self.body_idle_timeout,
                 drain_delay: self.drain_delay,
+                light_tails: self.light_tails,
                 ..shell::ServeConfig::default()
             },
             auth: crate::auth::AuthConfig {

@@ -5,7 +5,7 @@
 //! backlog instead of costing descriptors and memory here.
 //!
 //! Every request reaches the handler with its body wrapped in an
-//! [`IdleBody`], and runs as its request's context (`request_id`), which
+//! [`IdleBody`] (or none, on the light path: [`RequestBody`]), and runs as its request's context (`request_id`), which
 //! names its [`Client`] (who sent it: `request_id::client()`).
 
 use std::convert::Infallible;
@@ -24,6 +24,7 @@ use crate::config::ServeConfig;
 use crate::connection;
 use crate::drain::Drain;
 use crate::peer::Peer;
+use crate::request_body::RequestBody;
 use crate::request_id;
 
 /// How HTTP/1.1 connections notice a client that leaves mid-request.
@@ -48,7 +49,7 @@ pub struct Client {
 }
 
 /// Serves `listener` until `shutdown` resolves, answering every request
-/// with `handler`; then lets the open requests finish and returns. It
+/// with `handler` (whose future comes boxed: see [`Served::call`]); then lets the open requests finish and returns. It
 /// serves `held` first: connections accepted while the server was
 /// recovering (`crate::recovering`), oldest first (none: `Vec::new()`).
 pub async fn serve<H, F, B>(
@@ -60,8 +61,8 @@ pub async fn serve<H, F, B>(
     handler: H,
 ) -> std::io::Result<()>
 where
-    H: Fn(Request<IdleBody<Incoming>>) -> F + Clone + Send + Sync + 'static,
-    F: Future<Output = Response<B>> + Send + 'static,
+    H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + Unpin + 'static,
     B: http_body::Body + Send + Unpin + 'static,
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -95,36 +96,91 @@ where
         };
         // Answers are small and latency-bound: send them without Nagle's delay.
         let _ = stream.set_nodelay(true);
-        let handler = handler.clone();
-        let idle = config.body_idle_timeout;
-        let service = move |peer: Option<Peer>| {
-            let client = Client { addr, peer };
-            hyper::service::service_fn(move |req: Request<Incoming>| {
-                let req = req.map(|b| IdleBody::new(b, idle));
-                // Its id (the client's, if valid), arrival and sender, for
-                // the request's task (`request_id::client`; what it passes
-                // on carries the id: `request_id::pass_on`); the id is
-                // echoed on the answer.
-                let mut ctx = request_id::from_headers(req.headers());
-                ctx.client = Some(client.clone());
-                // Boxed first: every layer a future is wrapped in moves it
-                // whole, and hyper moves what it is given into its slot for
-                // the request in flight; the handler's future is 3 KiB at
-                // the origin, and each copy of it cost ~1 % of the workers'
-                // time under the append benchmark. Boxed, only a pointer
-                // moves.
-                let answer = Box::pin(handler(req));
-                async move { Ok::<_, Infallible>(request_id::answered(ctx, answer).await) }
-            })
+        let served = Served {
+            handler: handler.clone(),
+            addr,
+            idle: config.body_idle_timeout,
         };
         let member = drain.enter();
         let config = config.clone();
         tokio::spawn(async move {
-            connection::serve(stream, service, member, &config, http1).await;
+            connection::serve(stream, served, member, &config, http1).await;
             drop(permit);
         });
     }
     drop(listener);
     drain.shutdown().await;
     Ok(())
+}
+
+/// What a connection calls for each of its requests: the server's handler,
+/// run as the request's context.
+#[derive(Clone)]
+pub(crate) struct Served<H> {
+    handler: H,
+    addr: SocketAddr,
+    idle: Duration,
+}
+
+impl<H, F, B: 'static> Served<H>
+where
+    H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + Unpin + 'static,
+{
+    /// The answer to `req`, from a client to watch on a half-closed
+    /// HTTP/1.1 connection (`peer`).
+    pub(crate) fn call(
+        &self,
+        req: Request<RequestBody>,
+        peer: Option<Peer>,
+    ) -> impl Future<Output = Response<B>> + Send + 'static {
+        // Its id (the client's, if valid), arrival and sender, for the
+        // request's task (`request_id::client`; what it passes on carries
+        // the id: `request_id::pass_on`); the id is echoed on the answer.
+        let mut ctx = request_id::from_headers(req.headers());
+        ctx.client = Some(Client {
+            addr: self.addr,
+            peer,
+        });
+        // The handler's future comes boxed (hence `Unpin`): every layer
+        // a future is wrapped in moves it whole, and hyper moves what it is
+        // given into its slot for the request in flight, so only a pointer
+        // should move. The server boxes it, not the shell: it knows the
+        // request's kind, and a waiting read's future need not be the size
+        // of an append's (origin `http::handle`).
+        let answer = (self.handler)(req);
+        request_id::answered(ctx, answer)
+    }
+
+    /// The connection's service for hyper.
+    pub(crate) fn service(
+        self,
+        peer: Option<Peer>,
+    ) -> impl hyper::service::HttpService<
+        Incoming,
+        ResBody = B,
+        Error = Infallible,
+        Future: Send + 'static,
+    > + Clone
+           + Send
+           + 'static
+    where
+        B: http_body::Body + Send + 'static,
+    {
+        hyper::service::service_fn(move |req: Request<Incoming>| {
+            let req = req.map(|b| RequestBody::Hyper(IdleBody::new(b, self.idle)));
+            let answer = self.call(req, peer.clone());
+            async move { Ok::<_, Infallible>(answer.await) }
+        })
+    }
+}
+#[cfg(test)]
+impl<H> Served<H> {
+    pub(crate) fn new_for_probe(handler: H) -> Self {
+        Served {
+            handler,
+            addr: "127.0.0.1:1".parse().unwrap(),
+            idle: Duration::from_secs(1),
+        }
+    }
 }

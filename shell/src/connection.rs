@@ -8,6 +8,10 @@
 //! peeked at, once per connection, and the connection is then served by
 //! hyper's HTTP/1.1 or HTTP/2 connection directly.
 //!
+//! An HTTP/1.1 connection whose request is a tail (a long-poll or an SSE
+//! read) is served on the light path without hyper ([`crate::h1_tail`])
+//! until a request that is not one arrives; hyper serves it from there.
+//!
 //! HTTP/1.1 runs with `half_close` when the server asks for it
 //! ([`Http1::RequestsWatch`]): hyper does not read the socket while a
 //! request is answered, and the requests that wait watch for their client
@@ -27,61 +31,110 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use hyper::body::Incoming;
-use hyper::service::HttpService;
+use http::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::graceful::GracefulConnection;
 use tokio::io::ReadBuf;
 use tokio::net::TcpStream;
 
-use crate::accept::Http1;
+use crate::accept::{Http1, Served};
 use crate::config::ServeConfig;
 use crate::drain::Member;
 use crate::idle::{Activity, Tracked};
-use crate::peer::{self, Peer};
+use crate::peer;
+use crate::request_body::RequestBody;
 
 /// What an HTTP/2 connection with prior knowledge starts with. No HTTP/1
 /// request can start with its method (`PRI`): three bytes tell them apart.
 const H2_START: &[u8] = b"PRI";
 
-/// Serves `stream` until the client leaves or the drain closes it, with the
-/// service `make` gives for it (given the client to watch, on a half-closed
-/// HTTP/1.1 connection). An HTTP/1.1 client that sends no whole request head
-/// within `header_read_timeout` of the connection being ready for one
-/// (opened, or idle after an answer) is disconnected.
-pub async fn serve<F, S>(
+/// Serves `stream` until the client leaves or the drain closes it, calling
+/// `served` for each request. An HTTP/1.1 client that sends no whole
+/// request head within `header_read_timeout` of the connection being ready
+/// for one (opened, or idle after an answer) is disconnected. HTTP/1.1
+/// tails go the light path first (`crate::h1_tail`); hyper's connections
+/// are boxed, so a connection on the light path carries none of their
+/// state.
+pub(crate) async fn serve<H, F, B>(
     stream: TcpStream,
-    make: F,
+    served: Served<H>,
     mut member: Member,
     config: &ServeConfig,
     http1: Http1,
 ) where
-    F: FnOnce(Option<Peer>) -> S,
-    S: HttpService<Incoming> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::ResBody: Send + Unpin + 'static,
-    <S::ResBody as hyper::body::Body>::Data: Send,
-    <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + Unpin + 'static,
+    B: hyper::body::Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let first = tokio::time::timeout(config.header_read_timeout, speaks_h2(&stream, &mut member));
     let Ok(Some(h2)) = first.await else {
         return; // silent too long, closed, or draining
     };
     if h2 {
-        let activity = Arc::new(Activity::default());
-        let service = Tracked {
-            inner: make(None),
-            activity: Arc::clone(&activity),
-        };
-        let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-            .timer(hyper_util::rt::TokioTimer::new())
-            .max_concurrent_streams(config.http2_max_streams)
-            .keep_alive_interval(config.http2_keep_alive)
-            .keep_alive_timeout(config.http2_keep_alive)
-            .serve_connection(TokioIo::new(stream), service);
-        until_drained(conn, member, Some((&activity, config.header_read_timeout))).await;
+        Box::pin(serve_h2(stream, served, member, config)).await;
         return;
     }
+    let stream = if config.light_tails {
+        let call = |req| served.call(req, None);
+        let ended = crate::h1_tail::serve(
+            stream,
+            call,
+            &mut member,
+            config.tail_head_bytes,
+            config.header_read_timeout,
+        )
+        .await;
+        match ended {
+            crate::h1_tail::Ended::Hyper(stream) => stream,
+            crate::h1_tail::Ended::Closed => return,
+        }
+    } else {
+        stream
+    };
+    Box::pin(serve_h1(stream, served, member, config, http1)).await;
+}
+
+async fn serve_h2<H, F, B>(
+    stream: TcpStream,
+    served: Served<H>,
+    member: Member,
+    config: &ServeConfig,
+) where
+    H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + Unpin + 'static,
+    B: hyper::body::Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let activity = Arc::new(Activity::default());
+    let service = Tracked {
+        inner: served.service(None),
+        activity: Arc::clone(&activity),
+    };
+    let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+        .timer(hyper_util::rt::TokioTimer::new())
+        .max_concurrent_streams(config.http2_max_streams)
+        .keep_alive_interval(config.http2_keep_alive)
+        .keep_alive_timeout(config.http2_keep_alive)
+        .serve_connection(TokioIo::new(stream), service);
+    until_drained(conn, member, Some((&activity, config.header_read_timeout))).await;
+}
+
+async fn serve_h1<H, F, B>(
+    stream: TcpStream,
+    served: Served<H>,
+    member: Member,
+    config: &ServeConfig,
+    http1: Http1,
+) where
+    H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + Unpin + 'static,
+    B: hyper::body::Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let mut h1 = hyper::server::conn::http1::Builder::new();
     h1.timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(config.header_read_timeout);
@@ -90,11 +143,11 @@ pub async fn serve<F, S>(
             let (io, peer) = peer::share(stream);
             let conn = h1
                 .half_close(true)
-                .serve_connection(TokioIo::new(io), make(Some(peer)));
+                .serve_connection(TokioIo::new(io), served.service(Some(peer)));
             until_drained(conn, member, None).await;
         }
         Http1::HyperWatches => {
-            let conn = h1.serve_connection(TokioIo::new(stream), make(None));
+            let conn = h1.serve_connection(TokioIo::new(stream), served.service(None));
             until_drained(conn, member, None).await;
         }
     }
@@ -216,5 +269,36 @@ mod tests {
         assert_eq!(decide(b"P"), Decided::NeedMore);
         assert_eq!(decide(b"PR"), Decided::NeedMore);
         assert_eq!(decide(b""), Decided::Closed);
+    }
+}
+#[cfg(test)]
+mod size {
+    /// Every connection's task is as large as its future's largest state;
+    /// hyper's connections are boxed apart, so a connection waiting on the
+    /// light path (or silent) carries ~1 KiB, not hyper's state.
+    #[tokio::test]
+    async fn a_connection_carries_none_of_hypers_state() {
+        use crate::request_body::RequestBody;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let c = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (s, _) = listener.accept().await.unwrap();
+        let drain = std::sync::Arc::new(crate::drain::Drain::default());
+        let served = crate::accept::Served::new_for_probe(|_req: http::Request<RequestBody>| {
+            Box::pin(
+                async move { http::Response::new(http_body_util::Empty::<bytes::Bytes>::new()) },
+            )
+        });
+        let config = crate::config::ServeConfig::default();
+        let f = super::serve(
+            s,
+            served,
+            drain.enter(),
+            &config,
+            crate::accept::Http1::HyperWatches,
+        );
+        let size = std::mem::size_of_val(&f);
+        assert!(size < 1100, "a connection's future is {size} bytes");
+        drop(c);
     }
 }

@@ -76,6 +76,12 @@ impl Member {
         self.drain.closing.load(Ordering::SeqCst)
     }
 
+    /// Whether the server is draining (no waker registered: for a
+    /// connection deciding whether to stay open after an answer).
+    pub fn closing(&self) -> bool {
+        self.drain.closing.load(Ordering::SeqCst)
+    }
+
     #[cold]
     fn register(&mut self, waker: &Waker) {
         self.drain.open.lock().insert(self.id, Some(waker.clone()));

@@ -8,6 +8,8 @@
 //!   (mini-redis's model) and the per-request [`Client`] extension;
 //! - [`connection`]: one connection, HTTP/1.1 or HTTP/2, with the
 //!   header-read / keep-alive timeout;
+//! - [`h1_tail`]: HTTP/1.1 tails served without hyper once their head is
+//!   read, so a waiting reader costs only its own state;
 //! - [`body`]: request bodies that go silent for too long end in an error;
 //! - [`drain`] and [`signal`]: graceful shutdown on SIGTERM;
 //! - [`periodic`]: the once-a-second work of a running server;
@@ -28,6 +30,7 @@ pub mod config;
 pub mod connection;
 pub mod descriptors;
 pub mod drain;
+pub mod h1_tail;
 pub mod idle;
 pub mod keepalive;
 pub mod logging;
@@ -38,6 +41,7 @@ pub mod periodic;
 pub mod proxy;
 pub mod ready;
 pub mod recovering;
+pub mod request_body;
 pub mod request_id;
 pub mod signal;
 pub mod tail_body;
@@ -45,3 +49,4 @@ pub mod tail_body;
 pub use accept::{serve, Client, Http1};
 pub use body::{BodyIdle, IdleBody};
 pub use config::ServeConfig;
+pub use request_body::RequestBody;

@@ -9,13 +9,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use shell::{BodyIdle, Http1, IdleBody, ServeConfig};
+use shell::{BodyIdle, Http1, RequestBody, ServeConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 
-async fn handler(req: Request<IdleBody<Incoming>>) -> Response<Full<Bytes>> {
+async fn handler(req: Request<RequestBody>) -> Response<Full<Bytes>> {
     let client = shell::request_id::client().map(|c| c.addr);
     let answer = match req.into_body().collect().await {
         Ok(body) => (
@@ -41,7 +40,7 @@ async fn start(config: ServeConfig, http1: Http1) -> std::net::SocketAddr {
             &config,
             http1,
             std::future::pending::<()>(),
-            handler,
+            |req| Box::pin(handler(req)),
         )
         .await
     });

@@ -16,6 +16,7 @@ pub mod snapshot;
 pub mod sse;
 pub mod stream_state;
 
+use std::future::Future;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
@@ -132,8 +133,62 @@ impl EdgeState {
 
 pub type Shared = Arc<EdgeState>;
 
-/// Answers one request.
-pub async fn handle<B>(state: Shared, req: Request<B>) -> Response<Body>
+/// A request's answer to come, boxed by its kind (see [`handle`]).
+pub type Answering = std::pin::Pin<Box<dyn Future<Output = Response<Body>> + Send>>;
+
+/// Answers one request. Its future is boxed here, once, and its type
+/// chosen by the request's kind first: a live read (a long-poll or an SSE
+/// tail) waits for as long as its reader does, so its future carries only
+/// what a live read needs ([`LiveRead`]); every other request carries the
+/// edge's whole routing ([`AnyRoute`], 4 KiB with the forwards inline).
+pub fn handle<B>(state: Shared, req: Request<B>) -> Answering
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let live = req.method() == Method::GET
+        && req.uri().query().is_some_and(|q| q.contains("live="))
+        && parse_read_query(req.uri().query()).is_ok_and(|p| p.live != Live::No);
+    if live {
+        Box::pin(answer::<B, LiveRead>(state, req))
+    } else {
+        Box::pin(answer::<B, AnyRoute>(state, req))
+    }
+}
+
+/// How [`dispatch`] routes a request it admitted.
+pub trait Routes {
+    fn route(
+        state: &Shared,
+        req: Request<Body>,
+    ) -> impl Future<Output = (&'static str, Response<Body>)> + Send + '_;
+}
+
+/// Every route inline.
+pub struct AnyRoute;
+
+/// Live reads inline; anything else boxed apart.
+pub struct LiveRead;
+
+impl Routes for AnyRoute {
+    fn route(
+        state: &Shared,
+        req: Request<Body>,
+    ) -> impl Future<Output = (&'static str, Response<Body>)> + Send + '_ {
+        route(state, req)
+    }
+}
+
+impl Routes for LiveRead {
+    fn route(
+        state: &Shared,
+        req: Request<Body>,
+    ) -> impl Future<Output = (&'static str, Response<Body>)> + Send + '_ {
+        live_route(state, req)
+    }
+}
+
+async fn answer<B, R: Routes>(state: Shared, req: Request<B>) -> Response<Body>
 where
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<axum::BoxError>,
@@ -170,7 +225,7 @@ where
     async move {
         let arrived = shell::request_id::arrived();
         let changes = changed_stream(&req);
-        let (route, resp) = dispatch(&state, req).await;
+        let (route, resp) = dispatch::<R>(&state, req).await;
         state
             .metrics
             .request(route, resp.status().as_u16(), arrived.elapsed());
@@ -229,24 +284,29 @@ fn access_of(req: &Request<Body>) -> Option<(String, Access, bool)> {
 }
 
 /// The access gate, then the edge's own answer or the origin's.
-async fn dispatch(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
+async fn dispatch<R: Routes>(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
     let Some((stream, access, live)) = access_of(&req) else {
-        return route(state, req).await;
+        return R::route(state, req).await;
     };
-    let admitted = state
-        .access
-        .admit(&state.upstream, &stream, access, req.headers(), live)
+    // Boxed: its upstream look-ups are large, and over by the time a
+    // live read waits.
+    let admitted =
+        Box::pin(
+            state
+                .access
+                .admit(&state.upstream, &stream, access, req.headers(), live),
+        )
         .await;
     match admitted {
-        Admit::Pass => route(state, req).await,
-        Admit::ToOrigin => ("forward", forward::forward_live(state, req).await),
+        Admit::Pass => R::route(state, req).await,
+        Admit::ToOrigin => ("forward", Box::pin(forward::forward_live(state, req)).await),
         Admit::Refuse(resp) => ("refused", resp),
         Admit::Public { tail } => {
-            let (name, resp) = route(state, req).await;
+            let (name, resp) = R::route(state, req).await;
             (name, holding(resp, tail))
         }
         Admit::Token { tail } => {
-            let (name, mut resp) = route(state, req).await;
+            let (name, mut resp) = R::route(state, req).await;
             shared::auth::privatize(resp.headers_mut());
             (name, holding(resp, tail))
         }
@@ -269,12 +329,7 @@ fn holding(resp: Response<Body>, tail: Option<shared::limits::TailGuard>) -> Res
 /// Routes a request to the edge's own answer, or to the origin.
 async fn route(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
     let method = req.method().clone();
-    let path = req.uri().path();
-    // (No prefix formatted per request.)
-    if path
-        .strip_prefix(routes::ADMIN)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
-    {
+    if is_admin(req.uri().path()) {
         let refused = error::error_response(
             shared::error::ErrorCode::NotFound,
             "the admin API is not served through an edge",
@@ -315,6 +370,29 @@ async fn route(state: &Shared, req: Request<Body>) -> (&'static str, Response<Bo
     }
 }
 
+/// Whether a path is the admin API's (no prefix formatted per request).
+fn is_admin(path: &str) -> bool {
+    path.strip_prefix(routes::ADMIN)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// [`route`] for a live read: the same answer, with only the live read's
+/// state inline (anything that is not a live read of a stream after all
+/// goes to [`route`], boxed).
+async fn live_route(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
+    let params = match classify(req.uri().path()) {
+        Target::Stream(_) if !is_admin(req.uri().path()) => parse_read_query(req.uri().query()),
+        _ => return Box::pin(route(state, req)).await,
+    };
+    match params.map(|p| (p.live, p)) {
+        Ok((Live::LongPoll, params)) => {
+            ("long_poll", long_poll::long_poll(state, req, &params).await)
+        }
+        Ok((Live::Sse, params)) => ("sse", Box::pin(sse::sse(state, req, &params)).await),
+        _ => Box::pin(route(state, req)).await,
+    }
+}
+
 async fn read_route(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
     // A query the origin refuses is refused by the origin, in its words.
     let Ok(params) = parse_read_query(req.uri().query()) else {
@@ -341,8 +419,19 @@ mod tests {
             .unwrap();
         let _entered = rt.enter();
         let state = super::EdgeState::new(config).unwrap();
-        let f = super::handle(state, http::Request::new(axum::body::Body::empty()));
-        let size = std::mem::size_of_val(&f);
-        assert!(size < 4096, "the request future is {size} bytes");
+        let req = || {
+            http::Request::get("/v1/stream/a?offset=now&live=long-poll")
+                .body(axum::body::Body::empty())
+                .unwrap()
+        };
+        let any = super::answer::<_, super::AnyRoute>(state.clone(), req());
+        let live = super::answer::<_, super::LiveRead>(state, req());
+        let (any, live) = (std::mem::size_of_val(&any), std::mem::size_of_val(&live));
+
+        assert!(any < 4096, "a request's future is {any} bytes");
+        // A parked long-poll keeps its future for its whole wait (3.2 KiB
+        // today, of which 1.1 KiB the long-poll's own).
+        assert!(live < any, "a live read carries less than any request");
+        assert!(live < 3400, "a live read's future is {live} bytes");
     }
 }

@@ -162,10 +162,67 @@ impl<T> std::ops::Deref for OwnLines<T> {
     }
 }
 
+/// A request's answer to come, boxed by its kind (see [`handle`]).
+pub type Answering = std::pin::Pin<Box<dyn std::future::Future<Output = Response<Body>> + Send>>;
+
 /// Answers one request. Streams live at any path, so there is no route
 /// table: the server's own two endpoints, then [`dispatch`] by method and
 /// path shape.
-pub async fn handle<B>(state: Shared, req: http::Request<B>) -> Response<Body>
+///
+/// The answer's future is boxed here, once, and its type chosen by the
+/// method first: an append keeps its operation's state inline (the hot
+/// path: one allocation), every other request has its operation boxed
+/// apart ([`BoxedAppend`]), so the future a waiting read keeps for its
+/// whole wait is not the append's size (3.7 KiB; a parked long-poll's
+/// memory is issue 25's measure).
+pub fn handle<B>(state: Shared, req: http::Request<B>) -> Answering
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    if req.method() == Method::POST {
+        Box::pin(answer::<B, InlineAppend>(state, req))
+    } else {
+        Box::pin(answer::<B, BoxedAppend>(state, req))
+    }
+}
+
+/// How [`dispatch`] runs an append: inline in its future, or boxed.
+pub trait AppendArm {
+    fn append(
+        state: Shared,
+        stream: &str,
+        req: Request,
+    ) -> impl std::future::Future<Output = Response<Body>> + Send + '_;
+}
+
+/// An append's state inside the request's future (appends).
+pub struct InlineAppend;
+
+/// An append boxed apart (every other request: it never runs there).
+pub struct BoxedAppend;
+
+impl AppendArm for InlineAppend {
+    fn append(
+        state: Shared,
+        stream: &str,
+        req: Request,
+    ) -> impl std::future::Future<Output = Response<Body>> + Send + '_ {
+        append::append(state, stream, req)
+    }
+}
+
+impl AppendArm for BoxedAppend {
+    fn append(
+        state: Shared,
+        stream: &str,
+        req: Request,
+    ) -> impl std::future::Future<Output = Response<Body>> + Send + '_ {
+        Box::pin(append::append(state, stream, req))
+    }
+}
+
+async fn answer<B, A: AppendArm>(state: Shared, req: http::Request<B>) -> Response<Body>
 where
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<axum::BoxError>,
@@ -188,7 +245,7 @@ where
         (_, p) if p.starts_with("/_auth/") || p.starts_with("/_admin/") || p == "/_admin" => {
             Box::pin(admin::handle(state, req)).await
         }
-        _ => dispatch(state, req).await,
+        _ => dispatch::<A>(state, req).await,
     }
 }
 
@@ -330,7 +387,7 @@ pub(crate) fn server_stream_refusal() -> Response<Body> {
 /// the append runs boxed: a request's future is as large as its largest
 /// arm, and hyper moves it on every request, so the hot path keeps only the
 /// append's state inline (the whole future was 3.5 KiB).
-async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
+async fn dispatch<A: AppendArm>(state: Shared, mut req: Request) -> Response<Body> {
     // The URI's parts are shared bytes: a clone keeps the path borrowable
     // beside the request without copying it.
     let arrived = shell::request_id::arrived();
@@ -386,7 +443,7 @@ async fn dispatch(state: Shared, mut req: Request) -> Response<Body> {
     }
     let (route, resp) = match target {
         Target::Stream(stream) => match method {
-            Method::POST => ("append", append::append(state.clone(), stream, req).await),
+            Method::POST => ("append", A::append(state.clone(), stream, req).await),
             Method::PUT => (
                 "create",
                 Box::pin(create::create(state.clone(), stream.to_owned(), req)).await,

@@ -333,7 +333,7 @@ impl RegionOrigin {
             &serve,
             Http1::RequestsWatch,
             shutdown,
-            move |req| handle(Arc::clone(&me), req),
+            move |req| Box::pin(handle(Arc::clone(&me), req)),
         )
         .await;
         drop(sweeper);

@@ -1,0 +1,218 @@
+//! The light path: HTTP/1.1 tails (long-polls and SSE reads) served
+//! without hyper, so a waiting reader costs what its own state costs and
+//! not an HTTP/1.1 connection's buffers (decision 0020).
+//!
+//! hyper keeps an 8 KiB read buffer and an 8 KiB write buffer for the life
+//! of every HTTP/1.1 connection, with its connection future beside them:
+//! ~20 KiB a connection, ten times what issue 25 allows an idle reader.
+//! Here the first bytes of a connection (and of each request after a tail
+//! on it) are peeked at ([`head`]); a whole head of a bodiless `GET` live
+//! read is taken off the socket and answered by the same handler hyper
+//! would call, the answer written here ([`answer`], [`socket`]). While it
+//! waits, the connection holds the socket, the handler's future or body,
+//! and a few words of state: no buffer (the peek's lives only for the
+//! look).
+//!
+//! Any other request goes to hyper, with the socket as it is (nothing of
+//! it was read), and hyper serves the connection to its end: a client that
+//! mixes writes and tails on one connection gets hyper's connection, as
+//! before.
+//!
+//! As hyper does: the answer is dated, framed by its length or in chunks,
+//! and ends the connection when the client or the handler asked for it or
+//! the server drains; a client that closes its side while its answer waits
+//! ends the answer (its future and body are dropped); between requests the
+//! connection waits at most `header_read_timeout` for the next one. Unlike
+//! hyper, a head that does not arrive whole in one peek goes to hyper
+//! rather than being waited for here.
+
+mod answer;
+mod head;
+mod socket;
+
+use std::future::{poll_fn, Future};
+use std::pin::pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use http::{Request, Response};
+use http_body::Body;
+use tokio::net::TcpStream;
+
+use crate::drain::Member;
+use crate::request_body::RequestBody;
+use answer::Framing;
+use head::Peeked;
+use socket::{Owed, Watch};
+
+/// How a connection on the light path ended.
+pub enum Ended {
+    /// Its next request is not a tail: hyper serves it from here.
+    Hyper(TcpStream),
+    /// Closed.
+    Closed,
+}
+
+/// Serves tails on `stream` for as long as they come. `stream` has bytes
+/// to read (a request's start).
+pub async fn serve<C, F, B>(
+    stream: TcpStream,
+    call: C,
+    member: &mut Member,
+    head_bytes: usize,
+    keep_alive: Duration,
+) -> Ended
+where
+    C: Fn(Request<RequestBody>) -> F,
+    F: Future<Output = Response<B>>,
+    B: Body + Unpin,
+    B::Data: Buf,
+{
+    loop {
+        let (request, close) = match socket::take_head(&stream, head_bytes) {
+            Ok(Some(Peeked::Tail { request, close, .. })) => (*request, close),
+            Ok(Some(Peeked::Other)) => return Ended::Hyper(stream),
+            // Ready, then nothing there after all: wait for the next bytes.
+            Ok(None) => {
+                if next_request(&stream, member, keep_alive).await {
+                    continue;
+                }
+                return close_now(stream);
+            }
+            Ok(Some(Peeked::Closed)) | Err(_) => return close_now(stream),
+        };
+        let answer = call(request.map(|()| RequestBody::Empty));
+        let keep = respond(&stream, answer, member, close).await;
+        if !keep || !next_request(&stream, member, keep_alive).await {
+            return close_now(stream);
+        }
+    }
+}
+
+fn close_now(stream: TcpStream) -> Ended {
+    // A socket the client reset has nothing left to shut.
+    let _ = rustix::net::shutdown(&stream, rustix::net::Shutdown::Write);
+    Ended::Closed
+}
+
+/// Waits for the client's next request: true once bytes (or its close)
+/// arrive, false after `keep_alive` of silence or when the server drains.
+async fn next_request(stream: &TcpStream, member: &mut Member, keep_alive: Duration) -> bool {
+    let mut timer = pin!(tokio::time::sleep(keep_alive));
+    poll_fn(|cx| {
+        if member.should_close(cx) {
+            return Poll::Ready(false);
+        }
+        match stream.poll_read_ready(cx) {
+            Poll::Ready(ready) => return Poll::Ready(ready.is_ok()),
+            Poll::Pending => {}
+        }
+        timer.as_mut().poll(cx).map(|()| false)
+    })
+    .await
+}
+
+/// Answers one request: waits for the handler's answer, writes its head
+/// and streams its body. Whether the connection stays open after it.
+async fn respond<F, B>(stream: &TcpStream, answer: F, member: &Member, close: bool) -> bool
+where
+    F: Future<Output = Response<B>>,
+    B: Body + Unpin,
+    B::Data: Buf,
+{
+    let mut watch = Watch::default();
+    let mut answer = pin!(answer);
+    let answered = poll_fn(|cx| {
+        if let Poll::Ready(response) = answer.as_mut().poll(cx) {
+            return Poll::Ready(Some(response));
+        }
+        if watch.left(stream, cx) {
+            return Poll::Ready(None);
+        }
+        Poll::Pending
+    })
+    .await;
+    let Some(response) = answered else {
+        return false;
+    };
+    let (parts, mut body) = response.into_parts();
+    let exact = if body.is_end_stream() {
+        Some(0)
+    } else {
+        body.size_hint().exact()
+    };
+    let framing = answer::framing(parts.status, &parts.headers, exact);
+    let close = close || answer::closes(&parts.headers) || member.closing();
+    let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+    let head = answer::head(parts.status, &parts.headers, framing, close, &date);
+    drop(parts);
+    let mut owed = Some(Owed::bytes(Bytes::from(head)));
+    let mut left = match framing {
+        Framing::Length(n) => n,
+        _ => 0,
+    };
+    let mut ended = framing == Framing::None;
+    poll_fn(|cx| loop {
+        if let Some(o) = &mut owed {
+            match o.poll_write(stream, cx) {
+                Poll::Ready(Ok(())) => owed = None,
+                Poll::Ready(Err(_)) => return Poll::Ready(false),
+                Poll::Pending => {
+                    return if watch.left(stream, cx) {
+                        Poll::Ready(false)
+                    } else {
+                        Poll::Pending
+                    };
+                }
+            }
+        }
+        if ended {
+            return Poll::Ready(!close);
+        }
+        match std::pin::Pin::new(&mut body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                let Ok(mut data) = frame.into_data() else {
+                    continue; // trailers: HTTP/1.1 tails send none
+                };
+                let data = data.copy_to_bytes(data.remaining());
+                if data.is_empty() {
+                    continue;
+                }
+                owed = Some(match framing {
+                    Framing::Chunked => Owed::chunk(data),
+                    Framing::Length(_) => {
+                        // More than it declared: the framing would lie.
+                        let Some(l) = left.checked_sub(data.len() as u64) else {
+                            return Poll::Ready(false);
+                        };
+                        left = l;
+                        Owed::bytes(data)
+                    }
+                    Framing::None => return Poll::Ready(false),
+                });
+            }
+            // The body failed mid-answer: as hyper does, the connection
+            // ends without the last chunk, so the client sees it cut.
+            Poll::Ready(Some(Err(_))) => return Poll::Ready(false),
+            Poll::Ready(None) => {
+                ended = true;
+                match framing {
+                    Framing::Chunked => owed = Some(Owed::last_chunk()),
+                    // Fewer bytes than it declared: the client would wait
+                    // for the rest.
+                    Framing::Length(_) if left > 0 => return Poll::Ready(false),
+                    _ => {}
+                }
+            }
+            Poll::Pending => {
+                return if watch.left(stream, cx) {
+                    Poll::Ready(false)
+                } else {
+                    Poll::Pending
+                };
+            }
+        }
+    })
+    .await
+}
