@@ -158,19 +158,74 @@ where
             match o.poll_write(stream, cx) {
                 Poll::Ready(Ok(())) => owed = None,
                 Poll::Ready(Err(_)) => return Poll::Ready(false),
-                Poll::Pending => {
-                    return if watch.left(stream, cx) {
-                        Poll::Ready(false)
-                    } else {
-                        Poll::Pending
-                    };
-                }
+                Poll::Pending => return Poll::Ready(false).filter_left(watch.left(stream, cx)),
             }
         }
         if ended {
             return Poll::Ready(!close);
         }
-        match std::pin::Pin::new(&mut body).poll_frame(cx) {
+        match pull(&mut body, cx, framing, &mut left) {
+            Pulled::Owed(o, end) => {
+                owed = Some(o);
+                ended = end;
+            }
+            Pulled::Pending => return Poll::Ready(false).filter_left(watch.left(stream, cx)),
+            // The body failed mid-answer, or its bytes would break its
+            // framing: as hyper does, the connection ends without the
+            // answer's end, so the client sees it cut.
+            Pulled::Cut => return Poll::Ready(false),
+        }
+    })
+    .await
+}
+
+/// A pending answer, ended early when its client left.
+trait FilterLeft {
+    fn filter_left(self, left: bool) -> Self;
+}
+
+impl FilterLeft for Poll<bool> {
+    /// `self` (the end of the answer) if the client left, else pending.
+    fn filter_left(self, left: bool) -> Poll<bool> {
+        if left {
+            self
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+/// Frames at least this large are written as they are, not copied.
+const LARGE_FRAME: usize = 16 * 1024;
+
+/// At most this much is gathered for one write.
+const GATHER_BYTES: usize = 64 * 1024;
+
+/// What the body has for the client now.
+enum Pulled {
+    /// Bytes to write, and whether the body ended with them.
+    Owed(Owed, bool),
+    Pending,
+    Cut,
+}
+
+/// Takes every frame the body has ready, framed: small ones gathered into
+/// one buffer (an SSE event comes as two frames, its data and its control
+/// event, and each write is a system call for every reader of every
+/// event), a large one as it is. `left`: bytes a sized answer still owes.
+fn pull<B>(
+    body: &mut B,
+    cx: &mut std::task::Context<'_>,
+    framing: Framing,
+    left: &mut u64,
+) -> Pulled
+where
+    B: Body + Unpin,
+    B::Data: Buf,
+{
+    let mut gathered = Vec::new();
+    let ended = loop {
+        match std::pin::Pin::new(&mut *body).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 let Ok(mut data) = frame.into_data() else {
                     continue; // trailers: HTTP/1.1 tails send none
@@ -179,40 +234,48 @@ where
                 if data.is_empty() {
                     continue;
                 }
-                owed = Some(match framing {
-                    Framing::Chunked => Owed::chunk(data),
-                    Framing::Length(_) => {
-                        // More than it declared: the framing would lie.
-                        let Some(l) = left.checked_sub(data.len() as u64) else {
-                            return Poll::Ready(false);
-                        };
-                        left = l;
-                        Owed::bytes(data)
-                    }
-                    Framing::None => return Poll::Ready(false),
-                });
-            }
-            // The body failed mid-answer: as hyper does, the connection
-            // ends without the last chunk, so the client sees it cut.
-            Poll::Ready(Some(Err(_))) => return Poll::Ready(false),
-            Poll::Ready(None) => {
-                ended = true;
                 match framing {
-                    Framing::Chunked => owed = Some(Owed::last_chunk()),
-                    // Fewer bytes than it declared: the client would wait
-                    // for the rest.
-                    Framing::Length(_) if left > 0 => return Poll::Ready(false),
-                    _ => {}
+                    Framing::None => return Pulled::Cut,
+                    Framing::Length(_) => match left.checked_sub(data.len() as u64) {
+                        Some(l) => *left = l,
+                        // More than it declared: the framing would lie.
+                        None => return Pulled::Cut,
+                    },
+                    Framing::Chunked => {}
+                }
+                if gathered.is_empty() && data.len() >= LARGE_FRAME {
+                    let owed = match framing {
+                        Framing::Chunked => Owed::chunk(data),
+                        _ => Owed::bytes(data),
+                    };
+                    return Pulled::Owed(owed, false);
+                }
+                if framing == Framing::Chunked {
+                    let (size, n) = answer::chunk_size(data.len());
+                    gathered.extend_from_slice(&size[..n]);
+                    gathered.extend_from_slice(&data);
+                    gathered.extend_from_slice(b"\r\n");
+                } else {
+                    gathered.extend_from_slice(&data);
+                }
+                if gathered.len() >= GATHER_BYTES {
+                    break false;
                 }
             }
-            Poll::Pending => {
-                return if watch.left(stream, cx) {
-                    Poll::Ready(false)
-                } else {
-                    Poll::Pending
-                };
+            Poll::Ready(Some(Err(_))) => return Pulled::Cut,
+            Poll::Ready(None) => {
+                match framing {
+                    Framing::Chunked => gathered.extend_from_slice(b"0\r\n\r\n"),
+                    // Fewer bytes than it declared: the client would wait
+                    // for the rest.
+                    Framing::Length(_) if *left > 0 => return Pulled::Cut,
+                    _ => {}
+                }
+                break true;
             }
+            Poll::Pending if gathered.is_empty() => return Pulled::Pending,
+            Poll::Pending => break false,
         }
-    })
-    .await
+    };
+    Pulled::Owed(Owed::bytes(Bytes::from(gathered)), ended)
 }

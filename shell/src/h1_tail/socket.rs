@@ -81,8 +81,8 @@ impl Watch {
     }
 }
 
-/// Bytes owed to the client: a chunk's size line, its data, and what
-/// follows it (the chunk's end, or the last chunk).
+/// Bytes owed to the client: a chunk's size line, its data, and the
+/// chunk's end (or plain bytes alone).
 pub struct Owed {
     size: [u8; 18],
     size_len: usize,
@@ -113,13 +113,6 @@ impl Owed {
             data,
             after: b"\r\n",
         }
-    }
-
-    /// The end of a chunked body.
-    pub fn last_chunk() -> Owed {
-        let mut owed = Owed::bytes(Bytes::new());
-        owed.after = b"0\r\n\r\n";
-        owed
     }
 
     /// Writes as much as the socket takes; ready once all is written.
@@ -170,8 +163,5 @@ mod tests {
         assert_eq!(&owed.data[..], b"lo");
         owed.advance(4);
         assert!(owed.data.is_empty() && owed.after.is_empty());
-        let mut last = Owed::last_chunk();
-        last.advance(3);
-        assert_eq!(last.after, b"\r\n");
     }
 }
