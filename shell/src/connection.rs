@@ -64,9 +64,7 @@ pub(crate) async fn serve<H, F, B>(
 ) where
     H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + Unpin + 'static,
-    B: hyper::body::Body + Send + Unpin + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: AnswerBody,
 {
     let first = tokio::time::timeout(config.header_read_timeout, speaks_h2(&stream, &mut member));
     let Ok(Some(h2)) = first.await else {
@@ -104,9 +102,7 @@ async fn serve_h2<H, F, B>(
 ) where
     H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + Unpin + 'static,
-    B: hyper::body::Body + Send + Unpin + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: AnswerBody,
 {
     let activity = Arc::new(Activity::default());
     let service = Tracked {
@@ -131,9 +127,7 @@ async fn serve_h1<H, F, B>(
 ) where
     H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + Unpin + 'static,
-    B: hyper::body::Body + Send + Unpin + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: AnswerBody,
 {
     let mut h1 = hyper::server::conn::http1::Builder::new();
     h1.timer(hyper_util::rt::TokioTimer::new())
@@ -151,6 +145,23 @@ async fn serve_h1<H, F, B>(
             until_drained(conn, member, None).await;
         }
     }
+}
+
+/// What an answer's body must be for hyper and the light path to send it.
+pub(crate) trait AnswerBody:
+    hyper::body::Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
+    + Send
+    + Unpin
+    + 'static
+{
+}
+
+impl<B> AnswerBody for B where
+    B: hyper::body::Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>>
+        + Send
+        + Unpin
+        + 'static
+{
 }
 
 /// Whether the connection opens with HTTP/2's preface; `None` when it closes
