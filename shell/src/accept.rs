@@ -68,6 +68,8 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let drain = Arc::new(Drain::default());
+    // One copy for every connection to share.
+    let shared_config = Arc::new(config.clone());
     let cap = config.connection_cap();
     tracing::info!(max_connections = cap, "connections served at once at most");
     let connections = Arc::new(Semaphore::new(cap));
@@ -101,12 +103,17 @@ where
             addr,
             idle: config.body_idle_timeout,
         };
-        let member = drain.enter();
-        let config = config.clone();
-        tokio::spawn(async move {
-            connection::serve(stream, served, member, &config, http1).await;
-            drop(permit);
-        });
+        // Spawned as it is, not wrapped in a block that moves it in: a
+        // block's captures keep their own room in its state beside the
+        // future they were moved into, for the connection's life.
+        tokio::spawn(connection::serve(
+            stream,
+            served,
+            drain.enter(),
+            Arc::clone(&shared_config),
+            http1,
+            permit,
+        ));
     }
     drop(listener);
     drain.shutdown().await;

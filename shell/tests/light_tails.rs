@@ -27,6 +27,8 @@ struct World {
     waiting: AtomicUsize,
     /// The SSE bodies' senders, in order of arrival.
     sse: parking_lot::Mutex<Vec<mpsc::Sender<Bytes>>>,
+    /// Handler futures not dropped yet (answered or not).
+    futures: AtomicUsize,
 }
 
 impl Default for World {
@@ -35,6 +37,7 @@ impl Default for World {
             release: Semaphore::new(0),
             waiting: AtomicUsize::new(0),
             sse: parking_lot::Mutex::new(Vec::new()),
+            futures: AtomicUsize::new(0),
         }
     }
 }
@@ -45,6 +48,39 @@ struct Waiting(Arc<World>);
 impl Drop for Waiting {
     fn drop(&mut self) {
         self.0.waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A handler's future, counted in `World::futures` until it is dropped
+/// (answering does not drop it: only its owner can).
+struct Counted<F> {
+    inner: std::pin::Pin<Box<F>>,
+    world: Arc<World>,
+}
+
+impl<F> Counted<F> {
+    fn new(world: &Arc<World>, inner: F) -> Counted<F> {
+        world.futures.fetch_add(1, Ordering::SeqCst);
+        Counted {
+            inner: Box::pin(inner),
+            world: Arc::clone(world),
+        }
+    }
+}
+
+impl<F: std::future::Future> std::future::Future for Counted<F> {
+    type Output = F::Output;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        self.inner.as_mut().poll(cx)
+    }
+}
+
+impl<F> Drop for Counted<F> {
+    fn drop(&mut self) {
+        self.world.futures.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -112,7 +148,7 @@ async fn start(
             &config,
             Http1::HyperWatches,
             stop,
-            move |req| Box::pin(handler(Arc::clone(&w), req)),
+            move |req| Counted::new(&w, handler(Arc::clone(&w), req)),
         )
         .await
         .unwrap();
@@ -196,6 +232,8 @@ async fn an_sse_body_streams_in_chunks_and_ends_with_the_last() {
         "{head}"
     );
     assert!(head.contains("\r\nx-path: light\r\n"), "{head}");
+    // Answered, the handler's future is let go while its body streams.
+    wait_for(|| world.futures.load(Ordering::SeqCst) == 0).await;
     let tx = world.sse.lock()[0].clone();
     for i in 0..20 {
         let event = format!("data: {i}\n\n");

@@ -70,8 +70,13 @@ where
     B::Data: Buf,
 {
     loop {
-        let (request, close) = match socket::take_head(&stream, head_bytes) {
-            Ok(Some(Peeked::Tail { request, close, .. })) => (*request, close),
+        // The request goes into the handler's call at once: a local that
+        // lived on past an await would keep its room in the connection's
+        // state for the connection's life.
+        let (answer, close) = match socket::take_head(&stream, head_bytes) {
+            Ok(Some(Peeked::Tail { request, close, .. })) => {
+                (call((*request).map(|()| RequestBody::Empty)), close)
+            }
             Ok(Some(Peeked::Other)) => return Ended::Hyper(stream),
             // Ready, then nothing there after all: wait for the next bytes.
             Ok(None) => {
@@ -82,7 +87,6 @@ where
             }
             Ok(Some(Peeked::Closed)) | Err(_) => return close_now(stream),
         };
-        let answer = call(request.map(|()| RequestBody::Empty));
         let keep = respond(&stream, answer, member, close).await;
         if !keep || !next_request(&stream, member, keep_alive).await {
             return close_now(stream);
@@ -122,31 +126,39 @@ where
     B::Data: Buf,
 {
     let mut watch = Watch::default();
-    let mut answer = pin!(answer);
-    let answered = poll_fn(|cx| {
-        if let Poll::Ready(response) = answer.as_mut().poll(cx) {
-            return Poll::Ready(Some(response));
-        }
-        if watch.left(stream, cx) {
-            return Poll::Ready(None);
-        }
-        Poll::Pending
-    })
-    .await;
-    let Some(response) = answered else {
-        return false;
+    // In a block of its own: the answer's future is dropped as soon as it
+    // has answered, not kept (with the handler's boxed state, 3 KiB) for
+    // as long as its body streams; and the answer's parts, made into its
+    // head here, keep no room in this state while the body streams.
+    let (mut body, framing, close, head) = {
+        let answered = {
+            let mut answer = pin!(answer);
+            poll_fn(|cx| {
+                if let Poll::Ready(response) = answer.as_mut().poll(cx) {
+                    return Poll::Ready(Some(response));
+                }
+                if watch.left(stream, cx) {
+                    return Poll::Ready(None);
+                }
+                Poll::Pending
+            })
+            .await
+        };
+        let Some(response) = answered else {
+            return false;
+        };
+        let (parts, body) = response.into_parts();
+        let exact = if body.is_end_stream() {
+            Some(0)
+        } else {
+            body.size_hint().exact()
+        };
+        let framing = answer::framing(parts.status, &parts.headers, exact);
+        let close = close || answer::closes(&parts.headers) || member.closing();
+        let date = httpdate::fmt_http_date(std::time::SystemTime::now());
+        let head = answer::head(parts.status, &parts.headers, framing, close, &date);
+        (body, framing, close, head)
     };
-    let (parts, mut body) = response.into_parts();
-    let exact = if body.is_end_stream() {
-        Some(0)
-    } else {
-        body.size_hint().exact()
-    };
-    let framing = answer::framing(parts.status, &parts.headers, exact);
-    let close = close || answer::closes(&parts.headers) || member.closing();
-    let date = httpdate::fmt_http_date(std::time::SystemTime::now());
-    let head = answer::head(parts.status, &parts.headers, framing, close, &date);
-    drop(parts);
     let mut owed = Some(Owed::bytes(Bytes::from(head)));
     let mut left = match framing {
         Framing::Length(n) => n,
