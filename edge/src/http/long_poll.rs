@@ -16,6 +16,28 @@ use crate::core::collapse_key::{answer_headers, long_poll_key};
 use crate::metrics;
 
 pub async fn long_poll(state: &Shared, req: Request<Body>, params: &ReadParams) -> Response<Body> {
+    match park(state, req, params) {
+        Ok(parked) => parked.answer().await,
+        Err(refused) => *refused,
+    }
+}
+
+/// A long-poll joined to its flight, waiting for the shared answer: all a
+/// parked long-poll keeps (its request is gone by then, and so is the
+/// state of the routing and admission that led here: see `live`).
+pub struct Parked {
+    state: Shared,
+    waiter: crate::collapse::Waiter,
+    bound: Duration,
+}
+
+/// Joins the flight of the long-poll's key (starting it when there is
+/// none), or answers at once (too many waiting).
+pub fn park(
+    state: &Shared,
+    req: Request<Body>,
+    params: &ReadParams,
+) -> Result<Parked, Box<Response<Body>>> {
     let uri = req.uri();
     let key = long_poll_key(uri.path(), uri.query(), req.headers());
     let path_and_query = uri
@@ -28,29 +50,46 @@ pub async fn long_poll(state: &Shared, req: Request<Body>, params: &ReadParams) 
     // allocate again while this one stays pinned (8 KiB a parked reader).
     drop(req);
     let upstream = state.upstream.clone();
-    let waiter = match state.collapse.join(key, move || async move {
-        upstream
-            .get(&path_and_query, headers, metrics::Upstream::LongPoll)
-            .await
-    }) {
-        Ok(w) => w,
-        Err(e) => return EdgeError::from(e).into_response(),
-    };
+    let waiter = state
+        .collapse
+        .join(key, move || async move {
+            upstream
+                .get(&path_and_query, headers, metrics::Upstream::LongPoll)
+                .await
+        })
+        .map_err(|e| Box::new(EdgeError::from(e).into_response()))?;
     let bound = Duration::from_millis(params.long_poll_ms(DEFAULT_LONG_POLL_MS))
         + state.config.limits.waiter_grace;
-    tokio::select! {
-        got = waiter.wait(bound) => match got {
-            Ok((answer, landed)) => {
-                state.metrics.served(answer.body.len());
-                // Only bytes of the stream are a delivery (an error's body
-                // is not).
-                if answer.status.is_success() && !answer.body.is_empty() {
-                    state.metrics.delivered(crate::metrics::LONG_POLL, landed.elapsed());
+    Ok(Parked {
+        state: state.clone(),
+        waiter,
+        bound,
+    })
+}
+
+impl Parked {
+    /// The origin's answer once the flight lands (or the failure, or the
+    /// edge's own answer when it shuts down meanwhile).
+    pub async fn answer(self) -> Response<Body> {
+        let Parked {
+            state,
+            waiter,
+            bound,
+        } = self;
+        tokio::select! {
+            got = waiter.wait(bound) => match got {
+                Ok((answer, landed)) => {
+                    state.metrics.served(answer.body.len());
+                    // Only bytes of the stream are a delivery (an error's
+                    // body is not).
+                    if answer.status.is_success() && !answer.body.is_empty() {
+                        state.metrics.delivered(crate::metrics::LONG_POLL, landed.elapsed());
+                    }
+                    answer.to_response()
                 }
-                answer.to_response()
-            }
-            Err(e) => EdgeError::from(e).into_response(),
-        },
-        _ = state.closed() => EdgeError::ShuttingDown.into_response(),
+                Err(e) => EdgeError::from(e).into_response(),
+            },
+            _ = state.closed() => EdgeError::ShuttingDown.into_response(),
+        }
     }
 }

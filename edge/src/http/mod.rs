@@ -9,7 +9,8 @@
 pub mod chunk;
 pub mod error;
 pub mod forward;
-pub mod long_poll;
+pub mod live;
+mod long_poll;
 pub mod read;
 pub mod routes;
 pub mod snapshot;
@@ -138,57 +139,35 @@ pub type Answering = std::pin::Pin<Box<dyn Future<Output = Response<Body>> + Sen
 
 /// Answers one request. Its future is boxed here, once, and its type
 /// chosen by the request's kind first: a live read (a long-poll or an SSE
-/// tail) waits for as long as its reader does, so its future carries only
-/// what a live read needs ([`LiveRead`]); every other request carries the
-/// edge's whole routing ([`AnyRoute`], 4 KiB with the forwards inline).
+/// tail of a stream) waits for as long as its reader does, so it goes its
+/// own way ([`live`]), which keeps nothing of the routing while it waits;
+/// every other request carries the edge's whole routing ([`answer`], 4 KiB
+/// with the forwards inline).
 pub fn handle<B>(state: Shared, req: Request<B>) -> Answering
 where
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<axum::BoxError>,
 {
-    let live = req.method() == Method::GET
-        && req.uri().query().is_some_and(|q| q.contains("live="))
-        && parse_read_query(req.uri().query()).is_ok_and(|p| p.live != Live::No);
-    if live {
-        Box::pin(answer::<B, LiveRead>(state, req))
+    if is_live_read(&req) {
+        Box::pin(live::answer(state, Box::new(req.map(Body::new))))
     } else {
-        Box::pin(answer::<B, AnyRoute>(state, req))
+        Box::pin(answer(state, req))
     }
 }
 
-/// How [`dispatch`] routes a request it admitted.
-pub trait Routes {
-    fn route(
-        state: &Shared,
-        req: Request<Body>,
-    ) -> impl Future<Output = (&'static str, Response<Body>)> + Send + '_;
+/// A `GET` of a stream path with a live read's query (the server's own
+/// endpoints are never one).
+fn is_live_read<B>(req: &Request<B>) -> bool {
+    req.method() == Method::GET
+        && req.uri().query().is_some_and(|q| q.contains("live="))
+        && !matches!(
+            req.uri().path(),
+            routes::METRICS | routes::READY | routes::HEALTH
+        )
+        && parse_read_query(req.uri().query()).is_ok_and(|p| p.live != Live::No)
 }
 
-/// Every route inline.
-pub struct AnyRoute;
-
-/// Live reads inline; anything else boxed apart.
-pub struct LiveRead;
-
-impl Routes for AnyRoute {
-    fn route(
-        state: &Shared,
-        req: Request<Body>,
-    ) -> impl Future<Output = (&'static str, Response<Body>)> + Send + '_ {
-        route(state, req)
-    }
-}
-
-impl Routes for LiveRead {
-    fn route(
-        state: &Shared,
-        req: Request<Body>,
-    ) -> impl Future<Output = (&'static str, Response<Body>)> + Send + '_ {
-        live_route(state, req)
-    }
-}
-
-async fn answer<B, R: Routes>(state: Shared, req: Request<B>) -> Response<Body>
+async fn answer<B>(state: Shared, req: Request<B>) -> Response<Body>
 where
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<axum::BoxError>,
@@ -225,7 +204,7 @@ where
     async move {
         let arrived = shell::request_id::arrived();
         let changes = changed_stream(&req);
-        let (route, resp) = dispatch::<R>(&state, req).await;
+        let (route, resp) = dispatch(&state, req).await;
         state
             .metrics
             .request(route, resp.status().as_u16(), arrived.elapsed());
@@ -284,9 +263,9 @@ fn access_of(req: &Request<Body>) -> Option<(String, Access, bool)> {
 }
 
 /// The access gate, then the edge's own answer or the origin's.
-async fn dispatch<R: Routes>(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
+async fn dispatch(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
     let Some((stream, access, live)) = access_of(&req) else {
-        return R::route(state, req).await;
+        return route(state, req).await;
     };
     // Boxed: its upstream look-ups are large, and over by the time a
     // live read waits.
@@ -298,15 +277,15 @@ async fn dispatch<R: Routes>(state: &Shared, req: Request<Body>) -> (&'static st
         )
         .await;
     match admitted {
-        Admit::Pass => R::route(state, req).await,
+        Admit::Pass => route(state, req).await,
         Admit::ToOrigin => ("forward", Box::pin(forward::forward_live(state, req)).await),
         Admit::Refuse(resp) => ("refused", resp),
         Admit::Public { tail } => {
-            let (name, resp) = R::route(state, req).await;
+            let (name, resp) = route(state, req).await;
             (name, holding(resp, tail))
         }
         Admit::Token { tail } => {
-            let (name, mut resp) = R::route(state, req).await;
+            let (name, mut resp) = route(state, req).await;
             shared::auth::privatize(resp.headers_mut());
             (name, holding(resp, tail))
         }
@@ -376,23 +355,6 @@ fn is_admin(path: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
-/// [`route`] for a live read: the same answer, with only the live read's
-/// state inline (anything that is not a live read of a stream after all
-/// goes to [`route`], boxed).
-async fn live_route(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
-    let params = match classify(req.uri().path()) {
-        Target::Stream(_) if !is_admin(req.uri().path()) => parse_read_query(req.uri().query()),
-        _ => return Box::pin(route(state, req)).await,
-    };
-    match params.map(|p| (p.live, p)) {
-        Ok((Live::LongPoll, params)) => {
-            ("long_poll", long_poll::long_poll(state, req, &params).await)
-        }
-        Ok((Live::Sse, params)) => ("sse", Box::pin(sse::sse(state, req, &params)).await),
-        _ => Box::pin(route(state, req)).await,
-    }
-}
-
 async fn read_route(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
     // A query the origin refuses is refused by the origin, in its words.
     let Ok(params) = parse_read_query(req.uri().query()) else {
@@ -424,14 +386,13 @@ mod tests {
                 .body(axum::body::Body::empty())
                 .unwrap()
         };
-        let any = super::answer::<_, super::AnyRoute>(state.clone(), req());
-        let live = super::answer::<_, super::LiveRead>(state, req());
-        let (any, live) = (std::mem::size_of_val(&any), std::mem::size_of_val(&live));
-
+        let any = super::answer(state.clone(), req());
+        let any = std::mem::size_of_val(&any);
         assert!(any < 4096, "a request's future is {any} bytes");
-        // A parked long-poll keeps its future for its whole wait (3.2 KiB
-        // today, of which 1.1 KiB the long-poll's own).
-        assert!(live < any, "a live read carries less than any request");
-        assert!(live < 3400, "a live read's future is {live} bytes");
+        // A parked long-poll keeps this for its whole wait (the way there
+        // runs boxed apart and is gone by then).
+        let live = super::live::answer(state, Box::new(req()));
+        let live = std::mem::size_of_val(&live);
+        assert!(live < 1024, "a live read's future is {live} bytes");
     }
 }

@@ -1,0 +1,113 @@
+//! A live read's answer (a long-poll or an SSE tail), with nothing of its
+//! way here kept while it waits.
+//!
+//! A parked long-poll keeps its answer's future for its whole wait, and a
+//! future is as large as its largest state: through the routing, the
+//! access gate and the long-poll, 3.2 KiB a reader, most of it the room of
+//! requests moved on and of look-ups long done. So the way here runs boxed
+//! and apart ([`prepare`]): it ends either with the answer (an SSE tail's
+//! streams from its body; a refusal; anything not a live read after all)
+//! or with the long-poll joined to its flight ([`long_poll::Parked`]), and
+//! is dropped before the wait. What a parked long-poll keeps is then the
+//! waiter, its bound, and what its answer must still get from the gate
+//! ([`After`]).
+
+use axum::body::Body;
+use http::{Request, Response};
+use shared::params::{parse_read_query, Live};
+use shared::paths::{classify, Target};
+
+use super::{access_of, holding, is_admin, long_poll, route, sse, Admit, Shared};
+
+/// What the way here decided.
+enum Prepared {
+    Answered(&'static str, Response<Body>),
+    Parked(long_poll::Parked, After),
+}
+
+/// What the access gate adds to the answer once it comes.
+struct After {
+    tail: Option<shared::limits::TailGuard>,
+    private: bool,
+}
+
+impl After {
+    fn apply(self, mut resp: Response<Body>) -> Response<Body> {
+        if self.private {
+            shared::auth::privatize(resp.headers_mut());
+        }
+        holding(resp, self.tail)
+    }
+}
+
+/// Answers a live read (the request boxed: an argument keeps its room in
+/// the future for the future's life).
+pub async fn answer(state: Shared, req: Box<Request<Body>>) -> Response<Body> {
+    let arrived = shell::request_id::arrived();
+    let prepared = Box::pin(prepare(&state, *req)).await;
+    let (route, resp) = match prepared {
+        Prepared::Answered(route, resp) => (route, resp),
+        Prepared::Parked(parked, after) => ("long_poll", after.apply(parked.answer().await)),
+    };
+    state
+        .metrics
+        .request(route, resp.status().as_u16(), arrived.elapsed());
+    resp
+}
+
+/// The access gate and the routing of `dispatch` and `route`, up to the
+/// wait.
+async fn prepare(state: &Shared, req: Request<Body>) -> Prepared {
+    let after = match access_of(&req) {
+        None => After {
+            tail: None,
+            private: false,
+        },
+        Some((stream, access, live)) => {
+            let admitted = state
+                .access
+                .admit(&state.upstream, &stream, access, req.headers(), live)
+                .await;
+            match admitted {
+                Admit::Pass => After {
+                    tail: None,
+                    private: false,
+                },
+                Admit::ToOrigin => {
+                    let resp = Box::pin(super::forward::forward_live(state, req)).await;
+                    return Prepared::Answered("forward", resp);
+                }
+                Admit::Refuse(resp) => return Prepared::Answered("refused", resp),
+                Admit::Public { tail } => After {
+                    tail,
+                    private: false,
+                },
+                Admit::Token { tail } => After {
+                    tail,
+                    private: true,
+                },
+            }
+        }
+    };
+    let params = match classify(req.uri().path()) {
+        Target::Stream(_) if !is_admin(req.uri().path()) => parse_read_query(req.uri().query()),
+        _ => {
+            let (name, resp) = Box::pin(route(state, req)).await;
+            return Prepared::Answered(name, after.apply(resp));
+        }
+    };
+    match params.map(|p| (p.live, p)) {
+        Ok((Live::LongPoll, params)) => match long_poll::park(state, req, &params) {
+            Ok(parked) => Prepared::Parked(parked, after),
+            Err(refused) => Prepared::Answered("long_poll", after.apply(*refused)),
+        },
+        Ok((Live::Sse, params)) => {
+            let resp = Box::pin(sse::sse(state, req, &params)).await;
+            Prepared::Answered("sse", after.apply(resp))
+        }
+        _ => {
+            let (name, resp) = Box::pin(route(state, req)).await;
+            Prepared::Answered(name, after.apply(resp))
+        }
+    }
+}
