@@ -3,6 +3,7 @@
 //! The wait subscribes to the stream's tail before it looks at it, so an
 //! append that lands between the look and the wait still wakes it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -10,6 +11,7 @@ use axum::extract::Request;
 use axum::http::{Response, StatusCode};
 use axum::response::IntoResponse;
 use shared::headers as h;
+use shared::negotiate::JsonReads;
 use shared::offset::{Offset, ReadFrom};
 use shared::params::{ReadParams, DEFAULT_LONG_POLL_MS};
 
@@ -20,6 +22,8 @@ use super::reading::{
     slice_etag, slice_headers, stream_headers, vary_by_accept,
 };
 use super::Shared;
+use crate::store::tail_watch::TailReceiver;
+use crate::store::{StreamView, Tail};
 use shell::peer;
 
 pub async fn long_poll(
@@ -28,18 +32,35 @@ pub async fn long_poll(
     req: Request,
     params: ReadParams,
 ) -> Response<Body> {
-    run(&state, path, req, params)
-        .await
-        .unwrap_or_else(IntoResponse::into_response)
+    match park(&state, &path, req, params) {
+        Ok(parked) => parked.answer().await,
+        Err(e) => e.into_response(),
+    }
 }
 
-async fn run(
+/// A long-poll at the end of its stream, ready to wait: all a parked
+/// long-poll keeps (its request is gone by then, and so is the state of
+/// the routing and admission that led here: see `live`).
+pub struct Parked {
+    state: Shared,
+    view: Arc<StreamView>,
+    caller: Option<crate::auth::Caller>,
+    mode: JsonReads,
+    rx: TailReceiver,
+    first: Tail,
+    start: u64,
+    params: ReadParams,
+}
+
+/// Looks at the stream's tail (subscribed before the look, so an append
+/// that lands between the look and the wait still wakes it).
+pub fn park(
     state: &Shared,
-    path: String,
+    path: &str,
     req: Request,
     params: ReadParams,
-) -> Result<Response<Body>, ApiError> {
-    let view = open_for_read(state, &path, req.headers())?;
+) -> Result<Parked, ApiError> {
+    let view = open_for_read(state, path, req.headers())?;
     let caller = req.extensions().get::<crate::auth::Caller>().cloned();
     let mode = negotiate(req.headers(), state.config.json_reads);
     // The request goes before the wait: its header values are slices of
@@ -49,33 +70,83 @@ async fn run(
     let mut rx = view.watch_tail();
     let first = rx.borrow_and_update();
     let start = resolve_start(params.offset, &first)?;
-    let wait = Duration::from_millis(params.long_poll_ms(DEFAULT_LONG_POLL_MS));
-    // Parked, then woken by a publish: the answer is a delivery.
-    let mut parked = false;
-    let tail = if start < first.next || first.closed {
-        first
-    } else {
-        let _tail = match &caller {
-            Some(c) => state
-                .auth
-                .open_tail(c)
-                .map_err(|after| ApiError::RateLimited(after.0))?,
-            None => None,
+    Ok(Parked {
+        state: state.clone(),
+        view,
+        caller,
+        mode,
+        rx,
+        first,
+        start,
+        params,
+    })
+}
+
+impl Parked {
+    /// Waits (unless there is something to read already), then answers.
+    pub async fn answer(self) -> Response<Body> {
+        self.run().await.unwrap_or_else(IntoResponse::into_response)
+    }
+
+    async fn run(self) -> Result<Response<Body>, ApiError> {
+        let Parked {
+            state,
+            view,
+            caller,
+            mode,
+            mut rx,
+            first,
+            start,
+            params,
+        } = self;
+        let wait = Duration::from_millis(params.long_poll_ms(DEFAULT_LONG_POLL_MS));
+        // Parked, then woken by a publish: the answer is a delivery.
+        let mut parked = false;
+        let tail = if start < first.next || first.closed {
+            first
+        } else {
+            let _tail = match &caller {
+                Some(c) => state
+                    .auth
+                    .open_tail(c)
+                    .map_err(|after| ApiError::RateLimited(after.0))?,
+                None => None,
+            };
+            let _waiting = state.metrics.long_poll_guard();
+            // Ends early (as a timeout would) when the server shuts down,
+            // or when the client leaves (its answer then goes nowhere).
+            let peer = shell::request_id::client().and_then(|c| c.peer);
+            let waited = tokio::select! {
+                w = tokio::time::timeout(wait, rx.wait_for(|t| t.next > start || t.closed || t.gone)) => w.ok(),
+                _ = state.closed() => None,
+                _ = peer::left(peer) => None,
+            };
+            // Only an end it was woken for is a delivery (its stamp read
+            // with it); one read after a timeout is not.
+            parked = waited.is_some();
+            waited.unwrap_or_else(|| rx.borrow())
         };
-        let _waiting = state.metrics.long_poll_guard();
-        // Ends early (as a timeout would) when the server shuts down, or
-        // when the client leaves (its answer then goes nowhere).
-        let peer = shell::request_id::client().and_then(|c| c.peer);
-        let waited = tokio::select! {
-            w = tokio::time::timeout(wait, rx.wait_for(|t| t.next > start || t.closed || t.gone)) => w.ok(),
-            _ = state.closed() => None,
-            _ = peer::left(peer) => None,
-        };
-        // Only an end it was woken for is a delivery (its stamp read with
-        // it); one read after a timeout is not.
-        parked = waited.is_some();
-        waited.unwrap_or_else(|| rx.borrow())
-    };
+        // The read and the answer run boxed: a waiting long-poll's future
+        // need not carry their size.
+        Box::pin(respond(
+            &state, &view, mode, &rx, tail, start, parked, &params,
+        ))
+        .await
+    }
+}
+
+/// The answer at `tail`, for a long-poll from `start`.
+#[allow(clippy::too_many_arguments)]
+async fn respond(
+    state: &Shared,
+    view: &Arc<StreamView>,
+    mode: JsonReads,
+    rx: &TailReceiver,
+    tail: Tail,
+    start: u64,
+    parked: bool,
+    params: &ReadParams,
+) -> Result<Response<Body>, ApiError> {
     if tail.gone {
         return Err(if view.is_soft_deleted() {
             ApiError::Store(crate::store::StoreError::SoftDeleted)
@@ -88,7 +159,7 @@ async fn run(
         // Timed out, or the stream closed at this offset.
         let mut resp = Response::new(Body::empty());
         *resp.status_mut() = StatusCode::NO_CONTENT;
-        stream_headers(&mut resp, &view);
+        stream_headers(&mut resp, view);
         set(&mut resp, h::STREAM_NEXT_OFFSET, Offset(tail.next));
         set(&mut resp, h::STREAM_UP_TO_DATE, "true");
         if tail.closed {
@@ -103,8 +174,8 @@ async fn run(
         set(&mut resp, "cache-control", "no-store");
         return Ok(resp);
     }
-    let slice = read_slice(&view, start, params.max_bytes, tail, read_cut(&view, mode)).await?;
-    let (body, content_type) = shape_body(&view, mode, slice.bytes.clone());
+    let slice = read_slice(view, start, params.max_bytes, tail, read_cut(view, mode)).await?;
+    let (body, content_type) = shape_body(view, mode, slice.bytes.clone());
     state.metrics.served(body.len());
     if let (true, Some(at)) = (parked, rx.published_at()) {
         state
@@ -112,11 +183,11 @@ async fn run(
             .delivered(crate::metrics::LONG_POLL, at.elapsed());
     }
     let mut resp = Response::new(Body::from(body));
-    stream_headers(&mut resp, &view);
-    vary_by_accept(&mut resp, &view);
+    stream_headers(&mut resp, view);
+    vary_by_accept(&mut resp, view);
     slice_headers(&mut resp, &slice);
     set(&mut resp, "content-type", content_type);
-    set(&mut resp, "etag", slice_etag(&view, mode, &slice));
+    set(&mut resp, "etag", slice_etag(view, mode, &slice));
     if !slice.closed {
         set(
             &mut resp,

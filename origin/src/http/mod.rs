@@ -16,6 +16,7 @@ pub mod forward;
 pub mod head;
 pub mod ingress;
 pub mod invalidations;
+pub mod live;
 pub mod long_poll;
 pub mod read;
 pub mod reading;
@@ -182,6 +183,8 @@ where
 {
     if req.method() == Method::POST {
         Box::pin(answer::<B, InlineAppend>(state, req))
+    } else if live::is_long_poll(&req) && !is_server_endpoint(req.uri().path()) {
+        Box::pin(live::answer(state, Box::new(req.map(Body::new))))
     } else {
         Box::pin(answer::<B, BoxedAppend>(state, req))
     }
@@ -222,6 +225,20 @@ impl AppendArm for BoxedAppend {
     }
 }
 
+/// Whether a path is one of the server's own endpoints (`answer` serves
+/// them before any stream path).
+fn is_server_endpoint(path: &str) -> bool {
+    matches!(
+        path,
+        routes::METRICS | routes::HEALTH | routes::READY | shared::invalidation::PATH
+    ) || is_admin_path(path)
+}
+
+/// The admin API's and the key exchange's paths.
+fn is_admin_path(p: &str) -> bool {
+    p.starts_with("/_auth/") || p.starts_with("/_admin/") || p == "/_admin"
+}
+
 async fn answer<B, A: AppendArm>(state: Shared, req: http::Request<B>) -> Response<Body>
 where
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
@@ -242,9 +259,7 @@ where
             common_headers(&mut r, false);
             r
         }
-        (_, p) if p.starts_with("/_auth/") || p.starts_with("/_admin/") || p == "/_admin" => {
-            Box::pin(admin::handle(state, req)).await
-        }
+        (_, p) if is_admin_path(p) => Box::pin(admin::handle(state, req)).await,
         _ => dispatch::<A>(state, req).await,
     }
 }
@@ -390,57 +405,14 @@ pub(crate) fn server_stream_refusal() -> Response<Body> {
 async fn dispatch<A: AppendArm>(state: Shared, mut req: Request) -> Response<Body> {
     // The URI's parts are shared bytes: a clone keeps the path borrowable
     // beside the request without copying it.
-    let arrived = shell::request_id::arrived();
     let uri = req.uri().clone();
     let path = uri.path();
     let method = req.method().clone();
-    // Both found in one pass over the names (standard names compare as
-    // numbers; each look-up by name hashed it again).
-    let (mut from_browser, mut credentialed) = (false, false);
-    for name in req.headers().keys() {
-        if name == http::header::ORIGIN {
-            from_browser = true;
-        } else if name == http::header::AUTHORIZATION {
-            credentialed = true;
-        }
-    }
-    let cors = method == Method::GET || method == Method::HEAD || from_browser;
     let target = classify(path);
-    // A fork reads its source: the credential must reach it too (checked
-    // first, so the caller kept is the target's).
-    let source = (method == Method::PUT)
-        .then(|| req.headers().get(&shared::headers::STREAM_FORKED_FROM))
-        .flatten()
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    // A request of another origin of the region needs no credential; one
-    // admitted already is not asked (or charged) again.
-    let peer =
-        req.extensions().get::<Peer>().is_some() || req.extensions().get::<Admitted>().is_some();
-    // The server's own streams (a region's, the subscriptions' journal)
-    // are no client's: only another origin of the region names them, or
-    // the region's own work (a fork across partitions forks its pin).
-    if !peer && names_server_stream(&req) {
-        let mut r = server_stream_refusal();
-        state.metrics.request("reserved", 404, arrived.elapsed());
-        common_headers(&mut r, cors);
-        return r;
-    }
-    let checks = source
-        .as_deref()
-        .map(|s| (s, shared::auth::Access::Read))
-        .into_iter()
-        .chain(shared::auth::request_access(&target, &method))
-        .filter(|_| !peer);
-    for (stream, access) in checks {
-        if let Err(refused) = admit(&state, &mut req, credentialed, stream, access) {
-            let mut refused = *refused;
-            state
-                .metrics
-                .request("refused", refused.status().as_u16(), arrived.elapsed());
-            common_headers(&mut refused, cors);
-            return refused;
-        }
-    }
+    let gate = match gate(&state, &mut req, &target, &method) {
+        Ok(gate) => gate,
+        Err(refused) => return *refused,
+    };
     let (route, resp) = match target {
         Target::Stream(stream) => match method {
             Method::POST => ("append", A::append(state.clone(), stream, req).await),
@@ -478,7 +450,7 @@ async fn dispatch<A: AppendArm>(state: Shared, mut req: Request) -> Response<Bod
                     root,
                     rest,
                     req,
-                    credentialed,
+                    gate.credentialed,
                 ))
                 .await,
             )
@@ -532,16 +504,99 @@ async fn dispatch<A: AppendArm>(state: Shared, mut req: Request) -> Response<Bod
             error::error_response(ErrorCode::NotFound, "no such resource"),
         ),
     };
-    let resp = vouched(&state, &method, source.is_some(), resp).await;
-    state
-        .metrics
-        .request(route, resp.status().as_u16(), arrived.elapsed());
-    let mut resp = resp;
-    common_headers(&mut resp, cors);
-    if credentialed {
-        shared::auth::privatize(resp.headers_mut());
+    let resp = vouched(&state, &method, gate.fork, resp).await;
+    gate.finish(&state, route, resp)
+}
+
+/// What the gate of [`dispatch`] learnt of a request, for its answer.
+pub(crate) struct Gate {
+    arrived: tokio::time::Instant,
+    cors: bool,
+    credentialed: bool,
+    fork: bool,
+}
+
+/// Admits a request on a stream path (its credential for its path, and
+/// for a fork's source), or answers its refusal.
+pub(crate) fn gate(
+    state: &Shared,
+    req: &mut Request,
+    target: &Target<'_>,
+    method: &Method,
+) -> Result<Gate, Box<Response<Body>>> {
+    let arrived = shell::request_id::arrived();
+    // Both found in one pass over the names (standard names compare as
+    // numbers; each look-up by name hashed it again).
+    let (mut from_browser, mut credentialed) = (false, false);
+    for name in req.headers().keys() {
+        if name == http::header::ORIGIN {
+            from_browser = true;
+        } else if name == http::header::AUTHORIZATION {
+            credentialed = true;
+        }
     }
-    resp
+    let cors = method == Method::GET || method == Method::HEAD || from_browser;
+    // A fork reads its source: the credential must reach it too (checked
+    // first, so the caller kept is the target's).
+    let source = (method == Method::PUT)
+        .then(|| req.headers().get(&shared::headers::STREAM_FORKED_FROM))
+        .flatten()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    // A request of another origin of the region needs no credential; one
+    // admitted already is not asked (or charged) again.
+    let peer =
+        req.extensions().get::<Peer>().is_some() || req.extensions().get::<Admitted>().is_some();
+    // The server's own streams (a region's, the subscriptions' journal)
+    // are no client's: only another origin of the region names them, or
+    // the region's own work (a fork across partitions forks its pin).
+    if !peer && names_server_stream(req) {
+        let mut r = server_stream_refusal();
+        state.metrics.request("reserved", 404, arrived.elapsed());
+        common_headers(&mut r, cors);
+        return Err(Box::new(r));
+    }
+    let checks = source
+        .as_deref()
+        .map(|s| (s, shared::auth::Access::Read))
+        .into_iter()
+        .chain(shared::auth::request_access(target, method))
+        .filter(|_| !peer);
+    for (stream, access) in checks {
+        if let Err(refused) = admit(state, req, credentialed, stream, access) {
+            let mut refused = *refused;
+            state
+                .metrics
+                .request("refused", refused.status().as_u16(), arrived.elapsed());
+            common_headers(&mut refused, cors);
+            return Err(Box::new(refused));
+        }
+    }
+    Ok(Gate {
+        arrived,
+        cors,
+        credentialed,
+        fork: source.is_some(),
+    })
+}
+
+impl Gate {
+    /// The answer as every operation's: counted, with the common headers,
+    /// private when the request carried a credential.
+    pub(crate) fn finish(
+        &self,
+        state: &Shared,
+        route: &'static str,
+        mut resp: Response<Body>,
+    ) -> Response<Body> {
+        state
+            .metrics
+            .request(route, resp.status().as_u16(), self.arrived.elapsed());
+        common_headers(&mut resp, self.cors);
+        if self.credentialed {
+            shared::auth::privatize(resp.headers_mut());
+        }
+        resp
+    }
 }
 
 async fn read_route(state: Shared, stream: String, req: Request) -> (&'static str, Response<Body>) {
