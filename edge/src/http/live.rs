@@ -44,7 +44,7 @@ impl After {
 /// the future for the future's life).
 pub async fn answer(state: Shared, req: Box<Request<Body>>) -> Response<Body> {
     let arrived = shell::request_id::arrived();
-    let prepared = Box::pin(prepare(&state, *req)).await;
+    let prepared = Box::pin(prepare(&state, req)).await;
     let (route, resp) = match prepared {
         Prepared::Answered(route, resp) => (route, resp),
         Prepared::Parked(parked, after) => ("long_poll", after.apply(parked.answer().await)),
@@ -57,7 +57,9 @@ pub async fn answer(state: Shared, req: Box<Request<Body>>) -> Response<Body> {
 
 /// The access gate and the routing of `dispatch` and `route`, up to the
 /// wait.
-async fn prepare(state: &Shared, req: Request<Body>) -> Prepared {
+/// (The request's box is let go here, before the wait.)
+async fn prepare(state: &Shared, req: Box<Request<Body>>) -> Prepared {
+    let req = *req;
     let after = match access_of(&req) {
         None => After {
             tail: None,

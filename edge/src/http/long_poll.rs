@@ -71,13 +71,9 @@ impl Parked {
     /// The origin's answer once the flight lands (or the failure, or the
     /// edge's own answer when it shuts down meanwhile).
     pub async fn answer(self) -> Response<Body> {
-        let Parked {
-            state,
-            waiter,
-            bound,
-        } = self;
+        let state = &self.state;
         tokio::select! {
-            got = waiter.wait(bound) => match got {
+            got = self.waiter.wait(self.bound) => match got {
                 Ok((answer, landed)) => {
                     state.metrics.served(answer.body.len());
                     // Only bytes of the stream are a delivery (an error's

@@ -36,14 +36,16 @@ pub fn is_long_poll<B>(req: &http::Request<B>) -> bool {
 /// the future for the future's life).
 pub async fn answer(state: Shared, req: Box<Request>) -> Response<Body> {
     state.store.help_publish();
-    match Box::pin(prepare(&state, *req)).await {
+    match Box::pin(prepare(&state, req)).await {
         Prepared::Answered(resp) => resp,
         Prepared::Parked(parked, gate) => gate.finish(&state, "long_poll", parked.answer().await),
     }
 }
 
 /// `dispatch`'s gate and `read_route`, up to the wait.
-async fn prepare(state: &Shared, mut req: Request) -> Prepared {
+/// (The request's box is let go here, before the wait.)
+async fn prepare(state: &Shared, req: Box<Request>) -> Prepared {
+    let mut req = *req;
     let uri = req.uri().clone();
     let target = classify(uri.path());
     let gate = match gate(state, &mut req, &target, &http::Method::GET) {

@@ -84,54 +84,51 @@ pub fn park(
 
 impl Parked {
     /// Waits (unless there is something to read already), then answers.
-    pub async fn answer(self) -> Response<Body> {
-        self.run().await.unwrap_or_else(IntoResponse::into_response)
-    }
-
-    async fn run(self) -> Result<Response<Body>, ApiError> {
-        let Parked {
-            state,
-            view,
-            caller,
-            mode,
-            mut rx,
-            first,
-            start,
-            params,
-        } = self;
-        let wait = Duration::from_millis(params.long_poll_ms(DEFAULT_LONG_POLL_MS));
+    /// (Its fields are used where they are, not moved out: a copy would
+    /// keep room of its own in the waiting future.)
+    pub async fn answer(mut self) -> Response<Body> {
+        let wait = Duration::from_millis(self.params.long_poll_ms(DEFAULT_LONG_POLL_MS));
+        let start = self.start;
         // Parked, then woken by a publish: the answer is a delivery.
         let mut parked = false;
-        let tail = if start < first.next || first.closed {
-            first
+        let tail = if start < self.first.next || self.first.closed {
+            self.first
         } else {
-            let _tail = match &caller {
-                Some(c) => state
-                    .auth
-                    .open_tail(c)
-                    .map_err(|after| ApiError::RateLimited(after.0))?,
+            let _tail = match &self.caller {
+                Some(c) => match self.state.auth.open_tail(c) {
+                    Ok(guard) => guard,
+                    Err(after) => return ApiError::RateLimited(after.0).into_response(),
+                },
                 None => None,
             };
-            let _waiting = state.metrics.long_poll_guard();
+            let _waiting = self.state.metrics.long_poll_guard();
             // Ends early (as a timeout would) when the server shuts down,
             // or when the client leaves (its answer then goes nowhere).
             let peer = shell::request_id::client().and_then(|c| c.peer);
             let waited = tokio::select! {
-                w = tokio::time::timeout(wait, rx.wait_for(|t| t.next > start || t.closed || t.gone)) => w.ok(),
-                _ = state.closed() => None,
+                w = tokio::time::timeout(wait, self.rx.wait_for(|t| t.next > start || t.closed || t.gone)) => w.ok(),
+                _ = self.state.closed() => None,
                 _ = peer::left(peer) => None,
             };
             // Only an end it was woken for is a delivery (its stamp read
             // with it); one read after a timeout is not.
             parked = waited.is_some();
-            waited.unwrap_or_else(|| rx.borrow())
+            waited.unwrap_or_else(|| self.rx.borrow())
         };
         // The read and the answer run boxed: a waiting long-poll's future
         // need not carry their size.
-        Box::pin(respond(
-            &state, &view, mode, &rx, tail, start, parked, &params,
+        let answered = Box::pin(respond(
+            &self.state,
+            &self.view,
+            self.mode,
+            &self.rx,
+            tail,
+            start,
+            parked,
+            &self.params,
         ))
-        .await
+        .await;
+        answered.unwrap_or_else(IntoResponse::into_response)
     }
 }
 
