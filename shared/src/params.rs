@@ -70,17 +70,6 @@ impl ParamError {
 }
 
 /// Parses a raw query string (without `?`).
-/// The live read a query asks for (`Live::No` for none, or for a query
-/// the read would refuse). A quick look first: most queries name no
-/// `live` at all, and are not parsed. (How the servers and the light path
-/// tell a tail from any other request before routing it.)
-pub fn live_of(query: Option<&str>) -> Live {
-    match query {
-        Some(q) if q.contains("live=") => parse_read_query(query).map_or(Live::No, |p| p.live),
-        _ => Live::No,
-    }
-}
-
 pub fn parse_read_query(query: Option<&str>) -> Result<ReadParams, ParamError> {
     let mut offset = None;
     let mut live = None;
@@ -151,17 +140,6 @@ pub fn parse_read_query(query: Option<&str>) -> Result<ReadParams, ParamError> {
 mod tests {
     use super::*;
     use crate::offset::Offset;
-
-    #[test]
-    fn the_live_read_a_query_asks_for() {
-        assert_eq!(live_of(Some("offset=now&live=sse")), Live::Sse);
-        assert_eq!(live_of(Some("offset=-1&live=long-poll")), Live::LongPoll);
-        assert_eq!(live_of(Some("offset=-1")), Live::No);
-        assert_eq!(live_of(None), Live::No);
-        // A query the read refuses asks for nothing.
-        assert_eq!(live_of(Some("offset=-1&live=poll")), Live::No);
-        assert_eq!(live_of(Some("live=sse")), Live::No);
-    }
 
     #[test]
     fn defaults() {

@@ -10,19 +10,34 @@
 //! or with the long-poll joined to its flight ([`long_poll::Parked`]), and
 //! is dropped before the wait. What a parked long-poll keeps is then the
 //! waiter, its bound, and what its answer must still get from the gate
-//! ([`After`], the gate's: written once with `dispatch`).
+//! ([`After`]).
 
 use axum::body::Body;
 use http::{Request, Response};
 use shared::params::{parse_read_query, Live};
 use shared::paths::{classify, Target};
 
-use super::{gate, is_admin, long_poll, route, sse, After, Shared};
+use super::{access_of, holding, is_admin, long_poll, route, sse, Admit, Shared};
 
 /// What the way here decided.
 enum Prepared {
     Answered(&'static str, Response<Body>),
     Parked(long_poll::Parked, After),
+}
+
+/// What the access gate adds to the answer once it comes.
+struct After {
+    tail: Option<shared::limits::TailGuard>,
+    private: bool,
+}
+
+impl After {
+    fn apply(self, mut resp: Response<Body>) -> Response<Body> {
+        if self.private {
+            shared::auth::privatize(resp.headers_mut());
+        }
+        holding(resp, self.tail)
+    }
 }
 
 /// Answers a live read (the request boxed: an argument keeps its room in
@@ -45,9 +60,36 @@ pub async fn answer(state: Shared, req: Box<Request<Body>>) -> Response<Body> {
 /// (The request's box is let go here, before the wait.)
 async fn prepare(state: &Shared, req: Box<Request<Body>>) -> Prepared {
     let req = *req;
-    let (req, after) = match gate(state, req).await {
-        Ok(admitted) => admitted,
-        Err((route, resp)) => return Prepared::Answered(route, resp),
+    let after = match access_of(&req) {
+        None => After {
+            tail: None,
+            private: false,
+        },
+        Some((stream, access, live)) => {
+            let admitted = state
+                .access
+                .admit(&state.upstream, &stream, access, req.headers(), live)
+                .await;
+            match admitted {
+                Admit::Pass => After {
+                    tail: None,
+                    private: false,
+                },
+                Admit::ToOrigin => {
+                    let resp = Box::pin(super::forward::forward_live(state, req)).await;
+                    return Prepared::Answered("forward", resp);
+                }
+                Admit::Refuse(resp) => return Prepared::Answered("refused", resp),
+                Admit::Public { tail } => After {
+                    tail,
+                    private: false,
+                },
+                Admit::Token { tail } => After {
+                    tail,
+                    private: true,
+                },
+            }
+        }
     };
     let params = match classify(req.uri().path()) {
         Target::Stream(_) if !is_admin(req.uri().path()) => parse_read_query(req.uri().query()),

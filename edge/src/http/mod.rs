@@ -24,7 +24,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use http::{HeaderValue, Method, Request, Response};
 use shared::auth::Access;
-use shared::params::{live_of, parse_read_query, Live};
+use shared::params::{parse_read_query, Live};
 use shared::paths::{classify, Target};
 use tracing::Instrument;
 
@@ -159,11 +159,12 @@ where
 /// endpoints are never one).
 fn is_live_read<B>(req: &Request<B>) -> bool {
     req.method() == Method::GET
-        && live_of(req.uri().query()) != Live::No
+        && req.uri().query().is_some_and(|q| q.contains("live="))
         && !matches!(
             req.uri().path(),
             routes::METRICS | routes::READY | routes::HEALTH
         )
+        && parse_read_query(req.uri().query()).is_ok_and(|p| p.live != Live::No)
 }
 
 async fn answer<B>(state: Shared, req: Request<B>) -> Response<Body>
@@ -256,48 +257,15 @@ fn metrics(state: &Shared) -> Response<Body> {
 /// it opens a tail.
 fn access_of(req: &Request<Body>) -> Option<(String, Access, bool)> {
     let (stream, access) = shared::auth::request_access(&classify(req.uri().path()), req.method())?;
-    let live = access == Access::Read && live_of(req.uri().query()) != Live::No;
+    let live = access == Access::Read
+        && parse_read_query(req.uri().query()).is_ok_and(|p| p.live != Live::No);
     Some((stream.to_owned(), access, live))
 }
 
 /// The access gate, then the edge's own answer or the origin's.
 async fn dispatch(state: &Shared, req: Request<Body>) -> (&'static str, Response<Body>) {
-    let (req, after) = match gate(state, req).await {
-        Ok(admitted) => admitted,
-        Err(answered) => return answered,
-    };
-    let (name, resp) = route(state, req).await;
-    (name, after.apply(resp))
-}
-
-/// What the access gate adds to an answer once it comes.
-struct After {
-    tail: Option<shared::limits::TailGuard>,
-    private: bool,
-}
-
-impl After {
-    fn apply(self, mut resp: Response<Body>) -> Response<Body> {
-        if self.private {
-            shared::auth::privatize(resp.headers_mut());
-        }
-        holding(resp, self.tail)
-    }
-}
-
-/// The access gate: the request admitted, with what its answer will get
-/// from the gate, or the gate's own answer (a refusal, or the request
-/// forwarded whole to the origin).
-async fn gate(
-    state: &Shared,
-    req: Request<Body>,
-) -> Result<(Request<Body>, After), (&'static str, Response<Body>)> {
-    let passed = After {
-        tail: None,
-        private: false,
-    };
     let Some((stream, access, live)) = access_of(&req) else {
-        return Ok((req, passed));
+        return route(state, req).await;
     };
     // Boxed: its upstream look-ups are large, and over by the time a
     // live read waits.
@@ -308,22 +276,20 @@ async fn gate(
                 .admit(&state.upstream, &stream, access, req.headers(), live),
         )
         .await;
-    let after = match admitted {
-        Admit::Pass => passed,
-        Admit::ToOrigin => {
-            return Err(("forward", Box::pin(forward::forward_live(state, req)).await));
+    match admitted {
+        Admit::Pass => route(state, req).await,
+        Admit::ToOrigin => ("forward", Box::pin(forward::forward_live(state, req)).await),
+        Admit::Refuse(resp) => ("refused", resp),
+        Admit::Public { tail } => {
+            let (name, resp) = route(state, req).await;
+            (name, holding(resp, tail))
         }
-        Admit::Refuse(resp) => return Err(("refused", resp)),
-        Admit::Public { tail } => After {
-            tail,
-            private: false,
-        },
-        Admit::Token { tail } => After {
-            tail,
-            private: true,
-        },
-    };
-    Ok((req, after))
+        Admit::Token { tail } => {
+            let (name, mut resp) = route(state, req).await;
+            shared::auth::privatize(resp.headers_mut());
+            (name, holding(resp, tail))
+        }
+    }
 }
 
 /// A tail's count lasts as long as its answer streams.

@@ -13,7 +13,7 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::Response;
 use axum::response::IntoResponse;
-use shared::params::{live_of, parse_read_query, Live};
+use shared::params::{parse_read_query, Live};
 use shared::paths::{classify, Target};
 
 use super::{gate, long_poll, read_route, Gate, Shared};
@@ -27,8 +27,9 @@ enum Prepared {
 /// endpoints are never one; the caller has ruled them out).
 pub fn is_long_poll<B>(req: &http::Request<B>) -> bool {
     req.method() == http::Method::GET
-        && live_of(req.uri().query()) == Live::LongPoll
+        && req.uri().query().is_some_and(|q| q.contains("live="))
         && matches!(classify(req.uri().path()), Target::Stream(_))
+        && parse_read_query(req.uri().query()).is_ok_and(|p| p.live == Live::LongPoll)
 }
 
 /// Answers a long-poll (the request boxed: an argument keeps its room in

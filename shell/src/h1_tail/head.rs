@@ -10,7 +10,7 @@
 //! is left to hyper, which then serves the connection to its end.
 
 use http::{HeaderName, HeaderValue, Method, Request, Version};
-use shared::params::{live_of, Live};
+use shared::params::{parse_read_query, Live};
 
 /// The most header lines a light head may have (more: hyper serves it).
 pub const MAX_HEADERS: usize = 64;
@@ -92,7 +92,11 @@ pub fn parse(bytes: &[u8]) -> Peeked {
 
 /// Whether the request target's query asks for a live read.
 fn asks_live(target: &str) -> bool {
-    live_of(target.split_once('?').map(|(_, q)| q)) != Live::No
+    let Some((_, query)) = target.split_once('?') else {
+        return false;
+    };
+    // A quick look first: most queries name no `live` at all.
+    query.contains("live=") && parse_read_query(Some(query)).is_ok_and(|p| p.live != Live::No)
 }
 
 #[cfg(test)]
