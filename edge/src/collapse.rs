@@ -274,8 +274,10 @@ pub struct Waiter {
 
 impl Waiter {
     /// Waits at most `bound` for the shared answer, and when it arrived.
+    /// (Borrowed: a waiter moved in would be copied into the waiting
+    /// future; it leaves its flight when dropped.)
     pub async fn wait(
-        mut self,
+        &mut self,
         bound: Duration,
     ) -> Result<(Arc<Answer>, std::time::Instant), WaitError> {
         let got = tokio::time::timeout(bound, self.outcome.wait_for(Option::is_some)).await;
@@ -344,7 +346,7 @@ mod tests {
         }
         assert_eq!(t.flights(), 1);
         release.send(()).unwrap();
-        for w in waiters {
+        for mut w in waiters {
             let (a, _) = w.wait(Duration::from_secs(5)).await.unwrap();
             assert_eq!(&a.body[..], b"x");
         }
@@ -372,7 +374,7 @@ mod tests {
             .collect();
         assert_eq!(t.flights(), 1);
         release.send(()).unwrap();
-        for w in std::iter::once(first).chain(joined) {
+        for mut w in std::iter::once(first).chain(joined) {
             let (a, _) = w.wait(Duration::from_secs(5)).await.unwrap();
             assert_eq!(&a.body[..], b"now");
         }
@@ -436,7 +438,7 @@ mod tests {
     async fn a_waiter_is_never_stranded() {
         let t = table(10);
         // The fetch panics: every waiter learns at once.
-        let w = t
+        let mut w = t
             .join("p".into(), || async { panic!("fetch died") })
             .unwrap();
         assert!(matches!(
@@ -444,7 +446,7 @@ mod tests {
             Err(WaitError::Abandoned)
         ));
         // The origin never answers: the bound ends the wait.
-        let w = t
+        let mut w = t
             .join("q".into(), || {
                 std::future::pending::<Result<Answer, UpstreamError>>()
             })
@@ -453,6 +455,7 @@ mod tests {
             w.wait(Duration::from_secs(3)).await,
             Err(WaitError::TimedOut)
         ));
+        drop(w);
         assert_eq!(t.flights(), 0);
     }
 }

@@ -240,8 +240,14 @@ pub struct Limits {
     /// SSE readers connected at once; one more answers 503.
     pub max_sse_readers: usize,
     /// Frames queued for one SSE reader; a reader whose queue is full is
-    /// disconnected (it reconnects from its last `streamNextOffset`).
+    /// disconnected (it reconnects from its last `streamNextOffset`). For
+    /// a detached reader (the light path) the queue is the chunks its
+    /// socket did not take yet, each a reference to a shared frame.
     pub sse_reader_queue: usize,
+    /// Detached SSE readers one writer task serves; a hub with more starts
+    /// another writer (so a hub's writes spread over the runtime's
+    /// threads), and a writer left with none ends.
+    pub sse_shard_readers: usize,
     /// Frames of the live feed kept per stream for readers that are behind;
     /// a reader that falls further behind is disconnected.
     pub sse_ring: usize,
@@ -293,6 +299,7 @@ impl Default for Limits {
             waiter_grace: Duration::from_secs(10),
             max_sse_readers: 100_000,
             sse_reader_queue: 32,
+            sse_shard_readers: 4096,
             sse_ring: 256,
             tail_frame_bytes: 1024 * 1024,
             tail_poll_ms: 20_000,

@@ -8,6 +8,12 @@
 //! reader knows exactly where the frames it will receive begin
 //! (`core::splice` does the rest).
 //!
+//! Readers on the light path are written to by the hub itself once they
+//! caught up ([`writer`]): their connections are detached from any task,
+//! and one task per shard of `sse_shard_readers` readers writes each frame
+//! to every socket. Other readers (HTTP/2, or with the light path off)
+//! each have a task that takes the frames from the feed.
+//!
 //! Bounds: the feed is a ring of `sse_ring` frames (each at most
 //! `tail_frame_bytes`, one oversized JSON message excepted); a reader that
 //! falls further behind is disconnected. All feeds' frames together hold at
@@ -33,6 +39,10 @@ use crate::config::Limits;
 use crate::core::text_cut::cut_text;
 use crate::metrics::{self, Metrics};
 use crate::upstream::Upstream;
+
+mod writer;
+
+pub use writer::{attach, Joining};
 
 /// One answer of the shared tail.
 #[derive(Debug)]
@@ -90,22 +100,27 @@ pub struct Hub {
     state: Mutex<HubState>,
     feed: broadcast::Sender<FeedItem>,
     idle: Notify,
+    /// The writers of its detached readers ([`writer`]).
+    shards: Mutex<Vec<Arc<writer::Door>>>,
 }
 
-/// A reader's place on a hub; leaving it lets an idle hub end.
+/// A reader on a hub: its feed, and its seat.
 pub struct Subscription {
     pub feed: broadcast::Receiver<FeedItem>,
     /// Where the first frame this reader receives starts.
     pub pos: u64,
-    hub: Arc<Hub>,
+    pub seat: Seat,
 }
 
-impl Drop for Subscription {
+/// A reader's place on a hub; leaving it lets an idle hub end.
+pub struct Seat(Arc<Hub>);
+
+impl Drop for Seat {
     fn drop(&mut self) {
-        let mut st = self.hub.state.lock();
+        let mut st = self.0.state.lock();
         st.readers -= 1;
         if st.readers == 0 {
-            self.hub.idle.notify_one();
+            self.0.idle.notify_one();
         }
     }
 }
@@ -120,8 +135,16 @@ impl Hub {
         Some(Subscription {
             feed: self.feed.subscribe(),
             pos: st.pos,
-            hub: Arc::clone(self),
+            seat: Seat(Arc::clone(self)),
         })
+    }
+
+    /// A feed for a writer, and where its first frame starts (no seat: a
+    /// writer lives as long as its readers, who hold theirs).
+    /// Whether it ended, too.
+    fn writer_feed(&self) -> (broadcast::Receiver<FeedItem>, u64, bool) {
+        let st = self.state.lock();
+        (self.feed.subscribe(), st.pos, st.ended)
     }
 
     fn publish(&self, item: FeedItem, pos: Option<u64>, last: bool) {
@@ -147,6 +170,8 @@ type HubKey = (String, Option<&'static str>);
 
 pub struct Fanout {
     hubs: Mutex<HashMap<HubKey, Arc<Hub>>>,
+    /// Control events' cursors come from it.
+    wall: shell::clock::WallClock,
     /// Bytes of frames held by all feeds (`Limits::sse_feed_bytes`).
     feed_bytes: Arc<Semaphore>,
     upstream: Upstream,
@@ -161,9 +186,11 @@ impl Fanout {
         metrics: Arc<Metrics>,
         limits: Limits,
         closing: watch::Receiver<bool>,
+        wall: shell::clock::WallClock,
     ) -> Arc<Fanout> {
         Arc::new(Fanout {
             hubs: Mutex::new(HashMap::new()),
+            wall,
             feed_bytes: Arc::new(Semaphore::new(
                 usize::try_from(limits.sse_feed_bytes)
                     .unwrap_or(usize::MAX)
@@ -215,6 +242,7 @@ impl Fanout {
             }),
             feed: broadcast::channel(self.limits.sse_ring).0,
             idle: Notify::new(),
+            shards: Mutex::new(Vec::new()),
         });
         hubs.insert(key, Arc::clone(&hub));
         let sub = hub

@@ -15,6 +15,8 @@ mod access;
 mod chunks;
 #[path = "edge/connections.rs"]
 mod connections;
+#[path = "edge/detached.rs"]
+mod detached;
 #[path = "edge/differential.rs"]
 mod differential;
 #[path = "edge/failover.rs"]

@@ -109,10 +109,9 @@ where
         tokio::spawn(connection::serve(
             stream,
             served,
-            drain.enter(),
+            Some((drain.enter(), permit)),
             Arc::clone(&shared_config),
             http1,
-            permit,
         ));
     }
     drop(listener);

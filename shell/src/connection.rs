@@ -58,32 +58,33 @@ const H2_START: &[u8] = b"PRI";
 pub(crate) async fn serve<H, F, B>(
     stream: TcpStream,
     served: Served<H>,
-    mut member: Member,
+    // Its place in the drain, and among `max_connections`: held for the
+    // connection's life (or handed over with it: `crate::detached`).
+    mut held: Option<(Member, tokio::sync::OwnedSemaphorePermit)>,
     config: Arc<ServeConfig>,
     http1: Http1,
-    // Held for the connection's life: its place among `max_connections`.
-    _permit: tokio::sync::OwnedSemaphorePermit,
 ) where
     H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + Unpin + 'static,
     B: AnswerBody,
 {
+    let Some((member, _)) = &mut held else {
+        return;
+    };
     // (Awaited where made: a future bound to a name keeps its room in this
     // one's state for the connection's life, moved out or not.)
     let Ok(Some(h2)) =
-        tokio::time::timeout(config.header_read_timeout, speaks_h2(&stream, &mut member)).await
+        tokio::time::timeout(config.header_read_timeout, speaks_h2(&stream, member)).await
     else {
         return; // silent too long, closed, or draining
     };
-    if h2 {
-        Box::pin(serve_h2(stream, served, member, &config)).await;
-        return;
-    }
-    let stream = if config.light_tails {
+    let stream = if h2 {
+        stream
+    } else if config.light_tails {
         let ended = crate::h1_tail::serve(
             stream,
             |req| served.call(req, None),
-            &mut member,
+            &mut held,
             config.tail_head_bytes,
             config.header_read_timeout,
         )
@@ -95,7 +96,14 @@ pub(crate) async fn serve<H, F, B>(
     } else {
         stream
     };
-    Box::pin(serve_h1(stream, served, member, &config, http1)).await;
+    let Some((member, _permit)) = held else {
+        return;
+    };
+    if h2 {
+        Box::pin(serve_h2(stream, served, member, &config)).await;
+    } else {
+        Box::pin(serve_h1(stream, served, member, &config, http1)).await;
+    }
 }
 
 async fn serve_h2<H, F, B>(
@@ -311,10 +319,9 @@ mod size {
         let f = super::serve(
             s,
             served,
-            drain.enter(),
+            Some((drain.enter(), permit)),
             std::sync::Arc::new(config.clone()),
             crate::accept::Http1::HyperWatches,
-            permit,
         );
         let size = std::mem::size_of_val(&f);
         assert!(size < 800, "a connection's future is {size} bytes");

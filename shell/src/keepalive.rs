@@ -30,6 +30,18 @@ impl Keepalive {
         self.next = (!self.every.is_zero()).then(|| crate::clock::deadline(self.every));
     }
 
+    /// When to wake next: the keepalive's time, or `deadline` if that comes
+    /// first (or keepalives are off). One timer for both: a waiting tail's
+    /// state carries one timer, not two.
+    pub fn until(&self, deadline: Instant) -> Instant {
+        self.next.map_or(deadline, |next| next.min(deadline))
+    }
+
+    /// Whether a keepalive is due now.
+    pub fn is_due(&self) -> bool {
+        self.next.is_some_and(|next| Instant::now() >= next)
+    }
+
     /// Resolves when a keepalive is due; never, when keepalives are off.
     pub async fn due(&self) {
         match self.next {
@@ -53,6 +65,22 @@ mod tests {
         k.wrote();
         k.due().await;
         assert_eq!(began.elapsed(), Duration::from_secs(40));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_timer_wakes_for_the_keepalive_or_the_deadline() {
+        let began = Instant::now();
+        let k = Keepalive::new(Duration::from_secs(15));
+        let far = began + Duration::from_secs(60);
+        let near = began + Duration::from_secs(5);
+        assert_eq!(k.until(far), began + Duration::from_secs(15));
+        assert_eq!(k.until(near), near);
+        assert!(!k.is_due());
+        tokio::time::sleep_until(k.until(far)).await;
+        assert!(k.is_due());
+        let off = Keepalive::new(Duration::ZERO);
+        assert_eq!(off.until(far), far);
+        assert!(!off.is_due());
     }
 
     #[tokio::test(start_paused = true)]

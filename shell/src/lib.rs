@@ -10,11 +10,15 @@
 //!   header-read / keep-alive timeout;
 //! - [`h1_tail`]: HTTP/1.1 tails served without hyper once their head is
 //!   read, so a waiting reader costs only its own state;
+//! - [`detached`]: a tail's connection handed over to whoever writes its
+//!   body (the edge's SSE hub), so it needs no task of its own;
 //! - [`body`]: request bodies that go silent for too long end in an error;
 //! - [`drain`] and [`signal`]: graceful shutdown on SIGTERM;
 //! - [`periodic`]: the once-a-second work of a running server;
 //! - [`keepalive`]: when an idle SSE tail sends its keepalive comment;
 //! - [`tail_body`]: the body of an SSE tail, a small queue its task fills;
+//! - [`tail_out`]: where an SSE tail's task writes (that queue, or its
+//!   detached connection);
 //! - [`config`]: every limit above, with its default, in one struct;
 //! - [`clock`]: time from tokio's clock, so paused-clock tests drive it;
 //! - [`proxy`]: what passing a request on to another server drops;
@@ -29,6 +33,7 @@ pub mod clock;
 pub mod config;
 pub mod connection;
 pub mod descriptors;
+pub mod detached;
 pub mod drain;
 pub mod h1_tail;
 pub mod idle;
@@ -45,6 +50,7 @@ pub mod request_body;
 pub mod request_id;
 pub mod signal;
 pub mod tail_body;
+pub mod tail_out;
 
 pub use accept::{serve, Client, Http1};
 pub use body::{BodyIdle, IdleBody};

@@ -44,10 +44,17 @@ impl After {
 /// the future for the future's life).
 pub async fn answer(state: Shared, req: Box<Request<Body>>) -> Response<Body> {
     let arrived = shell::request_id::arrived();
-    let prepared = Box::pin(prepare(&state, req)).await;
-    let (route, resp) = match prepared {
-        Prepared::Answered(route, resp) => (route, resp),
-        Prepared::Parked(parked, after) => ("long_poll", after.apply(parked.answer().await)),
+    let mut prepared = Box::pin(prepare(&state, req)).await;
+    // Waited on where it lies: moved out, it would keep a copy's room in
+    // this future for the whole wait.
+    let waited = match &mut prepared {
+        Prepared::Parked(parked, _) => Some(parked.answer().await),
+        Prepared::Answered(..) => None,
+    };
+    let (route, resp) = match (prepared, waited) {
+        (Prepared::Parked(_, after), Some(resp)) => ("long_poll", after.apply(resp)),
+        (Prepared::Answered(route, resp), _) => (route, resp),
+        (Prepared::Parked(..), None) => unreachable!("a parked long-poll is waited on"),
     };
     state
         .metrics

@@ -17,7 +17,7 @@ use crate::metrics;
 
 pub async fn long_poll(state: &Shared, req: Request<Body>, params: &ReadParams) -> Response<Body> {
     match park(state, req, params) {
-        Ok(parked) => parked.answer().await,
+        Ok(mut parked) => parked.answer().await,
         Err(refused) => *refused,
     }
 }
@@ -70,7 +70,9 @@ pub fn park(
 impl Parked {
     /// The origin's answer once the flight lands (or the failure, or the
     /// edge's own answer when it shuts down meanwhile).
-    pub async fn answer(self) -> Response<Body> {
+    /// (Borrowed: taken by value, it would be copied into the waiting
+    /// future.)
+    pub async fn answer(&mut self) -> Response<Body> {
         let state = &self.state;
         tokio::select! {
             got = self.waiter.wait(self.bound) => match got {

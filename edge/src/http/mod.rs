@@ -91,10 +91,11 @@ impl EdgeState {
             config.limits.upstream_waiting,
         );
         let closing = tokio::sync::watch::Sender::new(false);
+        let wall = shell::clock::WallClock::start();
         let feed = Feed::new(upstream.clone(), Arc::clone(&metrics), &config.limits);
         tokio::spawn(Arc::clone(&feed).follow(closing.subscribe()));
         Ok(Arc::new(EdgeState {
-            wall: shell::clock::WallClock::start(),
+            wall,
             access: crate::access::AccessGate::new(config.access.clone()),
             collapse: CollapseTable::new(config.limits.max_waiters, Arc::clone(&metrics)),
             sse_reads: CollapseTable::counting(
@@ -109,6 +110,7 @@ impl EdgeState {
                 Arc::clone(&metrics),
                 config.limits.clone(),
                 closing.subscribe(),
+                wall,
             ),
             tails: read::TailHints::default(),
             states: stream_state::StreamStates::default(),

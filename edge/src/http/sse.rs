@@ -13,6 +13,11 @@
 //! (`shared::sse::KEEPALIVE`) while it waits for the next frame, as the
 //! origin does. Readers that need their own event sizes (`max_bytes`) or name an
 //! incarnation are passed through to the origin.
+//!
+//! A reader on the light path (`shell::detached::Offered`) writes its
+//! catch-up to its socket itself, then hands the socket to its hub's
+//! writer (`fanout::writer`) and its task ends: a waiting reader is then an
+//! entry of ~300 bytes, not a task, a queue and a connection's task.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -28,7 +33,8 @@ use shared::offset::{Offset, ReadFrom};
 use shared::params::{ReadParams, MAX_READ_BYTES};
 use shared::sse::{control_event, named_json_event, Control, KEEPALIVE};
 use shell::keepalive::Keepalive;
-use shell::tail_body::{TailSender, TrySendError};
+use shell::tail_body::TrySendError;
+use shell::tail_out::TailOut;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::error::EdgeError;
@@ -64,7 +70,7 @@ pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Res
         readers.fetch_sub(1, Ordering::SeqCst);
         return EdgeError::Busy("too many SSE readers at this edge").into_response();
     }
-    let slot = ReaderSlot(state.clone());
+    let slot_of_readers = ReaderSlot(state.clone());
     if state.fanout.full() {
         return EdgeError::Busy("the live feeds at this edge are full").into_response();
     }
@@ -120,7 +126,8 @@ pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Res
         ReadFrom::At(o) => o.bytes(),
         ReadFrom::Now => next_offset(&first).unwrap_or(0),
     };
-    let (tx, body) = shell::tail_body::channel(state.config.limits.sse_reader_queue);
+    let (out, answer) = shell::tail_out::answer(&req, state.config.limits.sse_reader_queue);
+    let held: Box<dyn Send + Sync> = Box::new((slot_of_readers, state.metrics.sse_guard()));
     let reader = Reader {
         state: state.clone(),
         path,
@@ -130,21 +137,19 @@ pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Res
         cursor: params.cursor.clone(),
         pos,
         announced: false,
-        out: tx,
+        out,
+        held: Some(held),
     };
     tokio::spawn(async move {
-        let _slot = slot;
-        let _open = reader.state.metrics.sse_guard();
         let deadline = shell::clock::deadline(reader.state.config.limits.sse_session);
         let state = reader.state.clone();
-        let mut reader = reader;
         let _ = tokio::select! {
-            r = reader.run(first) => r,
+            r = reader.run(first, deadline) => r,
             _ = tokio::time::sleep_until(deadline) => Ok(()),
             _ = state.closed() => Ok(()),
         };
     });
-    let mut resp = Response::new(Body::new(body));
+    let mut resp = answer.response(Body::new, Body::empty());
     *resp.headers_mut() = resp_headers;
     resp
 }
@@ -174,7 +179,7 @@ async fn read(
     let pq = format!("{path}?offset={from}&max_bytes={max}");
     let key = format!("{pq}\n{}", accept.unwrap_or(""));
     let upstream = state.upstream.clone();
-    let waiter = state.sse_reads.join(key, move || async move {
+    let mut waiter = state.sse_reads.join(key, move || async move {
         let mut headers = HeaderMap::new();
         if let Some(accept) = accept {
             headers.insert(http::header::ACCEPT, HeaderValue::from_static(accept));
@@ -224,16 +229,40 @@ struct Reader {
     pos: u64,
     /// A control event went out (a reader at the end gets one at once).
     announced: bool,
-    out: TailSender,
+    out: TailOut,
+    /// Its place among `max_sse_readers` and in the open readers' gauge.
+    held: Option<Box<dyn Send + Sync>>,
 }
 
 impl Reader {
-    async fn run(&mut self, first: Arc<Answer>) -> Result<(), End> {
+    async fn run(mut self, first: Arc<Answer>, ends_at: tokio::time::Instant) -> Result<(), End> {
+        // (Fails when the client left, or the edge drains, before the head.)
+        self.out.ready().await.map_err(|_| End::Stop)?;
         // The catch-up and every fill run boxed: their reads' futures are
         // large, and a waiting reader's own future should not carry them.
-        let Some(mut sub) = Box::pin(self.catch_up(first)).await? else {
+        let Some(sub) = Box::pin(self.catch_up(first)).await? else {
             return Ok(());
         };
+        if let TailOut::Socket(_) = self.out {
+            let TailOut::Socket(conn) = std::mem::replace(&mut self.out, TailOut::Gone) else {
+                unreachable!("matched above")
+            };
+            let joining = crate::fanout::Joining {
+                conn,
+                pos: self.pos,
+                cursor: self.cursor.take().map(String::into_boxed_str),
+                ends_at,
+                held: self.held.take().expect("held until now"),
+            };
+            crate::fanout::attach(&self.state.fanout, sub, joining);
+            return Ok(());
+        }
+        self.follow(sub).await
+    }
+
+    /// The live part of a reader with a task: frames from the feed into
+    /// its queue.
+    async fn follow(&mut self, mut sub: Subscription) -> Result<(), End> {
         // The first read's events were the tail's last write.
         let mut keepalive = Keepalive::new(self.state.config.limits.sse_keepalive);
         loop {
@@ -242,7 +271,7 @@ impl Reader {
                 _ = self.out.closed() => return Err(End::Stop),
                 _ = keepalive.due() => {
                     keepalive.wrote();
-                    self.keep_alive()?;
+                    self.out.keep_alive(KEEPALIVE).await.map_err(|_| End::Stop)?;
                     continue;
                 }
             };
@@ -287,7 +316,6 @@ impl Reader {
                     let body =
                         ErrorBody::new(ErrorCode::NotFound, "the stream was deleted").to_json();
                     let _ = self
-                        .out
                         .send(Bytes::from(named_json_event("error", &body)))
                         .await;
                     return Ok(());
@@ -352,7 +380,6 @@ impl Reader {
         if a.status == StatusCode::NOT_FOUND {
             let body = ErrorBody::new(ErrorCode::NotFound, "the stream was deleted").to_json();
             let _ = self
-                .out
                 .send(Bytes::from(named_json_event("error", &body)))
                 .await;
             return Err(End::Stop);
@@ -404,22 +431,16 @@ impl Reader {
     }
 
     /// A catch-up send: waits for the reader.
-    async fn send(&self, bytes: Bytes) -> Result<(), End> {
+    async fn send(&mut self, bytes: Bytes) -> Result<(), End> {
         self.out.send(bytes).await.map_err(|_| End::Stop)
-    }
-
-    /// A keepalive: skipped when the queue is full (bytes are waiting for
-    /// the reader, so its answer is not silent).
-    fn keep_alive(&self) -> Result<(), End> {
-        match self.out.try_send(Bytes::from_static(KEEPALIVE)) {
-            Ok(()) | Err(TrySendError::Full) => Ok(()),
-            Err(TrySendError::Closed) => Err(End::Stop),
-        }
     }
 
     /// A live send: never waits; a full queue disconnects the reader.
     fn offer(&self, bytes: Bytes) -> Result<(), End> {
-        match self.out.try_send(bytes) {
+        let TailOut::Queue(out) = &self.out else {
+            return Err(End::Stop);
+        };
+        match out.try_send(bytes) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full) => {
                 self.state.metrics.sse_dropped_slow();
@@ -431,7 +452,7 @@ impl Reader {
 }
 
 /// The cursor of a control event (see `shared::cursor`), from the wall clock.
-fn cursor(wall: &shell::clock::WallClock, client: Option<&str>) -> String {
+pub(crate) fn cursor(wall: &shell::clock::WallClock, client: Option<&str>) -> String {
     let now = wall.now_secs();
     let jitter = 1 + rand::random::<u64>() % shared::cursor::CURSOR_MAX_JITTER_SECS;
     shared::cursor::next_cursor(now, client, jitter).to_string()

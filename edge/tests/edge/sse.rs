@@ -70,8 +70,24 @@ async fn a_thousand_sse_readers_share_one_upstream_tail_and_get_every_byte() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readers_joining_during_appends_get_every_byte_once() {
+    readers_joining_during_appends(Limits::default()).await;
+}
+
+/// The same with writers of two readers each: ten readers join a hub's
+/// writers one after another, so most join a writer that already took
+/// frames, or start a new one mid-stream (`fanout::writer`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_on_writers_of_two_get_every_byte_once() {
+    let limits = Limits {
+        sse_shard_readers: 2,
+        ..Limits::default()
+    };
+    readers_joining_during_appends(limits).await;
+}
+
+async fn readers_joining_during_appends(limits: Limits) {
     const APPENDS: usize = 120;
-    let s = Stack::start_with(JsonReads::Array, Limits::default()).await;
+    let s = Stack::start_with(JsonReads::Array, limits).await;
     let p = stream_path("join");
     s.create(&p, "application/json").await;
     let message = |i: usize| format!("{{\"n\":{i}}}");

@@ -36,9 +36,17 @@ pub fn is_long_poll<B>(req: &http::Request<B>) -> bool {
 /// the future for the future's life).
 pub async fn answer(state: Shared, req: Box<Request>) -> Response<Body> {
     state.store.help_publish();
-    match Box::pin(prepare(&state, req)).await {
-        Prepared::Answered(resp) => resp,
-        Prepared::Parked(parked, gate) => gate.finish(&state, "long_poll", parked.answer().await),
+    let mut prepared = Box::pin(prepare(&state, req)).await;
+    // Waited on where it lies: moved out, it would keep a copy's room in
+    // this future for the whole wait.
+    let waited = match &mut prepared {
+        Prepared::Parked(parked, _) => Some(parked.answer().await),
+        Prepared::Answered(_) => None,
+    };
+    match (prepared, waited) {
+        (Prepared::Parked(_, gate), Some(resp)) => gate.finish(&state, "long_poll", resp),
+        (Prepared::Answered(resp), _) => resp,
+        (Prepared::Parked(..), None) => unreachable!("a parked long-poll is waited on"),
     }
 }
 

@@ -33,7 +33,7 @@ pub async fn long_poll(
     params: ReadParams,
 ) -> Response<Body> {
     match park(&state, &path, req, params) {
-        Ok(parked) => parked.answer().await,
+        Ok(mut parked) => parked.answer().await,
         Err(e) => e.into_response(),
     }
 }
@@ -84,9 +84,10 @@ pub fn park(
 
 impl Parked {
     /// Waits (unless there is something to read already), then answers.
-    /// (Its fields are used where they are, not moved out: a copy would
-    /// keep room of its own in the waiting future.)
-    pub async fn answer(mut self) -> Response<Body> {
+    /// (Borrowed, and its fields used where they are: a copy would keep
+    /// room of its own in the waiting future, and a `Parked` taken by
+    /// value is copied into it twice, 300 bytes each.)
+    pub async fn answer(&mut self) -> Response<Body> {
         let wait = Duration::from_millis(self.params.long_poll_ms(DEFAULT_LONG_POLL_MS));
         let start = self.start;
         // Parked, then woken by a publish: the answer is a delivery.
@@ -104,11 +105,11 @@ impl Parked {
             let _waiting = self.state.metrics.long_poll_guard();
             // Ends early (as a timeout would) when the server shuts down,
             // or when the client leaves (its answer then goes nowhere).
-            let peer = shell::request_id::client().and_then(|c| c.peer);
+            let mut client = peer::watch(shell::request_id::client().and_then(|c| c.peer));
             let waited = tokio::select! {
                 w = tokio::time::timeout(wait, self.rx.wait_for(|t| t.next > start || t.closed || t.gone)) => w.ok(),
                 _ = self.state.closed() => None,
-                _ = peer::left(peer) => None,
+                _ = client.left() => None,
             };
             // Only an end it was woken for is a delivery (its stamp read
             // with it); one read after a timeout is not.

@@ -8,6 +8,11 @@
 //! for `sse_keepalive` sends a comment line (`shared::sse::KEEPALIVE`), so
 //! no proxy's read timeout cuts it; one whose channel is full skips it
 //! (bytes are waiting for that reader anyway).
+//!
+//! On the light path (HTTP/1.1) the task writes to the connection itself
+//! (`shell::tail_out`, `shell::detached`): no queue, and no connection task
+//! beside it; a reader that stops reading then holds at most the one frame
+//! being written, its task waiting for the socket until its session ends.
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -85,16 +90,20 @@ async fn run(
         params.max_bytes.max(4)
     };
 
-    let (tx, body) = shell::tail_body::channel(SSE_BUFFERED_FRAMES);
+    // On the light path the task writes to the connection itself (no
+    // connection task waits beside it: `shell::detached`).
+    let (mut out, answer) = shell::tail_out::answer(&req, SSE_BUFFERED_FRAMES);
     let task_state = state.clone();
     let task_view = view.clone();
     let client_cursor = params.cursor.clone();
     let peer = shell::request_id::client().and_then(|c| c.peer);
     tokio::spawn(async move {
+        if out.ready().await.is_err() {
+            return; // the client left, or the server drains, before the head
+        }
         // A client that leaves an idle tail ends it at once (a busy one
         // ends it with the first write that fails).
-        let left = peer::left(peer);
-        tokio::pin!(left);
+        let mut client = peer::watch(peer);
         let _open = task_state.metrics.sse_guard();
         let _tail = tail_guard;
         let session_end = shell::clock::deadline(task_state.config.sse_session);
@@ -107,7 +116,7 @@ async fn run(
         loop {
             if tokio::time::Instant::now() >= deadline {
                 if credential_end.is_some_and(|c| c <= session_end) {
-                    let _ = tx
+                    let _ = out
                         .send(Bytes::from(named_json_event(
                             "credential-expired",
                             r#"{"reason":"credential_expired"}"#,
@@ -124,11 +133,15 @@ async fn run(
                     ErrorCode::NotFound
                 };
                 let body = ErrorBody::new(code, "the stream was deleted").to_json();
-                let _ = tx.send(Bytes::from(named_json_event("error", &body))).await;
+                let _ = out
+                    .send(Bytes::from(named_json_event("error", &body)))
+                    .await;
                 return;
             }
             if pos < tail.next {
-                let slice = match read_slice(&task_view, pos, max, tail, cut).await {
+                // Boxed: the read's future is large, and a waiting tail's
+                // task should not carry its room (1.4 KB a task unboxed).
+                let slice = match Box::pin(read_slice(&task_view, pos, max, tail, cut)).await {
                     Ok(s) => s,
                     Err(_) => return,
                 };
@@ -149,7 +162,7 @@ async fn run(
                 pos = slice.end;
                 announced = true;
                 keepalive.wrote();
-                if tx.send(Bytes::from(frame)).await.is_err() || slice.closed {
+                if out.send(Bytes::from(frame)).await.is_err() || slice.closed {
                     return;
                 }
                 if let (true, Some(at)) = (std::mem::take(&mut woken), rx.published_at()) {
@@ -169,29 +182,31 @@ async fn run(
                 });
                 announced = true;
                 keepalive.wrote();
-                if tx.send(Bytes::from(frame)).await.is_err() || tail.closed {
+                if out.send(Bytes::from(frame)).await.is_err() || tail.closed {
                     return;
                 }
             }
-            tokio::select! {
-                _ = rx.changed() => woken = true,
-                _ = tokio::time::sleep_until(deadline) => continue,
-                _ = keepalive.due() => {
-                    keepalive.wrote();
-                    if let Err(shell::tail_body::TrySendError::Closed) =
-                        tx.try_send(Bytes::from_static(KEEPALIVE))
-                    {
-                        return;
-                    }
+            let keep_alive = tokio::select! {
+                _ = rx.changed() => {
+                    woken = true;
+                    false
                 }
+                // The session's end, or the keepalive's time.
+                _ = tokio::time::sleep_until(keepalive.until(deadline)) => keepalive.is_due(),
                 _ = task_state.closed() => return,
-                _ = tx.closed() => return,
-                _ = &mut left => return,
+                _ = out.closed() => return,
+                _ = client.left() => return,
+            };
+            if keep_alive {
+                keepalive.wrote();
+                if out.keep_alive(KEEPALIVE).await.is_err() {
+                    return;
+                }
             }
         }
     });
 
-    let mut resp = Response::new(Body::new(body));
+    let mut resp = answer.response(Body::new, Body::empty());
     stream_headers(&mut resp, &view);
     vary_by_accept(&mut resp, &view);
     set(&mut resp, "content-type", "text/event-stream");

@@ -30,6 +30,9 @@ mod answer;
 mod head;
 mod socket;
 
+pub(crate) use answer::chunk_size;
+pub(crate) use socket::{Owed, Watch};
+
 use std::future::{poll_fn, Future};
 use std::pin::pin;
 use std::task::Poll;
@@ -39,43 +42,52 @@ use bytes::{Buf, Bytes};
 use http::{Request, Response};
 use http_body::Body;
 use tokio::net::TcpStream;
+use tokio::sync::OwnedSemaphorePermit;
 
+use crate::detached::{Detached, Offered, Slot};
 use crate::drain::Member;
 use crate::request_body::RequestBody;
 use answer::Framing;
 use head::Peeked;
-use socket::{Owed, Watch};
 
 /// How a connection on the light path ended.
 pub enum Ended {
     /// Its next request is not a tail: hyper serves it from here.
     Hyper(TcpStream),
-    /// Closed.
+    /// Closed, or handed over to its answer's holder ([`crate::detached`]).
     Closed,
 }
 
 /// Serves tails on `stream` for as long as they come. `stream` has bytes
-/// to read (a request's start).
+/// to read (a request's start). The connection's place in the drain and
+/// among `max_connections` go with it when it is detached (borrowed, not
+/// moved in: a moved-in copy would keep room of its own in the
+/// connection's state for its whole life).
 pub async fn serve<C, F, B>(
     stream: TcpStream,
     call: C,
-    member: &mut Member,
+    held: &mut Option<(Member, OwnedSemaphorePermit)>,
     head_bytes: usize,
     keep_alive: Duration,
 ) -> Ended
 where
     C: Fn(Request<RequestBody>) -> F,
     F: Future<Output = Response<B>>,
-    B: Body + Unpin,
+    B: Body + Unpin + Send + 'static,
     B::Data: Buf,
 {
+    let Some((member, _)) = held else {
+        return close_now(stream);
+    };
     loop {
         // The request goes into the handler's call at once: a local that
         // lived on past an await would keep its room in the connection's
         // state for the connection's life.
         let (answer, close) = match socket::take_head(&stream, head_bytes) {
             Ok(Some(Peeked::Tail { request, close, .. })) => {
-                (call((*request).map(|()| RequestBody::Empty)), close)
+                let mut request = (*request).map(|()| RequestBody::Empty);
+                request.extensions_mut().insert(Offered);
+                (call(request), close)
             }
             Ok(Some(Peeked::Other)) => return Ended::Hyper(stream),
             // Ready, then nothing there after all: wait for the next bytes.
@@ -87,11 +99,30 @@ where
             }
             Ok(Some(Peeked::Closed)) | Err(_) => return close_now(stream),
         };
-        let keep = respond(&stream, answer, member, close).await;
-        if !keep || !next_request(&stream, member, keep_alive).await {
+        match respond(&stream, answer, member, close).await {
+            Next::Keep => {}
+            Next::Close => return close_now(stream),
+            Next::Detach(slot, body) => {
+                if let Some((member, permit)) = held.take() {
+                    slot.fill(Detached::new(stream, member, permit, body));
+                }
+                return Ended::Closed;
+            }
+        }
+        if !next_request(&stream, member, keep_alive).await {
             return close_now(stream);
         }
     }
+}
+
+/// What follows an answer on the connection.
+enum Next {
+    /// The next request.
+    Keep,
+    /// Its close.
+    Close,
+    /// The answer's head is written; its holder writes the rest.
+    Detach(Slot, Box<dyn Send>),
 }
 
 fn close_now(stream: TcpStream) -> Ended {
@@ -118,11 +149,11 @@ async fn next_request(stream: &TcpStream, member: &mut Member, keep_alive: Durat
 }
 
 /// Answers one request: waits for the handler's answer, writes its head
-/// and streams its body. Whether the connection stays open after it.
-async fn respond<F, B>(stream: &TcpStream, answer: F, member: &Member, close: bool) -> bool
+/// and streams its body (or hands the body over: [`crate::detached`]).
+async fn respond<F, B>(stream: &TcpStream, answer: F, member: &Member, close: bool) -> Next
 where
     F: Future<Output = Response<B>>,
-    B: Body + Unpin,
+    B: Body + Unpin + Send + 'static,
     B::Data: Buf,
 {
     let mut watch = Watch::default();
@@ -130,7 +161,7 @@ where
     // has answered, not kept (with the handler's boxed state, 3 KiB) for
     // as long as its body streams; and the answer's parts, made into its
     // head here, keep no room in this state while the body streams.
-    let (mut body, framing, close, head) = {
+    let (mut body, framing, close, head, detach) = {
         let answered = {
             let mut answer = pin!(answer);
             poll_fn(|cx| {
@@ -145,27 +176,30 @@ where
             .await
         };
         let Some(response) = answered else {
-            return false;
+            return Next::Close;
         };
-        let (parts, body) = response.into_parts();
-        let exact = if body.is_end_stream() {
+        let (mut parts, body) = response.into_parts();
+        let detach = parts.extensions.remove::<Slot>();
+        let exact = if detach.is_some() {
+            None // streamed by its holder, in chunks
+        } else if body.is_end_stream() {
             Some(0)
         } else {
             body.size_hint().exact()
         };
         let framing = answer::framing(parts.status, &parts.headers, exact);
-        let close = close || answer::closes(&parts.headers) || member.closing();
+        let close = close || detach.is_some() || answer::closes(&parts.headers) || member.closing();
         let date = httpdate::fmt_http_date(std::time::SystemTime::now());
         let head = answer::head(parts.status, &parts.headers, framing, close, &date);
-        (body, framing, close, head)
+        (body, framing, close, head, detach)
     };
     let mut owed = Some(Owed::bytes(Bytes::from(head)));
     let mut left = match framing {
         Framing::Length(n) => n,
         _ => 0,
     };
-    let mut ended = framing == Framing::None;
-    poll_fn(|cx| loop {
+    let mut ended = framing == Framing::None || detach.is_some();
+    let keep = poll_fn(|cx| loop {
         if let Some(o) = &mut owed {
             match o.poll_write(stream, cx) {
                 Poll::Ready(Ok(())) => owed = None,
@@ -188,7 +222,14 @@ where
             Pulled::Cut => return Poll::Ready(false),
         }
     })
-    .await
+    .await;
+    match detach {
+        // The head is out: the body's holder takes the connection (and the
+        // body, with whatever it holds, for as long as the answer lasts).
+        Some(slot) if owed.is_none() => Next::Detach(slot, Box::new(body)),
+        _ if keep => Next::Keep,
+        _ => Next::Close,
+    }
 }
 
 /// A pending answer, ended early when its client left.

@@ -1,0 +1,513 @@
+//! A hub's writers: each frame of the feed written to every detached
+//! reader's socket, with no task, queue or buffer per reader (issue 25).
+//!
+//! A reader on the light path catches up in its own task, then joins
+//! ([`attach`]) and its task ends. What it keeps is an [`Entry`]: its
+//! detached connection (`shell::detached`), where it stands, its cursor,
+//! when its session ends, when it last got bytes, the chunks its socket did
+//! not take yet (references to shared frames), and a waker of its own. A
+//! writer (one task per shard of at most `sse_shard_readers` readers) takes
+//! each frame from the feed once, frames its `data` and `control` events as
+//! chunks once, and writes them to every socket with one non-blocking
+//! write. A socket that takes less keeps the rest as its queue and is
+//! written again when tokio says it is writable, through the entry's waker
+//! (which names the entry to its writer: no scan). Each entry's waker also
+//! watches its client (a close ends the entry at once) and the drain.
+//!
+//! Once a second (or each half keepalive, if shorter) a writer ends the
+//! sessions that are over (`sse_session`, the same as a reader with a task:
+//! up to a tick late) and sends a keepalive comment to every reader silent
+//! for `sse_keepalive`. A reader whose queue reaches `sse_reader_queue`
+//! chunks is cut and reconnects from its last `streamNextOffset`, as one
+//! with a task is.
+//!
+//! Where a reader joins: at the end of its catch-up, where its own
+//! subscription to the feed began. Frames its writer had already taken by
+//! then are taken from that subscription (then dropped), so no frame is
+//! missed or sent twice (`core::splice` decides each).
+
+use std::collections::VecDeque;
+use std::io::IoSlice;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use shared::error::{ErrorBody, ErrorCode};
+use shared::offset::Offset;
+use shared::sse::{control_event, named_json_event, Control, KEEPALIVE};
+use shell::detached::{chunk, Detached};
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+use tokio::sync::{broadcast, Notify};
+use tokio::time::Instant;
+
+use super::{Fanout, FeedItem, Frame, Hub, Seat, Subscription};
+use crate::core::splice::{splice, Splice};
+use crate::metrics;
+
+/// A reader that caught up, joining its hub's writer.
+pub struct Joining {
+    pub conn: Detached,
+    /// Everything before it was sent.
+    pub pos: u64,
+    /// Its own cursor, if it gave one (its control events are then its
+    /// own; the others share one per frame).
+    pub cursor: Option<Box<str>>,
+    pub ends_at: Instant,
+    /// What it holds for its life (its place among `max_sse_readers`, the
+    /// open-readers gauge).
+    pub held: Box<dyn Send>,
+}
+
+/// Hands a reader that caught up to a writer of its hub (one with room,
+/// or a new one).
+pub fn attach(fanout: &Arc<Fanout>, sub: Subscription, joining: Joining) {
+    let hub = Arc::clone(&sub.seat.0);
+    let mut shards = hub.shards.lock();
+    let door = match shards
+        .iter()
+        .find(|d| d.readers.load(Ordering::Relaxed) < fanout.limits.sse_shard_readers.max(1))
+    {
+        Some(d) => Arc::clone(d),
+        None => {
+            let door = Arc::new(Door::default());
+            shards.push(Arc::clone(&door));
+            let (feed, pos, ended) = hub.writer_feed();
+            tokio::spawn(
+                Shard {
+                    fanout: Arc::clone(fanout),
+                    hub: Arc::clone(&hub),
+                    door: Arc::clone(&door),
+                    feed,
+                    pos,
+                    ended,
+                    entries: Vec::new(),
+                    free: Vec::new(),
+                }
+                .run(),
+            );
+            door
+        }
+    };
+    door.readers.fetch_add(1, Ordering::Relaxed);
+    door.joins.lock().push((sub, joining));
+    door.notify.notify_one();
+}
+
+/// What a writer shares with its hub and its entries' wakers.
+#[derive(Default)]
+pub struct Door {
+    /// Its readers, and those on their way in (under the hub's `shards`
+    /// lock for the decision to retire).
+    readers: AtomicUsize,
+    joins: Mutex<Vec<(Subscription, Joining)>>,
+    /// Entries whose waker fired.
+    ready: Mutex<Vec<usize>>,
+    notify: Notify,
+}
+
+/// An entry's waker: queues the entry for its writer.
+struct EntryWake {
+    id: usize,
+    door: Arc<Door>,
+    queued: AtomicBool,
+}
+
+impl Wake for EntryWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !self.queued.swap(true, Ordering::AcqRel) {
+            self.door.ready.lock().push(self.id);
+        }
+        self.door.notify.notify_one();
+    }
+}
+
+/// One detached reader.
+struct Entry {
+    conn: Detached,
+    pos: u64,
+    cursor: Option<Box<str>>,
+    ends_at: Instant,
+    last_write: Instant,
+    /// Chunks its socket has not taken yet (the first maybe in part).
+    owed: VecDeque<Bytes>,
+    /// Its answer ends once `owed` is written.
+    ending: bool,
+    wake: Arc<EntryWake>,
+    waker: Waker,
+    _seat: Seat,
+    _held: Box<dyn Send>,
+}
+
+/// Why an entry ends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// Its answer is whole: the last chunk, then close.
+    Finish,
+    /// Its socket failed or stopped taking bytes: close as it is.
+    Cut,
+}
+
+struct Shard {
+    fanout: Arc<Fanout>,
+    hub: Arc<Hub>,
+    door: Arc<Door>,
+    feed: broadcast::Receiver<FeedItem>,
+    /// Where its next frame starts.
+    pos: u64,
+    /// Its hub published its last frame (the stream closed).
+    ended: bool,
+    entries: Vec<Option<Entry>>,
+    free: Vec<usize>,
+}
+
+impl Shard {
+    async fn run(mut self) {
+        let limits = &self.fanout.limits;
+        let period = match limits.sse_keepalive / 2 {
+            d if d.is_zero() => Duration::from_secs(1),
+            d => d.min(Duration::from_secs(1)),
+        };
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut closing = self.fanout.closing.clone();
+        let keepalive = chunk(KEEPALIVE);
+        loop {
+            let more = tokio::select! {
+                _ = closing.wait_for(|c| *c) => false,
+                item = self.feed.recv() => self.publish(item),
+                _ = self.door.notify.notified() => {
+                    self.join();
+                    self.serve_ready();
+                    true
+                }
+                _ = tick.tick() => {
+                    self.sweep(&keepalive);
+                    true
+                }
+            };
+            if !more {
+                break;
+            }
+            if self.door.readers.load(Ordering::Relaxed) == 0 && self.retire() {
+                return;
+            }
+        }
+        // The feed ended (or the edge stops): so do its readers, and this
+        // writer, once no reader can join it any more.
+        self.retire_now();
+        self.join();
+        for id in 0..self.entries.len() {
+            self.end(id, End::Finish);
+        }
+    }
+
+    /// Leaves the hub if no reader is here or on its way.
+    fn retire(&self) -> bool {
+        let mut shards = self.hub.shards.lock();
+        if self.door.readers.load(Ordering::Relaxed) != 0 {
+            return false;
+        }
+        shards.retain(|d| !Arc::ptr_eq(d, &self.door));
+        true
+    }
+
+    fn retire_now(&self) {
+        self.hub
+            .shards
+            .lock()
+            .retain(|d| !Arc::ptr_eq(d, &self.door));
+    }
+
+    /// Takes in the readers that joined: each gets what this writer took
+    /// from the feed before it came (from its own subscription), then
+    /// follows this writer's frames.
+    fn join(&mut self) {
+        let joins = std::mem::take(&mut *self.door.joins.lock());
+        for (mut sub, j) in joins {
+            let id = self.free.pop().unwrap_or_else(|| {
+                self.entries.push(None);
+                self.entries.len() - 1
+            });
+            let wake = Arc::new(EntryWake {
+                id,
+                door: Arc::clone(&self.door),
+                queued: AtomicBool::new(false),
+            });
+            self.entries[id] = Some(Entry {
+                conn: j.conn,
+                pos: j.pos,
+                cursor: j.cursor,
+                ends_at: j.ends_at,
+                last_write: Instant::now(),
+                owed: VecDeque::new(),
+                ending: false,
+                waker: Waker::from(Arc::clone(&wake)),
+                wake,
+                _seat: sub.seat,
+                _held: j.held,
+            });
+            loop {
+                match sub.feed.try_recv() {
+                    // Taken by this writer before the reader came (a close
+                    // marker, empty, once this writer saw its hub end).
+                    Ok(FeedItem::Data(frame))
+                        if (frame.start < frame.end && frame.end <= self.pos)
+                            || (frame.start == frame.end && self.ended) =>
+                    {
+                        self.send_one(id, &frame);
+                    }
+                    // This writer's own feed brings it.
+                    Ok(FeedItem::Data(_)) => {}
+                    Ok(FeedItem::Gone) => {
+                        self.gone(id);
+                        break;
+                    }
+                    Ok(FeedItem::Reset) | Err(TryRecvError::Closed) => {
+                        self.end(id, End::Finish);
+                        break;
+                    }
+                    Err(TryRecvError::Lagged(_)) => {
+                        self.fanout.metrics.sse_dropped_slow();
+                        self.end(id, End::Cut);
+                        break;
+                    }
+                    Err(TryRecvError::Empty) => break,
+                }
+            }
+            // Its waker watches the client and the drain from now on.
+            self.poll_entry(id);
+        }
+    }
+
+    /// One item of the feed; false once the feed ended.
+    fn publish(&mut self, item: Result<FeedItem, RecvError>) -> bool {
+        match item {
+            Ok(FeedItem::Data(frame)) => {
+                let data = chunk(&frame.event);
+                let shared = chunk(
+                    frame
+                        .control
+                        .get_or_init(|| self.control(frame.end, &frame, None)),
+                );
+                for id in 0..self.entries.len() {
+                    self.send(id, &frame, &data, &shared);
+                }
+                self.pos = frame.end;
+                self.ended |= frame.closed;
+                true
+            }
+            Ok(FeedItem::Gone) => {
+                for id in 0..self.entries.len() {
+                    self.gone(id);
+                }
+                false
+            }
+            Ok(FeedItem::Reset) | Err(RecvError::Closed) => false,
+            // This writer fell behind the ring: its readers are as slow.
+            Err(RecvError::Lagged(_)) => {
+                for id in 0..self.entries.len() {
+                    if self.entries[id].is_some() {
+                        self.fanout.metrics.sse_dropped_slow();
+                        self.end(id, End::Cut);
+                    }
+                }
+                false
+            }
+        }
+    }
+
+    /// A frame for one reader, its chunks framed here (a reader joining
+    /// late).
+    fn send_one(&mut self, id: usize, frame: &Frame) {
+        let data = chunk(&frame.event);
+        let shared = chunk(
+            frame
+                .control
+                .get_or_init(|| self.control(frame.end, frame, None)),
+        );
+        self.send(id, frame, &data, &shared);
+    }
+
+    fn send(&mut self, id: usize, frame: &Frame, data: &Bytes, shared: &Bytes) {
+        let Some(e) = &self.entries[id] else { return };
+        if e.ending {
+            return;
+        }
+        match splice(e.pos, frame.start, frame.end) {
+            Splice::Skip => return,
+            Splice::Send => {}
+            // A gap: it reconnects from where it stands.
+            Splice::Fill { .. } => return self.end(id, End::Finish),
+        }
+        let control = match &e.cursor {
+            None => shared.clone(),
+            Some(c) => chunk(&self.control(frame.end, frame, Some(c))),
+        };
+        if frame.end > frame.start {
+            self.fanout
+                .metrics
+                .delivered(metrics::SSE, frame.arrived.elapsed());
+        }
+        let Some(e) = &mut self.entries[id] else {
+            return;
+        };
+        e.pos = frame.end;
+        e.ending = frame.closed;
+        self.offer(id, [data.clone(), control]);
+    }
+
+    fn control(&self, end: u64, frame: &Frame, cursor: Option<&str>) -> Bytes {
+        Bytes::from(control_event(&Control {
+            stream_next_offset: Offset(end).to_string(),
+            stream_cursor: (!frame.closed)
+                .then(|| crate::http::sse::cursor(&self.fanout.wall, cursor)),
+            up_to_date: frame.up_to_date,
+            stream_closed: frame.closed,
+        }))
+    }
+
+    /// The stream was deleted: an `error` event, then the end.
+    fn gone(&mut self, id: usize) {
+        if self.entries[id].is_none() {
+            return;
+        }
+        let body = ErrorBody::new(ErrorCode::NotFound, "the stream was deleted").to_json();
+        let event = chunk(&named_json_event("error", &body));
+        if let Some(e) = &mut self.entries[id] {
+            e.ending = true;
+        }
+        self.offer(id, [event, Bytes::new()]);
+    }
+
+    /// Writes `chunks` now, or queues what the socket does not take.
+    fn offer(&mut self, id: usize, chunks: [Bytes; 2]) {
+        let limit = self.fanout.limits.sse_reader_queue.max(2);
+        let Some(e) = &mut self.entries[id] else {
+            return;
+        };
+        e.last_write = Instant::now();
+        if !e.owed.is_empty() {
+            if e.owed.len() + chunks.len() > limit {
+                self.fanout.metrics.sse_dropped_slow();
+                return self.end(id, End::Cut);
+            }
+            e.owed.extend(chunks.into_iter().filter(|c| !c.is_empty()));
+            return;
+        }
+        let slices = [IoSlice::new(&chunks[0]), IoSlice::new(&chunks[1])];
+        let mut taken = match e.conn.try_write(&slices) {
+            Ok(n) => n,
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => 0,
+            Err(_) => return self.end(id, End::Cut),
+        };
+        for c in chunks {
+            if taken >= c.len() {
+                taken -= c.len();
+            } else {
+                e.owed.push_back(c.slice(taken..));
+                taken = 0;
+            }
+        }
+        if !e.owed.is_empty() || e.ending {
+            self.poll_entry(id);
+        }
+    }
+
+    /// Serves the entries whose waker fired.
+    fn serve_ready(&mut self) {
+        let ready = std::mem::take(&mut *self.door.ready.lock());
+        for id in ready {
+            if let Some(Some(e)) = self.entries.get(id) {
+                e.wake.queued.store(false, Ordering::Release);
+                self.poll_entry(id);
+            }
+        }
+    }
+
+    /// Writes what the entry owes as far as its socket takes it, ends it
+    /// when its answer is whole or its client left, and registers its
+    /// waker for what it waits for.
+    fn poll_entry(&mut self, id: usize) {
+        let Some(e) = &mut self.entries[id] else {
+            return;
+        };
+        let waker = e.waker.clone();
+        let mut cx = Context::from_waker(&waker);
+        if e.conn.ended(&mut cx) {
+            let end = if e.owed.is_empty() {
+                End::Finish
+            } else {
+                End::Cut
+            };
+            return self.end(id, end);
+        }
+        while !e.owed.is_empty() {
+            match e.conn.poll_writable(&mut cx) {
+                Poll::Pending => return,
+                Poll::Ready(Err(_)) => return self.end(id, End::Cut),
+                Poll::Ready(Ok(())) => {}
+            }
+            let slices: Vec<IoSlice<'_>> =
+                e.owed.iter().take(16).map(|b| IoSlice::new(b)).collect();
+            let mut taken = match e.conn.try_write(&slices) {
+                Ok(n) => n,
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(_) => return self.end(id, End::Cut),
+            };
+            while taken > 0 {
+                let front = e.owed.front_mut().expect("written bytes were owed");
+                if taken >= front.len() {
+                    taken -= front.len();
+                    e.owed.pop_front();
+                } else {
+                    let _ = front.split_to(taken);
+                    taken = 0;
+                }
+            }
+        }
+        if e.ending {
+            self.end(id, End::Finish);
+        }
+    }
+
+    /// Ends sessions that are over; sends keepalives to silent readers.
+    fn sweep(&mut self, keepalive: &Bytes) {
+        let now = Instant::now();
+        let every = self.fanout.limits.sse_keepalive;
+        for id in 0..self.entries.len() {
+            let Some(e) = &self.entries[id] else { continue };
+            if now >= e.ends_at {
+                let end = if e.owed.is_empty() {
+                    End::Finish
+                } else {
+                    End::Cut
+                };
+                self.end(id, end);
+            } else if !every.is_zero()
+                && e.owed.is_empty()
+                && now.saturating_duration_since(e.last_write) >= every
+            {
+                self.offer(id, [keepalive.clone(), Bytes::new()]);
+            }
+        }
+    }
+
+    fn end(&mut self, id: usize, end: End) {
+        let Some(e) = self.entries.get_mut(id).and_then(Option::take) else {
+            return;
+        };
+        self.free.push(id);
+        self.door.readers.fetch_sub(1, Ordering::Relaxed);
+        match end {
+            End::Finish if e.owed.is_empty() => e.conn.finish(),
+            _ => e.conn.cut(),
+        }
+    }
+}

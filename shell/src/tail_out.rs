@@ -1,0 +1,122 @@
+//! Where a tail's task writes its answer's body: the body's queue
+//! ([`crate::tail_body`], which hyper or the light path's connection task
+//! drains), or, on the light path, the connection itself
+//! ([`crate::detached`]), so no connection task waits beside the tail's.
+//!
+//! [`answer`] makes both halves: the answer's body (and the slot to put
+//! among its extensions) and the tail's [`TailOut`].
+
+use std::future::poll_fn;
+use std::task::Poll;
+
+use bytes::Bytes;
+use http::Request;
+
+use crate::detached::{self, Detached, Offered, Pending, Slot};
+use crate::tail_body::{self, TailBody, TailSender, TrySendError};
+
+/// Where the bytes go.
+pub enum TailOut {
+    /// Into the body's queue.
+    Queue(TailSender),
+    /// To the connection, once the light path has written the head.
+    Waiting(Pending),
+    Socket(Detached),
+    /// Handed on (the edge's hub writer took the connection).
+    Gone,
+}
+
+/// The body of a tail's answer.
+pub enum TailAnswer {
+    /// Its queue: the answer's body.
+    Body(TailBody),
+    /// Its connection is detached into this slot (an answer extension):
+    /// the body is empty.
+    Detach(Slot),
+}
+
+impl TailAnswer {
+    /// The answer, its body made by `body` (or `empty`, detached).
+    pub fn response<B>(self, body: impl FnOnce(TailBody) -> B, empty: B) -> http::Response<B> {
+        match self {
+            TailAnswer::Body(b) => http::Response::new(body(b)),
+            TailAnswer::Detach(slot) => {
+                let mut resp = http::Response::new(empty);
+                resp.extensions_mut().insert(slot);
+                resp
+            }
+        }
+    }
+}
+
+/// The two halves of a tail's answer to `req`: detached when the request
+/// came by the light path, else a queue of `capacity` writes.
+pub fn answer<B>(req: &Request<B>, capacity: usize) -> (TailOut, TailAnswer) {
+    if req.extensions().get::<Offered>().is_some() {
+        let (slot, pending) = detached::slot();
+        (TailOut::Waiting(pending), TailAnswer::Detach(slot))
+    } else {
+        let (tx, body) = tail_body::channel(capacity);
+        (TailOut::Queue(tx), TailAnswer::Body(body))
+    }
+}
+
+/// The reader has gone (or the server drains, for a detached one).
+#[derive(Debug)]
+pub struct Gone;
+
+impl TailOut {
+    /// Waits for the connection, if it is on its way; `Err` when it will
+    /// not come (the client left or the server drains before the head).
+    pub async fn ready(&mut self) -> Result<(), Gone> {
+        if let TailOut::Waiting(_) = self {
+            let TailOut::Waiting(pending) = std::mem::replace(self, TailOut::Gone) else {
+                unreachable!("matched above")
+            };
+            *self = TailOut::Socket(pending.take().await.ok_or(Gone)?);
+        }
+        Ok(())
+    }
+
+    /// Sends `bytes`, waiting for the reader (a queue with room, or a
+    /// socket that takes them).
+    pub async fn send(&mut self, bytes: Bytes) -> Result<(), Gone> {
+        let sent = match self {
+            TailOut::Queue(tx) => tx.send(bytes).await.is_ok(),
+            TailOut::Socket(conn) => conn.send_chunk(bytes).await.is_ok(),
+            TailOut::Waiting(_) | TailOut::Gone => false,
+        };
+        sent.then_some(()).ok_or(Gone)
+    }
+
+    /// A keepalive: skipped when the queue is full (bytes are waiting for
+    /// the reader, so its answer is not silent); a socket's waits.
+    pub async fn keep_alive(&mut self, keepalive: &'static [u8]) -> Result<(), Gone> {
+        match self {
+            TailOut::Queue(tx) => match tx.try_send(Bytes::from_static(keepalive)) {
+                Ok(()) | Err(TrySendError::Full) => Ok(()),
+                Err(TrySendError::Closed) => Err(Gone),
+            },
+            _ => self.send(Bytes::from_static(keepalive)).await,
+        }
+    }
+
+    /// Resolves when the reader has gone: the body was dropped, or the
+    /// detached connection's client closed (or the server drains).
+    pub async fn closed(&mut self) {
+        match self {
+            TailOut::Queue(tx) => tx.closed().await,
+            TailOut::Socket(conn) => {
+                poll_fn(|cx| {
+                    if conn.ended(cx) {
+                        Poll::Ready(())
+                    } else {
+                        Poll::Pending
+                    }
+                })
+                .await
+            }
+            TailOut::Waiting(_) | TailOut::Gone => std::future::pending().await,
+        }
+    }
+}
