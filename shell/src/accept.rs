@@ -70,6 +70,8 @@ where
     let drain = Arc::new(Drain::default());
     // One copy for every connection to share.
     let shared_config = Arc::new(config.clone());
+    // The light path's waiting answers (`crate::lot`).
+    let lot = crate::lot::Lot::new(Arc::clone(&shared_config), http1);
     let cap = config.connection_cap();
     tracing::info!(max_connections = cap, "connections served at once at most");
     let connections = Arc::new(Semaphore::new(cap));
@@ -110,8 +112,8 @@ where
             stream,
             served,
             Some((drain.enter(), permit)),
-            Arc::clone(&shared_config),
-            http1,
+            Arc::clone(&lot),
+            None,
         ));
     }
     drop(listener);
@@ -139,7 +141,7 @@ where
         &self,
         req: Request<RequestBody>,
         peer: Option<Peer>,
-    ) -> impl Future<Output = Response<B>> + Send + 'static {
+    ) -> request_id::Answered<F> {
         // Its id (the client's, if valid), arrival and sender, for the
         // request's task (`request_id::client`; what it passes on carries
         // the id: `request_id::pass_on`); the id is echoed on the answer.

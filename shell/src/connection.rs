@@ -41,6 +41,7 @@ use crate::accept::{Http1, Served};
 use crate::config::ServeConfig;
 use crate::drain::Member;
 use crate::idle::{Activity, Tracked};
+use crate::lot::{Lot, Parked};
 use crate::peer;
 use crate::request_body::RequestBody;
 
@@ -59,32 +60,37 @@ pub(crate) async fn serve<H, F, B>(
     stream: TcpStream,
     served: Served<H>,
     // Its place in the drain, and among `max_connections`: held for the
-    // connection's life (or handed over with it: `crate::detached`).
+    // connection's life (or handed over with it: `crate::detached`,
+    // `crate::lot`).
     mut held: Option<(Member, tokio::sync::OwnedSemaphorePermit)>,
-    config: Arc<ServeConfig>,
-    http1: Http1,
+    lot: Arc<Lot<H, F, B>>,
+    // Taken up again from a parked answer, now there (`crate::lot`).
+    answer: Option<Box<(Response<B>, bool)>>,
 ) where
     H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + Unpin + 'static,
     B: AnswerBody,
 {
+    let config = &lot.config;
     let Some((member, _)) = &mut held else {
         return;
     };
     // (Awaited where made: a future bound to a name keeps its room in this
     // one's state for the connection's life, moved out or not.)
-    let Ok(Some(h2)) =
-        tokio::time::timeout(config.header_read_timeout, speaks_h2(&stream, member)).await
-    else {
-        return; // silent too long, closed, or draining
-    };
+    let h2 = answer.is_none()
+        && match tokio::time::timeout(config.header_read_timeout, speaks_h2(&stream, member)).await
+        {
+            Ok(Some(h2)) => h2,
+            _ => return, // silent too long, closed, or draining
+        };
     let stream = if h2 {
         stream
-    } else if config.light_tails {
+    } else if config.light_tails || answer.is_some() {
         let ended = crate::h1_tail::serve(
             stream,
             |req| served.call(req, None),
             &mut held,
+            answer,
             config.tail_head_bytes,
             config.header_read_timeout,
         )
@@ -92,6 +98,18 @@ pub(crate) async fn serve<H, F, B>(
         match ended {
             crate::h1_tail::Ended::Hyper(stream) => stream,
             crate::h1_tail::Ended::Closed => return,
+            crate::h1_tail::Ended::Parked(stream, answer, close) => {
+                if let Some(held) = held.take() {
+                    lot.park(Parked {
+                        stream,
+                        answer,
+                        close,
+                        held,
+                        served,
+                    });
+                }
+                return;
+            }
         }
     } else {
         stream
@@ -100,9 +118,9 @@ pub(crate) async fn serve<H, F, B>(
         return;
     };
     if h2 {
-        Box::pin(serve_h2(stream, served, member, &config)).await;
+        Box::pin(serve_h2(stream, served, member, config)).await;
     } else {
-        Box::pin(serve_h1(stream, served, member, &config, http1)).await;
+        Box::pin(serve_h1(stream, served, member, config, lot.http1)).await;
     }
 }
 
@@ -316,13 +334,11 @@ mod size {
         let permit = std::sync::Arc::new(tokio::sync::Semaphore::new(1))
             .try_acquire_owned()
             .unwrap();
-        let f = super::serve(
-            s,
-            served,
-            Some((drain.enter(), permit)),
+        let lot = crate::lot::Lot::new(
             std::sync::Arc::new(config.clone()),
             crate::accept::Http1::HyperWatches,
         );
+        let f = super::serve(s, served, Some((drain.enter(), permit)), lot, None);
         let size = std::mem::size_of_val(&f);
         assert!(size < 800, "a connection's future is {size} bytes");
         drop(c);

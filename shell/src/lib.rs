@@ -12,6 +12,8 @@
 //!   read, so a waiting reader costs only its own state;
 //! - [`detached`]: a tail's connection handed over to whoever writes its
 //!   body (the edge's SSE hub), so it needs no task of its own;
+//! - `lot`: HTTP/1.1 answers that wait (long-polls), held with no task
+//!   each; [`wakes`]: wakers that say which entry woke;
 //! - [`body`]: request bodies that go silent for too long end in an error;
 //! - [`drain`] and [`signal`]: graceful shutdown on SIGTERM;
 //! - [`periodic`]: the once-a-second work of a running server;
@@ -39,6 +41,7 @@ pub mod h1_tail;
 pub mod idle;
 pub mod keepalive;
 pub mod logging;
+mod lot;
 pub mod metrics;
 pub mod objects;
 pub mod peer;
@@ -51,6 +54,7 @@ pub mod request_id;
 pub mod signal;
 pub mod tail_body;
 pub mod tail_out;
+pub mod wakes;
 
 pub use accept::{serve, Client, Http1};
 pub use body::{BodyIdle, IdleBody};

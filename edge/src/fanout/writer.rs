@@ -28,9 +28,9 @@
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -39,8 +39,9 @@ use shared::error::{ErrorBody, ErrorCode};
 use shared::offset::Offset;
 use shared::sse::{control_event, named_json_event, Control, KEEPALIVE};
 use shell::detached::{chunk, Detached};
+use shell::wakes::{EntryWake, Ready};
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
-use tokio::sync::{broadcast, Notify};
 use tokio::time::Instant;
 
 use super::{Fanout, FeedItem, Frame, Hub, Seat, Subscription};
@@ -93,7 +94,7 @@ pub fn attach(fanout: &Arc<Fanout>, sub: Subscription, joining: Joining) {
     };
     door.readers.fetch_add(1, Ordering::Relaxed);
     door.joins.lock().push((sub, joining));
-    door.notify.notify_one();
+    door.ready.notify();
 }
 
 /// What a writer shares with its hub and its entries' wakers.
@@ -103,29 +104,8 @@ pub struct Door {
     /// lock for the decision to retire).
     readers: AtomicUsize,
     joins: Mutex<Vec<(Subscription, Joining)>>,
-    /// Entries whose waker fired.
-    ready: Mutex<Vec<usize>>,
-    notify: Notify,
-}
-
-/// An entry's waker: queues the entry for its writer.
-struct EntryWake {
-    id: usize,
-    door: Arc<Door>,
-    queued: AtomicBool,
-}
-
-impl Wake for EntryWake {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        if !self.queued.swap(true, Ordering::AcqRel) {
-            self.door.ready.lock().push(self.id);
-        }
-        self.door.notify.notify_one();
-    }
+    /// Entries whose waker fired (`shell::wakes`).
+    ready: Arc<Ready>,
 }
 
 /// One detached reader.
@@ -140,7 +120,6 @@ struct Entry {
     /// Its answer ends once `owed` is written.
     ending: bool,
     wake: Arc<EntryWake>,
-    waker: Waker,
     _seat: Seat,
     _held: Box<dyn Send>,
 }
@@ -182,7 +161,7 @@ impl Shard {
             let more = tokio::select! {
                 _ = closing.wait_for(|c| *c) => false,
                 item = self.feed.recv() => self.publish(item),
-                _ = self.door.notify.notified() => {
+                _ = self.door.ready.notified() => {
                     self.join();
                     self.serve_ready();
                     true
@@ -235,11 +214,7 @@ impl Shard {
                 self.entries.push(None);
                 self.entries.len() - 1
             });
-            let wake = Arc::new(EntryWake {
-                id,
-                door: Arc::clone(&self.door),
-                queued: AtomicBool::new(false),
-            });
+            let wake = self.door.ready.wake_of(id);
             self.entries[id] = Some(Entry {
                 conn: j.conn,
                 pos: j.pos,
@@ -248,7 +223,6 @@ impl Shard {
                 last_write: Instant::now(),
                 owed: VecDeque::new(),
                 ending: false,
-                waker: Waker::from(Arc::clone(&wake)),
                 wake,
                 _seat: sub.seat,
                 _held: j.held,
@@ -422,10 +396,9 @@ impl Shard {
 
     /// Serves the entries whose waker fired.
     fn serve_ready(&mut self) {
-        let ready = std::mem::take(&mut *self.door.ready.lock());
-        for id in ready {
+        for id in self.door.ready.take() {
             if let Some(Some(e)) = self.entries.get(id) {
-                e.wake.queued.store(false, Ordering::Release);
+                e.wake.rearm();
                 self.poll_entry(id);
             }
         }
@@ -438,7 +411,7 @@ impl Shard {
         let Some(e) = &mut self.entries[id] else {
             return;
         };
-        let waker = e.waker.clone();
+        let waker = e.wake.waker();
         let mut cx = Context::from_waker(&waker);
         if e.conn.ended(&mut cx) {
             let end = if e.owed.is_empty() {

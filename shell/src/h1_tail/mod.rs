@@ -34,7 +34,7 @@ pub(crate) use answer::chunk_size;
 pub(crate) use socket::{Owed, Watch};
 
 use std::future::{poll_fn, Future};
-use std::pin::pin;
+use std::pin::{pin, Pin};
 use std::task::Poll;
 use std::time::Duration;
 
@@ -51,11 +51,37 @@ use answer::Framing;
 use head::Peeked;
 
 /// How a connection on the light path ended.
-pub enum Ended {
+pub enum Ended<F> {
     /// Its next request is not a tail: hyper serves it from here.
     Hyper(TcpStream),
     /// Closed, or handed over to its answer's holder ([`crate::detached`]).
     Closed,
+    /// Its answer waits: the connection, the answer's future, and whether
+    /// the client asked to close after it (for `crate::lot`).
+    Parked(TcpStream, F, bool),
+}
+
+/// An answer: one being made, or one made already (a parked answer's,
+/// taken up again; boxed, as a response inline would keep its room in the
+/// connection's state for the connection's life).
+enum Answer<F, B> {
+    Making(F),
+    Made(Option<Box<(Response<B>, bool)>>),
+}
+
+impl<F, B> Future for Answer<F, B>
+where
+    F: Future<Output = Response<B>> + Unpin,
+    B: Unpin,
+{
+    type Output = Response<B>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<Response<B>> {
+        match self.get_mut() {
+            Answer::Making(f) => Pin::new(f).poll(cx),
+            Answer::Made(r) => Poll::Ready(r.take().expect("an answer is taken once").0),
+        }
+    }
 }
 
 /// Serves tails on `stream` for as long as they come. `stream` has bytes
@@ -63,42 +89,66 @@ pub enum Ended {
 /// among `max_connections` go with it when it is detached (borrowed, not
 /// moved in: a moved-in copy would keep room of its own in the
 /// connection's state for its whole life).
+///
+/// An answer that is not there at its first poll parks: the connection
+/// leaves this task with it ([`Ended::Parked`], `crate::lot`), and is
+/// taken up again with the answer once it is there (`made`).
 pub async fn serve<C, F, B>(
     stream: TcpStream,
     call: C,
     held: &mut Option<(Member, OwnedSemaphorePermit)>,
+    made: Option<Box<(Response<B>, bool)>>,
     head_bytes: usize,
     keep_alive: Duration,
-) -> Ended
+) -> Ended<F>
 where
     C: Fn(Request<RequestBody>) -> F,
-    F: Future<Output = Response<B>>,
+    F: Future<Output = Response<B>> + Unpin,
     B: Body + Unpin + Send + 'static,
     B::Data: Buf,
 {
     let Some((member, _)) = held else {
         return close_now(stream);
     };
+    let mut made = made;
     loop {
         // The request goes into the handler's call at once: a local that
         // lived on past an await would keep its room in the connection's
         // state for the connection's life.
-        let (answer, close) = match socket::take_head(&stream, head_bytes) {
-            Ok(Some(Peeked::Tail { request, close, .. })) => {
-                let mut request = (*request).map(|()| RequestBody::Empty);
-                request.extensions_mut().insert(Offered);
-                (call(request), close)
+        let (mut answer, close) = match made.take() {
+            Some(made) => {
+                let close = made.1;
+                (Answer::Made(Some(made)), close)
             }
-            Ok(Some(Peeked::Other)) => return Ended::Hyper(stream),
-            // Ready, then nothing there after all: wait for the next bytes.
-            Ok(None) => {
-                if next_request(&stream, member, keep_alive).await {
-                    continue;
+            None => match socket::take_head(&stream, head_bytes) {
+                Ok(Some(Peeked::Tail { request, close, .. })) => {
+                    let mut request = (*request).map(|()| RequestBody::Empty);
+                    request.extensions_mut().insert(Offered);
+                    (Answer::Making(call(request)), close)
                 }
-                return close_now(stream);
-            }
-            Ok(Some(Peeked::Closed)) | Err(_) => return close_now(stream),
+                Ok(Some(Peeked::Other)) => return Ended::Hyper(stream),
+                // Ready, then nothing there after all: wait for the next bytes.
+                Ok(None) => {
+                    if next_request(&stream, member, keep_alive).await {
+                        continue;
+                    }
+                    return close_now(stream);
+                }
+                Ok(Some(Peeked::Closed)) | Err(_) => return close_now(stream),
+            },
         };
+        // One look: an answer not there yet parks, with its connection.
+        if let Answer::Making(f) = &mut answer {
+            match poll_fn(|cx| Poll::Ready(Pin::new(&mut *f).poll(cx))).await {
+                Poll::Ready(response) => answer = Answer::Made(Some(Box::new((response, close)))),
+                Poll::Pending => {
+                    let Answer::Making(f) = answer else {
+                        unreachable!("matched above")
+                    };
+                    return Ended::Parked(stream, f, close);
+                }
+            }
+        }
         match respond(&stream, answer, member, close).await {
             Next::Keep => {}
             Next::Close => return close_now(stream),
@@ -125,7 +175,7 @@ enum Next {
     Detach(Slot, Box<dyn Send>),
 }
 
-fn close_now(stream: TcpStream) -> Ended {
+fn close_now<F>(stream: TcpStream) -> Ended<F> {
     // A socket the client reset has nothing left to shut.
     let _ = rustix::net::shutdown(&stream, rustix::net::Shutdown::Write);
     Ended::Closed

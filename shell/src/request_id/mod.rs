@@ -136,13 +136,30 @@ pub fn scope<F: Future>(ctx: RequestContext, fut: F) -> impl Future<Output = F::
 /// Runs `answer` (boxed: see `accept`) as the request `ctx`, and echoes the
 /// id on the answer it gives (moved out of the context as it ends: no copy
 /// of it made).
-pub fn answered<B, F>(ctx: RequestContext, answer: F) -> impl Future<Output = http::Response<B>>
+pub fn answered<F>(ctx: RequestContext, answer: F) -> Answered<F> {
+    Answered {
+        scoped: Scoped::new(ctx, answer),
+    }
+}
+
+/// A request's answer being made, as the request's context (a type with a
+/// name: a waiting one is kept where it waits, `crate::lot`).
+pub struct Answered<F> {
+    scoped: Scoped<F>,
+}
+
+impl<B, F> Future for Answered<F>
 where
     F: Future<Output = http::Response<B>> + Unpin,
 {
-    let mut scoped = Scoped::new(ctx, answer);
-    std::future::poll_fn(move |cx| {
-        let mut resp = std::task::ready!(std::pin::Pin::new(&mut scoped).poll(cx));
+    type Output = http::Response<B>;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<http::Response<B>> {
+        let scoped = &mut self.get_mut().scoped;
+        let mut resp = std::task::ready!(std::pin::Pin::new(&mut *scoped).poll(cx));
         if let Some(ctx) = scoped.take_context() {
             // An answer built from a template may hold the id's slot
             // already: filled in place, the map does not grow.
@@ -154,7 +171,7 @@ where
             }
         }
         std::task::Poll::Ready(resp)
-    })
+    }
 }
 
 /// The current request's context, inside [`scope`].

@@ -1,0 +1,226 @@
+//! Answers still waiting, held without a task each (issue 25, decision
+//! 0020 "Built: parked answers").
+//!
+//! On the light path a long-poll's answer usually waits: for the stream's
+//! next append, or for its collapsed upstream answer. Its connection's task
+//! would wait with it (~900 bytes with the light path's state) beside the
+//! handler's own future. So once the handler's future is found waiting on
+//! its first poll, the connection leaves its task: the future, the socket
+//! and the connection's few words become an entry of a lot, and one task
+//! per shard of [`SHARD`] entries polls an entry's future only when that
+//! entry's waker fires (`crate::wakes`). The same waker watches the client:
+//! one that closes drops its entry, and so its handler's future, as its
+//! task would have. Once the answer is there, a new task takes the
+//! connection up where it was: it writes the answer and serves the
+//! connection's next request (a long-poll's client sends one at once).
+//!
+//! The drain needs nothing of its own here: an entry keeps its place in
+//! it, and the servers' handlers answer their waiting requests when the
+//! server stops (503), which sends them on as any answer.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use parking_lot::Mutex;
+use tokio::net::TcpStream;
+use tokio::sync::OwnedSemaphorePermit;
+
+use crate::accept::{Http1, Served};
+use crate::config::ServeConfig;
+use crate::connection::{self, AnswerBody};
+use crate::drain::Member;
+use crate::h1_tail::Watch;
+use crate::request_body::RequestBody;
+use crate::request_id::Answered;
+use crate::wakes::{EntryWake, Ready};
+
+/// Entries one task drives at most; a lot with more starts another task.
+pub const SHARD: usize = 4096;
+
+/// A connection whose answer waits.
+pub(crate) struct Parked<H, F> {
+    pub stream: TcpStream,
+    /// The handler's future, run as its request's context.
+    pub answer: Answered<F>,
+    /// The client asked to close after this answer.
+    pub close: bool,
+    pub held: (Member, OwnedSemaphorePermit),
+    pub served: Served<H>,
+}
+
+struct Entry<H, F> {
+    parked: Parked<H, F>,
+    watch: Watch,
+    wake: Arc<EntryWake>,
+}
+
+/// One task's share of the lot.
+struct Door<H, F> {
+    ready: Arc<Ready>,
+    joins: Mutex<Vec<Parked<H, F>>>,
+    /// Its entries and those on their way in (changed under the lot's
+    /// `shards` lock when it grows, so a retiring task loses none).
+    count: AtomicUsize,
+}
+
+/// The waiting answers of one server.
+pub(crate) struct Lot<H, F, B> {
+    pub(crate) config: Arc<ServeConfig>,
+    pub(crate) http1: Http1,
+    shards: Mutex<Vec<Arc<Door<H, F>>>>,
+    _body: PhantomData<fn() -> B>,
+}
+
+impl<H, F, B> Lot<H, F, B>
+where
+    H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + Unpin + 'static,
+    B: AnswerBody,
+{
+    pub(crate) fn new(config: Arc<ServeConfig>, http1: Http1) -> Arc<Self> {
+        Arc::new(Lot {
+            config,
+            http1,
+            shards: Mutex::new(Vec::new()),
+            _body: PhantomData,
+        })
+    }
+
+    /// Takes a connection whose answer waits.
+    pub(crate) fn park(self: &Arc<Self>, parked: Parked<H, F>) {
+        let mut shards = self.shards.lock();
+        let door = match shards
+            .iter()
+            .find(|d| d.count.load(Ordering::Relaxed) < SHARD)
+        {
+            Some(d) => Arc::clone(d),
+            None => {
+                let door = Arc::new(Door {
+                    ready: Arc::new(Ready::default()),
+                    joins: Mutex::new(Vec::new()),
+                    count: AtomicUsize::new(0),
+                });
+                shards.push(Arc::clone(&door));
+                tokio::spawn(drive(Arc::clone(self), Arc::clone(&door)));
+                door
+            }
+        };
+        door.count.fetch_add(1, Ordering::Relaxed);
+        door.joins.lock().push(parked);
+        door.ready.notify();
+    }
+}
+
+/// One task of the lot: polls the entries whose waker fired.
+async fn drive<H, F, B>(lot: Arc<Lot<H, F, B>>, door: Arc<Door<H, F>>)
+where
+    H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + Unpin + 'static,
+    B: AnswerBody,
+{
+    let mut entries: Vec<Option<Entry<H, F>>> = Vec::new();
+    let mut free: Vec<usize> = Vec::new();
+    loop {
+        door.ready.notified().await;
+        let joins = std::mem::take(&mut *door.joins.lock());
+        for parked in joins {
+            let id = free.pop().unwrap_or_else(|| {
+                entries.push(None);
+                entries.len() - 1
+            });
+            entries[id] = Some(Entry {
+                parked,
+                watch: Watch::default(),
+                wake: door.ready.wake_of(id),
+            });
+            poll(&lot, &door, &mut entries, &mut free, id);
+        }
+        for id in door.ready.take() {
+            if let Some(Some(e)) = entries.get(id) {
+                e.wake.rearm();
+                poll(&lot, &door, &mut entries, &mut free, id);
+            }
+        }
+        if door.count.load(Ordering::Relaxed) == 0 {
+            let mut shards = lot.shards.lock();
+            if door.count.load(Ordering::Relaxed) == 0 {
+                shards.retain(|d| !Arc::ptr_eq(d, &door));
+                return;
+            }
+        }
+    }
+}
+
+/// Polls one entry: its client may have left, its answer may be there.
+fn poll<H, F, B>(
+    lot: &Arc<Lot<H, F, B>>,
+    door: &Door<H, F>,
+    entries: &mut [Option<Entry<H, F>>],
+    free: &mut Vec<usize>,
+    id: usize,
+) where
+    H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + Unpin + 'static,
+    B: AnswerBody,
+{
+    let Some(e) = entries[id].as_mut() else {
+        return;
+    };
+    let waker = e.wake.waker();
+    let mut cx = Context::from_waker(&waker);
+    let answered = if e.watch.left(&e.parked.stream, &mut cx) {
+        None
+    } else {
+        match Pin::new(&mut e.parked.answer).poll(&mut cx) {
+            Poll::Pending => return,
+            Poll::Ready(response) => Some(response),
+        }
+    };
+    let Some(e) = entries[id].take() else {
+        return;
+    };
+    free.push(id);
+    door.count.fetch_sub(1, Ordering::Relaxed);
+    let Some(response) = answered else {
+        // The client left: its answer's future goes with it.
+        let _ = rustix::net::shutdown(&e.parked.stream, rustix::net::Shutdown::Write);
+        return;
+    };
+    let p = e.parked;
+    tokio::spawn(resume(
+        p.stream,
+        p.served,
+        p.held,
+        Arc::clone(lot),
+        Box::new((response, p.close)),
+    ));
+}
+
+/// The connection's task again, from its answer on. (Its type is named,
+/// not inferred: the task it spawns may park again, and an inferred type
+/// would need itself to be known first.)
+fn resume<H, F, B>(
+    stream: TcpStream,
+    served: Served<H>,
+    held: (Member, OwnedSemaphorePermit),
+    lot: Arc<Lot<H, F, B>>,
+    answer: Box<(Response<B>, bool)>,
+) -> Pin<Box<dyn Future<Output = ()> + Send>>
+where
+    H: Fn(Request<RequestBody>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + Unpin + 'static,
+    B: AnswerBody,
+{
+    Box::pin(connection::serve(
+        stream,
+        served,
+        Some(held),
+        lot,
+        Some(answer),
+    ))
+}
