@@ -364,3 +364,39 @@ async fn a_drain_lets_a_waiting_long_poll_finish_and_closes_idle_connections() {
         .expect("the server stops once its last request is answered")
         .unwrap();
 }
+
+/// A long-poll whose answer waits holds no task of its own: its connection
+/// is parked in the server's lot (one task per 4,096 of them), and taken up
+/// again by a new task once its answer is there.
+#[tokio::test]
+async fn waiting_long_polls_hold_no_task_each() {
+    const N: usize = 200;
+    let (addr, world, _task) = start(ServeConfig::default(), None).await;
+    let tasks = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let before = tasks();
+    let mut conns = Vec::new();
+    for _ in 0..N {
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        c.write_all(LONG_POLL).await.unwrap();
+        conns.push(c);
+    }
+    wait_for(|| world.waiting.load(Ordering::SeqCst) == N).await;
+    // Every connection's task has ended (or is about to: it parks right
+    // after its first poll); the lot's one task remains.
+    wait_for(|| tasks() <= before + 1).await;
+    world.release.add_permits(N);
+    for c in &mut conns {
+        let answer = read_until(c, "light offset=-1&live=long-poll 0").await;
+        assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    }
+    // Each connection is served again, by a task of its own while it is
+    // (a next request on it is served as the first was).
+    conns[0].write_all(LONG_POLL).await.unwrap();
+    wait_for(|| world.waiting.load(Ordering::SeqCst) == 1).await;
+    world.release.add_permits(1);
+    read_until(&mut conns[0], "light offset=-1&live=long-poll 0").await;
+}

@@ -1,6 +1,8 @@
 //! The process's own series: the standard `process_*` collector (resident
 //! memory, open descriptors and their limit, CPU seconds, start time,
-//! threads; read from `/proc` at each scrape) and `ds_build_info`.
+//! threads; read from `/proc` at each scrape), `ds_build_info`, and the
+//! tasks alive in the async runtime (`ds_runtime_tasks`: a waiting reader
+//! should hold none of its own, decision 0020).
 
 use std::sync::OnceLock;
 
@@ -31,6 +33,13 @@ pub(super) fn add(e: &mut Exposition, role: &str) {
             1.0,
         )],
     );
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        e.gauge(
+            "ds_runtime_tasks",
+            "Tasks alive in the async runtime.",
+            rt.metrics().num_alive_tasks() as f64,
+        );
+    }
 }
 
 #[cfg(test)]
