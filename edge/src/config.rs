@@ -248,6 +248,11 @@ pub struct Limits {
     /// another writer (so a hub's writes spread over the runtime's
     /// threads), and a writer left with none ends.
     pub sse_shard_readers: usize,
+    /// What a reader its writer lost (the writer fell behind its feed)
+    /// reads at a time while it catches up again in a task of its own: a
+    /// reader whose socket does not drain holds one such piece (framed)
+    /// until its session ends.
+    pub sse_refill_bytes: u64,
     /// Frames of the live feed kept per stream for readers that are behind;
     /// a reader that falls further behind is disconnected.
     pub sse_ring: usize,
@@ -300,6 +305,7 @@ impl Default for Limits {
             max_sse_readers: 100_000,
             sse_reader_queue: 32,
             sse_shard_readers: 4096,
+            sse_refill_bytes: 64 * 1024,
             sse_ring: 256,
             tail_frame_bytes: 1024 * 1024,
             tail_poll_ms: 20_000,

@@ -42,7 +42,7 @@ use crate::upstream::Upstream;
 
 mod writer;
 
-pub use writer::{attach, Joining};
+pub use writer::{attach, Behind, Joining};
 
 /// One answer of the shared tail.
 #[derive(Debug)]
@@ -178,9 +178,18 @@ pub struct Fanout {
     metrics: Arc<Metrics>,
     limits: Limits,
     closing: watch::Receiver<bool>,
+    /// Where a writer that fell behind its feed sends its readers: a task
+    /// of its own reads what they missed and joins them again
+    /// (`http::sse::rejoin`, set once the edge's state exists).
+    rejoin: std::sync::OnceLock<Box<dyn Fn(writer::Behind) + Send + Sync>>,
 }
 
 impl Fanout {
+    /// Sets where readers a writer lost go (see [`Fanout::rejoin`]'s field).
+    pub fn on_behind(&self, rejoin: impl Fn(writer::Behind) + Send + Sync + 'static) {
+        let _ = self.rejoin.set(Box::new(rejoin));
+    }
+
     pub fn new(
         upstream: Upstream,
         metrics: Arc<Metrics>,
@@ -200,6 +209,7 @@ impl Fanout {
             metrics,
             limits,
             closing,
+            rejoin: std::sync::OnceLock::new(),
         })
     }
 

@@ -107,6 +107,7 @@ pub struct Metrics {
     long_poll_flights: AtomicI64,
     sse_open: AtomicI64,
     sse_dropped_slow: AtomicU64,
+    sse_writer_behind: AtomicU64,
     sse_feeds_over_budget: AtomicU64,
     upstream_tails: AtomicI64,
     /// HTTP/2 connections to the origins open now, and waiting requests
@@ -156,6 +157,7 @@ impl Default for Metrics {
             long_poll_flights: AtomicI64::new(0),
             sse_open: AtomicI64::new(0),
             sse_dropped_slow: AtomicU64::new(0),
+            sse_writer_behind: AtomicU64::new(0),
             sse_feeds_over_budget: AtomicU64::new(0),
             upstream_tails: AtomicI64::new(0),
             multiplexed_connections: AtomicI64::new(0),
@@ -267,6 +269,12 @@ impl Metrics {
         self.sse_dropped_slow.fetch_add(1, Relaxed);
     }
 
+    /// A hub's writer fell behind its feed (its readers caught up on their
+    /// own: `fanout::writer`).
+    pub fn sse_writer_behind(&self) {
+        self.sse_writer_behind.fetch_add(1, Relaxed);
+    }
+
     pub fn sse_feed_over_budget(&self) {
         self.sse_feeds_over_budget.fetch_add(1, Relaxed);
     }
@@ -363,6 +371,11 @@ impl Metrics {
                 "ds_edge_sse_dropped_slow_total",
                 "SSE readers ended for not draining their socket.",
                 &self.sse_dropped_slow,
+            ),
+            (
+                "ds_edge_sse_writers_behind_total",
+                "Times a hub's writer fell behind its feed (its readers caught up on their own).",
+                &self.sse_writer_behind,
             ),
             (
                 "ds_edge_sse_feeds_over_budget_total",

@@ -59,7 +59,18 @@ pub struct Joining {
     pub ends_at: Instant,
     /// What it holds for its life (its place among `max_sse_readers`, the
     /// open-readers gauge).
-    pub held: Box<dyn Send>,
+    pub held: Box<dyn Send + Sync>,
+}
+
+/// A reader its writer lost (the writer fell behind its feed): it stands at
+/// `joining.pos` of its hub's stream, and a task of its own reads from there
+/// and joins again.
+pub struct Behind {
+    pub joining: Joining,
+    pub path: String,
+    pub accept: Option<&'static str>,
+    pub incarnation: String,
+    pub framing: super::Framing,
 }
 
 /// Hands a reader that caught up to a writer of its hub (one with room,
@@ -121,7 +132,7 @@ struct Entry {
     ending: bool,
     wake: Arc<EntryWake>,
     _seat: Seat,
-    _held: Box<dyn Send>,
+    held: Box<dyn Send + Sync>,
 }
 
 /// Why an entry ends.
@@ -160,7 +171,7 @@ impl Shard {
         loop {
             let more = tokio::select! {
                 _ = closing.wait_for(|c| *c) => false,
-                item = self.feed.recv() => self.publish(item),
+                item = self.feed.recv() => self.publish_all(item),
                 _ = self.door.ready.notified() => {
                     self.join();
                     self.serve_ready();
@@ -225,7 +236,7 @@ impl Shard {
                 ending: false,
                 wake,
                 _seat: sub.seat,
-                _held: j.held,
+                held: j.held,
             });
             loop {
                 match sub.feed.try_recv() {
@@ -260,6 +271,24 @@ impl Shard {
         }
     }
 
+    /// `item` and every other item the feed has now: taken at once, so
+    /// the feed's ring moves on whenever this task runs (the writes of one
+    /// frame to slow readers only queue), and never overruns this writer
+    /// while it serves its readers' sockets. False once the feed ended.
+    fn publish_all(&mut self, item: Result<FeedItem, RecvError>) -> bool {
+        let mut more = self.publish(item);
+        while more {
+            let next = match self.feed.try_recv() {
+                Ok(item) => Ok(item),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Lagged(n)) => Err(RecvError::Lagged(n)),
+                Err(TryRecvError::Closed) => Err(RecvError::Closed),
+            };
+            more = self.publish(next);
+        }
+        more
+    }
+
     /// One item of the feed; false once the feed ended.
     fn publish(&mut self, item: Result<FeedItem, RecvError>) -> bool {
         match item {
@@ -284,13 +313,16 @@ impl Shard {
                 false
             }
             Ok(FeedItem::Reset) | Err(RecvError::Closed) => false,
-            // This writer fell behind the ring: its readers are as slow.
-            Err(RecvError::Lagged(_)) => {
+            // This writer fell behind the ring (it was not run for as long
+            // as the ring lasts): its readers are not slow, it is. Each goes
+            // back to a task of its own, which reads what it missed and
+            // joins again; a reader with bytes still queued is cut (its
+            // socket, not only this writer, is behind).
+            Err(RecvError::Lagged(n)) => {
+                tracing::warn!(stream = %self.hub.path, frames = n, "an SSE writer fell behind its feed; its readers catch up on their own");
+                self.fanout.metrics.sse_writer_behind();
                 for id in 0..self.entries.len() {
-                    if self.entries[id].is_some() {
-                        self.fanout.metrics.sse_dropped_slow();
-                        self.end(id, End::Cut);
-                    }
+                    self.hand_back(id);
                 }
                 false
             }
@@ -469,6 +501,41 @@ impl Shard {
             {
                 self.offer(id, [keepalive.clone(), Bytes::new()]);
             }
+        }
+    }
+
+    /// Gives a reader with nothing queued back to a task of its own
+    /// ([`Behind`]); cuts one with bytes queued.
+    fn hand_back(&mut self, id: usize) {
+        let queued = match &self.entries[id] {
+            None => return,
+            Some(e) => !e.owed.is_empty() || e.ending,
+        };
+        let rejoin = self.fanout.rejoin.get();
+        if queued || rejoin.is_none() {
+            self.fanout.metrics.sse_dropped_slow();
+            return self.end(id, End::Cut);
+        }
+        let Some(e) = self.entries[id].take() else {
+            return;
+        };
+        self.free.push(id);
+        self.door.readers.fetch_sub(1, Ordering::Relaxed);
+        let behind = Behind {
+            joining: Joining {
+                conn: e.conn,
+                pos: e.pos,
+                cursor: e.cursor,
+                ends_at: e.ends_at,
+                held: e.held,
+            },
+            path: self.hub.path.clone(),
+            accept: self.hub.accept,
+            incarnation: self.hub.incarnation.clone(),
+            framing: self.hub.framing,
+        };
+        if let Some(rejoin) = rejoin {
+            rejoin(behind);
         }
     }
 

@@ -94,7 +94,7 @@ impl EdgeState {
         let wall = shell::clock::WallClock::start();
         let feed = Feed::new(upstream.clone(), Arc::clone(&metrics), &config.limits);
         tokio::spawn(Arc::clone(&feed).follow(closing.subscribe()));
-        Ok(Arc::new(EdgeState {
+        let state = Arc::new(EdgeState {
             wall,
             access: crate::access::AccessGate::new(config.access.clone()),
             collapse: CollapseTable::new(config.limits.max_waiters, Arc::clone(&metrics)),
@@ -124,7 +124,15 @@ impl EdgeState {
             config,
             closing,
             draining: shell::ready::Draining::default(),
-        }))
+        });
+        // Readers a hub's writer lost catch up in a task of their own.
+        let weak = Arc::downgrade(&state);
+        state.fanout.on_behind(move |behind| {
+            if let Some(state) = weak.upgrade() {
+                sse::rejoin(state, behind);
+            }
+        });
+        Ok(state)
     }
 
     /// Resolves once the edge is shutting down.

@@ -154,6 +154,34 @@ pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Res
     resp
 }
 
+/// A reader its hub's writer lost (`fanout::Behind`: the writer fell behind
+/// its feed) catches up in a task of its own, within its session, and joins
+/// the hub's writers again.
+pub fn rejoin(state: Shared, behind: crate::fanout::Behind) {
+    let j = behind.joining;
+    let reader = Reader {
+        state,
+        path: behind.path,
+        accept: behind.accept,
+        incarnation: behind.incarnation,
+        framing: behind.framing,
+        cursor: j.cursor.map(String::from),
+        pos: j.pos,
+        announced: true,
+        out: TailOut::Socket(j.conn),
+        held: Some(j.held),
+    };
+    let ends_at = j.ends_at;
+    tokio::spawn(async move {
+        let state = reader.state.clone();
+        let _ = tokio::select! {
+            r = reader.rejoin(ends_at) => r,
+            _ = tokio::time::sleep_until(ends_at) => Ok(()),
+            _ = state.closed() => Ok(()),
+        };
+    });
+}
+
 /// Frees a place among `max_sse_readers` when the reader ends.
 struct ReaderSlot(Shared);
 
@@ -244,20 +272,49 @@ impl Reader {
             return Ok(());
         };
         if let TailOut::Socket(_) = self.out {
-            let TailOut::Socket(conn) = std::mem::replace(&mut self.out, TailOut::Gone) else {
-                unreachable!("matched above")
-            };
-            let joining = crate::fanout::Joining {
-                conn,
-                pos: self.pos,
-                cursor: self.cursor.take().map(String::into_boxed_str),
-                ends_at,
-                held: self.held.take().expect("held until now"),
-            };
-            crate::fanout::attach(&self.state.fanout, sub, joining);
+            self.detach(sub, ends_at);
             return Ok(());
         }
         self.follow(sub).await
+    }
+
+    /// Hands the reader (caught up to where `sub` begins) to its hub's
+    /// writers; its task ends.
+    fn detach(&mut self, sub: Subscription, ends_at: tokio::time::Instant) {
+        let TailOut::Socket(conn) = std::mem::replace(&mut self.out, TailOut::Gone) else {
+            return;
+        };
+        let Some(held) = self.held.take() else {
+            return;
+        };
+        let joining = crate::fanout::Joining {
+            conn,
+            pos: self.pos,
+            cursor: self.cursor.take().map(String::into_boxed_str),
+            ends_at,
+            held,
+        };
+        crate::fanout::attach(&self.state.fanout, sub, joining);
+    }
+
+    /// A reader its writer lost: reads from where it stands up to where a
+    /// new subscription to its hub begins, and joins again.
+    async fn rejoin(mut self, ends_at: tokio::time::Instant) -> Result<(), End> {
+        let sub = self.state.fanout.subscribe(
+            &self.path,
+            self.accept,
+            &self.incarnation,
+            self.framing,
+            self.pos,
+        );
+        // In pieces of `sse_refill_bytes`: a lost reader may be one whose
+        // socket does not drain, and it holds one piece while it waits.
+        let piece = self.state.config.limits.sse_refill_bytes;
+        if Box::pin(self.fill(sub.pos, piece)).await? {
+            return Ok(());
+        }
+        self.detach(sub, ends_at);
+        Ok(())
     }
 
     /// The live part of a reader with a task: frames from the feed into
@@ -301,7 +358,7 @@ impl Reader {
                         }
                     }
                     Splice::Fill { to, .. } => {
-                        if Box::pin(self.fill(to)).await? {
+                        if Box::pin(self.fill(to, u64::MAX)).await? {
                             return Ok(());
                         }
                         keepalive.wrote();
@@ -353,16 +410,17 @@ impl Reader {
             self.framing,
             self.pos,
         );
-        if self.fill(sub.pos).await? {
+        if self.fill(sub.pos, u64::MAX).await? {
             return Ok(None);
         }
         Ok(Some(sub))
     }
 
     /// Reads and sends up to `to`; whether the stream closed on the way.
-    async fn fill(&mut self, to: u64) -> Result<bool, End> {
+    /// (At most `piece` bytes a read, and `tail_frame_bytes`.)
+    async fn fill(&mut self, to: u64, piece: u64) -> Result<bool, End> {
         while self.pos < to {
-            let a = self.read_at(Some(to - self.pos)).await?;
+            let a = self.read_at(Some((to - self.pos).min(piece))).await?;
             if self.send_read(&a).await?.1 {
                 return Ok(true);
             }

@@ -102,3 +102,72 @@ async fn a_detached_reader_that_closes_is_let_go_at_once() {
         );
     }
 }
+
+/// Readers of a hub whose ring keeps one frame, eight writers appending at
+/// once: a writer that falls behind its feed hands its readers to tasks of
+/// their own that catch up and join again (`http::sse::rejoin`); whichever
+/// way each frame reaches them, every reader gets every byte once, in the
+/// stream's order, and none is dropped. (Whether a writer falls behind here
+/// depends on the machine: `ds_edge_sse_writers_behind_total` is printed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_on_a_ring_of_one_frame_get_every_byte_once() {
+    const APPENDS: usize = 200;
+    let limits = Limits {
+        sse_ring: 1,
+        ..Limits::default()
+    };
+    let s = Stack::start_with(JsonReads::Ndjson, limits).await;
+    let p = stream_path("behind");
+    s.create(&p, "text/plain").await;
+    let mut readers = Vec::new();
+    for _ in 0..20 {
+        let mut c = open_reader(&s, &format!("{p}?offset=-1&live=sse")).await;
+        let mut got = Vec::new();
+        read_until(&mut c, &mut got, b"\"upToDate\":true}\n\n").await;
+        readers.push(c);
+    }
+    s.wait_metric("ds_edge_sse_open", |v| v == 20).await;
+    // Eight writers at once: frames come faster than one at a time.
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let http = s.http.clone();
+            let url = s.url(&p);
+            tokio::spawn(async move {
+                for i in 0..APPENDS / 8 {
+                    let r = http
+                        .post(&url)
+                        .header("content-type", "text/plain")
+                        .body(format!("w{w} {i:03}\n"))
+                        .send()
+                        .await
+                        .unwrap();
+                    assert!(r.status().is_success());
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.unwrap();
+    }
+    // The stream as it is: what every reader must have got, in this order.
+    let whole = s.get(&format!("{p}?offset=-1")).await.text().await.unwrap();
+    let want: Vec<&str> = whole.lines().collect();
+    assert_eq!(want.len(), APPENDS);
+    let last = format!("data:{}\n", want[APPENDS - 1]);
+    for c in &mut readers {
+        let mut got = Vec::new();
+        read_until(c, &mut got, last.as_bytes()).await;
+        let text = String::from_utf8_lossy(&got).to_string();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter(|l| l.starts_with('w'))
+            .collect();
+        assert_eq!(lines, want, "every line once, in order");
+    }
+    assert_eq!(s.metric("ds_edge_sse_dropped_slow_total").await, 0);
+    eprintln!(
+        "writers fell behind {} times",
+        s.metric("ds_edge_sse_writers_behind_total").await
+    );
+}
