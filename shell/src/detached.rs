@@ -138,6 +138,18 @@ impl Detached {
         self.member.should_close(cx) || self.watch.left(&self.stream, cx)
     }
 
+    /// Resolves once the answer should end ([`Detached::ended`]).
+    pub async fn closed(&mut self) {
+        poll_fn(|cx| {
+            if self.ended(cx) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await
+    }
+
     /// Writes `data` as one chunk, waiting for the socket as long as it
     /// takes (its caller bounds the wait: a reader's session).
     pub async fn send_chunk(&mut self, data: Bytes) -> io::Result<()> {

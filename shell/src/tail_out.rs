@@ -6,9 +6,6 @@
 //! [`answer`] makes both halves: the answer's body (and the slot to put
 //! among its extensions) and the tail's [`TailOut`].
 
-use std::future::poll_fn;
-use std::task::Poll;
-
 use bytes::Bytes;
 use http::Request;
 
@@ -106,16 +103,7 @@ impl TailOut {
     pub async fn closed(&mut self) {
         match self {
             TailOut::Queue(tx) => tx.closed().await,
-            TailOut::Socket(conn) => {
-                poll_fn(|cx| {
-                    if conn.ended(cx) {
-                        Poll::Ready(())
-                    } else {
-                        Poll::Pending
-                    }
-                })
-                .await
-            }
+            TailOut::Socket(conn) => conn.closed().await,
             TailOut::Waiting(_) | TailOut::Gone => std::future::pending().await,
         }
     }

@@ -174,18 +174,9 @@ async fn a_cut_answer_has_no_last_chunk_and_a_client_that_leaves_is_seen() {
     };
     assert!(!ended(&mut conn), "the client is there");
     drop(c);
-    tokio::time::timeout(
-        Duration::from_secs(20),
-        std::future::poll_fn(|cx| {
-            if conn.ended(cx) {
-                std::task::Poll::Ready(())
-            } else {
-                std::task::Poll::Pending
-            }
-        }),
-    )
-    .await
-    .expect("the client's close is seen");
+    tokio::time::timeout(Duration::from_secs(20), conn.closed())
+        .await
+        .expect("the client's close is seen");
 }
 
 #[tokio::test]
@@ -197,18 +188,9 @@ async fn the_drain_waits_for_detached_connections_and_tells_them_to_end() {
     read_head(&mut c).await;
     let mut conn = conns.recv().await.unwrap();
     stop_tx.send(()).unwrap();
-    tokio::time::timeout(
-        Duration::from_secs(20),
-        std::future::poll_fn(|cx| {
-            if conn.ended(cx) {
-                std::task::Poll::Ready(())
-            } else {
-                std::task::Poll::Pending
-            }
-        }),
-    )
-    .await
-    .expect("the drain ends the answer");
+    tokio::time::timeout(Duration::from_secs(20), conn.closed())
+        .await
+        .expect("the drain ends the answer");
     let mut task = task;
     assert!(
         tokio::time::timeout(Duration::from_millis(100), &mut task)

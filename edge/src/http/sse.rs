@@ -297,16 +297,22 @@ impl Reader {
         crate::fanout::attach(&self.state.fanout, sub, joining);
     }
 
-    /// A reader its writer lost: reads from where it stands up to where a
-    /// new subscription to its hub begins, and joins again.
-    async fn rejoin(mut self, ends_at: tokio::time::Instant) -> Result<(), End> {
-        let sub = self.state.fanout.subscribe(
+    /// Its place on its stream's hub (one starts where it stands, if none
+    /// runs).
+    fn subscribe(&self) -> Subscription {
+        self.state.fanout.subscribe(
             &self.path,
             self.accept,
             &self.incarnation,
             self.framing,
             self.pos,
-        );
+        )
+    }
+
+    /// A reader its writer lost: reads from where it stands up to where a
+    /// new subscription to its hub begins, and joins again.
+    async fn rejoin(mut self, ends_at: tokio::time::Instant) -> Result<(), End> {
+        let sub = self.subscribe();
         // In pieces of `sse_refill_bytes`: a lost reader may be one whose
         // socket does not drain, and it holds one piece while it waits.
         let piece = self.state.config.limits.sse_refill_bytes;
@@ -403,13 +409,7 @@ impl Reader {
             answer = self.read_at(None).await?;
         }
         drop(answer);
-        let sub = self.state.fanout.subscribe(
-            &self.path,
-            self.accept,
-            &self.incarnation,
-            self.framing,
-            self.pos,
-        );
+        let sub = self.subscribe();
         if self.fill(sub.pos, u64::MAX).await? {
             return Ok(None);
         }
