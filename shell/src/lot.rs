@@ -123,6 +123,12 @@ where
     F: Future<Output = Response<B>> + Send + Unpin + 'static,
     B: AnswerBody,
 {
+    // Should this task end any other way, its door leaves the lot all the
+    // same (no connection parks with a task that is gone).
+    let _leaving = Leaving {
+        lot: Arc::clone(&lot),
+        door: Arc::clone(&door),
+    };
     let mut entries: Vec<Option<Entry<H, F>>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
     loop {
@@ -156,7 +162,26 @@ where
     }
 }
 
+/// Takes a task's door out of the lot when the task ends.
+struct Leaving<H, F, B> {
+    lot: Arc<Lot<H, F, B>>,
+    door: Arc<Door<H, F>>,
+}
+
+impl<H, F, B> Drop for Leaving<H, F, B> {
+    fn drop(&mut self) {
+        self.lot
+            .shards
+            .lock()
+            .retain(|d| !Arc::ptr_eq(d, &self.door));
+        // Connections on their way in are closed with their answers.
+        drop(std::mem::take(&mut *self.door.joins.lock()));
+    }
+}
+
 /// Polls one entry: its client may have left, its answer may be there.
+/// A handler that panics ends its own request only (as it would in a task
+/// of its own): its entry is dropped, and its connection closes.
 fn poll<H, F, B>(
     lot: &Arc<Lot<H, F, B>>,
     door: &Door<H, F>,
@@ -176,9 +201,13 @@ fn poll<H, F, B>(
     let answered = if e.watch.left(&e.parked.stream, &mut cx) {
         None
     } else {
-        match Pin::new(&mut e.parked.answer).poll(&mut cx) {
-            Poll::Pending => return,
-            Poll::Ready(response) => Some(response),
+        let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            Pin::new(&mut e.parked.answer).poll(&mut cx)
+        }));
+        match polled {
+            Ok(Poll::Pending) => return,
+            Ok(Poll::Ready(response)) => Some(response),
+            Err(_) => None,
         }
     };
     let Some(e) = entries[id].take() else {
@@ -187,7 +216,8 @@ fn poll<H, F, B>(
     free.push(id);
     door.count.fetch_sub(1, Ordering::Relaxed);
     let Some(response) = answered else {
-        // The client left: its answer's future goes with it.
+        // The client left (or its handler panicked): its answer's future
+        // goes with it.
         let _ = rustix::net::shutdown(&e.parked.stream, rustix::net::Shutdown::Write);
         return;
     };

@@ -110,6 +110,7 @@ async fn handler(world: Arc<World>, req: Request<RequestBody>) -> Response<Body>
         world.waiting.fetch_add(1, Ordering::SeqCst);
         let _waiting = Waiting(Arc::clone(&world));
         world.release.acquire().await.unwrap().forget();
+        assert!(!query.contains("panic"), "a handler that panics once woken");
     }
     let body = req.into_body().collect().await.unwrap().to_bytes();
     let text = format!("{path} {} {}", query, body.len());
@@ -399,4 +400,33 @@ async fn waiting_long_polls_hold_no_task_each() {
     wait_for(|| world.waiting.load(Ordering::SeqCst) == 1).await;
     world.release.add_permits(1);
     read_until(&mut conns[0], "light offset=-1&live=long-poll 0").await;
+}
+
+/// A handler that panics while its answer is parked ends its own request
+/// only (as in a task of its own): its connection closes, the other parked
+/// answers are answered, and the server parks and answers new ones.
+#[tokio::test]
+async fn a_parked_handler_that_panics_ends_only_its_own_connection() {
+    let (addr, world, _task) = start(ServeConfig::default(), None).await;
+    let mut doomed = TcpStream::connect(addr).await.unwrap();
+    doomed
+        .write_all(b"GET /s?offset=-1&live=long-poll&panic HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut fine = TcpStream::connect(addr).await.unwrap();
+    fine.write_all(LONG_POLL).await.unwrap();
+    wait_for(|| world.waiting.load(Ordering::SeqCst) == 2).await;
+    world.release.add_permits(2);
+    assert_eq!(
+        read_until(&mut doomed, "never").await,
+        "",
+        "closed, unanswered"
+    );
+    let answer = read_until(&mut fine, "light offset=-1&live=long-poll 0").await;
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    let mut next = TcpStream::connect(addr).await.unwrap();
+    next.write_all(LONG_POLL).await.unwrap();
+    wait_for(|| world.waiting.load(Ordering::SeqCst) == 1).await;
+    world.release.add_permits(1);
+    read_until(&mut next, "light offset=-1&live=long-poll 0").await;
 }

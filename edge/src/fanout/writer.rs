@@ -135,6 +135,24 @@ struct Entry {
     held: Box<dyn Send + Sync>,
 }
 
+/// Takes a writer's door out of its hub when the writer's task ends, and
+/// lets go of readers still on their way in.
+struct Leaving {
+    hub: Arc<Hub>,
+    door: Arc<Door>,
+}
+
+impl Drop for Leaving {
+    fn drop(&mut self) {
+        self.hub
+            .shards
+            .lock()
+            .retain(|d| !Arc::ptr_eq(d, &self.door));
+        let joins = std::mem::take(&mut *self.door.joins.lock());
+        self.door.readers.fetch_sub(joins.len(), Ordering::Relaxed);
+    }
+}
+
 /// Why an entry ends.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum End {
@@ -159,6 +177,12 @@ struct Shard {
 
 impl Shard {
     async fn run(mut self) {
+        // Should this task end any other way (a panic), its door leaves the
+        // hub all the same: no reader joins a writer that is gone.
+        let _leaving = Leaving {
+            hub: Arc::clone(&self.hub),
+            door: Arc::clone(&self.door),
+        };
         let limits = &self.fanout.limits;
         let period = match limits.sse_keepalive / 2 {
             d if d.is_zero() => Duration::from_secs(1),
@@ -321,6 +345,9 @@ impl Shard {
             Err(RecvError::Lagged(n)) => {
                 tracing::warn!(stream = %self.hub.path, frames = n, "an SSE writer fell behind its feed; its readers catch up on their own");
                 self.fanout.metrics.sse_writer_behind();
+                // Out of the hub's writers first: a reader handed back
+                // joins another (or a new one), never this one.
+                self.retire_now();
                 for id in 0..self.entries.len() {
                     self.hand_back(id);
                 }

@@ -465,17 +465,20 @@ impl Reader {
             up_to_date = false;
             closed = false;
         }
+        // The data event and its control event go out in one write, as the
+        // origin sends them: a client reading up to the first complete
+        // event never sees one without the other.
+        let mut out = Vec::new();
         if end > self.pos {
-            let event = shared::sse::data_event(&body, self.framing.base64);
+            out = shared::sse::data_event(&body, self.framing.base64);
             self.state.metrics.served(body.len());
-            self.send(Bytes::from(event)).await?;
             self.pos = end;
         } else if self.announced && !closed {
             return Ok((up_to_date, closed));
         }
-        let control = self.control(up_to_date, closed);
+        out.extend_from_slice(&self.control(up_to_date, closed));
         self.announced = true;
-        self.send(control).await?;
+        self.send(Bytes::from(out)).await?;
         Ok((up_to_date, closed))
     }
 

@@ -12,7 +12,8 @@
 //! On the light path (HTTP/1.1) the task writes to the connection itself
 //! (`shell::tail_out`, `shell::detached`): no queue, and no connection task
 //! beside it; a reader that stops reading then holds at most the one frame
-//! being written, its task waiting for the socket until its session ends.
+//! being written, its task waiting for the socket until its session ends
+//! (and [`SEND_GRACE`]), when the task is ended wherever it waits.
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -38,6 +39,10 @@ use shell::peer;
 
 /// Frames waiting for a slow reader before its task waits.
 pub const SSE_BUFFERED_FRAMES: usize = 2;
+
+/// How long past its session's end a tail's task may still be writing (its
+/// last event, a `credential-expired`) before it is ended regardless.
+pub const SEND_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub async fn sse(state: Shared, path: String, req: Request, params: ReadParams) -> Response<Body> {
     run(state, path, req, params)
@@ -97,112 +102,126 @@ async fn run(
     let task_view = view.clone();
     let client_cursor = params.cursor.clone();
     let peer = shell::request_id::client().and_then(|c| c.peer);
+    // However its writes go (a client that stops reading holds a write up
+    // for as long as it likes), the task ends at its session's end and a
+    // grace, or when the server stops.
+    let hard_end = shell::clock::deadline(state.config.sse_session + SEND_GRACE);
+    let stopping = state.clone();
     tokio::spawn(async move {
-        if out.ready().await.is_err() {
-            return; // the client left, or the server drains, before the head
-        }
-        // A client that leaves an idle tail ends it at once (a busy one
-        // ends it with the first write that fails).
-        let mut client = peer::watch(peer);
-        let _open = task_state.metrics.sse_guard();
-        let _tail = tail_guard;
-        let session_end = shell::clock::deadline(task_state.config.sse_session);
-        let deadline = credential_end.map_or(session_end, |c| c.min(session_end));
-        let mut announced = false;
-        // Woken by a publish: the frame that follows is a delivery, timed
-        // from the publish (not a catch-up read).
-        let mut woken = false;
-        let mut keepalive = Keepalive::new(task_state.config.sse_keepalive);
-        loop {
-            if tokio::time::Instant::now() >= deadline {
-                if credential_end.is_some_and(|c| c <= session_end) {
+        let session = async move {
+            if out.ready().await.is_err() {
+                return; // the client left, or the server drains, before the head
+            }
+            // A client that leaves an idle tail ends it at once (a busy one
+            // ends it with the first write that fails).
+            let mut client = peer::watch(peer);
+            let _open = task_state.metrics.sse_guard();
+            let _tail = tail_guard;
+            let session_end = shell::clock::deadline(task_state.config.sse_session);
+            let deadline = credential_end.map_or(session_end, |c| c.min(session_end));
+            let mut announced = false;
+            // Woken by a publish: the frame that follows is a delivery, timed
+            // from the publish (not a catch-up read).
+            let mut woken = false;
+            let mut keepalive = Keepalive::new(task_state.config.sse_keepalive);
+            loop {
+                if tokio::time::Instant::now() >= deadline {
+                    if credential_end.is_some_and(|c| c <= session_end) {
+                        let _ = out
+                            .send(Bytes::from(named_json_event(
+                                "credential-expired",
+                                r#"{"reason":"credential_expired"}"#,
+                            )))
+                            .await;
+                    }
+                    return;
+                }
+                let tail = rx.borrow_and_update();
+                if tail.gone {
+                    let code = if task_view.is_soft_deleted() {
+                        ErrorCode::StreamDeleted
+                    } else {
+                        ErrorCode::NotFound
+                    };
+                    let body = ErrorBody::new(code, "the stream was deleted").to_json();
                     let _ = out
-                        .send(Bytes::from(named_json_event(
-                            "credential-expired",
-                            r#"{"reason":"credential_expired"}"#,
-                        )))
+                        .send(Bytes::from(named_json_event("error", &body)))
                         .await;
-                }
-                return;
-            }
-            let tail = rx.borrow_and_update();
-            if tail.gone {
-                let code = if task_view.is_soft_deleted() {
-                    ErrorCode::StreamDeleted
-                } else {
-                    ErrorCode::NotFound
-                };
-                let body = ErrorBody::new(code, "the stream was deleted").to_json();
-                let _ = out
-                    .send(Bytes::from(named_json_event("error", &body)))
-                    .await;
-                return;
-            }
-            if pos < tail.next {
-                // Boxed: the read's future is large, and a waiting tail's
-                // task should not carry its room (1.4 KB a task unboxed).
-                let slice = match Box::pin(read_slice(&task_view, pos, max, tail, cut)).await {
-                    Ok(s) => s,
-                    Err(_) => return,
-                };
-                let payload = if array {
-                    Bytes::from(ndjson_to_array(&slice.bytes))
-                } else {
-                    slice.bytes.clone()
-                };
-                let mut frame = data_event(&payload, base64);
-                let now = task_state.store.clock().now_ms();
-                frame.extend(control_event(&Control {
-                    stream_next_offset: Offset(slice.end).to_string(),
-                    stream_cursor: (!slice.closed).then(|| cursor(now, client_cursor.as_deref())),
-                    up_to_date: slice.up_to_date,
-                    stream_closed: slice.closed,
-                }));
-                task_state.metrics.served(payload.len());
-                pos = slice.end;
-                announced = true;
-                keepalive.wrote();
-                if out.send(Bytes::from(frame)).await.is_err() || slice.closed {
                     return;
                 }
-                if let (true, Some(at)) = (std::mem::take(&mut woken), rx.published_at()) {
-                    task_state
-                        .metrics
-                        .delivered(crate::metrics::SSE, at.elapsed());
+                if pos < tail.next {
+                    // Boxed: the read's future is large, and a waiting tail's
+                    // task should not carry its room (1.4 KB a task unboxed).
+                    let slice = match Box::pin(read_slice(&task_view, pos, max, tail, cut)).await {
+                        Ok(s) => s,
+                        Err(_) => return,
+                    };
+                    let payload = if array {
+                        Bytes::from(ndjson_to_array(&slice.bytes))
+                    } else {
+                        slice.bytes.clone()
+                    };
+                    let mut frame = data_event(&payload, base64);
+                    let now = task_state.store.clock().now_ms();
+                    frame.extend(control_event(&Control {
+                        stream_next_offset: Offset(slice.end).to_string(),
+                        stream_cursor: (!slice.closed)
+                            .then(|| cursor(now, client_cursor.as_deref())),
+                        up_to_date: slice.up_to_date,
+                        stream_closed: slice.closed,
+                    }));
+                    task_state.metrics.served(payload.len());
+                    pos = slice.end;
+                    announced = true;
+                    keepalive.wrote();
+                    if out.send(Bytes::from(frame)).await.is_err() || slice.closed {
+                        return;
+                    }
+                    if let (true, Some(at)) = (std::mem::take(&mut woken), rx.published_at()) {
+                        task_state
+                            .metrics
+                            .delivered(crate::metrics::SSE, at.elapsed());
+                    }
+                    continue;
                 }
-                continue;
+                if tail.closed || !announced {
+                    let now = task_state.store.clock().now_ms();
+                    let frame = control_event(&Control {
+                        stream_next_offset: Offset(tail.next).to_string(),
+                        stream_cursor: (!tail.closed)
+                            .then(|| cursor(now, client_cursor.as_deref())),
+                        up_to_date: true,
+                        stream_closed: tail.closed,
+                    });
+                    announced = true;
+                    keepalive.wrote();
+                    if out.send(Bytes::from(frame)).await.is_err() || tail.closed {
+                        return;
+                    }
+                }
+                let keep_alive = tokio::select! {
+                    _ = rx.changed() => {
+                        woken = true;
+                        false
+                    }
+                    // The session's end, or the keepalive's time.
+                    _ = tokio::time::sleep_until(keepalive.until(deadline)) => keepalive.is_due(),
+                    _ = task_state.closed() => return,
+                    _ = out.closed() => return,
+                    _ = client.left() => return,
+                };
+                if keep_alive {
+                    keepalive.wrote();
+                    if out.keep_alive(KEEPALIVE).await.is_err() {
+                        return;
+                    }
+                }
             }
-            if tail.closed || !announced {
-                let now = task_state.store.clock().now_ms();
-                let frame = control_event(&Control {
-                    stream_next_offset: Offset(tail.next).to_string(),
-                    stream_cursor: (!tail.closed).then(|| cursor(now, client_cursor.as_deref())),
-                    up_to_date: true,
-                    stream_closed: tail.closed,
-                });
-                announced = true;
-                keepalive.wrote();
-                if out.send(Bytes::from(frame)).await.is_err() || tail.closed {
-                    return;
-                }
-            }
-            let keep_alive = tokio::select! {
-                _ = rx.changed() => {
-                    woken = true;
-                    false
-                }
-                // The session's end, or the keepalive's time.
-                _ = tokio::time::sleep_until(keepalive.until(deadline)) => keepalive.is_due(),
-                _ = task_state.closed() => return,
-                _ = out.closed() => return,
-                _ = client.left() => return,
-            };
-            if keep_alive {
-                keepalive.wrote();
-                if out.keep_alive(KEEPALIVE).await.is_err() {
-                    return;
-                }
-            }
+        };
+        tokio::select! {
+            _ = session => {}
+            _ = tokio::time::sleep_until(hard_end) => {}
+            _ = stopping.closed() => {}
         }
     });
 

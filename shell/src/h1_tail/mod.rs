@@ -238,6 +238,9 @@ where
             body.size_hint().exact()
         };
         let framing = answer::framing(parts.status, &parts.headers, exact);
+        // Its holder writes chunks: an answer framed otherwise (a status
+        // without a body, a declared length) is not handed over.
+        let detach = detach.filter(|_| framing == Framing::Chunked);
         let close = close || detach.is_some() || answer::closes(&parts.headers) || member.closing();
         let date = httpdate::fmt_http_date(std::time::SystemTime::now());
         let head = answer::head(parts.status, &parts.headers, framing, close, &date);
