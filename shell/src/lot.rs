@@ -174,8 +174,10 @@ impl<H, F, B> Drop for Leaving<H, F, B> {
             .shards
             .lock()
             .retain(|d| !Arc::ptr_eq(d, &self.door));
-        // Connections on their way in are closed with their answers.
-        drop(std::mem::take(&mut *self.door.joins.lock()));
+        // Connections on their way in are closed with their answers (once
+        // the lock is let go: dropping a handler's future runs its code).
+        let joins = std::mem::take(&mut *self.door.joins.lock());
+        drop(joins);
     }
 }
 

@@ -105,13 +105,15 @@ async fn run(
     // However its writes go (a client that stops reading holds a write up
     // for as long as it likes), the task ends at its session's end and a
     // grace, or when the server stops.
-    let hard_end = shell::clock::deadline(state.config.sse_session + SEND_GRACE);
+    let sse_session = state.config.sse_session;
     let stopping = state.clone();
     tokio::spawn(async move {
+        if out.ready().await.is_err() {
+            return; // the client left, or the server drains, before the head
+        }
+        // Counted from here, as the session is.
+        let hard_end = shell::clock::deadline(sse_session.saturating_add(SEND_GRACE));
         let session = async move {
-            if out.ready().await.is_err() {
-                return; // the client left, or the server drains, before the head
-            }
             // A client that leaves an idle tail ends it at once (a busy one
             // ends it with the first write that fails).
             let mut client = peer::watch(peer);
