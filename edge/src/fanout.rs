@@ -63,6 +63,10 @@ pub struct Frame {
     /// no formatting. (Its ~150 bytes are outside `sse_feed_bytes`: at
     /// most one per frame of the ring.)
     pub control: std::sync::OnceLock<Bytes>,
+    /// The `data` event framed as a chunk, for the hub's writers: made by
+    /// the first, shared by every writer of the hub (also outside
+    /// `sse_feed_bytes`, like `control`).
+    pub data_chunk: std::sync::OnceLock<Bytes>,
     /// Its room in `sse_feed_bytes`, given back when the ring drops it.
     _room: Option<OwnedSemaphorePermit>,
 }
@@ -361,6 +365,7 @@ impl Fanout {
                     closed: closed && whole,
                     arrived: std::time::Instant::now(),
                     control: std::sync::OnceLock::new(),
+                    data_chunk: std::sync::OnceLock::new(),
                     _room: Some(room),
                 }))
             }
@@ -373,6 +378,7 @@ impl Fanout {
                     closed: true,
                     arrived: std::time::Instant::now(),
                     control: std::sync::OnceLock::new(),
+                    data_chunk: std::sync::OnceLock::new(),
                     _room: None,
                 }))
             }

@@ -95,6 +95,7 @@ pub fn attach(fanout: &Arc<Fanout>, sub: Subscription, joining: Joining) {
                     feed,
                     pos,
                     ended,
+                    now: Instant::now(),
                     entries: Vec::new(),
                     free: Vec::new(),
                 }
@@ -171,6 +172,8 @@ struct Shard {
     pos: u64,
     /// Its hub published its last frame (the stream closed).
     ended: bool,
+    /// The time of this wake (one look at the clock for all its writes).
+    now: Instant,
     entries: Vec<Option<Entry>>,
     free: Vec<usize>,
 }
@@ -243,6 +246,7 @@ impl Shard {
     /// from the feed before it came (from its own subscription), then
     /// follows this writer's frames.
     fn join(&mut self) {
+        self.now = Instant::now();
         let joins = std::mem::take(&mut *self.door.joins.lock());
         for (mut sub, j) in joins {
             let id = self.free.pop().unwrap_or_else(|| {
@@ -255,7 +259,7 @@ impl Shard {
                 pos: j.pos,
                 cursor: j.cursor,
                 ends_at: j.ends_at,
-                last_write: Instant::now(),
+                last_write: self.now,
                 owed: VecDeque::new(),
                 ending: false,
                 wake,
@@ -300,6 +304,7 @@ impl Shard {
     /// frame to slow readers only queue), and never overruns this writer
     /// while it serves its readers' sockets. False once the feed ended.
     fn publish_all(&mut self, item: Result<FeedItem, RecvError>) -> bool {
+        self.now = Instant::now();
         let mut more = self.publish(item);
         while more {
             let next = match self.feed.try_recv() {
@@ -317,7 +322,7 @@ impl Shard {
     fn publish(&mut self, item: Result<FeedItem, RecvError>) -> bool {
         match item {
             Ok(FeedItem::Data(frame)) => {
-                let data = chunk(&frame.event);
+                let data = frame.data_chunk.get_or_init(|| chunk(&frame.event)).clone();
                 let shared = chunk(
                     frame
                         .control
@@ -359,7 +364,7 @@ impl Shard {
     /// A frame for one reader, its chunks framed here (a reader joining
     /// late).
     fn send_one(&mut self, id: usize, frame: &Frame) {
-        let data = chunk(&frame.event);
+        let data = frame.data_chunk.get_or_init(|| chunk(&frame.event)).clone();
         let shared = chunk(
             frame
                 .control
@@ -425,7 +430,7 @@ impl Shard {
         let Some(e) = &mut self.entries[id] else {
             return;
         };
-        e.last_write = Instant::now();
+        e.last_write = self.now;
         if !e.owed.is_empty() {
             if e.owed.len() + chunks.len() > limit {
                 self.fanout.metrics.sse_dropped_slow();
@@ -511,7 +516,8 @@ impl Shard {
 
     /// Ends sessions that are over; sends keepalives to silent readers.
     fn sweep(&mut self, keepalive: &Bytes) {
-        let now = Instant::now();
+        self.now = Instant::now();
+        let now = self.now;
         let every = self.fanout.limits.sse_keepalive;
         for id in 0..self.entries.len() {
             let Some(e) = &self.entries[id] else { continue };
