@@ -10,12 +10,22 @@
 //! gets a copy that shares the body's bytes.
 //!
 //! Bounds: at most `max_waiters` readers wait at once (one more answers
-//! 503); a waiter waits at most its own timeout plus a grace, then answers
-//! 503 by itself; when the flight fails or its task dies, every waiter gets
-//! the failure at once (it is never stranded); when the last waiter leaves
-//! before the answer, the flight is cancelled and leaves the table. A waiter
-//! costs a table slot count and one `watch` receiver, so 10,000 waiters on
-//! one stream cost one upstream request and a few hundred bytes each.
+//! 503); a flight lasts at most the bound it was started with (the
+//! long-poll's timeout plus a grace), then lands as timed out, so every
+//! waiter answers 503 by then, none later than its own bound (a later
+//! waiter joined a flight started earlier); when the flight fails or its
+//! task dies, every waiter gets the failure at once (it is never
+//! stranded); when the last waiter leaves before the answer, the flight is
+//! cancelled and leaves the table; when the edge shuts down
+//! ([`CollapseTable::close`]), every flight lands as closing and no new
+//! one starts.
+//!
+//! What a waiter costs (issue 25: a parked long-poll's whole cost is to stay
+//! under 2 KiB): its [`Waiter`] (48 bytes, waited on in place by a
+//! hand-written poll, not a future with a timer and a channel's wait of
+//! its own: those made a parked long-poll's future 504 bytes larger), one
+//! waker slot in its flight (16 bytes), and a table slot count. 10,000
+//! waiters on one stream cost one upstream request and that much each.
 //!
 //! The same table collapses SSE readers' catch-up reads ([`Counted::Reads`]):
 //! readers arriving together (a thousand browsers opening `offset=now` at
@@ -27,10 +37,11 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use tokio::sync::watch;
+use shell::waker_set::{self, Slot, WakerSet};
 use tokio::task::AbortHandle;
 
 use crate::answer::Answer;
@@ -46,6 +57,10 @@ pub enum Outcome {
     Failed(Arc<UpstreamError>),
     /// The flight's task ended without an answer (it panicked).
     Abandoned,
+    /// The flight outlasted its bound.
+    TimedOut,
+    /// The edge is shutting down.
+    Closing,
 }
 
 /// Why a waiter got no answer.
@@ -59,14 +74,44 @@ pub enum WaitError {
     Upstream(#[source] Arc<UpstreamError>),
     #[error("the shared long-poll ended without an answer")]
     Abandoned,
+    #[error("the edge is shutting down")]
+    Closing,
 }
 
 struct Flight {
     key: Arc<str>,
-    outcome: watch::Sender<Option<Outcome>>,
-    /// Waiters still waiting, counted under the table's lock.
-    waiters: Mutex<usize>,
+    state: Mutex<FlightState>,
     task: Mutex<Option<AbortHandle>>,
+}
+
+struct FlightState {
+    /// Set once, by whichever comes first: the answer, the failure, the
+    /// bound, the shutdown.
+    outcome: Option<Outcome>,
+    /// Waiters still waiting (changed under the table's lock).
+    waiters: usize,
+    /// The waker of each waiter that polled (emptied when it leaves; all
+    /// taken and woken when the flight lands).
+    wakers: WakerSet,
+}
+
+impl Flight {
+    /// Sets the outcome unless one is set; wakes every waiter.
+    fn settle(&self, outcome: Outcome) {
+        let wakers = {
+            let mut st = self.state.lock();
+            if st.outcome.is_some() {
+                return;
+            }
+            st.outcome = Some(outcome);
+            st.wakers.take()
+        };
+        waker_set::wake_all(wakers);
+    }
+
+    fn settled(&self) -> bool {
+        self.state.lock().outcome.is_some()
+    }
 }
 
 /// What a table's waiters count in the metrics.
@@ -107,7 +152,8 @@ impl Counted {
 }
 
 pub struct CollapseTable {
-    flights: Mutex<HashMap<Arc<str>, Arc<Flight>>>,
+    /// The flights in the air; `None` once the table is closed.
+    flights: Mutex<Option<HashMap<Arc<str>, Arc<Flight>>>>,
     waiting: Mutex<usize>,
     max_waiters: usize,
     metrics: Arc<Metrics>,
@@ -125,7 +171,7 @@ impl CollapseTable {
         counted: Counted,
     ) -> Arc<CollapseTable> {
         Arc::new(CollapseTable {
-            flights: Mutex::new(HashMap::new()),
+            flights: Mutex::new(Some(HashMap::new())),
             waiting: Mutex::new(0),
             max_waiters,
             metrics,
@@ -135,14 +181,16 @@ impl CollapseTable {
 
     /// Flights in the table (for tests and metrics).
     pub fn flights(&self) -> usize {
-        self.flights.lock().len()
+        self.flights.lock().as_ref().map_or(0, HashMap::len)
     }
 
     /// Joins the flight of `key`, starting it with `fetch` when there is
-    /// none. `fetch` runs only for the reader that starts the flight.
+    /// none; a flight started here lasts at most `bound`. `fetch` runs only
+    /// for the reader that starts the flight.
     pub fn join<F>(
         self: &Arc<Self>,
         key: String,
+        bound: Duration,
         fetch: impl FnOnce() -> F,
     ) -> Result<Waiter, WaitError>
     where
@@ -156,23 +204,30 @@ impl CollapseTable {
             *waiting += 1;
         }
         let gauge = self.counted.waiting(&self.metrics);
-        let mut flights = self.flights.lock();
+        let mut guard = self.flights.lock();
+        let Some(flights) = guard.as_mut() else {
+            drop(guard);
+            *self.waiting.lock() -= 1;
+            return Err(WaitError::Closing);
+        };
         if let Some(flight) = flights.get(key.as_str()) {
-            *flight.waiters.lock() += 1;
+            flight.state.lock().waiters += 1;
             self.counted.joined(&self.metrics);
             return Ok(Waiter {
                 table: Arc::clone(self),
-                outcome: flight.outcome.subscribe(),
                 flight: Arc::clone(flight),
+                slot: Slot::default(),
                 _gauge: gauge,
             });
         }
         let key: Arc<str> = key.into();
-        let (tx, rx) = watch::channel(None);
         let flight = Arc::new(Flight {
             key: Arc::clone(&key),
-            outcome: tx,
-            waiters: Mutex::new(1),
+            state: Mutex::new(FlightState {
+                outcome: None,
+                waiters: 1,
+                wakers: WakerSet::default(),
+            }),
             task: Mutex::new(None),
         });
         flights.insert(key, Arc::clone(&flight));
@@ -187,36 +242,53 @@ impl CollapseTable {
             _counted: self.counted.flying(&self.metrics),
         };
         let task = tokio::spawn(async move {
+            let fut = tokio::time::timeout(bound, fut);
             let answered = match ctx {
                 Some(ctx) => shell::request_id::scope(ctx, fut).await,
                 None => fut.await,
             };
             let outcome = match answered {
-                Ok(a) => Outcome::Answer(Arc::new(a), std::time::Instant::now()),
-                Err(e) => Outcome::Failed(Arc::new(e)),
+                Ok(Ok(a)) => Outcome::Answer(Arc::new(a), std::time::Instant::now()),
+                Ok(Err(e)) => Outcome::Failed(Arc::new(e)),
+                Err(_) => Outcome::TimedOut,
             };
             landing.land(outcome);
         });
         *flight.task.lock() = Some(task.abort_handle());
-        drop(flights);
+        drop(guard);
         Ok(Waiter {
             table: Arc::clone(self),
-            outcome: rx,
             flight,
+            slot: Slot::default(),
             _gauge: gauge,
         })
     }
 
+    /// The edge shuts down: every flight lands as closing (its waiters
+    /// answer at once), and no reader joins one from now on.
+    pub fn close(&self) {
+        let Some(flights) = self.flights.lock().take() else {
+            return;
+        };
+        for flight in flights.into_values() {
+            flight.settle(Outcome::Closing);
+            if let Some(task) = flight.task.lock().take() {
+                task.abort();
+            }
+        }
+    }
+
     /// A waiter left: the last one to leave before the answer cancels the
     /// flight (under the table's lock, so no reader joins it meanwhile).
-    fn leave(&self, flight: &Arc<Flight>) {
+    fn leave(&self, flight: &Arc<Flight>, slot: &mut Slot) {
         *self.waiting.lock() -= 1;
         let mut flights = self.flights.lock();
-        let mut waiters = flight.waiters.lock();
-        *waiters -= 1;
-        if *waiters == 0 && flight.outcome.borrow().is_none() {
+        let mut st = flight.state.lock();
+        st.waiters -= 1;
+        st.wakers.remove(slot);
+        if st.waiters == 0 && st.outcome.is_none() {
             remove(&mut flights, flight);
-            drop(waiters);
+            drop(st);
             drop(flights);
             if let Some(task) = flight.task.lock().take() {
                 task.abort();
@@ -225,7 +297,10 @@ impl CollapseTable {
     }
 }
 
-fn remove(flights: &mut HashMap<Arc<str>, Arc<Flight>>, flight: &Arc<Flight>) {
+fn remove(flights: &mut Option<HashMap<Arc<str>, Arc<Flight>>>, flight: &Arc<Flight>) {
+    let Some(flights) = flights else {
+        return;
+    };
     if flights
         .get(&flight.key)
         .is_some_and(|f| Arc::ptr_eq(f, flight))
@@ -249,17 +324,17 @@ impl Landing {
     fn land(mut self, outcome: Outcome) {
         self.landed = true;
         remove(&mut self.table.flights.lock(), &self.flight);
-        let waiters = *self.flight.waiters.lock();
+        let waiters = self.flight.state.lock().waiters;
         self.table.counted.landed(&self.table.metrics, waiters);
-        self.flight.outcome.send_replace(Some(outcome));
+        self.flight.settle(outcome);
     }
 }
 
 impl Drop for Landing {
     fn drop(&mut self) {
-        if !self.landed {
+        if !self.landed && !self.flight.settled() {
             remove(&mut self.table.flights.lock(), &self.flight);
-            self.flight.outcome.send_replace(Some(Outcome::Abandoned));
+            self.flight.settle(Outcome::Abandoned);
         }
     }
 }
@@ -268,35 +343,42 @@ impl Drop for Landing {
 pub struct Waiter {
     table: Arc<CollapseTable>,
     flight: Arc<Flight>,
-    outcome: watch::Receiver<Option<Outcome>>,
+    /// Its place among the flight's wakers.
+    slot: Slot,
     _gauge: Option<Gauge>,
 }
 
 impl Waiter {
-    /// Waits at most `bound` for the shared answer, and when it arrived.
-    /// (Borrowed: a waiter moved in would be copied into the waiting
-    /// future; it leaves its flight when dropped.)
-    pub async fn wait(
+    /// The shared answer and when it arrived, once the flight lands.
+    pub fn poll_wait(
         &mut self,
-        bound: Duration,
-    ) -> Result<(Arc<Answer>, std::time::Instant), WaitError> {
-        let got = tokio::time::timeout(bound, self.outcome.wait_for(Option::is_some)).await;
-        let outcome = match got {
-            Err(_) => return Err(WaitError::TimedOut),
-            Ok(Err(_)) => return Err(WaitError::Abandoned),
-            Ok(Ok(o)) => o.clone().expect("waited for an outcome"),
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<(Arc<Answer>, std::time::Instant), WaitError>> {
+        let mut st = self.flight.state.lock();
+        let st = &mut *st;
+        let Some(outcome) = &st.outcome else {
+            st.wakers.register(&mut self.slot, cx.waker());
+            return Poll::Pending;
         };
-        match outcome {
-            Outcome::Answer(a, at) => Ok((a, at)),
-            Outcome::Failed(e) => Err(WaitError::Upstream(e)),
+        Poll::Ready(match outcome {
+            Outcome::Answer(a, at) => Ok((Arc::clone(a), *at)),
+            Outcome::Failed(e) => Err(WaitError::Upstream(Arc::clone(e))),
             Outcome::Abandoned => Err(WaitError::Abandoned),
-        }
+            Outcome::TimedOut => Err(WaitError::TimedOut),
+            Outcome::Closing => Err(WaitError::Closing),
+        })
+    }
+
+    /// Waits for the shared answer (borrowed: a waiter moved in would be
+    /// copied into the waiting future; it leaves its flight when dropped).
+    pub async fn wait(&mut self) -> Result<(Arc<Answer>, std::time::Instant), WaitError> {
+        std::future::poll_fn(|cx| self.poll_wait(cx)).await
     }
 }
 
 impl Drop for Waiter {
     fn drop(&mut self) {
-        self.table.leave(&self.flight);
+        self.table.leave(&self.flight, &mut self.slot);
     }
 }
 
@@ -319,6 +401,8 @@ mod tests {
         std::future::pending()
     }
 
+    const BOUND: Duration = Duration::from_secs(60);
+
     fn table(max: usize) -> Arc<CollapseTable> {
         CollapseTable::new(max, Arc::new(Metrics::default()))
     }
@@ -334,7 +418,7 @@ mod tests {
             let fetches = fetches.clone();
             let gate = released.take();
             waiters.push(
-                t.join("k".into(), move || async move {
+                t.join("k".into(), BOUND, move || async move {
                     fetches.fetch_add(1, Ordering::SeqCst);
                     if let Some(g) = gate {
                         let _ = g.await;
@@ -347,7 +431,7 @@ mod tests {
         assert_eq!(t.flights(), 1);
         release.send(()).unwrap();
         for mut w in waiters {
-            let (a, _) = w.wait(Duration::from_secs(5)).await.unwrap();
+            let (a, _) = w.wait().await.unwrap();
             assert_eq!(&a.body[..], b"x");
         }
         assert_eq!(fetches.load(Ordering::SeqCst), 1);
@@ -361,21 +445,23 @@ mod tests {
         let t = CollapseTable::counting(100, Arc::clone(&metrics), Counted::Reads);
         let (release, released) = tokio::sync::oneshot::channel::<()>();
         let first = t
-            .join("r".into(), move || async move {
+            .join("r".into(), BOUND, move || async move {
                 let _ = released.await;
                 Ok(answer("now"))
             })
             .unwrap();
         let joined: Vec<_> = (0..9)
             .map(|_| {
-                t.join("r".into(), || async { unreachable!("joined, not started") })
-                    .unwrap()
+                t.join("r".into(), BOUND, || async {
+                    unreachable!("joined, not started")
+                })
+                .unwrap()
             })
             .collect();
         assert_eq!(t.flights(), 1);
         release.send(()).unwrap();
         for mut w in std::iter::once(first).chain(joined) {
-            let (a, _) = w.wait(Duration::from_secs(5)).await.unwrap();
+            let (a, _) = w.wait().await.unwrap();
             assert_eq!(&a.body[..], b"now");
         }
         // Nine joined; no long-poll was counted.
@@ -404,12 +490,14 @@ mod tests {
     async fn last_waiter_leaving_cancels_the_flight() {
         let t = table(100);
         let a = t
-            .join("k".into(), || {
+            .join("k".into(), BOUND, || {
                 std::future::pending::<Result<Answer, UpstreamError>>()
             })
             .unwrap();
         let b = t
-            .join("k".into(), || async { unreachable!("joined, not started") })
+            .join("k".into(), BOUND, || async {
+                unreachable!("joined, not started")
+            })
             .unwrap();
         drop(a);
         assert_eq!(t.flights(), 1, "one waiter is left");
@@ -422,16 +510,19 @@ mod tests {
     async fn waiters_are_bounded() {
         let t = table(2);
         let _a = t
-            .join("a".into(), || {
+            .join("a".into(), BOUND, || {
                 std::future::pending::<Result<Answer, UpstreamError>>()
             })
             .unwrap();
         let _b = t
-            .join("b".into(), || {
+            .join("b".into(), BOUND, || {
                 std::future::pending::<Result<Answer, UpstreamError>>()
             })
             .unwrap();
-        assert!(matches!(t.join("c".into(), never), Err(WaitError::Full)));
+        assert!(matches!(
+            t.join("c".into(), BOUND, never),
+            Err(WaitError::Full)
+        ));
     }
 
     #[tokio::test(start_paused = true)]
@@ -439,23 +530,72 @@ mod tests {
         let t = table(10);
         // The fetch panics: every waiter learns at once.
         let mut w = t
-            .join("p".into(), || async { panic!("fetch died") })
+            .join("p".into(), BOUND, || async { panic!("fetch died") })
             .unwrap();
-        assert!(matches!(
-            w.wait(Duration::from_secs(60)).await,
-            Err(WaitError::Abandoned)
-        ));
+        assert!(matches!(w.wait().await, Err(WaitError::Abandoned)));
         // The origin never answers: the bound ends the wait.
         let mut w = t
-            .join("q".into(), || {
+            .join("q".into(), Duration::from_secs(3), || {
                 std::future::pending::<Result<Answer, UpstreamError>>()
             })
             .unwrap();
-        assert!(matches!(
-            w.wait(Duration::from_secs(3)).await,
-            Err(WaitError::TimedOut)
-        ));
+        assert!(matches!(w.wait().await, Err(WaitError::TimedOut)));
         drop(w);
         assert_eq!(t.flights(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_flight_bounds_every_waiter_by_its_start() {
+        let t = table(10);
+        let mut first = t
+            .join("b".into(), Duration::from_secs(3), || {
+                std::future::pending::<Result<Answer, UpstreamError>>()
+            })
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        // Joined later with a longer bound of its own: the flight's ends
+        // its wait too, a second later.
+        let mut later = t
+            .join("b".into(), Duration::from_secs(30), || async {
+                unreachable!("joined, not started")
+            })
+            .unwrap();
+        let started = tokio::time::Instant::now();
+        assert!(matches!(later.wait().await, Err(WaitError::TimedOut)));
+        assert_eq!(started.elapsed(), Duration::from_secs(1));
+        assert!(matches!(first.wait().await, Err(WaitError::TimedOut)));
+        drop((first, later));
+        assert_eq!(t.flights(), 0);
+        assert_eq!(*t.waiting.lock(), 0);
+    }
+
+    #[tokio::test]
+    async fn closing_answers_every_waiter_and_refuses_new_ones() {
+        let t = table(10);
+        let mut waiters: Vec<Waiter> = (0..3)
+            .map(|_| {
+                t.join("c".into(), BOUND, || {
+                    std::future::pending::<Result<Answer, UpstreamError>>()
+                })
+                .unwrap()
+            })
+            .collect();
+        // One has polled (its waker is in the flight), two have not.
+        {
+            let mut polled = std::pin::pin!(waiters[0].wait());
+            assert!(futures::poll!(polled.as_mut()).is_pending());
+            t.close();
+            assert!(matches!(polled.await, Err(WaitError::Closing)));
+        }
+        for w in &mut waiters[1..] {
+            assert!(matches!(w.wait().await, Err(WaitError::Closing)));
+        }
+        assert!(matches!(
+            t.join("d".into(), BOUND, never),
+            Err(WaitError::Closing)
+        ));
+        drop(waiters);
+        assert_eq!(t.flights(), 0);
+        assert_eq!(*t.waiting.lock(), 0);
     }
 }

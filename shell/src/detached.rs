@@ -105,10 +105,11 @@ pub struct Detached {
 impl Detached {
     pub(crate) fn new(
         stream: TcpStream,
-        member: Member,
+        mut member: Member,
         permit: OwnedSemaphorePermit,
         body: Box<dyn Send>,
     ) -> Detached {
+        member.leave_task();
         Detached {
             stream,
             member,

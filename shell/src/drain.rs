@@ -76,6 +76,19 @@ impl Member {
         self.drain.closing.load(Ordering::SeqCst)
     }
 
+    /// Forgets the waker of the task that served the connection so far:
+    /// the connection leaves that task (parked in `crate::lot`, or
+    /// detached), and a waker kept here would keep the finished task's
+    /// memory (room for its whole future, ~1 KiB) allocated for as long as
+    /// the connection lives. Its new holder registers a waker of its own
+    /// with [`Member::should_close`], or learns of the shutdown otherwise
+    /// (a parked answer is answered by its handler when the server stops).
+    pub fn leave_task(&mut self) {
+        if self.waker.take().is_some() {
+            self.drain.open.lock().insert(self.id, None);
+        }
+    }
+
     /// Whether the server is draining (no waker registered: for a
     /// connection deciding whether to stay open after an answer).
     pub fn closing(&self) -> bool {
@@ -105,6 +118,29 @@ mod tests {
     use std::future::poll_fn;
     use std::task::Poll;
     use std::time::Duration;
+
+    struct Woken;
+
+    impl std::task::Wake for Woken {
+        fn wake(self: Arc<Self>) {}
+    }
+
+    #[test]
+    fn a_member_that_leaves_its_task_keeps_none_of_its_waker() {
+        // The waker stands for a connection's task: kept, it would keep
+        // the finished task's memory (issue 25, a parked long-poll).
+        let drain = Arc::new(Drain::default());
+        let mut member = drain.enter();
+        let task = Arc::new(Woken);
+        let waker = Waker::from(Arc::clone(&task));
+        assert!(!member.should_close(&Context::from_waker(&waker)));
+        drop(waker);
+        assert_eq!(Arc::strong_count(&task), 3, "the member's and the drain's");
+        member.leave_task();
+        assert_eq!(Arc::strong_count(&task), 1);
+        // Still counted in: a shutdown waits for it.
+        assert_eq!(drain.open.lock().len(), 1);
+    }
 
     #[tokio::test]
     async fn shutdown_wakes_idle_connections_and_waits_for_them() {

@@ -38,6 +38,7 @@ pub mod descriptors;
 pub mod detached;
 pub mod drain;
 pub mod h1_tail;
+pub mod huge_pages;
 pub mod idle;
 pub mod keepalive;
 pub mod logging;
@@ -54,6 +55,7 @@ pub mod request_id;
 pub mod signal;
 pub mod tail_body;
 pub mod tail_out;
+pub mod waker_set;
 pub mod wakes;
 
 pub use accept::{serve, Client, Http1};

@@ -92,7 +92,8 @@ where
     }
 
     /// Takes a connection whose answer waits.
-    pub(crate) fn park(self: &Arc<Self>, parked: Parked<H, F>) {
+    pub(crate) fn park(self: &Arc<Self>, mut parked: Parked<H, F>) {
+        parked.held.0.leave_task();
         let mut shards = self.shards.lock();
         let door = match shards
             .iter()

@@ -63,12 +63,19 @@ pub fn watch(peer: Option<Peer>) -> ClientWatch {
 impl ClientWatch {
     /// Resolves once the client has left; never again after that.
     pub async fn left(&mut self) {
-        if let Some(f) = &mut self.0 {
-            f.await;
+        std::future::poll_fn(|cx| self.poll_left(cx)).await
+    }
+
+    /// Ready once the client has left; never again after that.
+    pub fn poll_left(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        let Some(f) = &mut self.0 else {
+            return std::task::Poll::Pending;
+        };
+        let left = f.as_mut().poll(cx);
+        if left.is_ready() {
             self.0 = None;
-            return;
         }
-        std::future::pending().await
+        left
     }
 }
 

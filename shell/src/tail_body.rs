@@ -124,15 +124,17 @@ impl TailSender {
 
     /// Resolves once the reader has gone (its answer was dropped).
     pub async fn closed(&self) {
-        poll_fn(|cx| {
-            let mut st = self.shared.lock();
-            if st.body_gone {
-                return Poll::Ready(());
-            }
-            st.sender_waker = Some(cx.waker().clone());
-            Poll::Pending
-        })
-        .await
+        poll_fn(|cx| self.poll_closed(cx)).await
+    }
+
+    /// Ready once the body is gone.
+    pub fn poll_closed(&self, cx: &Context<'_>) -> Poll<()> {
+        let mut st = self.shared.lock();
+        if st.body_gone {
+            return Poll::Ready(());
+        }
+        st.sender_waker = Some(cx.waker().clone());
+        Poll::Pending
     }
 }
 

@@ -101,10 +101,18 @@ impl TailOut {
     /// Resolves when the reader has gone: the body was dropped, or the
     /// detached connection's client closed (or the server drains).
     pub async fn closed(&mut self) {
+        std::future::poll_fn(|cx| self.poll_closed(cx)).await
+    }
+
+    /// Ready once the reader has gone ([`TailOut::closed`]).
+    pub fn poll_closed(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
         match self {
-            TailOut::Queue(tx) => tx.closed().await,
-            TailOut::Socket(conn) => conn.closed().await,
-            TailOut::Waiting(_) | TailOut::Gone => std::future::pending().await,
+            TailOut::Queue(tx) => tx.poll_closed(cx),
+            TailOut::Socket(conn) => match conn.ended(cx) {
+                true => std::task::Poll::Ready(()),
+                false => std::task::Poll::Pending,
+            },
+            TailOut::Waiting(_) | TailOut::Gone => std::task::Poll::Pending,
         }
     }
 }

@@ -11,6 +11,8 @@ static ALLOCATOR: shared::allocator::Mimalloc = shared::allocator::Mimalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // Before anything large is allocated: see `shell::huge_pages`.
+    let small_pages = shell::huge_pages::disable();
     let cli = Cli::parse();
     shell::logging::init(cli.log_format);
     let config = cli.config()?;
@@ -20,6 +22,9 @@ async fn main() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", cli.listen))?;
     tracing::info!(addr = %listener.local_addr()?, "edge listening on {}", listener.local_addr()?);
+    if let Err(e) = small_pages {
+        tracing::debug!(error = %e, "transparent huge pages stay as the system has them");
+    }
     tracing::info!(origin = %config.origin, cache_bytes = config.cache_bytes, "serving");
     if let Some(url) = &config.object_store {
         tracing::info!(%url, "sealed chunks are read from object storage");

@@ -68,6 +68,7 @@ impl IntoResponse for EdgeError {
                 unavailable("the origin cannot be reached")
             }
             EdgeError::Wait(WaitError::Full) => unavailable("too many long-polls are waiting"),
+            EdgeError::Wait(WaitError::Closing) => unavailable("the edge is shutting down"),
             EdgeError::Wait(e) => {
                 tracing::warn!(error = %e, "shared long-poll failed");
                 unavailable("the origin did not answer the long-poll")

@@ -24,11 +24,12 @@ pub async fn long_poll(state: &Shared, req: Request<Body>, params: &ReadParams) 
 
 /// A long-poll joined to its flight, waiting for the shared answer: all a
 /// parked long-poll keeps (its request is gone by then, and so is the
-/// state of the routing and admission that led here: see `live`).
+/// state of the routing and admission that led here: see `live`). Its
+/// flight bounds its wait, and ends it when the edge shuts down
+/// (`collapse`).
 pub struct Parked {
     state: Shared,
     waiter: crate::collapse::Waiter,
-    bound: Duration,
 }
 
 /// Joins the flight of the long-poll's key (starting it when there is
@@ -50,20 +51,21 @@ pub fn park(
     // allocate again while this one stays pinned (8 KiB a parked reader).
     drop(req);
     let upstream = state.upstream.clone();
+    // The flight's bound: the long-poll's timeout, and a grace for the
+    // origin's answer to arrive.
+    let bound = Duration::from_millis(params.long_poll_ms(DEFAULT_LONG_POLL_MS))
+        + state.config.limits.waiter_grace;
     let waiter = state
         .collapse
-        .join(key, move || async move {
+        .join(key, bound, move || async move {
             upstream
                 .get(&path_and_query, headers, metrics::Upstream::LongPoll)
                 .await
         })
         .map_err(|e| Box::new(EdgeError::from(e).into_response()))?;
-    let bound = Duration::from_millis(params.long_poll_ms(DEFAULT_LONG_POLL_MS))
-        + state.config.limits.waiter_grace;
     Ok(Parked {
         state: state.clone(),
         waiter,
-        bound,
     })
 }
 
@@ -74,20 +76,19 @@ impl Parked {
     /// future.)
     pub async fn answer(&mut self) -> Response<Body> {
         let state = &self.state;
-        tokio::select! {
-            got = self.waiter.wait(self.bound) => match got {
-                Ok((answer, landed)) => {
-                    state.metrics.served(answer.body.len());
-                    // Only bytes of the stream are a delivery (an error's
-                    // body is not).
-                    if answer.status.is_success() && !answer.body.is_empty() {
-                        state.metrics.delivered(crate::metrics::LONG_POLL, landed.elapsed());
-                    }
-                    answer.to_response()
+        match self.waiter.wait().await {
+            Ok((answer, landed)) => {
+                state.metrics.served(answer.body.len());
+                // Only bytes of the stream are a delivery (an error's body
+                // is not).
+                if answer.status.is_success() && !answer.body.is_empty() {
+                    state
+                        .metrics
+                        .delivered(crate::metrics::LONG_POLL, landed.elapsed());
                 }
-                Err(e) => EdgeError::from(e).into_response(),
-            },
-            _ = state.closed() => EdgeError::ShuttingDown.into_response(),
+                answer.to_response()
+            }
+            Err(e) => EdgeError::from(e).into_response(),
         }
     }
 }

@@ -207,30 +207,29 @@ async fn read(
     let pq = format!("{path}?offset={from}&max_bytes={max}");
     let key = format!("{pq}\n{}", accept.unwrap_or(""));
     let upstream = state.upstream.clone();
-    let mut waiter = state.sse_reads.join(key, move || async move {
-        let mut headers = HeaderMap::new();
-        if let Some(accept) = accept {
-            headers.insert(http::header::ACCEPT, HeaderValue::from_static(accept));
-        }
-        upstream.get(&pq, headers, metrics::Upstream::SseRead).await
-    })?;
     // A reader's session bounds its every wait.
-    waiter
-        .wait(state.config.limits.sse_session)
-        .await
-        .map(|(answer, _)| answer)
-        .map_err(|e| {
-            // Never full: each reader holds a place among `max_sse_readers`
-            // and waits for one read at a time.
-            if matches!(e, WaitError::Full) {
-                return EdgeError::Busy("too many SSE readers at this edge");
-            }
-            tracing::warn!(error = %e, "an SSE reader's read from the origin failed");
-            EdgeError::Busy(match e {
-                WaitError::Upstream(_) => "the origin cannot be reached",
-                _ => "the origin did not answer the read",
-            })
+    let mut waiter =
+        state
+            .sse_reads
+            .join(key, state.config.limits.sse_session, move || async move {
+                let mut headers = HeaderMap::new();
+                if let Some(accept) = accept {
+                    headers.insert(http::header::ACCEPT, HeaderValue::from_static(accept));
+                }
+                upstream.get(&pq, headers, metrics::Upstream::SseRead).await
+            })?;
+    waiter.wait().await.map(|(answer, _)| answer).map_err(|e| {
+        // Never full: each reader holds a place among `max_sse_readers`
+        // and waits for one read at a time.
+        if matches!(e, WaitError::Full) {
+            return EdgeError::Busy("too many SSE readers at this edge");
+        }
+        tracing::warn!(error = %e, "an SSE reader's read from the origin failed");
+        EdgeError::Busy(match e {
+            WaitError::Upstream(_) => "the origin cannot be reached",
+            _ => "the origin did not answer the read",
         })
+    })
 }
 
 fn next_offset(a: &Answer) -> Option<u64> {

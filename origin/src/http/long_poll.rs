@@ -3,7 +3,9 @@
 //! The wait subscribes to the stream's tail before it looks at it, so an
 //! append that lands between the look and the wait still wakes it.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -44,7 +46,8 @@ pub async fn long_poll(
 pub struct Parked {
     state: Shared,
     view: Arc<StreamView>,
-    caller: Option<crate::auth::Caller>,
+    /// Boxed: 144 bytes, and most long-polls have none.
+    caller: Option<Box<crate::auth::Caller>>,
     mode: JsonReads,
     rx: TailReceiver,
     first: Tail,
@@ -61,7 +64,11 @@ pub fn park(
     params: ReadParams,
 ) -> Result<Parked, ApiError> {
     let view = open_for_read(state, path, req.headers())?;
-    let caller = req.extensions().get::<crate::auth::Caller>().cloned();
+    let caller = req
+        .extensions()
+        .get::<crate::auth::Caller>()
+        .cloned()
+        .map(Box::new);
     let mode = negotiate(req.headers(), state.config.json_reads);
     // The request goes before the wait: its header values are slices of
     // the connection's read buffer, which hyper would otherwise have to
@@ -105,12 +112,29 @@ impl Parked {
             let _waiting = self.state.metrics.long_poll_guard();
             // Ends early (as a timeout would) when the server shuts down,
             // or when the client leaves (its answer then goes nowhere).
+            // Polled by hand, each wait in a slot (`shell::waker_set`):
+            // futures for the three would make this one 480 bytes larger.
             let mut client = peer::watch(shell::request_id::client().and_then(|c| c.peer));
-            let waited = tokio::select! {
-                w = tokio::time::timeout(wait, self.rx.wait_for(|t| t.next > start || t.closed || t.gone)) => w.ok(),
-                _ = self.state.closed() => None,
-                _ = client.left() => None,
-            };
+            let mut timeout = std::pin::pin!(tokio::time::sleep(wait));
+            let mut stopping = self.state.stop.watch();
+            let rx = &mut self.rx;
+            let waited = std::future::poll_fn(|cx| {
+                if let Poll::Ready(t) =
+                    rx.poll_wait_for(cx, |t| t.next > start || t.closed || t.gone)
+                {
+                    return Poll::Ready(Some(t));
+                }
+                if stopping.poll(cx).is_ready()
+                    || client.poll_left(cx).is_ready()
+                    || timeout.as_mut().poll(cx).is_ready()
+                {
+                    return Poll::Ready(None);
+                }
+                Poll::Pending
+            })
+            .await;
+            drop(stopping);
+            rx.leave();
             // Only an end it was woken for is a delivery (its stamp read
             // with it); one read after a timeout is not.
             parked = waited.is_some();

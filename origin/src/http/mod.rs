@@ -128,6 +128,9 @@ pub struct AppState {
     /// Turns true when the server starts to shut down: live reads end, so
     /// the graceful shutdown does not wait for them.
     pub closing: tokio::sync::watch::Sender<bool>,
+    /// The same, for waits polled by hand (a parked long-poll's): closed
+    /// once `closing` turns true.
+    pub stop: Arc<shell::waker_set::Closing>,
     /// Set from the stop signal on (`/readyz` answers 503 draining).
     pub draining: shell::ready::Draining,
     pub auth: crate::auth::Auth,

@@ -15,6 +15,9 @@
 //! being written, its task waiting for the socket until its session ends
 //! (and [`SEND_GRACE`]), when the task is ended wherever it waits.
 
+use std::future::Future;
+use std::task::Poll;
+
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::Response;
@@ -126,6 +129,10 @@ async fn run(
             // from the publish (not a catch-up read).
             let mut woken = false;
             let mut keepalive = Keepalive::new(task_state.config.sse_keepalive);
+            // Its waits are polled by hand (`shell::waker_set`): futures for
+            // them would make every waiting tail's task larger.
+            let mut stopping = task_state.stop.watch();
+            let mut timer = std::pin::pin!(tokio::time::sleep_until(keepalive.until(deadline)));
             loop {
                 if tokio::time::Instant::now() >= deadline {
                     if credential_end.is_some_and(|c| c <= session_end) {
@@ -201,16 +208,32 @@ async fn run(
                         return;
                     }
                 }
-                let keep_alive = tokio::select! {
-                    _ = rx.changed() => {
+                // The next publish; the session's end, or the keepalive's
+                // time; the server's shutdown, the reader's leaving.
+                timer.as_mut().reset(keepalive.until(deadline));
+                let waited = std::future::poll_fn(|cx| {
+                    if rx.poll_changed(cx).is_ready() {
+                        return Poll::Ready(Some(true));
+                    }
+                    if timer.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(Some(false));
+                    }
+                    if stopping.poll(cx).is_ready()
+                        || out.poll_closed(cx).is_ready()
+                        || client.poll_left(cx).is_ready()
+                    {
+                        return Poll::Ready(None);
+                    }
+                    Poll::Pending
+                })
+                .await;
+                let keep_alive = match waited {
+                    None => return,
+                    Some(true) => {
                         woken = true;
                         false
                     }
-                    // The session's end, or the keepalive's time.
-                    _ = tokio::time::sleep_until(keepalive.until(deadline)) => keepalive.is_due(),
-                    _ = task_state.closed() => return,
-                    _ = out.closed() => return,
-                    _ = client.left() => return,
+                    Some(false) => keepalive.is_due(),
                 };
                 if keep_alive {
                     keepalive.wrote();
@@ -220,11 +243,19 @@ async fn run(
                 }
             }
         };
-        tokio::select! {
-            _ = session => {}
-            _ = tokio::time::sleep_until(hard_end) => {}
-            _ = stopping.closed() => {}
-        }
+        let mut session = std::pin::pin!(session);
+        let mut hard_end = std::pin::pin!(tokio::time::sleep_until(hard_end));
+        let mut stop = stopping.stop.watch();
+        std::future::poll_fn(|cx| {
+            if session.as_mut().poll(cx).is_ready()
+                || hard_end.as_mut().poll(cx).is_ready()
+                || stop.poll(cx).is_ready()
+            {
+                return Poll::Ready(());
+            }
+            Poll::Pending
+        })
+        .await;
     });
 
     let mut resp = answer.response(Body::new, Body::empty());

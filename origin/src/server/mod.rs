@@ -60,6 +60,16 @@ pub fn open_state_sharing(
         None => Arc::new(http::ingress::Ingress::new(&http)),
     };
     let closing = tokio::sync::watch::Sender::new(false);
+    let stop = Arc::new(shell::waker_set::Closing::default());
+    tokio::spawn({
+        let mut closing = closing.subscribe();
+        let stop = Arc::clone(&stop);
+        async move {
+            // (Also when the state goes without closing: nothing waits then.)
+            let _ = closing.wait_for(|c| *c).await;
+            stop.close();
+        }
+    });
     let mut auth = crate::auth::Auth::open(keys, http.auth.clone())?;
     if let Some(s) = sharing {
         auth.limits = Arc::clone(&s.limits);
@@ -90,6 +100,7 @@ pub fn open_state_sharing(
         metrics,
         ingress,
         closing,
+        stop,
         draining: shell::ready::Draining::default(),
         key_store: sharing.and_then(|s| s.key_store.clone()),
         subscriptions: std::sync::OnceLock::new(),

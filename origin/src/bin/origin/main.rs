@@ -12,6 +12,8 @@ static ALLOCATOR: shared::allocator::Mimalloc = shared::allocator::Mimalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // Before anything large is allocated: see `shell::huge_pages`.
+    let small_pages = shell::huge_pages::disable();
     let cli = Cli::parse();
     shell::logging::init(cli.log_format);
     cli.check().map_err(anyhow::Error::msg)?;
@@ -31,6 +33,9 @@ async fn main() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", cli.listen))?;
     tracing::info!(addr = %listener.local_addr()?, "origin listening on {}", listener.local_addr()?);
+    if let Err(e) = small_pages {
+        tracing::debug!(error = %e, "transparent huge pages stay as the system has them");
+    }
     if let Some(url) = &cli.object_store {
         tracing::info!(%url, "sealing complete chunks into object storage");
     }
