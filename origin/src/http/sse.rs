@@ -108,15 +108,36 @@ async fn run(
     // However its writes go (a client that stops reading holds a write up
     // for as long as it likes), the task ends at its session's end and a
     // grace, or when the server stops.
-    let sse_session = state.config.sse_session;
-    let stopping = state.clone();
+    // One block, every wait polled in place: a session future awaited
+    // inside another would keep its captures' room twice (1,424 bytes a
+    // waiting tail's task, against the 2 KiB a reader may cost).
     tokio::spawn(async move {
         if out.ready().await.is_err() {
             return; // the client left, or the server drains, before the head
         }
         // Counted from here, as the session is.
-        let hard_end = shell::clock::deadline(sse_session.saturating_add(SEND_GRACE));
-        let session = async move {
+        let mut hard_end = std::pin::pin!(tokio::time::sleep_until(shell::clock::deadline(
+            task_state.config.sse_session.saturating_add(SEND_GRACE)
+        )));
+        let mut stopping = task_state.stop.watch();
+        // A write waits for the reader at most until the hard end, and
+        // never past the server's shutdown.
+        macro_rules! send {
+            ($sent:expr) => {{
+                let mut sent = std::pin::pin!($sent);
+                std::future::poll_fn(|cx| {
+                    if let Poll::Ready(r) = sent.as_mut().poll(cx) {
+                        return Poll::Ready(r);
+                    }
+                    if hard_end.as_mut().poll(cx).is_ready() || stopping.poll(cx).is_ready() {
+                        return Poll::Ready(Err(shell::tail_out::Gone));
+                    }
+                    Poll::Pending
+                })
+                .await
+            }};
+        }
+        {
             // A client that leaves an idle tail ends it at once (a busy one
             // ends it with the first write that fails).
             let mut client = peer::watch(peer);
@@ -131,17 +152,14 @@ async fn run(
             let mut keepalive = Keepalive::new(task_state.config.sse_keepalive);
             // Its waits are polled by hand (`shell::waker_set`): futures for
             // them would make every waiting tail's task larger.
-            let mut stopping = task_state.stop.watch();
             let mut timer = std::pin::pin!(tokio::time::sleep_until(keepalive.until(deadline)));
             loop {
                 if tokio::time::Instant::now() >= deadline {
                     if credential_end.is_some_and(|c| c <= session_end) {
-                        let _ = out
-                            .send(Bytes::from(named_json_event(
-                                "credential-expired",
-                                r#"{"reason":"credential_expired"}"#,
-                            )))
-                            .await;
+                        let _ = send!(out.send(Bytes::from(named_json_event(
+                            "credential-expired",
+                            r#"{"reason":"credential_expired"}"#,
+                        ))));
                     }
                     return;
                 }
@@ -153,9 +171,7 @@ async fn run(
                         ErrorCode::NotFound
                     };
                     let body = ErrorBody::new(code, "the stream was deleted").to_json();
-                    let _ = out
-                        .send(Bytes::from(named_json_event("error", &body)))
-                        .await;
+                    let _ = send!(out.send(Bytes::from(named_json_event("error", &body))));
                     return;
                 }
                 if pos < tail.next {
@@ -183,7 +199,7 @@ async fn run(
                     pos = slice.end;
                     announced = true;
                     keepalive.wrote();
-                    if out.send(Bytes::from(frame)).await.is_err() || slice.closed {
+                    if send!(out.send(Bytes::from(frame))).is_err() || slice.closed {
                         return;
                     }
                     if let (true, Some(at)) = (std::mem::take(&mut woken), rx.published_at()) {
@@ -204,7 +220,7 @@ async fn run(
                     });
                     announced = true;
                     keepalive.wrote();
-                    if out.send(Bytes::from(frame)).await.is_err() || tail.closed {
+                    if send!(out.send(Bytes::from(frame))).is_err() || tail.closed {
                         return;
                     }
                 }
@@ -237,25 +253,12 @@ async fn run(
                 };
                 if keep_alive {
                     keepalive.wrote();
-                    if out.keep_alive(KEEPALIVE).await.is_err() {
+                    if send!(out.keep_alive(KEEPALIVE)).is_err() {
                         return;
                     }
                 }
             }
-        };
-        let mut session = std::pin::pin!(session);
-        let mut hard_end = std::pin::pin!(tokio::time::sleep_until(hard_end));
-        let mut stop = stopping.stop.watch();
-        std::future::poll_fn(|cx| {
-            if session.as_mut().poll(cx).is_ready()
-                || hard_end.as_mut().poll(cx).is_ready()
-                || stop.poll(cx).is_ready()
-            {
-                return Poll::Ready(());
-            }
-            Poll::Pending
-        })
-        .await;
+        }
     });
 
     let mut resp = answer.response(Body::new, Body::empty());
