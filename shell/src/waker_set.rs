@@ -22,11 +22,18 @@ use std::task::{Context, Poll, Waker};
 use parking_lot::Mutex;
 
 /// The wakers of the waiters of one event (kept under its owner's lock).
+///
+/// Its memory is bounded by the most waiters at once (each has at most one
+/// waker in it, and waiters are bounded by the servers' connections and
+/// waiter limits): a place a waiter leaves is reused, and a set that
+/// empties lets its room go.
 #[derive(Default)]
 pub struct WakerSet {
     wakers: Vec<Option<Waker>>,
-    /// One more each time the wakers are taken: slots of earlier rounds
-    /// are void.
+    /// Places of `wakers` left empty, for the next waiter.
+    free: Vec<usize>,
+    /// One more each time the wakers are taken (or the set empties):
+    /// slots of earlier rounds are void.
     round: u64,
     /// Wakers in the set now.
     live: usize,
@@ -49,28 +56,44 @@ impl WakerSet {
     pub fn register(&mut self, slot: &mut Slot, waker: &Waker) {
         if let Some((round, i)) = slot.0 {
             if round == self.round {
-                match &mut self.wakers[i] {
-                    Some(w) if w.will_wake(waker) => {}
-                    Some(w) => *w = waker.clone(),
-                    w @ None => {
-                        *w = Some(waker.clone());
-                        self.live += 1;
+                if let Some(w) = &mut self.wakers[i] {
+                    if !w.will_wake(waker) {
+                        *w = waker.clone();
                     }
+                    return;
                 }
-                return;
             }
         }
-        slot.0 = Some((self.round, self.wakers.len()));
-        self.wakers.push(Some(waker.clone()));
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.wakers[i] = Some(waker.clone());
+                i
+            }
+            None => {
+                self.wakers.push(Some(waker.clone()));
+                self.wakers.len() - 1
+            }
+        };
+        slot.0 = Some((self.round, i));
         self.live += 1;
     }
 
     /// Empties `slot` (its waiter leaves, or has what it waited for).
     pub fn remove(&mut self, slot: &mut Slot) {
-        if let Some((round, i)) = slot.0.take() {
-            if round == self.round && self.wakers[i].take().is_some() {
-                self.live -= 1;
-            }
+        let Some((round, i)) = slot.0.take() else {
+            return;
+        };
+        if round != self.round || self.wakers[i].take().is_none() {
+            return;
+        }
+        self.live -= 1;
+        if self.live == 0 {
+            // No waiter holds a place of this round now.
+            self.wakers = Vec::new();
+            self.free = Vec::new();
+            self.round += 1;
+        } else {
+            self.free.push(i);
         }
     }
 
@@ -80,6 +103,7 @@ impl WakerSet {
     pub fn take(&mut self) -> Vec<Waker> {
         self.round += 1;
         self.live = 0;
+        self.free = Vec::new();
         std::mem::take(&mut self.wakers)
             .into_iter()
             .flatten()
@@ -228,6 +252,29 @@ mod tests {
         assert_eq!(set.len(), 1);
         wake_all(set.take());
         assert_eq!(a.0.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn waiters_that_come_and_go_reuse_places() {
+        // A stream nobody appends to, its long-polls timing out and
+        // coming back: the set stays as large as the most at once.
+        let mut set = WakerSet::default();
+        let (_, w) = counter();
+        let mut held: Vec<Slot> = (0..3).map(|_| Slot::default()).collect();
+        for s in &mut held {
+            set.register(s, &w);
+        }
+        for _ in 0..1000 {
+            let mut s = Slot::default();
+            set.register(&mut s, &w);
+            set.remove(&mut s);
+        }
+        assert_eq!(set.wakers.len(), 4);
+        for s in &mut held {
+            set.remove(s);
+        }
+        assert!(set.is_empty());
+        assert_eq!(set.wakers.capacity(), 0, "an empty set lets its room go");
     }
 
     #[test]
