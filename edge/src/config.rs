@@ -304,7 +304,11 @@ impl Default for Limits {
             waiter_grace: Duration::from_secs(10),
             max_sse_readers: 100_000,
             sse_reader_queue: 32,
-            sse_shard_readers: 4096,
+            // 256, not 4,096: a hub's thousand readers then spread over
+            // both cores' writers (1,000 readers × 100 appends/s, p99 from
+            // the answer 11–16 ms against 28–48; no difference at 16,000,
+            // 5 December 2026, loadtest/RESULTS.md).
+            sse_shard_readers: 256,
             sse_refill_bytes: 64 * 1024,
             sse_ring: 256,
             tail_frame_bytes: 1024 * 1024,
