@@ -62,6 +62,7 @@ pub fn watch(peer: Option<Peer>) -> ClientWatch {
 
 impl ClientWatch {
     /// Resolves once the client has left; never again after that.
+    #[cfg(test)]
     pub async fn left(&mut self) {
         std::future::poll_fn(|cx| self.poll_left(cx)).await
     }

@@ -146,13 +146,13 @@ impl Closing {
         wake_all(wakers);
     }
 
-    pub fn is_closed(&self) -> bool {
+    fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
     }
 
     /// Ready once the server shuts down; until then the waker is kept in
-    /// `slot` (empty it with [`Closing::leave`] when the wait ends).
-    pub fn poll_closed(&self, slot: &mut Slot, cx: &Context<'_>) -> Poll<()> {
+    /// `slot` (empty it with `leave` when the wait ends).
+    fn poll_closed(&self, slot: &mut Slot, cx: &Context<'_>) -> Poll<()> {
         if self.is_closed() {
             return Poll::Ready(());
         }
@@ -167,7 +167,7 @@ impl Closing {
     }
 
     /// The wait ends: its waker leaves.
-    pub fn leave(&self, slot: &mut Slot) {
+    fn leave(&self, slot: &mut Slot) {
         if slot.is_set() {
             self.waiters.lock().remove(slot);
         }

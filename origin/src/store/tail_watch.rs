@@ -137,53 +137,64 @@ impl TailReceiver {
         let mut c = self.shared.current.lock();
         if c.version != self.seen {
             self.seen = c.version;
-            c.wakers.remove(&mut self.slot);
-            self.shared.waiting.store(c.wakers.len(), Ordering::SeqCst);
+            unregister(&self.shared.waiting, &mut c, &mut self.slot);
             return Poll::Ready(());
         }
-        c.wakers.register(&mut self.slot, cx.waker());
-        self.shared.waiting.store(c.wakers.len(), Ordering::SeqCst);
+        register(&self.shared.waiting, &mut c, &mut self.slot, cx);
         Poll::Pending
     }
 
-    /// Waits until an end newer than the last one seen is published, and
-    /// marks it seen.
-    pub async fn changed(&mut self) {
-        std::future::poll_fn(|cx| self.poll_changed(cx)).await
-    }
-
-    /// Ready with the end once it satisfies `done`.
+    /// Ready with the end (marked seen) once it satisfies `done`; until
+    /// then its waker waits for the next publish. One look under the lock:
+    /// an end it has seen can only change by a publish, which wakes it.
     pub fn poll_wait_for(
         &mut self,
         cx: &Context<'_>,
         mut done: impl FnMut(&Tail) -> bool,
     ) -> Poll<Tail> {
-        loop {
-            let tail = self.borrow_and_update();
-            if done(&tail) {
-                self.leave();
-                return Poll::Ready(tail);
-            }
-            if self.poll_changed(cx).is_pending() {
-                return Poll::Pending;
-            }
+        let mut c = self.shared.current.lock();
+        self.seen = c.version;
+        self.stamp = c.stamp;
+        if done(&c.tail) {
+            unregister(&self.shared.waiting, &mut c, &mut self.slot);
+            return Poll::Ready(c.tail);
         }
+        register(&self.shared.waiting, &mut c, &mut self.slot, cx);
+        Poll::Pending
+    }
+
+    /// Waits until an end newer than the last one seen is published, and
+    /// marks it seen.
+    #[cfg(test)]
+    pub async fn changed(&mut self) {
+        std::future::poll_fn(|cx| self.poll_changed(cx)).await
     }
 
     /// Waits until the end satisfies `done`, and returns it.
+    #[cfg(test)]
     pub async fn wait_for(&mut self, mut done: impl FnMut(&Tail) -> bool) -> Tail {
         std::future::poll_fn(|cx| self.poll_wait_for(cx, &mut done)).await
     }
 
     /// Its wait ends: its waker leaves.
     pub fn leave(&mut self) {
-        if !self.slot.is_set() {
-            return;
+        if self.slot.is_set() {
+            let mut c = self.shared.current.lock();
+            unregister(&self.shared.waiting, &mut c, &mut self.slot);
         }
-        let mut c = self.shared.current.lock();
-        c.wakers.remove(&mut self.slot);
-        self.shared.waiting.store(c.wakers.len(), Ordering::SeqCst);
     }
+}
+
+/// Puts a receiver's waker in (`waiting` follows the set's count).
+fn register(waiting: &AtomicUsize, c: &mut Current, slot: &mut Slot, cx: &Context<'_>) {
+    c.wakers.register(slot, cx.waker());
+    waiting.store(c.wakers.len(), Ordering::SeqCst);
+}
+
+/// Takes a receiver's waker out.
+fn unregister(waiting: &AtomicUsize, c: &mut Current, slot: &mut Slot) {
+    c.wakers.remove(slot);
+    waiting.store(c.wakers.len(), Ordering::SeqCst);
 }
 
 impl Drop for TailReceiver {
