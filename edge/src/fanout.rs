@@ -105,7 +105,7 @@ pub struct Hub {
     feed: broadcast::Sender<FeedItem>,
     idle: Notify,
     /// The writers of its detached readers ([`writer`]).
-    shards: Mutex<Vec<Arc<writer::Door>>>,
+    shards: shell::shards::Shards<writer::Join>,
 }
 
 /// A reader on a hub: its feed, and its seat.
@@ -256,7 +256,7 @@ impl Fanout {
             }),
             feed: broadcast::channel(self.limits.sse_ring).0,
             idle: Notify::new(),
-            shards: Mutex::new(Vec::new()),
+            shards: Default::default(),
         });
         hubs.insert(key, Arc::clone(&hub));
         let sub = hub

@@ -52,6 +52,7 @@ pub mod ready;
 pub mod recovering;
 pub mod request_body;
 pub mod request_id;
+pub mod shards;
 pub mod signal;
 pub mod tail_body;
 pub mod tail_out;

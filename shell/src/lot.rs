@@ -21,12 +21,10 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
-use parking_lot::Mutex;
 use tokio::net::TcpStream;
 use tokio::sync::OwnedSemaphorePermit;
 
@@ -37,7 +35,8 @@ use crate::drain::Member;
 use crate::h1_tail::Watch;
 use crate::request_body::RequestBody;
 use crate::request_id::Answered;
-use crate::wakes::{EntryWake, Ready};
+use crate::shards::Shards;
+use crate::wakes::EntryWake;
 
 /// Entries one task drives at most; a lot with more starts another task.
 pub const SHARD: usize = 4096;
@@ -60,19 +59,13 @@ struct Entry<H, F> {
 }
 
 /// One task's share of the lot.
-struct Door<H, F> {
-    ready: Arc<Ready>,
-    joins: Mutex<Vec<Parked<H, F>>>,
-    /// Its entries and those on their way in (changed under the lot's
-    /// `shards` lock when it grows, so a retiring task loses none).
-    count: AtomicUsize,
-}
+type Door<H, F> = crate::shards::Door<Parked<H, F>>;
 
 /// The waiting answers of one server.
 pub(crate) struct Lot<H, F, B> {
     pub(crate) config: Arc<ServeConfig>,
     pub(crate) http1: Http1,
-    shards: Mutex<Vec<Arc<Door<H, F>>>>,
+    shards: Shards<Parked<H, F>>,
     _body: PhantomData<fn() -> B>,
 }
 
@@ -86,7 +79,7 @@ where
         Arc::new(Lot {
             config,
             http1,
-            shards: Mutex::new(Vec::new()),
+            shards: Shards::default(),
             _body: PhantomData,
         })
     }
@@ -94,26 +87,9 @@ where
     /// Takes a connection whose answer waits.
     pub(crate) fn park(self: &Arc<Self>, mut parked: Parked<H, F>) {
         parked.held.0.leave_task();
-        let mut shards = self.shards.lock();
-        let door = match shards
-            .iter()
-            .find(|d| d.count.load(Ordering::Relaxed) < SHARD)
-        {
-            Some(d) => Arc::clone(d),
-            None => {
-                let door = Arc::new(Door {
-                    ready: Arc::new(Ready::default()),
-                    joins: Mutex::new(Vec::new()),
-                    count: AtomicUsize::new(0),
-                });
-                shards.push(Arc::clone(&door));
-                tokio::spawn(drive(Arc::clone(self), Arc::clone(&door)));
-                door
-            }
-        };
-        door.count.fetch_add(1, Ordering::Relaxed);
-        door.joins.lock().push(parked);
-        door.ready.notify();
+        self.shards.join(SHARD, parked, |door| {
+            tokio::spawn(drive(Arc::clone(self), door));
+        });
     }
 }
 
@@ -125,16 +101,14 @@ where
     B: AnswerBody,
 {
     // Should this task end any other way, its door leaves the lot all the
-    // same (no connection parks with a task that is gone).
-    let _leaving = Leaving {
-        lot: Arc::clone(&lot),
-        door: Arc::clone(&door),
-    };
+    // same (no connection parks with a task that is gone; those on their
+    // way in are closed with their answers).
+    let _leaving = lot.shards.leaving(&door);
     let mut entries: Vec<Option<Entry<H, F>>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
     loop {
-        door.ready.notified().await;
-        let joins = std::mem::take(&mut *door.joins.lock());
+        door.ready().notified().await;
+        let joins = door.take_joins();
         for parked in joins {
             let id = free.pop().unwrap_or_else(|| {
                 entries.push(None);
@@ -143,42 +117,19 @@ where
             entries[id] = Some(Entry {
                 parked,
                 watch: Watch::default(),
-                wake: door.ready.wake_of(id),
+                wake: door.ready().wake_of(id),
             });
             poll(&lot, &door, &mut entries, &mut free, id);
         }
-        for id in door.ready.take() {
+        for id in door.ready().take() {
             if let Some(Some(e)) = entries.get(id) {
                 e.wake.rearm();
                 poll(&lot, &door, &mut entries, &mut free, id);
             }
         }
-        if door.count.load(Ordering::Relaxed) == 0 {
-            let mut shards = lot.shards.lock();
-            if door.count.load(Ordering::Relaxed) == 0 {
-                shards.retain(|d| !Arc::ptr_eq(d, &door));
-                return;
-            }
+        if lot.shards.retire(&door) {
+            return;
         }
-    }
-}
-
-/// Takes a task's door out of the lot when the task ends.
-struct Leaving<H, F, B> {
-    lot: Arc<Lot<H, F, B>>,
-    door: Arc<Door<H, F>>,
-}
-
-impl<H, F, B> Drop for Leaving<H, F, B> {
-    fn drop(&mut self) {
-        self.lot
-            .shards
-            .lock()
-            .retain(|d| !Arc::ptr_eq(d, &self.door));
-        // Connections on their way in are closed with their answers (once
-        // the lock is let go: dropping a handler's future runs its code).
-        let joins = std::mem::take(&mut *self.door.joins.lock());
-        drop(joins);
     }
 }
 
@@ -217,7 +168,7 @@ fn poll<H, F, B>(
         return;
     };
     free.push(id);
-    door.count.fetch_sub(1, Ordering::Relaxed);
+    door.left();
     let Some(response) = answered else {
         // The client left (or its handler panicked): its answer's future
         // goes with it.

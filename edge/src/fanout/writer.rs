@@ -28,18 +28,16 @@
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use parking_lot::Mutex;
 use shared::error::{ErrorBody, ErrorCode};
 use shared::offset::Offset;
 use shared::sse::{control_event, named_json_event, Control, KEEPALIVE};
 use shell::detached::{chunk, Detached};
-use shell::wakes::{EntryWake, Ready};
+use shell::wakes::EntryWake;
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::time::Instant;
@@ -77,21 +75,14 @@ pub struct Behind {
 /// or a new one).
 pub fn attach(fanout: &Arc<Fanout>, sub: Subscription, joining: Joining) {
     let hub = Arc::clone(&sub.seat.0);
-    let mut shards = hub.shards.lock();
-    let door = match shards
-        .iter()
-        .find(|d| d.readers.load(Ordering::Relaxed) < fanout.limits.sse_shard_readers.max(1))
-    {
-        Some(d) => Arc::clone(d),
-        None => {
-            let door = Arc::new(Door::default());
-            shards.push(Arc::clone(&door));
+    hub.shards
+        .join(fanout.limits.sse_shard_readers, (sub, joining), |door| {
             let (feed, pos, ended) = hub.writer_feed();
             tokio::spawn(
                 Shard {
                     fanout: Arc::clone(fanout),
                     hub: Arc::clone(&hub),
-                    door: Arc::clone(&door),
+                    door,
                     feed,
                     pos,
                     ended,
@@ -101,24 +92,15 @@ pub fn attach(fanout: &Arc<Fanout>, sub: Subscription, joining: Joining) {
                 }
                 .run(),
             );
-            door
-        }
-    };
-    door.readers.fetch_add(1, Ordering::Relaxed);
-    door.joins.lock().push((sub, joining));
-    door.ready.notify();
+        });
 }
 
-/// What a writer shares with its hub and its entries' wakers.
-#[derive(Default)]
-pub struct Door {
-    /// Its readers, and those on their way in (under the hub's `shards`
-    /// lock for the decision to retire).
-    readers: AtomicUsize,
-    joins: Mutex<Vec<(Subscription, Joining)>>,
-    /// Entries whose waker fired (`shell::wakes`).
-    ready: Arc<Ready>,
-}
+/// A reader on its way to a writer.
+pub type Join = (Subscription, Joining);
+
+/// What a writer shares with its hub and its entries' wakers: its readers
+/// and those on their way in, and its entries' wakes (`shell::shards`).
+type Door = shell::shards::Door<Join>;
 
 /// One detached reader.
 struct Entry {
@@ -134,24 +116,6 @@ struct Entry {
     wake: Arc<EntryWake>,
     _seat: Seat,
     held: Box<dyn Send + Sync>,
-}
-
-/// Takes a writer's door out of its hub when the writer's task ends, and
-/// lets go of readers still on their way in.
-struct Leaving {
-    hub: Arc<Hub>,
-    door: Arc<Door>,
-}
-
-impl Drop for Leaving {
-    fn drop(&mut self) {
-        self.hub
-            .shards
-            .lock()
-            .retain(|d| !Arc::ptr_eq(d, &self.door));
-        let joins = std::mem::take(&mut *self.door.joins.lock());
-        self.door.readers.fetch_sub(joins.len(), Ordering::Relaxed);
-    }
 }
 
 /// Why an entry ends.
@@ -182,10 +146,7 @@ impl Shard {
     async fn run(mut self) {
         // Should this task end any other way (a panic), its door leaves the
         // hub all the same: no reader joins a writer that is gone.
-        let _leaving = Leaving {
-            hub: Arc::clone(&self.hub),
-            door: Arc::clone(&self.door),
-        };
+        let _leaving = self.hub.shards.leaving(&self.door);
         let limits = &self.fanout.limits;
         let period = match limits.sse_keepalive / 2 {
             d if d.is_zero() => Duration::from_secs(1),
@@ -199,7 +160,7 @@ impl Shard {
             let more = tokio::select! {
                 _ = closing.wait_for(|c| *c) => false,
                 item = self.feed.recv() => self.publish_all(item),
-                _ = self.door.ready.notified() => {
+                _ = self.door.ready().notified() => {
                     self.join();
                     self.serve_ready();
                     true
@@ -212,34 +173,17 @@ impl Shard {
             if !more {
                 break;
             }
-            if self.door.readers.load(Ordering::Relaxed) == 0 && self.retire() {
+            if self.hub.shards.retire(&self.door) {
                 return;
             }
         }
         // The feed ended (or the edge stops): so do its readers, and this
         // writer, once no reader can join it any more.
-        self.retire_now();
+        self.hub.shards.close(&self.door);
         self.join();
         for id in 0..self.entries.len() {
             self.end(id, End::Finish);
         }
-    }
-
-    /// Leaves the hub if no reader is here or on its way.
-    fn retire(&self) -> bool {
-        let mut shards = self.hub.shards.lock();
-        if self.door.readers.load(Ordering::Relaxed) != 0 {
-            return false;
-        }
-        shards.retain(|d| !Arc::ptr_eq(d, &self.door));
-        true
-    }
-
-    fn retire_now(&self) {
-        self.hub
-            .shards
-            .lock()
-            .retain(|d| !Arc::ptr_eq(d, &self.door));
     }
 
     /// Takes in the readers that joined: each gets what this writer took
@@ -247,13 +191,12 @@ impl Shard {
     /// follows this writer's frames.
     fn join(&mut self) {
         self.now = Instant::now();
-        let joins = std::mem::take(&mut *self.door.joins.lock());
-        for (mut sub, j) in joins {
+        for (mut sub, j) in self.door.take_joins() {
             let id = self.free.pop().unwrap_or_else(|| {
                 self.entries.push(None);
                 self.entries.len() - 1
             });
-            let wake = self.door.ready.wake_of(id);
+            let wake = self.door.ready().wake_of(id);
             self.entries[id] = Some(Entry {
                 conn: j.conn,
                 pos: j.pos,
@@ -352,7 +295,7 @@ impl Shard {
                 self.fanout.metrics.sse_writer_behind();
                 // Out of the hub's writers first: a reader handed back
                 // joins another (or a new one), never this one.
-                self.retire_now();
+                self.hub.shards.close(&self.door);
                 for id in 0..self.entries.len() {
                     self.hand_back(id);
                 }
@@ -460,7 +403,7 @@ impl Shard {
 
     /// Serves the entries whose waker fired.
     fn serve_ready(&mut self) {
-        for id in self.door.ready.take() {
+        for id in self.door.ready().take() {
             if let Some(Some(e)) = self.entries.get(id) {
                 e.wake.rearm();
                 self.poll_entry(id);
@@ -553,7 +496,7 @@ impl Shard {
             return;
         };
         self.free.push(id);
-        self.door.readers.fetch_sub(1, Ordering::Relaxed);
+        self.door.left();
         let behind = Behind {
             joining: Joining {
                 conn: e.conn,
@@ -577,7 +520,7 @@ impl Shard {
             return;
         };
         self.free.push(id);
-        self.door.readers.fetch_sub(1, Ordering::Relaxed);
+        self.door.left();
         match end {
             End::Finish if e.owed.is_empty() => e.conn.finish(),
             _ => e.conn.cut(),
