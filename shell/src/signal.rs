@@ -64,6 +64,19 @@ pub async fn stop_signal_from(mut signals: StopSignals, draining: Draining, dela
     .await
 }
 
+/// Runs `then` once `closing` turns true (or its sender goes), in a task
+/// of its own: for what learns of the shutdown otherwise than by watching
+/// the flag (waits polled by hand, `crate::waker_set::Closing`).
+pub fn on_closing(
+    mut closing: tokio::sync::watch::Receiver<bool>,
+    then: impl FnOnce() + Send + 'static,
+) {
+    tokio::spawn(async move {
+        let _ = closing.wait_for(|c| *c).await;
+        then();
+    });
+}
+
 /// Resolves on SIGTERM or Ctrl-C received from this call on. The handlers
 /// are installed here, at once, not when the future is first polled: a
 /// server polls it among other branches, and a request served before that

@@ -127,14 +127,10 @@ impl EdgeState {
         });
         // Waiting long-polls (and SSE readers' shared reads) answer at once
         // when the edge starts to shut down.
-        tokio::spawn({
-            let mut closing = state.closing.subscribe();
-            let tables = [Arc::clone(&state.collapse), Arc::clone(&state.sse_reads)];
-            async move {
-                let _ = closing.wait_for(|c| *c).await;
-                for t in tables {
-                    t.close();
-                }
+        let tables = [Arc::clone(&state.collapse), Arc::clone(&state.sse_reads)];
+        shell::signal::on_closing(state.closing.subscribe(), move || {
+            for t in tables {
+                t.close();
             }
         });
         // Readers a hub's writer lost catch up in a task of their own.

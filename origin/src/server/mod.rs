@@ -61,14 +61,9 @@ pub fn open_state_sharing(
     };
     let closing = tokio::sync::watch::Sender::new(false);
     let stop = Arc::new(shell::waker_set::Closing::default());
-    tokio::spawn({
-        let mut closing = closing.subscribe();
+    shell::signal::on_closing(closing.subscribe(), {
         let stop = Arc::clone(&stop);
-        async move {
-            // (Also when the state goes without closing: nothing waits then.)
-            let _ = closing.wait_for(|c| *c).await;
-            stop.close();
-        }
+        move || stop.close()
     });
     let mut auth = crate::auth::Auth::open(keys, http.auth.clone())?;
     if let Some(s) = sharing {
