@@ -19,7 +19,10 @@
 //! - `fork-region`: in a region of several partitions (started by
 //!   `loadtest/fork-region-bench.sh`), forks within the source's partition
 //!   next to forks across partitions (which copy the prefix), by size.
-//! - `sse-fanout`, `catchup-compare`: the edge (see `edge.rs`).
+//! - `sse-fanout`: SSE fan-out at N readers of one stream, the edge, the
+//!   origin, the peers and the floor in one run (see `fanout.rs`), read by
+//!   the lean client (`lean_sse`).
+//! - `catchup-compare`: the edge's catch-up reads (see `edge.rs`).
 //! - `catch-up`: closed-loop catch-up readers against any address (a
 //!   region's follower: `loadtest/follower-bench.sh`).
 //! - `many-tails`: many streams with one SSE reader each through the edge:
@@ -49,11 +52,15 @@ mod ceiling;
 mod compare;
 mod conn_cost;
 mod edge;
+mod fanout;
+mod fanout_floor;
+mod fanout_hyper;
 mod fork;
 mod fork_region;
 mod forward;
 mod hostile;
 mod interleave;
+mod lean_sse;
 mod many_tails;
 mod peers;
 mod pool;
@@ -63,6 +70,7 @@ mod proxy;
 mod readers;
 mod restart;
 mod seal;
+mod sse_framing;
 mod stats;
 mod streams;
 mod webhooks;
@@ -88,7 +96,10 @@ enum Cmd {
     SealBench(seal::Args),
     ForkBench(fork::Args),
     ForkRegion(fork_region::Args),
-    SseFanout(edge::FanoutArgs),
+    SseFanout(fanout::FanoutArgs),
+    /// The fan-out floor's writer (started by `sse-fanout --systems floor`).
+    #[command(hide = true)]
+    FloorWriter(fanout_floor::WriterArgs),
     ManyTails(many_tails::Args),
     CatchupCompare(edge::CatchupArgs),
     Peers(peers::Args),
@@ -115,7 +126,8 @@ async fn main() -> anyhow::Result<()> {
         Cmd::SealBench(a) => seal::run(a).await,
         Cmd::ForkBench(a) => fork::run(a).await,
         Cmd::ForkRegion(a) => fork_region::run(a).await,
-        Cmd::SseFanout(a) => edge::fanout(a).await,
+        Cmd::SseFanout(a) => fanout::fanout(a).await,
+        Cmd::FloorWriter(a) => fanout_floor::writer(a).await,
         Cmd::ManyTails(a) => many_tails::run(a).await,
         Cmd::CatchupCompare(a) => edge::catchup(a).await,
         Cmd::Peers(a) => peers::run(a).await,

@@ -20,7 +20,7 @@
 //! to each server directly.
 
 mod pooled;
-mod systems;
+pub(crate) mod systems;
 mod table;
 
 use std::path::PathBuf;

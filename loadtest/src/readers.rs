@@ -30,7 +30,7 @@ fn since_base() -> u64 {
 
 /// Offsets are opaque tokens; escape anything outside the unreserved set so
 /// that any server's format survives the query string.
-fn escape(token: &str) -> String {
+pub(crate) fn escape(token: &str) -> String {
     let mut out = String::with_capacity(token.len());
     for b in token.bytes() {
         if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {

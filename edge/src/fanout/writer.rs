@@ -24,7 +24,10 @@
 //! Where a reader joins: at the end of its catch-up, where its own
 //! subscription to the feed began. Frames its writer had already taken by
 //! then are taken from that subscription (then dropped), so no frame is
-//! missed or sent twice (`core::splice` decides each).
+//! missed or sent twice (`core::splice` decides each). A reader whose own
+//! subscription overran on its way in (the hand-over was slow, not its
+//! socket) goes back to a task of its own before anything is written to
+//! it, as the readers of a writer that fell behind do.
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
@@ -118,6 +121,19 @@ struct Entry {
     held: Box<dyn Send + Sync>,
 }
 
+/// How a joining reader's own subscription stood once it was read out.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Joined {
+    /// Its next frames come from this writer's feed.
+    Following,
+    /// Its stream was deleted.
+    Gone,
+    /// Its hub's tail ended.
+    Ended,
+    /// Frames were lost from it before it joined.
+    Overran,
+}
+
 /// Why an entry ends.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum End {
@@ -209,7 +225,10 @@ impl Shard {
                 _seat: sub.seat,
                 held: j.held,
             });
-            loop {
+            // What this writer took before the reader came, and how its own
+            // subscription stands; nothing is written until both are known.
+            let mut before = Vec::new();
+            let then = loop {
                 match sub.feed.try_recv() {
                     // Taken by this writer before the reader came (a close
                     // marker, empty, once this writer saw its hub end).
@@ -217,25 +236,30 @@ impl Shard {
                         if (frame.start < frame.end && frame.end <= self.pos)
                             || (frame.start == frame.end && self.ended) =>
                     {
-                        self.send_one(id, &frame);
+                        before.push(frame);
                     }
                     // This writer's own feed brings it.
                     Ok(FeedItem::Data(_)) => {}
-                    Ok(FeedItem::Gone) => {
-                        self.gone(id);
-                        break;
-                    }
-                    Ok(FeedItem::Reset) | Err(TryRecvError::Closed) => {
-                        self.end(id, End::Finish);
-                        break;
-                    }
-                    Err(TryRecvError::Lagged(_)) => {
-                        self.fanout.metrics.sse_dropped_slow();
-                        self.end(id, End::Cut);
-                        break;
-                    }
-                    Err(TryRecvError::Empty) => break,
+                    Ok(FeedItem::Gone) => break Joined::Gone,
+                    Ok(FeedItem::Reset) | Err(TryRecvError::Closed) => break Joined::Ended,
+                    Err(TryRecvError::Lagged(_)) => break Joined::Overran,
+                    Err(TryRecvError::Empty) => break Joined::Following,
                 }
+            };
+            // Its own subscription overran while it was on its way in (the
+            // hand-over was slow, not its socket): with nothing written
+            // yet, it catches up in a task of its own and joins again.
+            if then == Joined::Overran {
+                self.hand_back(id);
+                continue;
+            }
+            for frame in before {
+                self.send_one(id, &frame);
+            }
+            match then {
+                Joined::Gone => self.gone(id),
+                Joined::Ended => self.end(id, End::Finish),
+                Joined::Overran | Joined::Following => {}
             }
             // Its waker watches the client and the drain from now on.
             self.poll_entry(id);
