@@ -88,20 +88,11 @@ pub(crate) struct Fanned {
 }
 
 pub async fn fanout(args: FanoutArgs) -> anyhow::Result<()> {
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
     let programs = Programs {
         origin: args.bins.origin.clone(),
         edge: args.bins.edge.clone(),
-        ursula: args
-            .ursula
-            .clone()
-            .unwrap_or_else(|| home.join(".cache/ds-peers/ursula/bin/ursula")),
-        electric: args
-            .electric
-            .clone()
-            .unwrap_or_else(|| home.join(".cache/ds-peers/electric/bin/durable-streams-server")),
+        ursula: systems::peer_program(&args.ursula, "ursula/bin/ursula"),
+        electric: systems::peer_program(&args.electric, "electric/bin/durable-streams-server"),
         node_dir: PathBuf::from("loadtest/peers"),
         node: PathBuf::from("node"),
         ceiling_get_bytes: 0,

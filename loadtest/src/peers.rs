@@ -139,20 +139,11 @@ fn load_average() -> String {
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let systems = selected(SYSTEMS, &args.systems, |s| s.name)?;
     let workloads = selected(&Workload::ALL, &args.workloads, |w| w.name())?;
-    let home = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .unwrap_or_default();
     let programs = Programs {
         origin: args.origin.clone(),
         edge: args.origin.with_file_name("edge"),
-        ursula: args
-            .ursula
-            .clone()
-            .unwrap_or_else(|| home.join(".cache/ds-peers/ursula/bin/ursula")),
-        electric: args
-            .electric
-            .clone()
-            .unwrap_or_else(|| home.join(".cache/ds-peers/electric/bin/durable-streams-server")),
+        ursula: systems::peer_program(&args.ursula, "ursula/bin/ursula"),
+        electric: systems::peer_program(&args.electric, "electric/bin/durable-streams-server"),
         node_dir: args.node_dir.clone(),
         node: args.node.clone(),
         ceiling_get_bytes: args.ceiling_get_bytes,

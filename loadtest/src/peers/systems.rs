@@ -139,6 +139,19 @@ pub struct Programs {
     pub ceiling_get_bytes: usize,
 }
 
+/// Where a peer's program is: as given, or where the benchmark's install
+/// commands put it, under `~/.cache/ds-peers` (`ursula/bin/ursula`,
+/// `electric/bin/durable-streams-server`).
+pub fn peer_program(given: &Option<PathBuf>, under_cache: &str) -> PathBuf {
+    given.clone().unwrap_or_else(|| {
+        std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .unwrap_or_default()
+            .join(".cache/ds-peers")
+            .join(under_cache)
+    })
+}
+
 impl Programs {
     /// Why `system` cannot run on this machine, if it cannot.
     pub fn missing(&self, system: &System) -> Option<String> {
