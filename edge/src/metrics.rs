@@ -108,6 +108,7 @@ pub struct Metrics {
     sse_open: AtomicI64,
     sse_dropped_slow: AtomicU64,
     sse_writer_behind: AtomicU64,
+    sse_joins_overran: AtomicU64,
     sse_feeds_over_budget: AtomicU64,
     upstream_tails: AtomicI64,
     /// HTTP/2 connections to the origins open now, and waiting requests
@@ -158,6 +159,7 @@ impl Default for Metrics {
             sse_open: AtomicI64::new(0),
             sse_dropped_slow: AtomicU64::new(0),
             sse_writer_behind: AtomicU64::new(0),
+            sse_joins_overran: AtomicU64::new(0),
             sse_feeds_over_budget: AtomicU64::new(0),
             upstream_tails: AtomicI64::new(0),
             multiplexed_connections: AtomicI64::new(0),
@@ -275,6 +277,12 @@ impl Metrics {
         self.sse_writer_behind.fetch_add(1, Relaxed);
     }
 
+    /// A reader's own subscription overran on its way to a writer (it
+    /// caught up on its own and joined again: `fanout::writer`).
+    pub fn sse_join_overran(&self) {
+        self.sse_joins_overran.fetch_add(1, Relaxed);
+    }
+
     pub fn sse_feed_over_budget(&self) {
         self.sse_feeds_over_budget.fetch_add(1, Relaxed);
     }
@@ -376,6 +384,11 @@ impl Metrics {
                 "ds_edge_sse_writers_behind_total",
                 "Times a hub's writer fell behind its feed (its readers caught up on their own).",
                 &self.sse_writer_behind,
+            ),
+            (
+                "ds_edge_sse_joins_overran_total",
+                "SSE readers whose own subscription overran on their way to a hub's writer (they caught up on their own).",
+                &self.sse_joins_overran,
             ),
             (
                 "ds_edge_sse_feeds_over_budget_total",

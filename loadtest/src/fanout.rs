@@ -242,18 +242,24 @@ impl Reading {
         match self {
             Reading::Lean(r) => Ok(tokio::task::spawn_blocking(move || r.finish()).await?),
             Reading::Hyper(tasks) => {
+                // One deadline for all: readers that stall are not waited
+                // for one after another.
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
                 let mut all = Vec::with_capacity(tasks.len());
-                for t in tasks {
-                    let outcome = match tokio::time::timeout(Duration::from_secs(30), t).await {
+                for mut t in tasks {
+                    let outcome = match tokio::time::timeout_at(deadline, &mut t).await {
                         Ok(Ok(Ok(got))) => Outcome { got, error: None },
                         Ok(Ok(Err(e))) => Outcome {
                             got: Vec::new(),
                             error: Some(e.to_string()),
                         },
-                        _ => Outcome {
-                            got: Vec::new(),
-                            error: Some("did not finish in 30 s".into()),
-                        },
+                        _ => {
+                            t.abort();
+                            Outcome {
+                                got: Vec::new(),
+                                error: Some("did not finish in 30 s".into()),
+                            }
+                        }
                     };
                     all.push(outcome);
                 }

@@ -67,10 +67,12 @@ pub async fn round(
         .spawn()?;
     let mut stdin = child.stdin.take().expect("piped");
     let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    // Every wait on the writer ends by the round's deadline.
+    let deadline = Instant::now() + Duration::from_secs(120 + total as u64 / rate.max(1));
     let mut said = async || -> anyhow::Result<String> {
-        lines
-            .next_line()
-            .await?
+        tokio::time::timeout_at(deadline.into(), lines.next_line())
+            .await
+            .map_err(|_| anyhow::anyhow!("the floor's writer said nothing by the deadline"))??
             .ok_or_else(|| anyhow::anyhow!("the floor's writer ended early"))
     };
     let addr = said()
@@ -78,7 +80,6 @@ pub async fn round(
         .strip_prefix("listening ")
         .ok_or_else(|| anyhow::anyhow!("the floor's writer named no address"))?
         .parse()?;
-    let deadline = Instant::now() + Duration::from_secs(120 + total as u64 / rate.max(1));
     let targets = (0..readers)
         .map(|_| Target {
             addr,

@@ -250,6 +250,7 @@ impl Shard {
             // hand-over was slow, not its socket): with nothing written
             // yet, it catches up in a task of its own and joins again.
             if then == Joined::Overran {
+                self.fanout.metrics.sse_join_overran();
                 self.hand_back(id);
                 continue;
             }
