@@ -251,24 +251,6 @@ pub(crate) async fn write_stamped(
     Ok(times)
 }
 
-/// Takes the whole SSE events at the front of `buf` and calls `each` with
-/// the timestamp (microseconds) of every line of their `data` events, in
-/// order; a partial event stays in `buf`.
-pub(crate) fn data_stamps(buf: &mut Vec<u8>, mut each: impl FnMut(u64)) {
-    while let Some(at) = buf.windows(2).position(|w| w == b"\n\n") {
-        let event: Vec<u8> = buf.drain(..at + 2).collect();
-        let text = String::from_utf8_lossy(&event);
-        if !text.starts_with("event: data") {
-            continue;
-        }
-        for line in text.lines().filter_map(|l| l.strip_prefix("data:")) {
-            if let Ok(sent) = line.trim().parse::<u64>() {
-                each(sent);
-            }
-        }
-    }
-}
-
 /// Closed-loop GETs over `paths` (each connection walks them in turn).
 async fn get_loop(
     addr: SocketAddr,

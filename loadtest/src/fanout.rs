@@ -158,12 +158,16 @@ async fn system_round(running: &Running, name: &str, args: &FanoutArgs) -> anyho
     let expected = (args.rate * args.seconds) as usize;
     let uri = format!("{path}?offset={end}&live=sse");
     let deadline = Instant::now() + Duration::from_secs(120 + args.seconds);
+    // Where the server counts its open readers (ours do).
+    let open_series = match name {
+        "edge" => Some("ds_edge_sse_open"),
+        "origin" => Some("ds_origin_sse_open"),
+        _ => None,
+    };
     let reading = if args.client == "hyper" || args.http2_connections > 0 {
         Reading::Hyper(
-            fanout_hyper::open(addr, &uri, args, expected, clock, |i| match name {
-                "edge" if args.trickle && i % 100 == 99 => Some("ds_edge_sse_open"),
-                "origin" if args.trickle && i % 100 == 99 => Some("ds_origin_sse_open"),
-                _ => None,
+            fanout_hyper::open(addr, &uri, args, expected, clock, |i| {
+                open_series.filter(|_| args.trickle && i % 100 == 99)
             })
             .await?,
         )
@@ -176,24 +180,14 @@ async fn system_round(running: &Running, name: &str, args: &FanoutArgs) -> anyho
             Clock::Since(clock),
             deadline,
         );
-        while lean.opened() < args.readers {
-            let (failed, why) = lean.failed();
-            anyhow::ensure!(
-                Instant::now() < deadline && failed == 0,
-                "{name}: {} of {} readers opened, {failed} failed (first: {})",
-                lean.opened(),
-                args.readers,
-                why.unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        lean.all_open(args.readers, deadline)
+            .await
+            .map_err(|e| e.context(name.to_owned()))?;
         Reading::Lean(lean)
     };
     // Where the server counts its readers, wait until it has every one.
-    match name {
-        "edge" => wait_metric(addr, "ds_edge_sse_open", args.readers as i64).await?,
-        "origin" => wait_metric(addr, "ds_origin_sse_open", args.readers as i64).await?,
-        _ => {}
+    if let Some(series) = open_series {
+        wait_metric(addr, series, args.readers as i64).await?;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss = rss_kib(running.pid());
@@ -273,19 +267,10 @@ impl Reading {
 /// it; not every one knows `offset=now`).
 async fn stream_end(addr: std::net::SocketAddr, path: &str) -> anyhow::Result<String> {
     let mut s = crate::append::connect(addr).await?;
-    s.ready().await?;
-    let resp = s
-        .send_request(crate::append::with_host(
-            Request::get(format!("{path}?offset=-1")).body(Full::new(Bytes::new()))?,
-        ))
-        .await?;
-    let end = resp
-        .headers()
-        .get("stream-next-offset")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
+    let end = crate::readers::get(&mut s, &format!("{path}?offset=-1"))
+        .await?
+        .next_offset
         .ok_or_else(|| anyhow::anyhow!("no Stream-Next-Offset from {path}"))?;
-    resp.into_body().collect().await?;
     Ok(crate::readers::escape(&end))
 }
 

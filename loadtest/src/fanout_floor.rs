@@ -97,10 +97,10 @@ pub async fn round(
         said().await? == "accepted",
         "the floor's writer accepted no readers"
     );
-    while reading.opened() < readers {
-        anyhow::ensure!(Instant::now() < deadline, "floor readers never connected");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    reading
+        .all_open(readers, deadline)
+        .await
+        .map_err(|e| e.context("floor"))?;
     // As the servers' rounds do: let the readers settle first.
     tokio::time::sleep(Duration::from_millis(500)).await;
     stdin.write_all(b"go\n").await?;

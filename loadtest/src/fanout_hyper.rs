@@ -11,8 +11,9 @@ use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use tokio::task::JoinHandle;
 
-use crate::edge::{data_stamps, wait_metric, Readers};
+use crate::edge::{wait_metric, Readers};
 use crate::fanout::FanoutArgs;
+use crate::sse_framing::Lines;
 
 /// A hyper reader's task: its `(sent, received)` records.
 pub type ReaderTask = JoinHandle<anyhow::Result<Vec<(u32, u32)>>>;
@@ -38,7 +39,7 @@ pub async fn open(
                 .await?;
             anyhow::ensure!(resp.status() == 200, "SSE: {}", resp.status());
             let mut body = resp.into_body();
-            let mut buf: Vec<u8> = Vec::new();
+            let mut lines = Lines::default();
             let mut got: Vec<(u32, u32)> = Vec::with_capacity(expected);
             while got.len() < expected {
                 let Some(frame) = body.frame().await else {
@@ -48,8 +49,7 @@ pub async fn open(
                     continue;
                 };
                 let now = clock.elapsed().as_micros().min(u32::MAX as u128) as u32;
-                buf.extend_from_slice(&data);
-                data_stamps(&mut buf, |sent| {
+                lines.feed(&data, |sent| {
                     got.push((sent.min(u32::MAX as u64) as u32, now));
                 });
             }

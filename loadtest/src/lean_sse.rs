@@ -140,6 +140,22 @@ impl Readers {
         )
     }
 
+    /// Waits until all `count` readers are open; fails at `deadline`, or
+    /// once one reader failed (it would never open).
+    pub async fn all_open(&self, count: usize, deadline: Instant) -> anyhow::Result<()> {
+        while self.opened() < count {
+            let (failed, why) = self.failed();
+            anyhow::ensure!(
+                Instant::now() < deadline && failed == 0,
+                "{} of {count} readers opened, {failed} failed (first: {})",
+                self.opened(),
+                why.unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Ok(())
+    }
+
     /// Waits for every reader to stop; outcomes in the targets' order.
     pub fn finish(self) -> Vec<Outcome> {
         let mut all: Vec<Option<Outcome>> = (0..self.count).map(|_| None).collect();

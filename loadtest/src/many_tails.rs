@@ -19,7 +19,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::Request;
 
 use crate::append::{connect, send};
-use crate::edge::{data_stamps, metric, rss_kib, wait_metric, write_stamped, Binaries, Pair};
+use crate::edge::{metric, rss_kib, wait_metric, write_stamped, Binaries, Pair};
+use crate::sse_framing::Lines;
 use crate::stats::Summary;
 
 #[derive(clap::Args)]
@@ -71,7 +72,7 @@ async fn reader(
     anyhow::ensure!(resp.status() == 200, "SSE: {}", resp.status());
     connected.wait().await;
     let mut body = resp.into_body();
-    let mut buf: Vec<u8> = Vec::new();
+    let mut lines = Lines::default();
     let mut lat = Vec::with_capacity(expected);
     let mut last = 0u64;
     while lat.len() < expected {
@@ -82,9 +83,8 @@ async fn reader(
             continue;
         };
         let now = clock.elapsed().as_micros() as u64;
-        buf.extend_from_slice(&data);
         let mut in_order = true;
-        data_stamps(&mut buf, |sent| {
+        lines.feed(&data, |sent| {
             in_order &= sent > last;
             last = sent;
             lat.push(now.saturating_sub(sent).min(u32::MAX as u64) as u32);

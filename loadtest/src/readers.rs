@@ -122,15 +122,15 @@ where
 }
 
 /// One GET: status, body, and the two headers a reader follows.
-struct Answer {
+pub(crate) struct Answer {
     status: u16,
     body: Bytes,
-    next_offset: Option<String>,
+    pub(crate) next_offset: Option<String>,
     up_to_date: bool,
     cursor: Option<String>,
 }
 
-async fn get(sender: &mut Sender, uri: &str) -> anyhow::Result<Answer> {
+pub(crate) async fn get(sender: &mut Sender, uri: &str) -> anyhow::Result<Answer> {
     sender.ready().await?;
     let resp = sender
         .send_request(with_host(Request::get(uri).body(Full::new(Bytes::new()))?))
