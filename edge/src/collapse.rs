@@ -48,23 +48,13 @@ use crate::answer::Answer;
 use crate::metrics::{Gauge, Metrics};
 use crate::upstream::UpstreamError;
 
-/// What a flight ends with, shared by every waiter.
-#[derive(Clone, Debug)]
-pub enum Outcome {
-    /// The answer, and when it arrived (a waiter's delivery lag counts
-    /// from there).
-    Answer(Arc<Answer>, std::time::Instant),
-    Failed(Arc<UpstreamError>),
-    /// The flight's task ended without an answer (it panicked).
-    Abandoned,
-    /// The flight outlasted its bound.
-    TimedOut,
-    /// The edge is shutting down.
-    Closing,
-}
+/// What a flight ends with, shared by every waiter: the answer and when it
+/// arrived (a waiter's delivery lag counts from there), or why there is
+/// none.
+type Outcome = Result<(Arc<Answer>, std::time::Instant), WaitError>;
 
 /// Why a waiter got no answer.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum WaitError {
     #[error("too many long-polls are waiting at this edge")]
     Full,
@@ -72,6 +62,7 @@ pub enum WaitError {
     TimedOut,
     #[error("the shared long-poll failed")]
     Upstream(#[source] Arc<UpstreamError>),
+    /// The flight's task ended without an answer (it panicked).
     #[error("the shared long-poll ended without an answer")]
     Abandoned,
     #[error("the edge is shutting down")]
@@ -109,8 +100,11 @@ impl Flight {
         waker_set::wake_all(wakers);
     }
 
-    fn settled(&self) -> bool {
-        self.state.lock().outcome.is_some()
+    /// Stops the flight's task, if it still runs.
+    fn abort(&self) {
+        if let Some(task) = self.task.lock().take() {
+            task.abort();
+        }
     }
 }
 
@@ -248,9 +242,9 @@ impl CollapseTable {
                 None => fut.await,
             };
             let outcome = match answered {
-                Ok(Ok(a)) => Outcome::Answer(Arc::new(a), std::time::Instant::now()),
-                Ok(Err(e)) => Outcome::Failed(Arc::new(e)),
-                Err(_) => Outcome::TimedOut,
+                Ok(Ok(a)) => Ok((Arc::new(a), std::time::Instant::now())),
+                Ok(Err(e)) => Err(WaitError::Upstream(Arc::new(e))),
+                Err(_) => Err(WaitError::TimedOut),
             };
             landing.land(outcome);
         });
@@ -271,10 +265,8 @@ impl CollapseTable {
             return;
         };
         for flight in flights.into_values() {
-            flight.settle(Outcome::Closing);
-            if let Some(task) = flight.task.lock().take() {
-                task.abort();
-            }
+            flight.settle(Err(WaitError::Closing));
+            flight.abort();
         }
     }
 
@@ -290,9 +282,7 @@ impl CollapseTable {
             remove(&mut flights, flight);
             drop(st);
             drop(flights);
-            if let Some(task) = flight.task.lock().take() {
-                task.abort();
-            }
+            flight.abort();
         }
     }
 }
@@ -332,9 +322,9 @@ impl Landing {
 
 impl Drop for Landing {
     fn drop(&mut self) {
-        if !self.landed && !self.flight.settled() {
+        if !self.landed {
             remove(&mut self.table.flights.lock(), &self.flight);
-            self.flight.settle(Outcome::Abandoned);
+            self.flight.settle(Err(WaitError::Abandoned));
         }
     }
 }
@@ -360,13 +350,7 @@ impl Waiter {
             st.wakers.register(&mut self.slot, cx.waker());
             return Poll::Pending;
         };
-        Poll::Ready(match outcome {
-            Outcome::Answer(a, at) => Ok((Arc::clone(a), *at)),
-            Outcome::Failed(e) => Err(WaitError::Upstream(Arc::clone(e))),
-            Outcome::Abandoned => Err(WaitError::Abandoned),
-            Outcome::TimedOut => Err(WaitError::TimedOut),
-            Outcome::Closing => Err(WaitError::Closing),
-        })
+        Poll::Ready(outcome.clone())
     }
 
     /// Waits for the shared answer (borrowed: a waiter moved in would be

@@ -20,8 +20,6 @@ pub enum EdgeError {
     Wait(#[from] WaitError),
     #[error("{0}")]
     Busy(&'static str),
-    #[error("the edge is shutting down")]
-    ShuttingDown,
 }
 
 /// An error answer: the shared body, `no-store`, and the headers the
@@ -74,7 +72,6 @@ impl IntoResponse for EdgeError {
                 unavailable("the origin did not answer the long-poll")
             }
             EdgeError::Busy(why) => unavailable(why),
-            EdgeError::ShuttingDown => unavailable("the edge is shutting down"),
         }
     }
 }
