@@ -123,6 +123,7 @@ impl TailSender {
     }
 
     /// Resolves once the reader has gone (its answer was dropped).
+    #[cfg(test)]
     pub async fn closed(&self) {
         poll_fn(|cx| self.poll_closed(cx)).await
     }

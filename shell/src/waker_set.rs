@@ -6,7 +6,7 @@
 //! shutdown. Waited on as futures (a channel's `wait_for`, `Notify`'s
 //! `Notified`, under a `select!`), each brings its own state into the
 //! parked answer's future: 150–180 bytes apiece, most of a parked
-//! long-poll's future. Here a waiter keeps one [`Slot`] (16 bytes) per
+//! long-poll's future. Here a waiter keeps one [`Slot`] (24 bytes) per
 //! thing it waits for and is polled by hand; the thing keeps one waker per
 //! waiter (16 bytes) in a [`WakerSet`], under the lock it already has for
 //! its state, and takes them all when it happens.
@@ -32,11 +32,9 @@ pub struct WakerSet {
     wakers: Vec<Option<Waker>>,
     /// Places of `wakers` left empty, for the next waiter.
     free: Vec<usize>,
-    /// One more each time the wakers are taken (or the set empties):
-    /// slots of earlier rounds are void.
+    /// One more each time the wakers are taken: slots of earlier rounds
+    /// are void.
     round: u64,
-    /// Wakers in the set now.
-    live: usize,
 }
 
 /// A waiter's place in a [`WakerSet`].
@@ -75,7 +73,6 @@ impl WakerSet {
             }
         };
         slot.0 = Some((self.round, i));
-        self.live += 1;
     }
 
     /// Empties `slot` (its waiter leaves, or has what it waited for).
@@ -86,14 +83,11 @@ impl WakerSet {
         if round != self.round || self.wakers[i].take().is_none() {
             return;
         }
-        self.live -= 1;
-        if self.live == 0 {
-            // No waiter holds a place of this round now.
+        self.free.push(i);
+        if self.free.len() == self.wakers.len() {
+            // No waiter holds a place now: the room goes.
             self.wakers = Vec::new();
             self.free = Vec::new();
-            self.round += 1;
-        } else {
-            self.free.push(i);
         }
     }
 
@@ -102,7 +96,6 @@ impl WakerSet {
     #[must_use = "the wakers are to be woken"]
     pub fn take(&mut self) -> Vec<Waker> {
         self.round += 1;
-        self.live = 0;
         self.free = Vec::new();
         std::mem::take(&mut self.wakers)
             .into_iter()
@@ -112,11 +105,11 @@ impl WakerSet {
 
     /// Wakers in the set now.
     pub fn len(&self) -> usize {
-        self.live
+        self.wakers.len() - self.free.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.live == 0
+        self.len() == 0
     }
 }
 
@@ -183,7 +176,8 @@ impl Closing {
         }
     }
 
-    /// Waiters registered now (for tests).
+    /// Waiters registered now.
+    #[cfg(test)]
     pub fn waiting(&self) -> usize {
         self.waiters.lock().len()
     }

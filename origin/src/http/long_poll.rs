@@ -133,7 +133,6 @@ impl Parked {
                 Poll::Pending
             })
             .await;
-            drop(stopping);
             rx.leave();
             // Only an end it was woken for is a delivery (its stamp read
             // with it); one read after a timeout is not.
