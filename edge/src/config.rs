@@ -114,6 +114,27 @@ pub struct Cli {
     /// connections are closed and opened again all the time.
     #[arg(long, env = "EDGE_UPSTREAM_IDLE_CONNECTIONS", default_value_t = 1024)]
     pub upstream_idle_connections: usize,
+    /// How waiting requests (shared tails, long-polls, the invalidation
+    /// feed) reach each origin: `auto` finds out whether the origin (or
+    /// an HTTP hop before it: a balancer, nginx, a sidecar) speaks HTTP/2
+    /// with prior knowledge and uses HTTP/1.1, a connection each, where it
+    /// does not; `h2` always HTTP/2; `http1` always HTTP/1.1.
+    #[arg(
+        long,
+        env = "EDGE_UPSTREAM_PROTOCOL",
+        value_enum,
+        default_value = "auto"
+    )]
+    pub upstream_protocol: crate::core::upstream_protocol::Mode,
+    /// With `--upstream-protocol auto`, how long an origin found not to
+    /// speak HTTP/2 gets HTTP/1.1 before it is probed again, e.g. 60s.
+    #[arg(long, env = "EDGE_UPSTREAM_PROTOCOL_RECHECK", default_value = "60s", value_parser = parse_duration)]
+    pub upstream_protocol_recheck: Duration,
+    /// Waiting requests in flight to one origin over HTTP/1.1 (where it
+    /// does not speak HTTP/2), a connection each, at most; past it a new
+    /// tail or long-poll is refused at once (503 + `Retry-After`).
+    #[arg(long, env = "EDGE_UPSTREAM_HTTP1_WAITING", default_value_t = 4096)]
+    pub upstream_http1_waiting: usize,
 }
 
 impl Cli {
@@ -141,6 +162,11 @@ impl Cli {
                 connections: self.upstream_h2_connections,
                 streams: self.upstream_h2_streams,
                 idle_http1: self.upstream_idle_connections,
+                http1_waiting: self.upstream_http1_waiting,
+            };
+            c.limits.upstream_protocol = crate::upstream::waiting::ProtocolChoice {
+                mode: self.upstream_protocol,
+                recheck: self.upstream_protocol_recheck,
             };
             c.limits.serve = shell::ServeConfig {
                 max_connections: self.max_connections,
@@ -281,6 +307,9 @@ pub struct Limits {
     /// `Retry-After`); and idle HTTP/1.1 connections kept per origin for
     /// the other requests (one more idle is closed).
     pub upstream_waiting: crate::upstream::multiplexed::MultiplexLimits,
+    /// Which protocol waiting requests take to each origin (found out, or
+    /// fixed), and how often an origin without HTTP/2 is probed again.
+    pub upstream_protocol: crate::upstream::waiting::ProtocolChoice,
     /// Bytes of snapshots copied into the cache while they stream through,
     /// all readers together; a snapshot that does not fit streams through
     /// without being kept.
@@ -318,6 +347,7 @@ impl Default for Limits {
             sse_keepalive: Duration::from_secs(15),
             max_answer_bytes: 9 * 1024 * 1024,
             upstream_waiting: Default::default(),
+            upstream_protocol: Default::default(),
             snapshot_fill_bytes: 256 * 1024 * 1024,
             feed_poll: Duration::from_secs(1),
             feed_stale_after: Duration::from_secs(2),

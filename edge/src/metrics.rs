@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::core::upstream_protocol::Protocol;
 use shell::metrics::{buckets, Exposition, Requests, ShardedHistogram, ShardedHistogramVec};
 
 /// Routes counted in `ds_edge_requests_total`.
@@ -115,6 +116,12 @@ pub struct Metrics {
     /// on them (`upstream::multiplexed`).
     multiplexed_connections: AtomicI64,
     multiplexed_streams: AtomicI64,
+    /// Waiting requests in flight over HTTP/1.1 (to origins without
+    /// HTTP/2: `upstream::waiting`).
+    http1_waiting: AtomicI64,
+    /// Each origin's protocol for waiting requests (`None`: not found out
+    /// yet), by its `scheme://authority`; set when it changes.
+    upstream_protocols: parking_lot::Mutex<Vec<(Arc<str>, Option<Protocol>)>>,
     /// Partitions whose invalidation feeds are tailed (a region's count).
     feed_partitions_followed: AtomicI64,
     invalidations: AtomicU64,
@@ -164,6 +171,8 @@ impl Default for Metrics {
             upstream_tails: AtomicI64::new(0),
             multiplexed_connections: AtomicI64::new(0),
             multiplexed_streams: AtomicI64::new(0),
+            http1_waiting: AtomicI64::new(0),
+            upstream_protocols: Default::default(),
             feed_partitions_followed: AtomicI64::new(0),
             invalidations: AtomicU64::new(0),
             feed_losses: AtomicU64::new(0),
@@ -319,6 +328,21 @@ impl Metrics {
         Gauge::new(Arc::clone(self), |m| &m.multiplexed_streams)
     }
 
+    /// Counts a waiting request over HTTP/1.1 for as long as the guard
+    /// lives.
+    pub fn http1_waiting_guard(self: &Arc<Self>) -> Gauge {
+        Gauge::new(Arc::clone(self), |m| &m.http1_waiting)
+    }
+
+    /// Origin `origin`'s protocol for waiting requests is now `protocol`.
+    pub fn set_upstream_protocol(&self, origin: &Arc<str>, protocol: Option<Protocol>) {
+        let mut all = self.upstream_protocols.lock();
+        match all.iter_mut().find(|(o, _)| o == origin) {
+            Some((_, p)) => *p = protocol,
+            None => all.push((Arc::clone(origin), protocol)),
+        }
+    }
+
     /// Every family, with the numbers read at scrape time.
     pub fn expose(&self, sampled: Sampled, e: &mut Exposition) {
         Requests::expose(&[&self.requests], e);
@@ -445,8 +469,28 @@ impl Metrics {
                 "Waiting requests in flight on those connections now.",
                 &self.multiplexed_streams,
             ),
+            (
+                "ds_edge_upstream_http1_waiting",
+                "Waiting requests in flight over HTTP/1.1, a connection each, to origins that do not speak HTTP/2 now.",
+                &self.http1_waiting,
+            ),
         ] {
             e.gauge(name, help, v.load(Relaxed) as f64);
+        }
+        {
+            let protocols = self.upstream_protocols.lock();
+            e.gauges(
+                "ds_edge_upstream_protocol",
+                "1 for the protocol each origin's waiting requests take now (h2: many to a connection; http1: a connection each); 0 for the other, and for both while not found out yet.",
+                protocols.iter().flat_map(|(origin, now)| {
+                    [Protocol::H2, Protocol::Http1].map(|p| {
+                        (
+                            [("origin", &**origin), ("protocol", p.label())],
+                            f64::from(u8::from(*now == Some(p))),
+                        )
+                    })
+                }),
+            );
         }
         e.gauge(
             "ds_edge_cache_bytes",

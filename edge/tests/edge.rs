@@ -23,6 +23,8 @@ mod differential;
 mod failover;
 #[path = "edge/forward.rs"]
 mod forward;
+#[path = "edge/http1_hop.rs"]
+mod http1_hop;
 #[path = "edge/http2_readers.rs"]
 mod http2_readers;
 #[path = "edge/invalidation.rs"]

@@ -35,6 +35,11 @@ pub struct Args {
     pub rate: u64,
     #[arg(long, default_value_t = 10)]
     pub seconds: u64,
+    /// More arguments for the edge, one flag or value each (repeat it), e.g.
+    /// `--edge-arg=--upstream-protocol --edge-arg=http1`: the tails over
+    /// HTTP/1.1, a connection each, as behind an HTTP/1.1-only hop.
+    #[arg(long = "edge-arg", allow_hyphen_values = true)]
+    pub edge_args: Vec<String>,
 }
 
 fn stream(i: usize) -> String {
@@ -107,7 +112,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     // Every reader is a connection: the edge's default cap (half its
     // descriptor limit) would leave the benchmark's own requests waiting.
     let cap = (n + 1000).to_string();
-    let pair = Pair::start_with(&args.bins, &["--max-connections", &cap]).await?;
+    let mut edge_args = vec!["--max-connections", &cap];
+    edge_args.extend(args.edge_args.iter().map(String::as_str));
+    let pair = Pair::start_with(&args.bins, &edge_args).await?;
     let (edge, origin) = (pair.edge_addr, pair.origin_addr);
     // Created through the edge, 32 at a time.
     let next = Arc::new(AtomicUsize::new(0));
@@ -169,6 +176,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         (Ok(c), Ok(s)) => format!("{c} connections, {s} waiting requests"),
         _ => "none (an edge without it)".to_owned(),
     };
+    let http1 = metric(edge, "ds_edge_upstream_http1_waiting")
+        .await
+        .map_or_else(
+            |_| "none (an edge without it)".to_owned(),
+            |v| v.to_string(),
+        );
 
     let started = Instant::now();
     write_stamped(origin, args.rate, total, clock, |k| stream(k % n)).await?;
@@ -197,7 +210,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         args.rate
     );
     println!(
-        "edge -> origin: {conns} TCP connections with every tail open ({conns_before} before the readers); the edge's HTTP/2 pool: {pool}"
+        "edge -> origin: {conns} TCP connections with every tail open ({conns_before} before the readers); the edge's HTTP/2 pool: {pool}; waiting requests over HTTP/1.1: {http1}"
     );
     println!(
         "memory per tailed stream: edge {:.1} KiB (RSS {edge_base} -> {edge_rss} KiB), origin {:.1} KiB (RSS {origin_base} -> {origin_rss} KiB)",

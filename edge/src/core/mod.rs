@@ -1,12 +1,13 @@
 //! The edge's decisions, without I/O, without a clock: which readers may
 //! share one upstream long-poll, where an SSE reader stands against the
 //! shared feed, which answers may be kept forever, where a text event may
-//! end. The shells in `collapse`, `fanout`, `chunk_cache` and `http` act on
-//! them.
+//! end, which protocol an origin's waiting requests take. The shells in
+//! `collapse`, `fanout`, `chunk_cache`, `upstream` and `http` act on them.
 
 pub mod cacheable;
 pub mod catch_up;
 pub mod collapse_key;
 pub mod splice;
 pub mod text_cut;
+pub mod upstream_protocol;
 pub mod vouch;

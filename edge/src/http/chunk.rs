@@ -177,6 +177,7 @@ fn upstream_failed(e: &UpstreamError) -> Response<Body> {
         UpstreamError::Connect(_) => "connect",
         UpstreamError::Body(_) => "body",
         UpstreamError::Multiplexed(_) => "waiting request",
+        UpstreamError::Gateway(_) => "gateway",
     };
     tracing::warn!(error = e, "chunk fill failed");
     EdgeError::Busy("the origin cannot be reached").into_response()

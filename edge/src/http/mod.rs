@@ -89,6 +89,7 @@ impl EdgeState {
             Arc::clone(&metrics),
             config.limits.max_answer_bytes,
             config.limits.upstream_waiting,
+            config.limits.upstream_protocol,
         );
         let closing = tokio::sync::watch::Sender::new(false);
         let wall = shell::clock::WallClock::start();

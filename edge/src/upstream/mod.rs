@@ -14,11 +14,17 @@
 //! stream's requests go straight to its partition's owner (the partition
 //! map, learned from answers: `shared::partition`).
 //!
+//! Behind an HTTP hop (a balancer, nginx) an unreachable origin answers
+//! `502` or `504` (the hop's own: the origin never answers either); the
+//! edge takes those as it takes a refused connection.
+//!
 //! Requests that wait (the shared tails' long-polls, collapsed long-polls,
 //! the invalidation feed) go over HTTP/2, many to a connection
-//! ([`multiplexed`]); the rest over pooled HTTP/1.1 connections.
+//! ([`multiplexed`]), where the origin speaks it, else over HTTP/1.1
+//! ([`waiting`]); the rest over pooled HTTP/1.1 connections.
 
 pub mod multiplexed;
+pub mod waiting;
 
 use std::sync::Arc;
 
@@ -33,7 +39,8 @@ use hyper_util::rt::TokioExecutor;
 use std::sync::atomic::Ordering::Relaxed;
 
 use crate::answer::{strip_hop_by_hop, Answer};
-use multiplexed::{MultiplexError, MultiplexLimits, Multiplexed};
+use multiplexed::{MultiplexError, MultiplexLimits};
+use waiting::{ProtocolChoice, Waiting};
 
 /// No owner known for a partition.
 const NONE: usize = usize::MAX;
@@ -50,6 +57,13 @@ pub enum UpstreamError {
     Uri(#[source] http::Error),
     #[error("a waiting request to the origin failed")]
     Multiplexed(#[source] MultiplexError),
+    /// An HTTP hop between edge and origin (a balancer, nginx) answered
+    /// `502` or `504`: it could not reach the origin, or gave up waiting.
+    /// The origin itself never answers either.
+    #[error(
+        "an HTTP hop before the origin answered {0}: the origin could not be reached through it"
+    )]
+    Gateway(http::StatusCode),
 }
 
 impl UpstreamError {
@@ -59,6 +73,7 @@ impl UpstreamError {
         match self {
             UpstreamError::Connect(e) => e.is_connect(),
             UpstreamError::Multiplexed(e) => e.is_connect(),
+            UpstreamError::Gateway(_) => true,
             _ => false,
         }
     }
@@ -73,8 +88,8 @@ const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
 #[derive(Clone)]
 pub struct Upstream {
     client: Client<HttpConnector, Body>,
-    /// Waiting requests' HTTP/2 connections.
-    waiting: Arc<Multiplexed>,
+    /// Waiting requests' ways: HTTP/2 connections, or HTTP/1.1.
+    waiting: Arc<Waiting>,
     /// `http://host:port` of each origin.
     bases: Arc<[Arc<str>]>,
     /// The same, parsed once: a request's URI is built of its parts and
@@ -100,6 +115,7 @@ impl Upstream {
         metrics: Arc<Metrics>,
         max_answer_bytes: usize,
         multiplex: MultiplexLimits,
+        protocol: ProtocolChoice,
     ) -> Upstream {
         // hyper keeps every idle connection for 60 s by default, as many
         // as the busiest moment opened: bounded, so a burst (a thousand
@@ -128,10 +144,12 @@ impl Upstream {
             })
             .collect::<Arc<[Arc<str>]>>();
         Upstream {
-            client,
-            waiting: Arc::new(Multiplexed::new(
-                bases.len(),
+            client: client.clone(),
+            waiting: Arc::new(Waiting::new(
+                &bases,
                 multiplex,
+                protocol,
+                client.clone(),
                 Arc::clone(&metrics),
             )),
             targets: bases.iter().map(|b| Target::of(b)).collect(),
@@ -330,6 +348,14 @@ impl Upstream {
                 .map_err(UpstreamError::Connect)
         };
         self.metrics.upstream_took(kind, sent.elapsed());
+        let answered = answered.and_then(|(resp, stream)| match resp.status() {
+            // A hop's own: as if the origin could not be reached (the next
+            // origin is tried, and the reader gets the edge's 503).
+            s @ (http::StatusCode::BAD_GATEWAY | http::StatusCode::GATEWAY_TIMEOUT) => {
+                Err(UpstreamError::Gateway(s))
+            }
+            _ => Ok((resp, stream)),
+        });
         let (mut resp, stream) = answered.inspect_err(|e| {
             self.metrics.upstream_error();
             if e.is_connect() {

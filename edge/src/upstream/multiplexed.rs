@@ -39,6 +39,15 @@ use crate::metrics::{Gauge, Metrics};
 /// unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a new connection's probe may take before the origin counts as
+/// not speaking HTTP/2 (a hop that waits for more of what it took for an
+/// HTTP/1.1 request line).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a probe asks for: answered at once by every origin, whatever its
+/// access rules.
+const PROBE_PATH: &str = "/healthz";
+
 /// The bounds of the edge's connections to each origin: the HTTP/2 pool's,
 /// and how many idle HTTP/1.1 connections the other requests keep.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +59,10 @@ pub struct MultiplexLimits {
     /// Idle HTTP/1.1 connections (of the other requests) kept open to one
     /// origin for reuse, at most; one more idle is closed.
     pub idle_http1: usize,
+    /// Waiting requests in flight to one origin over HTTP/1.1 (where it
+    /// does not speak HTTP/2: `upstream::waiting`), a connection each, at
+    /// most; one more is refused at once, as at the HTTP/2 bound.
+    pub http1_waiting: usize,
 }
 
 impl Default for MultiplexLimits {
@@ -58,6 +71,7 @@ impl Default for MultiplexLimits {
             connections: 64,
             streams: 200,
             idle_http1: 1024,
+            http1_waiting: 4096,
         }
     }
 }
@@ -70,6 +84,10 @@ pub enum MultiplexError {
     Handshake(#[source] hyper::Error),
     #[error("the origin's answer failed")]
     Request(#[source] hyper::Error),
+    #[error("the origin (or a hop before it) does not speak HTTP/2 with prior knowledge")]
+    NoH2(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error("a waiting request over HTTP/1.1 failed")]
+    Http1(#[source] hyper_util::client::legacy::Error),
     #[error("every connection to the origin carries as many waiting requests as it may")]
     Full,
 }
@@ -78,10 +96,11 @@ impl MultiplexError {
     /// Whether the origin could not be reached at all (the next origin
     /// may be tried).
     pub fn is_connect(&self) -> bool {
-        matches!(
-            self,
-            MultiplexError::Connect(_) | MultiplexError::Handshake(_)
-        )
+        match self {
+            MultiplexError::Connect(_) | MultiplexError::Handshake(_) => true,
+            MultiplexError::Http1(e) => e.is_connect(),
+            _ => false,
+        }
     }
 }
 
@@ -92,11 +111,28 @@ struct Connection {
     _open: Gauge,
 }
 
-/// Requests in flight on a connection, one of them until dropped (held
-/// until the answer's body has been read).
+/// Requests in flight on a connection (or, over HTTP/1.1, to an origin),
+/// one of them until dropped (held until the answer's body has been read).
 pub struct Stream {
     in_flight: Arc<AtomicUsize>,
     _counted: Gauge,
+}
+
+impl Stream {
+    /// One more of `in_flight`, unless `limit` are already.
+    pub(super) fn take(
+        in_flight: &Arc<AtomicUsize>,
+        limit: usize,
+        counted: Gauge,
+    ) -> Option<Stream> {
+        in_flight
+            .fetch_update(Relaxed, Relaxed, |n| (n < limit).then_some(n + 1))
+            .ok()?;
+        Some(Stream {
+            in_flight: Arc::clone(in_flight),
+            _counted: counted,
+        })
+    }
 }
 
 impl Drop for Stream {
@@ -121,22 +157,20 @@ impl Multiplexed {
             limits: MultiplexLimits {
                 connections: limits.connections.max(1),
                 streams: limits.streams.max(1),
-                idle_http1: limits.idle_http1,
+                ..limits
             },
             origins: (0..origins).map(|_| Default::default()).collect(),
             metrics,
         }
     }
 
-    /// Sends `req` (its URI absolute, naming origin `origin`'s address) on
-    /// a connection with room; the answer, and the stream to hold until
-    /// its body is read.
-    pub async fn request(
-        &self,
-        origin: usize,
+    /// Sends `req` on a connection [`Multiplexed::room`] gave; the answer,
+    /// and the stream to hold until its body is read.
+    pub async fn send(
+        mut send: http2::SendRequest<Body>,
         req: Request<Body>,
+        stream: Stream,
     ) -> Result<(Response<Incoming>, Stream), MultiplexError> {
-        let (mut send, stream) = self.room(origin, req.uri()).await?;
         let answer = async {
             send.ready().await.map_err(MultiplexError::Request)?;
             send.send_request(req)
@@ -146,12 +180,15 @@ impl Multiplexed {
         Ok((answer.await?, stream))
     }
 
-    /// A connection to `origin` with room for one more request, opened if
-    /// none has any.
-    async fn room(
+    /// A connection to `origin` (at `uri`'s authority) with room for one
+    /// more request, opened if none has any; one this opens is probed
+    /// first when `probe` says so ([`MultiplexError::NoH2`] when the probe
+    /// fails).
+    pub async fn room(
         &self,
         origin: usize,
         uri: &Uri,
+        probe: bool,
     ) -> Result<(http2::SendRequest<Body>, Stream), MultiplexError> {
         let mut pool = self.origins[origin].lock().await;
         pool.retain(|c| !c.send.is_closed());
@@ -161,7 +198,7 @@ impl Multiplexed {
         let connection = match found {
             Some(c) => c,
             None if pool.len() < self.limits.connections => {
-                let send = connect(uri).await?;
+                let send = connect(uri, probe).await?;
                 pool.push(Connection {
                     send,
                     in_flight: Arc::default(),
@@ -171,19 +208,22 @@ impl Multiplexed {
             }
             None => return Err(MultiplexError::Full),
         };
-        connection.in_flight.fetch_add(1, Relaxed);
-        Ok((
-            connection.send.clone(),
-            Stream {
-                in_flight: Arc::clone(&connection.in_flight),
-                _counted: self.metrics.multiplexed_stream_guard(),
-            },
-        ))
+        let stream = Stream::take(
+            &connection.in_flight,
+            self.limits.streams,
+            self.metrics.multiplexed_stream_guard(),
+        )
+        .ok_or(MultiplexError::Full)?;
+        Ok((connection.send.clone(), stream))
     }
 }
 
-/// Opens an HTTP/2 connection (prior knowledge) to `uri`'s authority.
-async fn connect(uri: &Uri) -> Result<http2::SendRequest<Body>, MultiplexError> {
+/// Opens an HTTP/2 connection (prior knowledge) to `uri`'s authority; with
+/// `probe`, one that has answered a request (see [`probe`]).
+pub(super) async fn connect(
+    uri: &Uri,
+    probe: bool,
+) -> Result<http2::SendRequest<Body>, MultiplexError> {
     let authority = uri
         .authority()
         .map(|a| a.as_str().to_owned())
@@ -212,5 +252,36 @@ async fn connect(uri: &Uri) -> Result<http2::SendRequest<Body>, MultiplexError> 
             tracing::debug!(error = %e, "an HTTP/2 connection to the origin ended");
         }
     });
+    if probe {
+        self::probe(send.clone(), uri).await?;
+    }
     Ok(send)
+}
+
+/// Asks a new connection for [`PROBE_PATH`]: any answer shows that HTTP/2
+/// passes; an error or no answer within [`PROBE_TIMEOUT`] that it does not
+/// (the handshake only sends HTTP/2's preface: a hop that speaks only
+/// HTTP/1.1 answers it with an error, a close, or nothing).
+async fn probe(mut send: http2::SendRequest<Body>, uri: &Uri) -> Result<(), MultiplexError> {
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(http::uri::PathAndQuery::from_static(PROBE_PATH));
+    let probe_uri = Uri::from_parts(parts).map_err(|e| MultiplexError::NoH2(e.into()))?;
+    let mut req = Request::new(Body::empty());
+    *req.uri_mut() = probe_uri;
+    req.headers_mut().insert(
+        http::header::VIA,
+        http::HeaderValue::from_static("1.1 ds-edge"),
+    );
+    let answered = tokio::time::timeout(PROBE_TIMEOUT, async {
+        send.ready().await?;
+        let resp = send.send_request(req).await?;
+        http_body_util::BodyExt::collect(resp.into_body()).await?;
+        Ok::<_, hyper::Error>(())
+    })
+    .await;
+    match answered {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(MultiplexError::NoH2(e.into())),
+        Err(elapsed) => Err(MultiplexError::NoH2(elapsed.into())),
+    }
 }

@@ -13,6 +13,8 @@ use origin::server::Origin;
 use origin::store::{Store, StoreConfig};
 use tokio::sync::oneshot;
 
+/// An HTTP/1.1 hop (nginx) between edge and origin (`DS_TEST_HOP=nginx`).
+pub mod hop;
 /// A region origin's role, from its metrics.
 #[path = "../../../origin/tests/common/region_roles.rs"]
 pub mod region_roles;
@@ -165,6 +167,19 @@ pub struct Stack {
 impl Stack {
     pub async fn start() -> Self {
         Self::start_with(JsonReads::Ndjson, Limits::default()).await
+    }
+
+    /// An origin and an edge already serving in front of it.
+    pub fn around(origin: TestOrigin, (edge_addr, edge, stop, task): Served) -> Self {
+        Stack {
+            origin,
+            edge_addr,
+            edge,
+            http: client(),
+            stop: Some(stop),
+            task: Some(task),
+            bucket: None,
+        }
     }
 
     pub async fn start_with(json_reads: JsonReads, limits: Limits) -> Self {
@@ -373,8 +388,26 @@ pub async fn serve_edge(config: EdgeConfig) -> Served {
 }
 
 /// Serves an edge with `config` on a free loopback port at once (its
-/// origin may be unreachable).
-pub async fn spawn_edge(config: EdgeConfig) -> Served {
+/// origin may be unreachable). With `DS_TEST_HOP=nginx`, it reaches each
+/// origin through an HTTP/1.1 hop of its own (`hop`).
+pub async fn spawn_edge(mut config: EdgeConfig) -> Served {
+    config.origin = hop::through_hops(&config.origin);
+    for o in &mut config.more_origins {
+        *o = hop::through_hops(o);
+    }
+    spawn_edge_direct(config).await
+}
+
+/// [`serve_edge`] without `DS_TEST_HOP`'s hops (a test that puts its own
+/// between edge and origin).
+pub async fn serve_edge_direct(config: EdgeConfig) -> Served {
+    let served = spawn_edge_direct(config).await;
+    wait_for_feed(&served.1).await;
+    served
+}
+
+/// [`spawn_edge`] without `DS_TEST_HOP`'s hops.
+pub async fn spawn_edge_direct(config: EdgeConfig) -> Served {
     let edge = Edge::new(config).expect("edge");
     let state = edge.state.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -414,6 +447,20 @@ pub fn client() -> reqwest::Client {
         .pool_max_idle_per_host(2048)
         .build()
         .expect("client")
+}
+
+/// An answer's headers, sorted, without `volatile` ones (that differ
+/// between two answers to one request for reasons other than the edge) and
+/// without what an HTTP hop (`DS_TEST_HOP`) adds of its own (`Server`).
+pub fn comparable_headers(resp: &reqwest::Response, volatile: &[&str]) -> Vec<(String, String)> {
+    let mut v: Vec<_> = resp
+        .headers()
+        .iter()
+        .filter(|(k, _)| !volatile.contains(&k.as_str()) && !hop::added_by_hop(k.as_str()))
+        .map(|(k, v)| (k.to_string(), v.to_str().expect("text").to_owned()))
+        .collect();
+    v.sort();
+    v
 }
 
 /// A unique stream path for a test.

@@ -66,6 +66,7 @@ async fn a_write_to_an_unreachable_origin_fails_and_the_next_goes_on() {
         std::sync::Arc::new(edge::metrics::Metrics::default()),
         1 << 20,
         Default::default(),
+        Default::default(),
     );
     let create = || {
         let mut req = http::Request::new(axum::body::Body::from("first"));

@@ -10,14 +10,7 @@ use crate::common::*;
 const VOLATILE: [&str; 2] = ["date", "stream-cursor"];
 
 fn comparable(resp: &reqwest::Response) -> Vec<(String, String)> {
-    let mut v: Vec<_> = resp
-        .headers()
-        .iter()
-        .filter(|(k, _)| !VOLATILE.contains(&k.as_str()))
-        .map(|(k, v)| (k.to_string(), v.to_str().expect("text").to_owned()))
-        .collect();
-    v.sort();
-    v
+    comparable_headers(resp, &VOLATILE)
 }
 
 /// A request: method, path and query, extra headers.
