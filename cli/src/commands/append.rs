@@ -204,13 +204,17 @@ impl Producer<'_> {
     ) -> Result<Option<String>, Failure> {
         let loaded = producer::load(self.state_path)?;
         // A state never written has never sent: a duplicate answer to its
-        // first append is someone else's count (see `crate::producer`).
+        // first append is someone else's count (see `crate::producer`), and
+        // the run moves to an epoch above the server's.
         let mut fresh = loaded.is_none();
         let mut state = loaded.unwrap_or_else(|| ProducerState::new(url, self.path, self.id));
         if new_epoch {
+            // The new epoch may be one the server saw already (from another
+            // state of this producer): its first append's duplicate answer
+            // says so, as a state never written (`fresh`).
             state.new_epoch(0);
             state.finish();
-            fresh = false;
+            fresh = true;
         }
         let start = state.begin(&input.name()).map_err(|u| {
             Failure::Usage(format!(
