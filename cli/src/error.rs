@@ -39,6 +39,9 @@ pub enum Failure {
     Protocol(String),
     /// A local file or the producer state.
     Local(String),
+    /// Standard output was closed by its reader (`ds read … | head`): the
+    /// command ends quietly, as done.
+    StdoutClosed,
 }
 
 impl Failure {
@@ -50,6 +53,7 @@ impl Failure {
             Failure::Http { status, .. } if (400..500).contains(status) => exit::REFUSED,
             Failure::Http { .. } | Failure::Unreachable(_) | Failure::Protocol(_) => exit::SERVER,
             Failure::Local(_) => exit::LOCAL,
+            Failure::StdoutClosed => exit::OK,
         }
     }
 
@@ -146,6 +150,7 @@ impl fmt::Display for Failure {
             Failure::Unreachable(m) => write!(f, "unreachable: {m}"),
             Failure::Protocol(m) => write!(f, "unexpected answer: {m}"),
             Failure::Local(m) => write!(f, "{m}"),
+            Failure::StdoutClosed => write!(f, "stdout closed"),
         }
     }
 }

@@ -16,8 +16,11 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    if let Err(failure) = runtime.block_on(cli::run(cli)) {
-        eprintln!("ds: {failure}");
-        std::process::exit(failure.exit_code());
+    match runtime.block_on(cli::run(cli)) {
+        Ok(()) | Err(cli::Failure::StdoutClosed) => {}
+        Err(failure) => {
+            eprintln!("ds: {failure}");
+            std::process::exit(failure.exit_code());
+        }
     }
 }

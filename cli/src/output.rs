@@ -39,5 +39,8 @@ pub fn value(value: &serde_json::Value, json: bool) -> Result<(), Failure> {
 }
 
 fn stdout_failed(e: std::io::Error) -> Failure {
+    if e.kind() == std::io::ErrorKind::BrokenPipe {
+        return Failure::StdoutClosed;
+    }
     Failure::Local(format!("cannot write to stdout: {e}"))
 }

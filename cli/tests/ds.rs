@@ -221,6 +221,37 @@ async fn follow_receives_later_appends_by_sse_and_long_poll() {
     }
 }
 
+/// Servers end SSE sessions (here every second); the tail opens the next
+/// from where the last control event left it, missing nothing and
+/// repeating nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sse_tail_rides_across_session_ends() {
+    let s = Servers::start_with_sessions(Duration::from_secs(1)).await;
+    for (server, url) in s.targets() {
+        let stream = name(&format!("sessions-{server}"));
+        s.run(&url, &["create", &stream, "-t", "text/plain"])
+            .await
+            .ok();
+        let mut child = s
+            .ds(&url, &["read", &stream, "--follow"])
+            .spawn()
+            .expect("ds read");
+        let mut out = child.stdout.take().expect("stdout");
+        let mut seen = Vec::new();
+        let mut want = Vec::new();
+        for i in 0..4 {
+            let line = format!("session-{i}\n");
+            s.run(&url, &["append", &stream, &line]).await.ok();
+            want.extend_from_slice(line.as_bytes());
+            read_until(&mut out, &mut seen, line.as_bytes()).await;
+            tokio::time::sleep(Duration::from_millis(700)).await;
+        }
+        assert_eq!(seen, want, "{server}");
+        child.start_kill().expect("kill");
+        child.wait().await.expect("reaped");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_through_the_admin_api() {
     let s = Servers::start().await;

@@ -208,6 +208,16 @@ impl Producer<'_> {
         // the run moves to an epoch above the server's.
         let mut fresh = loaded.is_none();
         let mut state = loaded.unwrap_or_else(|| ProducerState::new(url, self.path, self.id));
+        if state.stream != self.path || state.producer != self.id {
+            return Err(Failure::Usage(format!(
+                "the state {} is producer {} of {}, not {} of {}",
+                self.state_path.display(),
+                state.producer,
+                state.stream,
+                self.id,
+                self.path
+            )));
+        }
         if new_epoch {
             // The new epoch may be one the server saw already (from another
             // state of this producer): its first append's duplicate answer

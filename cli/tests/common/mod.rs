@@ -35,12 +35,19 @@ pub struct Servers {
 
 impl Servers {
     pub async fn start() -> Self {
+        Self::start_with_sessions(Duration::from_secs(60)).await
+    }
+
+    /// Servers that end every SSE session after `sse_session`, so a tail
+    /// reconnects.
+    pub async fn start_with_sessions(sse_session: Duration) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let http = HttpConfig {
             auth: AuthConfig {
                 admin_token: Some(ADMIN.into()),
                 ..AuthConfig::default()
             },
+            sse_session,
             ..HttpConfig::default()
         };
         let origin = Origin::open(StoreConfig::new(dir.path().to_owned()), http).expect("origin");
@@ -53,11 +60,12 @@ impl Servers {
         tokio::spawn(origin.serve(listener, async move {
             let _ = stopped.await;
         }));
-        let config = EdgeConfig::new(
+        let mut config = EdgeConfig::new(
             format!("http://{origin_addr}").parse().expect("origin url"),
             64 << 20,
         )
         .expect("edge config");
+        config.limits.sse_session = sse_session;
         let edge = Edge::new(config).expect("edge");
         let feed = edge.state.clone();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
