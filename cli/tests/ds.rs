@@ -3,6 +3,7 @@
 //! mid-file followed by a rerun that appends each line exactly once.
 
 mod common;
+mod region;
 
 use std::time::Duration;
 

@@ -3,6 +3,10 @@
 //! `ds` binary run as a child process against either.
 #![allow(dead_code)]
 
+/// SeaweedFS for the region test (`weed`, installed by `scripts/setup`).
+#[path = "../../../origin/tests/common/seaweed.rs"]
+pub mod seaweed;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
