@@ -222,6 +222,73 @@ async fn follow_receives_later_appends_by_sse_and_long_poll() {
     }
 }
 
+/// A binary stream's SSE payloads come as base64 and print as the bytes;
+/// a JSON stream's as NDJSON; `--json` names offsets, and base64 for bytes
+/// that are not text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_and_json_streams_tail_as_their_bytes() {
+    let s = Servers::start().await;
+    for (server, url) in s.targets() {
+        let bin = name(&format!("bin-{server}"));
+        s.run(&url, &["create", &bin]).await.ok();
+        let bytes: Vec<u8> = vec![0, 159, 146, 150, 255, b'\n', b'\r'];
+        let file = s.state.path().join(format!("bytes-{server}"));
+        std::fs::write(&file, &bytes).unwrap();
+        s.run(&url, &["append", &bin, "-f", file.to_str().unwrap()])
+            .await
+            .ok();
+        let mut child = s
+            .ds(&url, &["read", &bin, "--follow"])
+            .spawn()
+            .expect("ds read");
+        let mut out = child.stdout.take().expect("stdout");
+        let mut seen = Vec::new();
+        read_until(&mut out, &mut seen, &bytes).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        s.run(&url, &["append", &bin, "-f", file.to_str().unwrap()])
+            .await
+            .ok();
+        read_until(
+            &mut out,
+            &mut seen,
+            &[bytes.clone(), bytes.clone()].concat(),
+        )
+        .await;
+        child.start_kill().expect("kill");
+        child.wait().await.expect("reaped");
+        let chunk = s
+            .run(&url, &["--json", "read", &bin, "--max-bytes", "7"])
+            .await;
+        chunk.ok();
+        assert_eq!(chunk.json()["data_base64"], "AJ+Slv8KDQ==");
+        assert_eq!(chunk.json()["next_offset"], "0000000000000007");
+        // An empty read under --json still names where the stream ends.
+        let end = s
+            .run(&url, &["--json", "read", &bin, "--offset", "now"])
+            .await;
+        end.ok();
+        assert_eq!(end.json()["next_offset"], "000000000000000e");
+
+        let json = name(&format!("json-tail-{server}"));
+        s.run(&url, &["create", &json, "-t", "application/json"])
+            .await
+            .ok();
+        let mut child = s
+            .ds(&url, &["read", &json, "--offset", "now", "--follow"])
+            .spawn()
+            .expect("ds read");
+        let mut out = child.stdout.take().expect("stdout");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        s.run(&url, &["append", &json, r#"[{"a": 1}, {"b": "x y"}]"#])
+            .await
+            .ok();
+        let mut seen = Vec::new();
+        read_until(&mut out, &mut seen, b"{\"a\":1}\n{\"b\":\"x y\"}\n").await;
+        child.start_kill().expect("kill");
+        child.wait().await.expect("reaped");
+    }
+}
+
 /// Servers end SSE sessions (here every second); the tail opens the next
 /// from where the last control event left it, missing nothing and
 /// repeating nothing.
@@ -421,6 +488,26 @@ async fn failures_print_one_line_and_exit_by_kind() {
     s.run(&format!("http://{closed}"), &["head", "a"])
         .await
         .fails(3, "unreachable");
+    // A reader that closes stdout early ends the command quietly.
+    let big = s.state.path().join("big");
+    std::fs::write(&big, vec![b'x'; 1 << 20]).unwrap();
+    s.run(&url, &["append", &stream, "-f", big.to_str().unwrap()])
+        .await
+        .ok();
+    let mut child = s.ds(&url, &["read", &stream]).spawn().expect("ds read");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().await.expect("ds read");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // A local file that is not there.
     s.run(&url, &["append", &stream, "--file", "/nonexistent/file"])
         .await

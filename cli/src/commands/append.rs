@@ -265,6 +265,12 @@ impl Producer<'_> {
                             continue;
                         }
                         let next = header(&resp, "stream-next-offset");
+                        let seq = state.next_seq;
+                        // Recorded before anything is printed: a closed
+                        // stdout must not leave the state behind.
+                        state.acknowledged(unit_index);
+                        producer::save(self.state_path, &state)?;
+                        fresh = false;
                         if self.ctx.json {
                             output::json_line(&serde_json::json!({
                                 "stream": self.path,
@@ -272,14 +278,11 @@ impl Producer<'_> {
                                 "outcome": if duplicate { "duplicate" } else { "accepted" },
                                 "producer": self.id,
                                 "epoch": state.epoch,
-                                "seq": state.next_seq,
+                                "seq": seq,
                                 "offset": header(&resp, "stream-offset"),
                                 "next_offset": next,
                             }))?;
                         }
-                        state.acknowledged(unit_index);
-                        producer::save(self.state_path, &state)?;
-                        fresh = false;
                         last_next = next;
                         break;
                     }
@@ -297,7 +300,13 @@ impl Producer<'_> {
                         return Err(failure_of(resp).await.with_hint(&hint));
                     }
                     Decision::Refused | Decision::Retry => {
-                        return Err(failure_of(resp).await);
+                        // Not applied now, but it may have been by a run
+                        // that crashed: the input stays where it is, so a
+                        // rerun sends this unit again with the same seq.
+                        let hint = format!(
+                            "unit {unit_index} of this input is not appended; fix it and rerun the same command to go on, or pass --new-epoch to give the input up"
+                        );
+                        return Err(failure_of(resp).await.with_hint(&hint));
                     }
                 }
             }

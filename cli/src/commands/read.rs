@@ -168,6 +168,7 @@ pub async fn run(ctx: &Ctx, a: Args) -> Result<(), Failure> {
         ctx,
         path: &path,
         raw: a.raw,
+        printed: std::cell::Cell::new(false),
     };
     loop {
         let resp = reader.get(&at.catch_up(&path), ctx.client.timeout).await?;
@@ -192,6 +193,9 @@ struct Reader<'a> {
     ctx: &'a Ctx,
     path: &'a str,
     raw: bool,
+    /// Whether `--json` printed an object yet: a read with no bytes still
+    /// prints one, naming where the stream ends.
+    printed: std::cell::Cell<bool>,
 }
 
 impl Reader<'_> {
@@ -228,8 +232,9 @@ impl Reader<'_> {
         let mut spent = false;
         if self.ctx.json {
             let body = resp.bytes().await?;
-            if !body.is_empty() || closed {
+            if !body.is_empty() || closed || (up_to_date && !self.printed.get()) {
                 output::json_line(&chunk_json(&at.offset, &next, &body, up_to_date, closed))?;
+                self.printed.set(true);
             }
             spent = at.spend(body.len());
         } else {
