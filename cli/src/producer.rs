@@ -12,9 +12,9 @@
 //! the input it was interrupted in.
 //!
 //! A state that does not exist yet has never sent anything: if the server
-//! already knows the producer (its first append answers as a duplicate),
-//! someone else's count is in the way, and the run moves to an epoch above
-//! the server's.
+//! already knows the producer (its first append answers as a duplicate, or
+//! as a stale epoch), someone else's count is in the way, and the run moves
+//! to an epoch above the server's.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

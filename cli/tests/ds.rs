@@ -563,6 +563,28 @@ async fn a_producer_refused_by_a_newer_epoch_stops() {
     s.run(&url, &["append", &stream, "4", "-p", "w", "--state", b])
         .await
         .fails(2, "403 PRODUCER_EPOCH_STALE");
+    // A new state meeting that newer epoch moves above it too.
+    let c = s.state.path().join("c.json");
+    s.run(
+        &url,
+        &[
+            "append",
+            &stream,
+            "4",
+            "-p",
+            "w",
+            "--state",
+            c.to_str().unwrap(),
+        ],
+    )
+    .await
+    .ok();
+    assert_eq!(s.run(&url, &["read", &stream]).await.ok(), "1234");
+    let state: serde_json::Value = serde_json::from_slice(&std::fs::read(&c).unwrap()).unwrap();
+    assert_eq!(
+        (&state["epoch"], &state["next_seq"]),
+        (&3.into(), &1.into())
+    );
 }
 
 /// Lines of the file `kill -9` interrupts.

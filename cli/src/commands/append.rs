@@ -203,9 +203,10 @@ impl Producer<'_> {
         new_epoch: bool,
     ) -> Result<Option<String>, Failure> {
         let loaded = producer::load(self.state_path)?;
-        // A state never written has never sent: a duplicate answer to its
-        // first append is someone else's count (see `crate::producer`), and
-        // the run moves to an epoch above the server's.
+        // A state never written has never sent: a duplicate or stale-epoch
+        // answer to its first append is someone else's count (see
+        // `crate::producer`), and the run moves to an epoch above the
+        // server's.
         let mut fresh = loaded.is_none();
         let mut state = loaded.unwrap_or_else(|| ProducerState::new(url, self.path, self.id));
         if state.stream != self.path || state.producer != self.id {
@@ -285,6 +286,17 @@ impl Producer<'_> {
                         }
                         last_next = next;
                         break;
+                    }
+                    Decision::Fenced if fresh => {
+                        // A state that never sent meets a newer epoch of
+                        // someone else's: it moves above it.
+                        let server_epoch = header(&resp, "producer-epoch")
+                            .and_then(|e| e.parse().ok())
+                            .unwrap_or(state.epoch);
+                        state.new_epoch(server_epoch);
+                        producer::save(self.state_path, &state)?;
+                        fresh = false;
+                        continue;
                     }
                     Decision::Fenced => {
                         return Err(failure_of(resp).await.with_hint(
