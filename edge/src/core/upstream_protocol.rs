@@ -5,20 +5,37 @@
 //!
 //! Why found out rather than assumed: a deployment may put any HTTP hop
 //! between an edge and its origin (an internal balancer, nginx, a sidecar
-//! without `h2c`). Such a hop answers HTTP/2's preface with an error or a
-//! close, and every waiting request sent as HTTP/2 through it would fail,
-//! while HTTP/1.1 requests pass. So each origin starts [`State::Unknown`]:
-//! the first HTTP/2 connection opened to it is probed (a request that
-//! answers at once); a probe that fails for any reason but an unreachable
-//! origin makes the origin [`Protocol::Http1`] until `recheck` has passed,
-//! when one probe runs beside the HTTP/1.1 traffic (requests never wait for
-//! a re-check) and, if it passes, HTTP/2 is used again.
+//! without `h2c`). Such a hop answers HTTP/2's preface with an HTTP/1.1
+//! error or a close, and every waiting request sent as HTTP/2 through it
+//! would fail, while HTTP/1.1 requests pass.
+//!
+//! So each origin starts [`State::Unknown`], and one probe at a time (the
+//! shell's, sent whatever becomes of the requests that asked for it) sends
+//! HTTP/2's preface and reads the first bytes back:
+//! - a `SETTINGS` frame: [`Outcome::H2`];
+//! - anything else, or a close with nothing: [`Outcome::NoH2`] (positive
+//!   evidence: an HTTP/2 server's first frame is always `SETTINGS`);
+//! - nothing within the probe's time: [`Outcome::Inconclusive`] (an origin
+//!   at its connection cap leaves new connections unread; that says nothing
+//!   of the protocol);
+//! - no connection: [`Outcome::Unreachable`].
+//!
+//! Requests that find the origin unknown wait for the probe; one that finds
+//! it inconclusive goes over HTTP/1.1 alone, without changing anything.
+//! An origin found without HTTP/2 is probed again after `recheck`, in the
+//! background (requests never wait for a re-check); one found with it is
+//! probed again only after a waiting request on HTTP/2 failed other than by
+//! an unreachable address (a hop put in front, an origin restarted).
 //!
 //! The clock is the caller's: every decision takes `now`.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+/// After an inconclusive or unreachable probe of an unknown origin, how
+/// long requests go over HTTP/1.1 before another probe.
+pub const RETRY_INCONCLUSIVE: Duration = Duration::from_secs(5);
 
 /// What `--upstream-protocol` asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -54,21 +71,42 @@ impl Protocol {
 /// Where one origin stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
-    /// Not found out yet: the next waiting request opens (and probes) an
-    /// HTTP/2 connection.
     Unknown,
     Known(Protocol),
+}
+
+/// What a probe found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    H2,
+    NoH2,
+    Inconclusive,
+    Unreachable,
 }
 
 /// How to send the next waiting request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Route {
-    /// On an HTTP/2 connection (a new one is probed before use in
-    /// [`Mode::Auto`]).
-    H2 { probe: bool },
-    /// Over HTTP/1.1; with `recheck`, the caller also starts one probe of
-    /// HTTP/2 in the background and reports its outcome.
-    Http1 { recheck: bool },
+    H2,
+    Http1,
+    /// Start the one probe (it is now out), then: with `wait`, send the
+    /// request by its outcome ([`route_after`]); without, over HTTP/1.1 at
+    /// once.
+    StartProbe {
+        wait: bool,
+    },
+    /// The probe that is out decides ([`route_after`]).
+    AwaitProbe,
+}
+
+/// How a request that waited for a probe goes: `None` when the origin
+/// could not be reached (as a failed connection).
+pub fn route_after(outcome: Outcome) -> Option<Protocol> {
+    match outcome {
+        Outcome::H2 => Some(Protocol::H2),
+        Outcome::NoH2 | Outcome::Inconclusive => Some(Protocol::Http1),
+        Outcome::Unreachable => None,
+    }
 }
 
 /// One origin's protocol, as found out.
@@ -77,9 +115,9 @@ pub struct Discovery {
     mode: Mode,
     recheck: Duration,
     state: State,
-    /// With [`Protocol::Http1`] in [`Mode::Auto`]: when the next probe is due.
-    recheck_at: Option<Instant>,
-    /// A background probe is out (at most one at a time).
+    /// No probe starts before this.
+    next_probe_at: Option<Instant>,
+    /// A probe is out (at most one).
     probing: bool,
 }
 
@@ -94,7 +132,7 @@ impl Discovery {
             mode,
             recheck,
             state,
-            recheck_at: None,
+            next_probe_at: None,
             probing: false,
         }
     }
@@ -110,55 +148,60 @@ impl Discovery {
 
     /// How to send a waiting request now.
     pub fn route(&mut self, now: Instant) -> Route {
-        match (self.mode, self.state) {
-            (Mode::H2, _) => Route::H2 { probe: false },
-            (Mode::Http1, _) => Route::Http1 { recheck: false },
-            (Mode::Auto, State::Unknown | State::Known(Protocol::H2)) => Route::H2 { probe: true },
-            (Mode::Auto, State::Known(Protocol::Http1)) => {
-                let due = self.recheck_at.is_none_or(|at| now >= at);
-                let recheck = due && !self.probing;
-                if recheck {
-                    self.probing = true;
-                }
-                Route::Http1 { recheck }
-            }
+        if self.mode != Mode::Auto {
+            return match self.state {
+                State::Known(Protocol::Http1) => Route::Http1,
+                _ => Route::H2,
+            };
+        }
+        let due = self.next_probe_at.is_none_or(|at| now >= at);
+        match self.state {
+            State::Known(Protocol::H2) => Route::H2,
+            State::Unknown if self.probing => Route::AwaitProbe,
+            State::Unknown if due => self.start(true),
+            State::Unknown => Route::Http1,
+            State::Known(Protocol::Http1) if due && !self.probing => self.start(false),
+            State::Known(Protocol::Http1) => Route::Http1,
         }
     }
 
-    /// A probe (inline or in the background) was answered over HTTP/2.
-    /// Whether the protocol changed (worth a log line).
-    pub fn spoke_h2(&mut self) -> bool {
-        self.probing = false;
-        self.recheck_at = None;
-        self.learned(Protocol::H2)
+    fn start(&mut self, wait: bool) -> Route {
+        self.probing = true;
+        Route::StartProbe { wait }
     }
 
-    /// A probe failed although the origin's address accepted the
-    /// connection: the origin, or a hop before it, does not speak HTTP/2
-    /// with prior knowledge. Whether the protocol changed.
-    pub fn no_h2(&mut self, now: Instant) -> bool {
+    /// The probe that was out found `outcome`; the protocol it changed to,
+    /// if it changed (worth a log line and the metric).
+    pub fn settle(&mut self, outcome: Outcome, now: Instant) -> Option<Protocol> {
         self.probing = false;
-        if self.mode != Mode::Auto {
+        let learned = match outcome {
+            Outcome::H2 => Protocol::H2,
+            Outcome::NoH2 => Protocol::Http1,
+            Outcome::Inconclusive | Outcome::Unreachable => {
+                let wait = match self.state {
+                    State::Known(Protocol::Http1) => self.recheck,
+                    _ => RETRY_INCONCLUSIVE.min(self.recheck),
+                };
+                self.next_probe_at = Some(now + wait);
+                return None;
+            }
+        };
+        self.next_probe_at = (learned == Protocol::Http1).then(|| now + self.recheck);
+        let changed = self.state != State::Known(learned);
+        self.state = State::Known(learned);
+        changed.then_some(learned)
+    }
+
+    /// A waiting request over HTTP/2 failed other than by an unreachable
+    /// address: the next one probes again (in [`Mode::Auto`]). Whether the
+    /// state changed.
+    pub fn h2_failed(&mut self) -> bool {
+        if self.mode != Mode::Auto || self.state != State::Known(Protocol::H2) {
             return false;
         }
-        self.recheck_at = Some(now + self.recheck);
-        self.learned(Protocol::Http1)
-    }
-
-    /// A background probe could not even connect (the origin is down): it
-    /// says nothing about the protocol; the next request after `recheck`
-    /// tries again.
-    pub fn probe_unreachable(&mut self, now: Instant) {
-        self.probing = false;
-        if self.state == State::Known(Protocol::Http1) {
-            self.recheck_at = Some(now + self.recheck);
-        }
-    }
-
-    fn learned(&mut self, protocol: Protocol) -> bool {
-        let changed = self.state != State::Known(protocol);
-        self.state = State::Known(protocol);
-        changed
+        self.state = State::Unknown;
+        self.next_probe_at = None;
+        true
     }
 }
 
@@ -169,67 +212,99 @@ mod tests {
     const RECHECK: Duration = Duration::from_secs(60);
 
     #[test]
-    fn auto_probes_first_and_keeps_h2_where_it_answers() {
+    fn one_probe_decides_for_every_request_that_finds_the_origin_unknown() {
         let now = Instant::now();
         let mut d = Discovery::new(Mode::Auto, RECHECK);
         assert_eq!(d.state(), State::Unknown);
-        assert_eq!(d.route(now), Route::H2 { probe: true });
-        assert!(d.spoke_h2());
+        assert_eq!(d.route(now), Route::StartProbe { wait: true });
+        assert_eq!(d.route(now), Route::AwaitProbe);
+        assert_eq!(d.route(now), Route::AwaitProbe);
+        assert_eq!(d.settle(Outcome::H2, now), Some(Protocol::H2));
         assert_eq!(d.state(), State::Known(Protocol::H2));
-        assert_eq!(d.route(now), Route::H2 { probe: true });
-        assert!(!d.spoke_h2(), "no change, no log line");
+        assert_eq!(d.route(now + 10 * RECHECK), Route::H2, "never re-probed");
+        assert_eq!(route_after(Outcome::H2), Some(Protocol::H2));
     }
 
     #[test]
-    fn a_hop_without_h2_sends_http1_until_a_recheck_passes() {
+    fn a_hop_without_h2_sends_http1_and_is_rechecked_in_the_background() {
         let t0 = Instant::now();
         let mut d = Discovery::new(Mode::Auto, RECHECK);
-        assert_eq!(d.route(t0), Route::H2 { probe: true });
-        assert!(d.no_h2(t0));
-        assert_eq!(d.state(), State::Known(Protocol::Http1));
-        // Before the re-check is due: HTTP/1.1, no probe.
-        assert_eq!(d.route(t0), Route::Http1 { recheck: false });
+        assert_eq!(d.route(t0), Route::StartProbe { wait: true });
+        assert_eq!(d.settle(Outcome::NoH2, t0), Some(Protocol::Http1));
+        assert_eq!(route_after(Outcome::NoH2), Some(Protocol::Http1));
+        assert_eq!(d.route(t0), Route::Http1);
         assert_eq!(
             d.route(t0 + RECHECK - Duration::from_millis(1)),
-            Route::Http1 { recheck: false }
+            Route::Http1
         );
-        // Due: one request starts the probe, the others do not.
-        assert_eq!(d.route(t0 + RECHECK), Route::Http1 { recheck: true });
-        assert_eq!(d.route(t0 + RECHECK), Route::Http1 { recheck: false });
-        // The probe fails again: the next one a whole period later.
+        // Due: one request starts the probe and goes on; the others too.
+        assert_eq!(d.route(t0 + RECHECK), Route::StartProbe { wait: false });
+        assert_eq!(d.route(t0 + RECHECK), Route::Http1);
+        // Still no HTTP/2: no change, the next probe a whole period later.
         let t1 = t0 + RECHECK + Duration::from_secs(1);
-        assert!(!d.no_h2(t1), "still HTTP/1.1: no new log line");
-        assert_eq!(d.route(t1 + RECHECK / 2), Route::Http1 { recheck: false });
-        assert_eq!(d.route(t1 + RECHECK), Route::Http1 { recheck: true });
+        assert_eq!(d.settle(Outcome::NoH2, t1), None);
+        assert_eq!(d.route(t1 + RECHECK / 2), Route::Http1);
+        assert_eq!(d.route(t1 + RECHECK), Route::StartProbe { wait: false });
         // It passes: HTTP/2 from then on.
-        assert!(d.spoke_h2());
-        assert_eq!(d.route(t1 + RECHECK), Route::H2 { probe: true });
+        assert_eq!(d.settle(Outcome::H2, t1 + RECHECK), Some(Protocol::H2));
+        assert_eq!(d.route(t1 + RECHECK), Route::H2);
     }
 
     #[test]
-    fn an_unreachable_origin_says_nothing_of_its_protocol() {
+    fn an_inconclusive_probe_changes_nothing_and_is_tried_again_soon() {
         let t0 = Instant::now();
         let mut d = Discovery::new(Mode::Auto, RECHECK);
-        d.no_h2(t0);
-        assert_eq!(d.route(t0 + RECHECK), Route::Http1 { recheck: true });
-        d.probe_unreachable(t0 + RECHECK);
+        assert_eq!(d.route(t0), Route::StartProbe { wait: true });
+        assert_eq!(d.settle(Outcome::Inconclusive, t0), None);
+        assert_eq!(d.state(), State::Unknown);
+        assert_eq!(route_after(Outcome::Inconclusive), Some(Protocol::Http1));
+        // Meanwhile, HTTP/1.1 for each request alone; then a probe again.
+        assert_eq!(d.route(t0 + Duration::from_secs(1)), Route::Http1);
+        assert_eq!(
+            d.route(t0 + RETRY_INCONCLUSIVE),
+            Route::StartProbe { wait: true }
+        );
+        // Unreachable: the waiters fail as on a refused connection.
+        assert_eq!(
+            d.settle(Outcome::Unreachable, t0 + RETRY_INCONCLUSIVE),
+            None
+        );
+        assert_eq!(route_after(Outcome::Unreachable), None);
+        assert_eq!(d.state(), State::Unknown);
+        // Known HTTP/1.1 stays so when a re-check is inconclusive.
+        assert_eq!(
+            d.route(t0 + 2 * RETRY_INCONCLUSIVE),
+            Route::StartProbe { wait: true }
+        );
+        d.settle(Outcome::NoH2, t0 + 2 * RETRY_INCONCLUSIVE);
+        let t1 = t0 + 2 * RETRY_INCONCLUSIVE + RECHECK;
+        assert_eq!(d.route(t1), Route::StartProbe { wait: false });
+        assert_eq!(d.settle(Outcome::Inconclusive, t1), None);
         assert_eq!(d.state(), State::Known(Protocol::Http1));
-        assert_eq!(d.route(t0 + RECHECK), Route::Http1 { recheck: false });
-        assert_eq!(d.route(t0 + 2 * RECHECK), Route::Http1 { recheck: true });
+        assert_eq!(d.route(t1 + RECHECK / 2), Route::Http1);
+    }
+
+    #[test]
+    fn a_failed_h2_request_makes_the_next_probe_again() {
+        let now = Instant::now();
+        let mut d = Discovery::new(Mode::Auto, RECHECK);
+        d.route(now);
+        d.settle(Outcome::H2, now);
+        assert!(d.h2_failed());
+        assert!(!d.h2_failed(), "once");
+        assert_eq!(d.route(now), Route::StartProbe { wait: true });
+        assert_eq!(d.settle(Outcome::NoH2, now), Some(Protocol::Http1));
     }
 
     #[test]
     fn forced_modes_never_probe_or_change() {
         let now = Instant::now();
         let mut h2 = Discovery::new(Mode::H2, RECHECK);
-        assert_eq!(h2.route(now), Route::H2 { probe: false });
-        assert!(!h2.no_h2(now));
-        assert_eq!(h2.route(now + RECHECK), Route::H2 { probe: false });
+        assert_eq!(h2.route(now), Route::H2);
+        assert!(!h2.h2_failed());
+        assert_eq!(h2.route(now + RECHECK), Route::H2);
         let mut h1 = Discovery::new(Mode::Http1, RECHECK);
         assert_eq!(h1.state(), State::Known(Protocol::Http1));
-        assert_eq!(
-            h1.route(now + 10 * RECHECK),
-            Route::Http1 { recheck: false }
-        );
+        assert_eq!(h1.route(now + 10 * RECHECK), Route::Http1);
     }
 }

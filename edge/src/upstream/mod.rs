@@ -15,8 +15,9 @@
 //! map, learned from answers: `shared::partition`).
 //!
 //! Behind an HTTP hop (a balancer, nginx) an unreachable origin answers
-//! `502` or `504` (the hop's own: the origin never answers either); the
-//! edge takes those as it takes a refused connection.
+//! `502` or `504` (the hop's own: the origin never answers either); to a
+//! request without a body the edge takes those as it takes a refused
+//! connection (a 504 without moving to the next origin).
 //!
 //! Requests that wait (the shared tails' long-polls, collapsed long-polls,
 //! the invalidation feed) go over HTTP/2, many to a connection
@@ -24,6 +25,7 @@
 //! ([`waiting`]); the rest over pooled HTTP/1.1 connections.
 
 pub mod multiplexed;
+pub mod probe;
 pub mod waiting;
 
 use std::sync::Arc;
@@ -73,7 +75,9 @@ impl UpstreamError {
         match self {
             UpstreamError::Connect(e) => e.is_connect(),
             UpstreamError::Multiplexed(e) => e.is_connect(),
-            UpstreamError::Gateway(_) => true,
+            // A 504 may be one slow answer of a healthy origin: not moved
+            // from.
+            UpstreamError::Gateway(s) => *s == http::StatusCode::BAD_GATEWAY,
             _ => false,
         }
     }
@@ -125,6 +129,12 @@ impl Upstream {
         let mut connector = HttpConnector::new();
         // Answers are small and latency-bound, as on the origin.
         connector.set_nodelay(true);
+        // As the HTTP/2 connections: an origin that does not answer the
+        // connection counts as unreachable, and TCP keepalives find one
+        // that vanished while a waiting request (over HTTP/1.1 behind a
+        // hop) waits on it.
+        connector.set_connect_timeout(Some(multiplexed::CONNECT_TIMEOUT));
+        connector.set_keepalive(Some(std::time::Duration::from_secs(20)));
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(IDLE_TIMEOUT)
             .pool_max_idle_per_host(multiplex.idle_http1)
@@ -327,6 +337,7 @@ impl Upstream {
         shell::request_id::pass_on(req.headers_mut());
         // Shared bytes, not a copy (needed only if a region's owner is named).
         let path = req.uri().path_and_query().cloned();
+        let bodiless = req.method() == Method::GET || req.method() == Method::HEAD;
         let sent = tokio::time::Instant::now();
         let answered = if kind.waits() {
             // Boxed: its connection opening would grow every forwarded
@@ -349,9 +360,12 @@ impl Upstream {
         };
         self.metrics.upstream_took(kind, sent.elapsed());
         let answered = answered.and_then(|(resp, stream)| match resp.status() {
-            // A hop's own: as if the origin could not be reached (the next
-            // origin is tried, and the reader gets the edge's 503).
-            s @ (http::StatusCode::BAD_GATEWAY | http::StatusCode::GATEWAY_TIMEOUT) => {
+            // A hop's own, to a request without a body: as if the origin
+            // could not be reached (on a 502 the next origin is tried; the
+            // reader gets the edge's 503). A request with a body may have
+            // been applied before the hop gave up: its answer is passed on
+            // as it came, so nobody is invited to send it again.
+            s @ (http::StatusCode::BAD_GATEWAY | http::StatusCode::GATEWAY_TIMEOUT) if bodiless => {
                 Err(UpstreamError::Gateway(s))
             }
             _ => Ok((resp, stream)),

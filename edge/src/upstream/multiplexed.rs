@@ -37,16 +37,7 @@ use crate::metrics::{Gauge, Metrics};
 
 /// How long opening a connection may take before the origin counts as
 /// unreachable.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How long a new connection's probe may take before the origin counts as
-/// not speaking HTTP/2 (a hop that waits for more of what it took for an
-/// HTTP/1.1 request line).
-const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// What a probe asks for: answered at once by every origin, whatever its
-/// access rules.
-const PROBE_PATH: &str = "/healthz";
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The bounds of the edge's connections to each origin: the HTTP/2 pool's,
 /// and how many idle HTTP/1.1 connections the other requests keep.
@@ -84,8 +75,6 @@ pub enum MultiplexError {
     Handshake(#[source] hyper::Error),
     #[error("the origin's answer failed")]
     Request(#[source] hyper::Error),
-    #[error("the origin (or a hop before it) does not speak HTTP/2 with prior knowledge")]
-    NoH2(#[source] Box<dyn std::error::Error + Send + Sync>),
     #[error("a waiting request over HTTP/1.1 failed")]
     Http1(#[source] hyper_util::client::legacy::Error),
     #[error("every connection to the origin carries as many waiting requests as it may")]
@@ -181,14 +170,11 @@ impl Multiplexed {
     }
 
     /// A connection to `origin` (at `uri`'s authority) with room for one
-    /// more request, opened if none has any; one this opens is probed
-    /// first when `probe` says so ([`MultiplexError::NoH2`] when the probe
-    /// fails).
+    /// more request, opened if none has any.
     pub async fn room(
         &self,
         origin: usize,
         uri: &Uri,
-        probe: bool,
     ) -> Result<(http2::SendRequest<Body>, Stream), MultiplexError> {
         let mut pool = self.origins[origin].lock().await;
         pool.retain(|c| !c.send.is_closed());
@@ -198,7 +184,7 @@ impl Multiplexed {
         let connection = match found {
             Some(c) => c,
             None if pool.len() < self.limits.connections => {
-                let send = connect(uri, probe).await?;
+                let send = connect(uri).await?;
                 pool.push(Connection {
                     send,
                     in_flight: Arc::default(),
@@ -218,12 +204,8 @@ impl Multiplexed {
     }
 }
 
-/// Opens an HTTP/2 connection (prior knowledge) to `uri`'s authority; with
-/// `probe`, one that has answered a request (see [`probe`]).
-pub(super) async fn connect(
-    uri: &Uri,
-    probe: bool,
-) -> Result<http2::SendRequest<Body>, MultiplexError> {
+/// Opens an HTTP/2 connection (prior knowledge) to `uri`'s authority.
+async fn connect(uri: &Uri) -> Result<http2::SendRequest<Body>, MultiplexError> {
     let authority = uri
         .authority()
         .map(|a| a.as_str().to_owned())
@@ -252,36 +234,5 @@ pub(super) async fn connect(
             tracing::debug!(error = %e, "an HTTP/2 connection to the origin ended");
         }
     });
-    if probe {
-        self::probe(send.clone(), uri).await?;
-    }
     Ok(send)
-}
-
-/// Asks a new connection for [`PROBE_PATH`]: any answer shows that HTTP/2
-/// passes; an error or no answer within [`PROBE_TIMEOUT`] that it does not
-/// (the handshake only sends HTTP/2's preface: a hop that speaks only
-/// HTTP/1.1 answers it with an error, a close, or nothing).
-async fn probe(mut send: http2::SendRequest<Body>, uri: &Uri) -> Result<(), MultiplexError> {
-    let mut parts = uri.clone().into_parts();
-    parts.path_and_query = Some(http::uri::PathAndQuery::from_static(PROBE_PATH));
-    let probe_uri = Uri::from_parts(parts).map_err(|e| MultiplexError::NoH2(e.into()))?;
-    let mut req = Request::new(Body::empty());
-    *req.uri_mut() = probe_uri;
-    req.headers_mut().insert(
-        http::header::VIA,
-        http::HeaderValue::from_static("1.1 ds-edge"),
-    );
-    let answered = tokio::time::timeout(PROBE_TIMEOUT, async {
-        send.ready().await?;
-        let resp = send.send_request(req).await?;
-        http_body_util::BodyExt::collect(resp.into_body()).await?;
-        Ok::<_, hyper::Error>(())
-    })
-    .await;
-    match answered {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(MultiplexError::NoH2(e.into())),
-        Err(elapsed) => Err(MultiplexError::NoH2(elapsed.into())),
-    }
 }

@@ -94,7 +94,7 @@ impl Drop for Hop {
 /// through a new hop, which lives as long as the test's thread (nginx is
 /// ended with it: `PR_SET_PDEATHSIG`). Without: `origin` itself.
 pub fn through_hops(origin: &http::Uri) -> http::Uri {
-    if std::env::var("DS_TEST_HOP").as_deref() != Ok("nginx") {
+    if !in_use() {
         return origin.clone();
     }
     let upstream: SocketAddr = origin
@@ -114,7 +114,12 @@ pub fn through_hops(origin: &http::Uri) -> http::Uri {
 /// Whether an answer's header `name` is the hop's own (nginx names itself
 /// in `Server`; the origin sends none), when tests run through hops.
 pub fn added_by_hop(name: &str) -> bool {
-    name == "server" && std::env::var("DS_TEST_HOP").as_deref() == Ok("nginx")
+    name == "server" && in_use()
+}
+
+/// Whether the tests run through hops (`DS_TEST_HOP=nginx`).
+pub fn in_use() -> bool {
+    std::env::var("DS_TEST_HOP").as_deref() == Ok("nginx")
 }
 
 /// Where nginx is: on `PATH`, or Debian's place.

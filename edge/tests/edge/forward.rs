@@ -173,7 +173,11 @@ async fn an_unreachable_origin_is_a_503_with_the_shared_error_body() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 503);
+    // Behind an HTTP hop, a request with a body gets the hop's own answer
+    // (it may have been applied before the hop gave up: the edge does not
+    // turn it into its 503, which invites a retry).
+    let want = if hop::in_use() { 502 } else { 503 };
+    assert_eq!(r.status(), want);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
