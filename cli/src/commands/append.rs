@@ -257,11 +257,7 @@ impl Producer<'_> {
                 match decide(&resp) {
                     Decision::Applied { duplicate } => {
                         if duplicate && fresh {
-                            let server_epoch = header(&resp, "producer-epoch")
-                                .and_then(|e| e.parse().ok())
-                                .unwrap_or(state.epoch);
-                            state.new_epoch(server_epoch);
-                            producer::save(self.state_path, &state)?;
+                            self.move_above(&resp, &mut state)?;
                             fresh = false;
                             continue;
                         }
@@ -290,11 +286,7 @@ impl Producer<'_> {
                     Decision::Fenced if fresh => {
                         // A state that never sent meets a newer epoch of
                         // someone else's: it moves above it.
-                        let server_epoch = header(&resp, "producer-epoch")
-                            .and_then(|e| e.parse().ok())
-                            .unwrap_or(state.epoch);
-                        state.new_epoch(server_epoch);
-                        producer::save(self.state_path, &state)?;
+                        self.move_above(&resp, &mut state)?;
                         fresh = false;
                         continue;
                     }
@@ -327,6 +319,16 @@ impl Producer<'_> {
         state.finish();
         producer::save(self.state_path, &state)?;
         Ok(last_next)
+    }
+
+    /// A state that never sent met the server's record of a newer epoch (a
+    /// duplicate, or a fence): it moves above it, saved before going on.
+    fn move_above(&self, resp: &Response, state: &mut ProducerState) -> Result<(), Failure> {
+        let server_epoch = header(resp, "producer-epoch")
+            .and_then(|e| e.parse().ok())
+            .unwrap_or(state.epoch);
+        state.new_epoch(server_epoch);
+        producer::save(self.state_path, state)
     }
 
     /// Sends the append until an answer other than a passing failure comes:

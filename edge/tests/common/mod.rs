@@ -184,17 +184,8 @@ impl Stack {
 
     pub async fn start_with(json_reads: JsonReads, limits: Limits) -> Self {
         let origin = TestOrigin::start(json_reads).await;
-        let (edge_addr, edge, stop, task) =
-            start_edge(&format!("http://{}", origin.addr), limits).await;
-        Stack {
-            origin,
-            edge_addr,
-            edge,
-            http: client(),
-            stop: Some(stop),
-            task: Some(task),
-            bucket: None,
-        }
+        let served = start_edge(&format!("http://{}", origin.addr), limits).await;
+        Self::around(origin, served)
     }
 
     /// Origin and edge sharing a bucket (a folder): the origin seals
