@@ -56,6 +56,7 @@ fn node(name: &str) -> RegionConfig {
         replicas: true,
         replica_interval: std::time::Duration::from_millis(250),
         replica_written: 1024,
+        replica_floor_wait: std::time::Duration::from_millis(500),
     }
 }
 
