@@ -426,13 +426,15 @@ impl<'a> Ask<'a> {
         match shared::paths::classify(path) {
             Target::Stream(stream) => {
                 let params = shared::params::parse_read_query(query).ok()?;
-                (params.live == Live::No && params.consistency == Consistency::Local).then_some(
-                    Ask::Read {
+                // `offset=now` names the owner's end.
+                (params.live == Live::No
+                    && params.consistency == Consistency::Local
+                    && params.offset != ReadFrom::Now)
+                    .then_some(Ask::Read {
                         stream,
                         from: params.offset,
                         floor: params.floor,
-                    },
-                )
+                    })
             }
             Target::Chunk {
                 stream,
@@ -496,6 +498,7 @@ impl<'a> Ask<'a> {
         match self {
             Ask::Read { from, .. } => match from {
                 ReadFrom::Start => tail.next > tail.retained || tail.closed,
+                // Never asked (`Ask::of`): the owner's end.
                 ReadFrom::Now => false,
                 ReadFrom::At(at) => {
                     at.0 >= tail.retained
@@ -670,6 +673,7 @@ mod tests {
             "offset=-1&live=long-poll",
             "offset=-1&consistency=leader",
             "offset=bad",
+            "offset=now&min_next_offset=0000000000000010",
             // A malformed floor: the owner refuses it.
             "offset=-1&min_next_offset=now",
         ] {
