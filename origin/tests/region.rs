@@ -23,6 +23,8 @@ mod origins;
 mod outage;
 #[path = "region/partitions.rs"]
 mod partitions;
+#[path = "region/read_your_writes.rs"]
+mod read_your_writes;
 #[path = "region/readiness.rs"]
 mod readiness;
 #[path = "region/replicas.rs"]
