@@ -385,12 +385,39 @@ impl Written {
 }
 
 /// What the replica does with a request now.
-enum Local {
-    Answer(Shared),
+enum Local<T = Shared> {
+    Answer(T),
     /// It would, but it does not hold the stream up to the read's floor
     /// yet: look again when it applied more (the receiver says when).
     Below(watch::Receiver<u64>),
     Forward,
+}
+
+/// How a wait for a replica to reach a read's floor ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Reached<T> {
+    Answer(T),
+    Forward,
+    /// Past the deadline (or the replica stopped) below the floor.
+    TooLate,
+}
+
+/// Looks with `look` until it answers or forwards, looking again each
+/// time the replica applied more, until `deadline` (the tokio clock, so
+/// tests pause it).
+async fn until_reached<T>(deadline: Instant, mut look: impl FnMut() -> Local<T>) -> Reached<T> {
+    loop {
+        match look() {
+            Local::Answer(t) => return Reached::Answer(t),
+            Local::Forward => return Reached::Forward,
+            Local::Below(mut applied) => {
+                match tokio::time::timeout_at(deadline, applied.changed()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) | Err(_) => return Reached::TooLate,
+                }
+            }
+        }
+    }
 }
 
 /// What a request asks that a replica might answer.
@@ -535,20 +562,12 @@ impl RegionOrigin {
     ) -> Option<Shared> {
         let ask = Ask::of(method, uri.path(), uri.query())?;
         let deadline = Instant::now() + self.store.region.replica_floor_wait;
-        loop {
-            match self.replica_now(p, &ask) {
-                Local::Answer(state) => return Some(state),
-                Local::Forward => return None,
-                Local::Below(mut applied) => {
-                    match tokio::time::timeout_at(deadline, applied.changed()).await {
-                        Ok(Ok(())) => {}
-                        // Past the wait, or the replica stopped: the owner.
-                        Ok(Err(_)) | Err(_) => {
-                            self.metrics.floor_forwards.fetch_add(1, Relaxed);
-                            return None;
-                        }
-                    }
-                }
+        match until_reached(deadline, || self.replica_now(p, &ask)).await {
+            Reached::Answer(state) => Some(state),
+            Reached::Forward => None,
+            Reached::TooLate => {
+                self.metrics.floor_forwards.fetch_add(1, Relaxed);
+                None
             }
         }
     }
@@ -707,6 +726,55 @@ mod tests {
         );
         // The latest snapshot's name changes: the owner answers it.
         assert_eq!(Ask::of(&get, "/v1/stream/a/snapshot", None), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_floor_waits_for_the_replica_and_no_longer_than_the_bound() {
+        let wait = Duration::from_millis(500);
+        let applied = watch::Sender::new(0u64);
+        // The replica reaches the floor at its third round, 100 ms apart.
+        let rounds = {
+            let applied = applied.clone();
+            tokio::spawn(async move {
+                for _ in 0..3 {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    applied.send_modify(|n| *n += 1);
+                }
+            })
+        };
+        let began = Instant::now();
+        let look = || match *applied.borrow() {
+            n if n >= 3 => Local::Answer(n),
+            _ => Local::Below(applied.subscribe()),
+        };
+        assert_eq!(until_reached(began + wait, look).await, Reached::Answer(3));
+        assert_eq!(began.elapsed(), Duration::from_millis(300));
+        rounds.await.unwrap();
+
+        // Never reached: forwarded at the bound, not later.
+        let began = Instant::now();
+        let never = || Local::<u64>::Below(applied.subscribe());
+        assert_eq!(until_reached(began + wait, never).await, Reached::TooLate);
+        assert_eq!(began.elapsed(), wait);
+
+        // What a replica never answers is forwarded without a wait.
+        let began = Instant::now();
+        let forward = || Local::<u64>::Forward;
+        assert_eq!(until_reached(began + wait, forward).await, Reached::Forward);
+        assert_eq!(began.elapsed(), Duration::ZERO);
+
+        // The replica stopped while a read waited: forwarded then.
+        let gone = watch::Sender::new(0u64);
+        let below = gone.subscribe();
+        let mut once = Some(below);
+        drop(gone);
+        let began = Instant::now();
+        let stopped = || match once.take() {
+            Some(rx) => Local::<u64>::Below(rx),
+            None => Local::Forward,
+        };
+        assert_eq!(until_reached(began + wait, stopped).await, Reached::TooLate);
+        assert_eq!(began.elapsed(), Duration::ZERO);
     }
 
     #[test]
