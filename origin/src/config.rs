@@ -216,6 +216,11 @@ pub struct Cli {
     /// your writes through one origin); past it the oldest is forgotten.
     #[arg(long, env = "ORIGIN_REGION_REPLICA_WRITTEN", default_value_t = 65_536)]
     pub region_replica_written: usize,
+    /// How long a follower waits for its replica to reach a read's
+    /// `min_next_offset` (decision 0025) before it forwards the read to the
+    /// owner instead; `0s`: forwarded at once.
+    #[arg(long, env = "ORIGIN_REGION_REPLICA_FLOOR_WAIT", default_value = "500ms", value_parser = parse_duration)]
+    pub region_replica_floor_wait: Duration,
     /// How often the serving origin looks whether a checkpoint is due.
     #[arg(long, env = "ORIGIN_REGION_CHECKPOINT_INTERVAL", default_value = "10s", value_parser = parse_duration)]
     pub region_checkpoint_interval: Duration,
@@ -346,6 +351,7 @@ impl Cli {
         c.region.replicas = self.region_replicas;
         c.region.replica_interval = self.region_replica_interval.max(Duration::from_millis(10));
         c.region.replica_written = self.region_replica_written;
+        c.region.replica_floor_wait = self.region_replica_floor_wait;
         c.object_write_timeout = self.object_write_timeout;
         c.object_put_delay = self.object_put_delay;
         c

@@ -23,6 +23,8 @@ mod origins;
 mod outage;
 #[path = "region/partitions.rs"]
 mod partitions;
+#[path = "region/read_your_writes.rs"]
+mod read_your_writes;
 #[path = "region/readiness.rs"]
 mod readiness;
 #[path = "region/replicas.rs"]
@@ -56,6 +58,7 @@ fn node(name: &str) -> RegionConfig {
         replicas: true,
         replica_interval: std::time::Duration::from_millis(250),
         replica_written: 1024,
+        replica_floor_wait: std::time::Duration::from_millis(500),
     }
 }
 

@@ -1,9 +1,14 @@
 //! The read query: `offset`, `live`, `max_bytes`, `timeout_ms`, `cursor`,
-//! `consistency`. Parsing is strict where a wrong guess would return the
+//! `consistency`, `min_next_offset`. Parsing is strict where a wrong guess would return the
 //! wrong bytes (offset, live, consistency) and lenient where the spec says to
 //! fall back to a default (`max_bytes`, `timeout_ms`).
 
-use crate::offset::ReadFrom;
+use crate::offset::{Offset, ReadFrom};
+
+/// The query parameter of a read's floor (decision 0025): the
+/// `Stream-Next-Offset` a write's answer gave; the answer must come from a
+/// state of the stream whose end is at least it.
+pub const MIN_NEXT_OFFSET: &str = "min_next_offset";
 
 /// The most bytes one answer (or one SSE data event) carries.
 pub const MAX_READ_BYTES: u64 = 8 * 1024 * 1024;
@@ -37,6 +42,16 @@ pub struct ReadParams {
     pub timeout_ms: Option<u64>,
     pub cursor: Option<String>,
     pub consistency: Consistency,
+    /// `min_next_offset`: the answer reflects a state of the stream whose
+    /// end is at or past it (read your writes through any origin or edge).
+    pub floor: Option<Offset>,
+}
+
+/// Whether a stream whose end is `end` may answer a read with `floor`:
+/// its state holds every byte below the floor. The one rule every server
+/// that answers reads applies (owner, follower's replica, edge).
+pub fn floor_reached(floor: Option<Offset>, end: u64) -> bool {
+    floor.is_none_or(|f| end >= f.bytes())
 }
 
 impl ReadParams {
@@ -59,13 +74,18 @@ pub enum ParamError {
     Consistency(String),
     #[error("consistency=leader cannot be combined with live")]
     LeaderWithLive,
+    #[error("malformed min_next_offset {0:?}: send the Stream-Next-Offset a write's answer gave")]
+    Floor(String),
     #[error("the query parameter {0} appears more than once")]
     Repeated(&'static str),
 }
 
 impl ParamError {
     pub fn is_offset(&self) -> bool {
-        matches!(self, ParamError::Offset(_) | ParamError::MissingOffset)
+        matches!(
+            self,
+            ParamError::Offset(_) | ParamError::MissingOffset | ParamError::Floor(_)
+        )
     }
 }
 
@@ -77,6 +97,7 @@ pub fn parse_read_query(query: Option<&str>) -> Result<ReadParams, ParamError> {
     let mut timeout = None;
     let mut cursor = None;
     let mut consistency = None;
+    let mut floor = None;
     fn once<T>(slot: &mut Option<T>, value: T, name: &'static str) -> Result<(), ParamError> {
         if slot.replace(value).is_some() {
             return Err(ParamError::Repeated(name));
@@ -91,6 +112,7 @@ pub fn parse_read_query(query: Option<&str>) -> Result<ReadParams, ParamError> {
             "timeout_ms" => once(&mut timeout, v.into_owned(), "timeout_ms")?,
             "cursor" => once(&mut cursor, v.into_owned(), "cursor")?,
             "consistency" => once(&mut consistency, v.into_owned(), "consistency")?,
+            MIN_NEXT_OFFSET => once(&mut floor, v.into_owned(), MIN_NEXT_OFFSET)?,
             _ => {}
         }
     }
@@ -118,6 +140,11 @@ pub fn parse_read_query(query: Option<&str>) -> Result<ReadParams, ParamError> {
     if consistency == Consistency::Leader && live != Live::No {
         return Err(ParamError::LeaderWithLive);
     }
+    // Only an offset a write's answer gives: `-1` and `now` name no write.
+    let floor = match floor {
+        None => None,
+        Some(s) => Some(Offset::parse(&s).ok_or(ParamError::Floor(s))?),
+    };
     let max_bytes = match max_bytes.and_then(|s| s.parse::<u64>().ok()) {
         Some(n) if n > 0 => n.min(MAX_READ_BYTES),
         _ => MAX_READ_BYTES,
@@ -133,6 +160,7 @@ pub fn parse_read_query(query: Option<&str>) -> Result<ReadParams, ParamError> {
         timeout_ms,
         cursor,
         consistency,
+        floor,
     })
 }
 
@@ -213,5 +241,32 @@ mod tests {
             Err(ParamError::Repeated("offset"))
         ));
         assert!(parse_read_query(Some("consistency=leader")).is_ok());
+    }
+
+    #[test]
+    fn a_floor_is_an_offset_a_write_gave() {
+        assert_eq!(parse_read_query(None).unwrap().floor, None);
+        let p = parse_read_query(Some("offset=-1&min_next_offset=0000000000000010")).unwrap();
+        assert_eq!(p.floor, Some(Offset(16)));
+        for bad in ["-1", "now", "10", "zz00000000000010", ""] {
+            let got = parse_read_query(Some(&format!("min_next_offset={bad}")));
+            assert!(matches!(got, Err(ParamError::Floor(_))), "{bad:?}");
+            assert!(got.unwrap_err().is_offset());
+        }
+        assert!(matches!(
+            parse_read_query(Some(
+                "min_next_offset=0000000000000010&min_next_offset=0000000000000011"
+            )),
+            Err(ParamError::Repeated(MIN_NEXT_OFFSET))
+        ));
+    }
+
+    #[test]
+    fn a_floor_is_reached_at_or_past_it() {
+        assert!(floor_reached(None, 0));
+        assert!(floor_reached(Some(Offset(16)), 16));
+        assert!(floor_reached(Some(Offset(16)), 17));
+        assert!(!floor_reached(Some(Offset(16)), 15));
+        assert!(!floor_reached(Some(Offset(1)), 0));
     }
 }

@@ -12,6 +12,12 @@
 //! (their reads are shaped by the origin's JSON mode), `offset=now`,
 //! `consistency=leader`, conditional requests and requests naming an
 //! incarnation always go to the origin.
+//!
+//! A read with `min_next_offset` (decision 0025) is made from chunks only
+//! with a state whose end is at or past it: a known state below it is
+//! asked again, and if the origin's answer is still below it (a state
+//! asked before the write, shared with this read), the read goes to the
+//! origin as it came, floor and all.
 
 use axum::body::Body;
 use bytes::{Bytes, BytesMut};
@@ -19,7 +25,7 @@ use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use moka::sync::Cache;
 use shared::headers as h;
 use shared::offset::{Offset, ReadFrom, CHUNK_BYTES};
-use shared::params::{Consistency, ReadParams};
+use shared::params::{floor_reached, Consistency, ReadParams};
 
 use super::chunk::fill;
 use super::forward::forward;
@@ -112,7 +118,7 @@ pub async fn read(state: &Shared, req: Request<Body>, params: &ReadParams) -> Re
     if let Some(from) =
         start.filter(|s| eligible && worth_planning(hint(s), state.tails.get(&path)))
     {
-        if let Some(resp) = from_chunks(state, &path, from, params.max_bytes, arrays).await {
+        if let Some(resp) = from_chunks(state, &path, from, params, arrays).await {
             return resp;
         }
     }
@@ -127,9 +133,10 @@ async fn from_chunks(
     state: &Shared,
     path: &str,
     from: ReadFrom,
-    max: u64,
+    params: &ReadParams,
     arrays: bool,
 ) -> Option<Response<Body>> {
+    let (max, floor) = (params.max_bytes, params.floor);
     let recent = state.states.recent(state, path).await?;
     let start = match from {
         ReadFrom::At(o) => o.bytes(),
@@ -148,15 +155,19 @@ async fn from_chunks(
         return None;
     }
     // A read that stops short of the known end is the same whatever was
-    // appended since; one that reaches it needs the end as it is now.
+    // appended since; one that reaches it needs the end as it is now, and
+    // one whose floor is past the known end a state that holds its write.
     let fresh;
-    let stream = if start.saturating_add(max) < recent.tail {
+    let stream = if start.saturating_add(max) < recent.tail && floor_reached(floor, recent.tail) {
         recent.as_ref()
     } else {
         fresh = state.states.refresh(state, path).await?;
         fresh.as_ref()
     };
-    if start < stream.retained || stream.incarnation != recent.incarnation {
+    if start < stream.retained
+        || stream.incarnation != recent.incarnation
+        || !floor_reached(floor, stream.tail)
+    {
         return None;
     }
     let plan = plan(start, max, stream.tail, stream.closed)?;

@@ -11,8 +11,9 @@
 //! `streamNextOffset`. A reader is ended after `sse_session`, as the origin
 //! does, and one silent for `sse_keepalive` is sent a keepalive comment
 //! (`shared::sse::KEEPALIVE`) while it waits for the next frame, as the
-//! origin does. Readers that need their own event sizes (`max_bytes`) or name an
-//! incarnation are passed through to the origin.
+//! origin does. Readers that need their own event sizes (`max_bytes`), name an
+//! incarnation or carry a floor (`min_next_offset`) are passed through to
+//! the origin.
 //!
 //! A reader on the light path (`shell::detached::Offered`) writes its
 //! catch-up to its socket itself, then hands the socket to its hub's
@@ -59,7 +60,11 @@ const KEPT_HEADERS: [&str; 6] = [
 ];
 
 pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Response<Body> {
+    // A reader with a floor (decision 0025) is the origin's too: every
+    // catch-up read of its would need the floor, and the shared hub's
+    // reads carry none.
     if params.max_bytes < MAX_READ_BYTES
+        || params.floor.is_some()
         || req.headers().contains_key(h::STREAM_INCARNATION)
         || req.headers().contains_key(http::header::AUTHORIZATION)
     {

@@ -64,7 +64,7 @@ mod ops;
 #[path = "differential_reads.rs"]
 mod reads;
 #[path = "differential_region.rs"]
-mod region;
+pub mod region;
 
 const CHUNK: u64 = 4 << 20;
 /// The largest an incarnation of a stream grows.

@@ -17,7 +17,7 @@ use crate::common::seaweed::Seaweed;
 use crate::common::*;
 
 /// One origin process of the region.
-struct OriginProc {
+pub struct OriginProc {
     child: Child,
     addr: SocketAddr,
     data: PathBuf,
@@ -54,7 +54,7 @@ fn origin_binary() -> PathBuf {
     bin
 }
 
-fn spawn(weed: &Seaweed, data: PathBuf, prefix: &str, node: &str) -> OriginProc {
+pub fn spawn(weed: &Seaweed, data: PathBuf, prefix: &str, node: &str) -> OriginProc {
     let mut child = Command::new(origin_binary())
         .args(["--listen", "127.0.0.1:0", "--data"])
         .arg(&data)
@@ -78,7 +78,7 @@ fn spawn(weed: &Seaweed, data: PathBuf, prefix: &str, node: &str) -> OriginProc 
     OriginProc { child, addr, data }
 }
 
-fn base(p: &OriginProc) -> String {
+pub fn base(p: &OriginProc) -> String {
     format!("http://{}", p.addr)
 }
 
@@ -167,7 +167,7 @@ impl Drop for RegionStack {
 }
 
 /// Until the origin at `base` serves (`owner`) or follows.
-async fn wait_until(http: &reqwest::Client, base: &str, owner: bool) {
+pub async fn wait_until(http: &reqwest::Client, base: &str, owner: bool) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while serves(http, base).await != Some(owner) {
         assert!(Instant::now() < deadline, "{base} never got its role");

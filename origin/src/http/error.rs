@@ -28,6 +28,11 @@ pub enum ApiError {
     OffsetBeyondTail {
         tail: u64,
     },
+    /// The read's `min_next_offset` is past the stream's end, at the
+    /// owner: the write it names is not in this stream (decision 0025).
+    FloorBeyondEnd {
+        end: u64,
+    },
     /// The read offset is before the stream's retention.
     Gone {
         retained: u64,
@@ -164,6 +169,17 @@ impl axum::response::IntoResponse for ApiError {
                     "the offset is past the end of the stream",
                 );
                 set(&mut r, h::STREAM_NEXT_OFFSET, Offset(tail));
+                r
+            }
+            ApiError::FloorBeyondEnd { end } => {
+                let mut r = error_response(
+                    ErrorCode::RangeNotSatisfiable,
+                    format!(
+                        "min_next_offset is past the end of the stream ({}): the write it names is not in this stream",
+                        Offset(end)
+                    ),
+                );
+                set(&mut r, h::STREAM_NEXT_OFFSET, Offset(end));
                 r
             }
             ApiError::Gone { retained } => {

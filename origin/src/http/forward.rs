@@ -94,6 +94,10 @@ impl Forwarder {
                 .into_response();
         };
         parts.uri = uri;
+        // The hop to the owner is HTTP/1.1 whatever the client spoke (an
+        // edge's waiting requests come over HTTP/2): the client here speaks
+        // only that, and refuses a request of another version.
+        parts.version = http::Version::HTTP_11;
         shell::proxy::strip_hop_by_hop(&mut parts.headers);
         parts.headers.remove(http::header::HOST);
         parts

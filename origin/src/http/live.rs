@@ -65,6 +65,9 @@ async fn prepare(state: &Shared, req: Box<Request>) -> Prepared {
     };
     match parse_read_query(uri.query()) {
         Ok(params) if params.live == Live::LongPoll => {
+            if let Err(e) = super::reading::check_floor(state, stream, &params).await {
+                return Prepared::Answered(gate.finish(state, "long_poll", e.into_response()));
+            }
             match long_poll::park(state, stream, req, params) {
                 Ok(parked) => Prepared::Parked(parked, gate),
                 Err(e) => Prepared::Answered(gate.finish(state, "long_poll", e.into_response())),

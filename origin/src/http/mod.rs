@@ -626,6 +626,9 @@ async fn read_route(state: Shared, stream: String, req: Request) -> (&'static st
             return ("read", ApiError::Store(e).into_response());
         }
     }
+    if let Err(e) = reading::check_floor(&state, &stream, &params).await {
+        return ("read", e.into_response());
+    }
     match params.live {
         Live::No => ("read", read::read(state, stream, req, params).await),
         Live::LongPoll => (

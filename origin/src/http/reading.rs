@@ -115,6 +115,37 @@ pub fn resolve_start(from: ReadFrom, tail: &Tail) -> Result<u64, ApiError> {
     }
 }
 
+/// A read's floor (`min_next_offset`, decision 0025) against this store's
+/// state of the stream. Reached (or no floor, or no such stream: the read
+/// answers that itself), the read goes on; the stream's end only grows, so
+/// the read's own look at it is past the floor too. Not reached, the
+/// write it names is not in this stream: `416` with the end, as a read
+/// past the end, at once. In a region only from a store that still owns
+/// the partition (`region::vouch`): a paused owner's state may lack what
+/// its successor acknowledged, and then answers `503` instead. A
+/// follower's replica never gets here below a floor: the region waits
+/// for it or forwards (`server::region::replica`).
+pub async fn check_floor(
+    state: &super::AppState,
+    path: &str,
+    params: &shared::params::ReadParams,
+) -> Result<(), ApiError> {
+    let Some(view) = params.floor.and_then(|_| state.store.get(path)) else {
+        return Ok(());
+    };
+    let end = view.tail().next;
+    if shared::params::floor_reached(params.floor, end) {
+        return Ok(());
+    }
+    state.store.vouch().await?;
+    // Vouched: nothing it lacked (an append lands before its answer).
+    let end = view.tail().next.max(end);
+    if shared::params::floor_reached(params.floor, end) {
+        return Ok(());
+    }
+    Err(ApiError::FloorBeyondEnd { end })
+}
+
 /// How the bytes of one answer are cut.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cut {

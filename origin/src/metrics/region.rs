@@ -53,6 +53,9 @@ pub struct RegionMetrics {
     pub replica_rebuilds: AtomicU64,
     pub replica_failures: AtomicU64,
     pub replicas: AtomicI64,
+    /// Reads with `min_next_offset` forwarded to the owner because the
+    /// replica did not reach the floor within its wait (decision 0025).
+    pub floor_forwards: AtomicU64,
     /// The oldest of the open replicas' last catch-up, in milliseconds
     /// ago (set at each scrape).
     pub replica_lag_ms: AtomicI64,
@@ -138,6 +141,11 @@ impl RegionMetrics {
                 "ds_origin_region_local_reads_total",
                 "Reads of followed partitions answered from this origin's replica.",
                 &self.local_reads,
+            ),
+            (
+                "ds_origin_region_floor_forwards_total",
+                "Reads with min_next_offset forwarded to the owner because the replica did not reach it in time.",
+                &self.floor_forwards,
             ),
             (
                 "ds_origin_region_replica_objects_total",

@@ -81,6 +81,10 @@ pub struct RegionConfig {
     /// replica has caught up (read your writes through one origin); past
     /// it the oldest is forgotten first.
     pub replica_written: usize,
+    /// How long a follower waits for its replica to reach a read's
+    /// `min_next_offset` (`--region-replica-floor-wait`, decision 0025);
+    /// past it the read is forwarded to the owner, which has the write.
+    pub replica_floor_wait: Duration,
 }
 
 /// Why a WAL operation did not succeed.

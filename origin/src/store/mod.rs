@@ -205,6 +205,7 @@ impl StoreConfig {
                 replicas: true,
                 replica_interval: Duration::from_millis(250),
                 replica_written: 65_536,
+                replica_floor_wait: Duration::from_millis(500),
                 feed: None,
             },
             object_write_timeout: Duration::from_secs(10),

@@ -517,3 +517,40 @@ async fn reads_of_a_missing_stream_are_404() {
         .await;
     }
 }
+
+/// `min_next_offset` (decision 0025) on one origin, which holds every
+/// write it answered: a floor at or below the end is the same read; one
+/// past it (another incarnation's, or never given) `416` with the end at
+/// once, for reads, long-polls and SSE; a malformed one `400`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_floor_is_the_same_read_until_it_is_past_the_end() {
+    let api = Api::start().await;
+    let path = stream_path("read-floor");
+    api.create_with(&path, "text/plain", "hello").await;
+    let plain = read(&api, &path, "offset=-1").await;
+    for floor in [offset(0), offset(3), offset(5)] {
+        let r = read(&api, &path, &format!("offset=-1&min_next_offset={floor}")).await;
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"hello"[..]));
+        assert_eq!((r.next, r.up_to_date), (plain.next.clone(), true));
+        assert_eq!((&r.etag, &r.cache), (&plain.etag, &plain.cache));
+    }
+    let past = offset(6);
+    for query in [
+        format!("offset=-1&min_next_offset={past}"),
+        format!("offset={}&live=long-poll&min_next_offset={past}", offset(5)),
+        format!("offset=-1&live=sse&min_next_offset={past}"),
+    ] {
+        let began = std::time::Instant::now();
+        let r = send(api.get(&format!("{path}?{query}"))).await;
+        assert!(
+            began.elapsed() < std::time::Duration::from_secs(1),
+            "{query}"
+        );
+        assert_eq!(header(&r, "stream-next-offset"), Some(offset(5)), "{query}");
+        expect_error(r, 416, "RANGE_NOT_SATISFIABLE").await;
+    }
+    for bad in ["-1", "now", "5", "000000000000000G"] {
+        let r = send(api.get(&format!("{path}?offset=-1&min_next_offset={bad}"))).await;
+        expect_error(r, 400, "INVALID_OFFSET").await;
+    }
+}

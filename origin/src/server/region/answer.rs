@@ -89,8 +89,9 @@ async fn route(me: &Arc<RegionOrigin>, p: u32, req: axum::http::Request<Body>) -
     let feed = req.uri().path() == shared::invalidation::PATH;
     let current = me.current(p);
     if !matches!(current, Current::Serving { .. }) {
-        // A read this origin's replica of `p` answers as the owner would.
-        if let Some(state) = me.replica_for(p, &req) {
+        // A read this origin's replica of `p` answers as the owner would
+        // (one with a floor once the replica reached it, or not at all).
+        if let Some(state) = me.replica_for(p, req.method(), req.uri()).await {
             me.metrics.local_reads.fetch_add(1, Relaxed);
             return http::handle(state, req).await;
         }

@@ -18,13 +18,19 @@
 //! read everything the owner had acknowledged (up to a number not there)
 //! and its look let it stand. The owner acknowledges commits in number
 //! order, so such a round holds every append acknowledged before it began.
+//!
+//! **Read your writes through any origin** (decision 0025). A read with
+//! `min_next_offset` (the `Stream-Next-Offset` its client's write was
+//! answered with, through whichever origin) is answered here only once the
+//! replica holds the stream up to it: the follower waits for the replica's
+//! rounds up to `--region-replica-floor-wait`, and forwards the read to the
+//! owner, which has the write, past it.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::http::Method;
 use parking_lot::{Mutex, RwLock};
 use shared::offset::{Offset, ReadFrom, CHUNK_BYTES};
@@ -46,6 +52,9 @@ pub(super) struct Replica {
     /// When the last round that read all its owner had acknowledged (and
     /// stood) began.
     caught_up: Arc<Mutex<Option<Instant>>>,
+    /// Counts what changed the replica's streams (a round's commits
+    /// applied, a store built again): reads waiting for a floor look again.
+    applied: Arc<watch::Sender<u64>>,
     stop: watch::Sender<bool>,
 }
 
@@ -55,13 +64,17 @@ impl Replica {
         let replica = Replica {
             state: Arc::default(),
             caught_up: Arc::default(),
+            applied: Arc::new(watch::Sender::new(0)),
             stop: watch::Sender::new(false),
         };
         tokio::spawn(keep(
             Arc::clone(me),
             p,
-            Arc::clone(&replica.state),
-            Arc::clone(&replica.caught_up),
+            Kept {
+                slot: Arc::clone(&replica.state),
+                caught_up: Arc::clone(&replica.caught_up),
+                applied: Arc::clone(&replica.applied),
+            },
             replica.stop.subscribe(),
         ));
         replica
@@ -95,13 +108,17 @@ fn fresh(caught_up: Option<Instant>, now: Instant) -> bool {
 /// whenever its rounds say so; until stopped. While a new one is built the
 /// old one goes on answering (it holds an older state the owner had), as
 /// long as it is fresh enough.
-async fn keep(
-    me: Arc<RegionOrigin>,
-    p: u32,
+/// What a replica's task keeps up to date for the readers.
+struct Kept {
     slot: Arc<RwLock<Option<Shared>>>,
     caught_up: Arc<Mutex<Option<Instant>>>,
-    mut stop: watch::Receiver<bool>,
-) {
+    applied: Arc<watch::Sender<u64>>,
+}
+
+async fn keep(me: Arc<RegionOrigin>, p: u32, kept: Kept, mut stop: watch::Receiver<bool>) {
+    let Kept {
+        caught_up, applied, ..
+    } = &kept;
     let Some(objects) = me.objects.get().cloned() else {
         return;
     };
@@ -146,19 +163,28 @@ async fn keep(
         );
         // The lay-out read up to a number not there and its look stood:
         // it holds every append acknowledged before it began.
-        swap(&me, &slot, &caught_up, Some((&state, began)), &current);
+        swap(&me, &kept, Some((&state, began)), &current);
         match current.replace((Arc::clone(&state), dir)) {
             Some((old, old_dir)) => retire(old, old_dir),
             None => {
                 me.metrics.replicas.fetch_add(1, Relaxed);
             }
         }
-        follow_rounds(&me, p, &*objects, &state, follow, &caught_up, &mut stop).await;
+        follow_rounds(
+            &me,
+            p,
+            &*objects,
+            &state,
+            follow,
+            (caught_up, applied),
+            &mut stop,
+        )
+        .await;
         if !*stop.borrow() {
             me.metrics.replica_rebuilds.fetch_add(1, Relaxed);
         }
     }
-    swap(&me, &slot, &caught_up, None, &current);
+    swap(&me, &kept, None, &current);
     if let Some((old, old_dir)) = current {
         me.metrics.replicas.fetch_sub(1, Relaxed);
         retire(old, old_dir);
@@ -170,14 +196,14 @@ async fn keep(
 /// retired ones, so no scrape sees them twice or not at all.
 fn swap(
     me: &RegionOrigin,
-    slot: &RwLock<Option<Shared>>,
-    caught_up: &Mutex<Option<Instant>>,
+    kept: &Kept,
     next: Option<(&Shared, Instant)>,
     old: &Option<(Shared, std::path::PathBuf)>,
 ) {
     let _scrape = me.scrape.lock();
-    *slot.write() = next.map(|(state, _)| Arc::clone(state));
-    *caught_up.lock() = next.map(|(_, at)| at);
+    *kept.slot.write() = next.map(|(state, _)| Arc::clone(state));
+    *kept.caught_up.lock() = next.map(|(_, at)| at);
+    kept.applied.send_modify(|n| *n += 1);
     if let Some((old, _)) = old {
         me.retired.absorb(&old.metrics);
     }
@@ -230,7 +256,7 @@ async fn follow_rounds(
     objects: &dyn object_store::ObjectStore,
     state: &Shared,
     mut follow: Follow,
-    caught_up: &Mutex<Option<Instant>>,
+    (caught_up, applied): (&Mutex<Option<Instant>>, &watch::Sender<u64>),
     stop: &mut watch::Receiver<bool>,
 ) {
     let mut interval = tokio::time::interval(me.store.region.replica_interval);
@@ -286,6 +312,7 @@ async fn follow_rounds(
                 tracing::warn!(partition = p, error = %e, "the replica could not take its owner's commits; building it again");
                 return;
             }
+            applied.send_modify(|n| *n += 1);
         }
         me.metrics
             .replica_objects
@@ -357,11 +384,52 @@ impl Written {
     }
 }
 
+/// What the replica does with a request now.
+enum Local<T = Shared> {
+    Answer(T),
+    /// It would, but it does not hold the stream up to the read's floor
+    /// yet: look again when it applied more (the receiver says when).
+    Below(watch::Receiver<u64>),
+    Forward,
+}
+
+/// How a wait for a replica to reach a read's floor ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Reached<T> {
+    Answer(T),
+    Forward,
+    /// Past the deadline (or the replica stopped) below the floor.
+    TooLate,
+}
+
+/// Looks with `look` until it answers or forwards, looking again each
+/// time the replica applied more, until `deadline` (the tokio clock, so
+/// tests pause it).
+async fn until_reached<T>(deadline: Instant, mut look: impl FnMut() -> Local<T>) -> Reached<T> {
+    loop {
+        match look() {
+            Local::Answer(t) => return Reached::Answer(t),
+            Local::Forward => return Reached::Forward,
+            Local::Below(mut applied) => {
+                match tokio::time::timeout_at(deadline, applied.changed()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) | Err(_) => return Reached::TooLate,
+                }
+            }
+        }
+    }
+}
+
 /// What a request asks that a replica might answer.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Ask<'a> {
-    /// A catch-up read (no `live`, `consistency=local`) from `from`.
-    Read { stream: &'a str, from: ReadFrom },
+    /// A catch-up read (no `live`, `consistency=local`) from `from`, of a
+    /// state of the stream that ends at `floor` or past it.
+    Read {
+        stream: &'a str,
+        from: ReadFrom,
+        floor: Option<Offset>,
+    },
     /// A chunk of the immutable grid.
     Chunk {
         stream: &'a str,
@@ -385,12 +453,15 @@ impl<'a> Ask<'a> {
         match shared::paths::classify(path) {
             Target::Stream(stream) => {
                 let params = shared::params::parse_read_query(query).ok()?;
-                (params.live == Live::No && params.consistency == Consistency::Local).then_some(
-                    Ask::Read {
+                // `offset=now` names the owner's end.
+                (params.live == Live::No
+                    && params.consistency == Consistency::Local
+                    && params.offset != ReadFrom::Now)
+                    .then_some(Ask::Read {
                         stream,
                         from: params.offset,
-                    },
-                )
+                        floor: params.floor,
+                    })
             }
             Target::Chunk {
                 stream,
@@ -422,22 +493,39 @@ impl<'a> Ask<'a> {
         }
     }
 
+    /// Whether a replica holding the stream as `view` (`None`: not at all)
+    /// holds it up to the read's floor (decision 0025): below it, the
+    /// client's write is not in it yet.
+    pub(super) fn floor_reached(&self, view: Option<&crate::store::StreamView>) -> bool {
+        match self {
+            Ask::Read { floor, .. } => {
+                shared::params::floor_reached(*floor, view.map_or(0, |v| v.tail().next))
+            }
+            Ask::Chunk { .. } | Ask::Snapshot { .. } => true,
+        }
+    }
+
+    /// Whether a replica answers anything of a stream it holds as `view`:
+    /// never one whose reads extend its life (only its owner logs that),
+    /// nor one deleted.
+    fn may_reach(&self, view: &crate::store::StreamView) -> bool {
+        view.config.expiry == Expiry::Never && !view.is_soft_deleted() && !view.tail().gone
+    }
+
     /// Whether a replica holding the stream as `view` shows answers it
     /// exactly as the owner would (with what the owner had when the
     /// replica caught up): only below its tail (the owner decides whether
     /// there is more), never a stream whose reads extend its life or that
     /// is deleted, and only complete chunks.
     pub(super) fn answerable(&self, view: &crate::store::StreamView) -> bool {
-        if view.config.expiry != Expiry::Never || view.is_soft_deleted() {
-            return false;
-        }
         let tail = view.tail();
-        if tail.gone {
+        if !self.may_reach(view) {
             return false;
         }
         match self {
             Ask::Read { from, .. } => match from {
                 ReadFrom::Start => tail.next > tail.retained || tail.closed,
+                // Never asked (`Ask::of`): the owner's end.
                 ReadFrom::Now => false,
                 ReadFrom::At(at) => {
                     at.0 >= tail.retained
@@ -463,32 +551,69 @@ impl<'a> Ask<'a> {
 }
 
 impl RegionOrigin {
-    /// The replica's store if it answers `req` of partition `p` itself.
-    pub(super) fn replica_for(&self, p: u32, req: &axum::http::Request<Body>) -> Option<Shared> {
-        let ask = Ask::of(req.method(), req.uri().path(), req.uri().query())?;
-        let (state, caught_up) = {
+    /// The replica's store if it answers `req` of partition `p` itself,
+    /// after waiting (at most `--region-replica-floor-wait`) for it to
+    /// reach the read's floor; `None`: the owner answers.
+    pub(super) async fn replica_for(
+        &self,
+        p: u32,
+        method: &Method,
+        uri: &axum::http::Uri,
+    ) -> Option<Shared> {
+        let ask = Ask::of(method, uri.path(), uri.query())?;
+        let deadline = Instant::now() + self.store.region.replica_floor_wait;
+        match until_reached(deadline, || self.replica_now(p, &ask)).await {
+            Reached::Answer(state) => Some(state),
+            Reached::Forward => None,
+            Reached::TooLate => {
+                self.metrics.floor_forwards.fetch_add(1, Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Whether the replica of `p` answers `ask` as it is now.
+    fn replica_now(&self, p: u32, ask: &Ask<'_>) -> Local {
+        let (state, caught_up, applied) = {
             let replicas = self.replicas[p as usize].lock();
-            let replica = replicas.as_ref()?;
-            let state = replica.state.read().clone()?;
+            let Some(replica) = replicas.as_ref() else {
+                return Local::Forward;
+            };
+            // Subscribed before the look: a round that lands after it wakes
+            // the wait.
+            let applied = replica.applied.subscribe();
+            let Some(state) = replica.state.read().clone() else {
+                return Local::Forward;
+            };
             let caught_up = *replica.caught_up.lock();
-            (state, caught_up)
+            (state, caught_up, applied)
         };
         // A replica that has not caught up for a while (the bucket does not
         // answer it) answers nothing: the owner does.
         if !fresh(caught_up, Instant::now()) {
-            return None;
+            return Local::Forward;
         }
-        let view = state.store.get(ask.stream())?;
+        let view = state.store.get(ask.stream());
+        if !ask.floor_reached(view.as_deref()) {
+            // A stream a replica never answers is the owner's at once.
+            return match view {
+                Some(v) if !ask.may_reach(&v) => Local::Forward,
+                _ => Local::Below(applied),
+            };
+        }
+        let Some(view) = view else {
+            return Local::Forward;
+        };
         if !ask.answerable(&view) {
-            return None;
+            return Local::Forward;
         }
         // This origin forwarded a write of it: not before the replica has it.
         if let Some(wrote) = self.written.lock().last(ask.stream()) {
             if caught_up.is_none_or(|c| c <= wrote) {
-                return None;
+                return Local::Forward;
             }
         }
-        Some(state)
+        Local::Answer(state)
     }
 
     /// The stores of the replicas open now.
@@ -542,7 +667,20 @@ mod tests {
             Ask::of(&get, "/v1/stream/a", Some("offset=-1")),
             Some(Ask::Read {
                 stream: "/v1/stream/a",
-                from: ReadFrom::Start
+                from: ReadFrom::Start,
+                floor: None,
+            })
+        );
+        assert_eq!(
+            Ask::of(
+                &get,
+                "/v1/stream/a",
+                Some("offset=-1&min_next_offset=0000000000000010")
+            ),
+            Some(Ask::Read {
+                stream: "/v1/stream/a",
+                from: ReadFrom::Start,
+                floor: Some(Offset(16)),
             })
         );
         assert_eq!(
@@ -554,6 +692,9 @@ mod tests {
             "offset=-1&live=long-poll",
             "offset=-1&consistency=leader",
             "offset=bad",
+            "offset=now&min_next_offset=0000000000000010",
+            // A malformed floor: the owner refuses it.
+            "offset=-1&min_next_offset=now",
         ] {
             assert_eq!(Ask::of(&get, "/v1/stream/a", Some(query)), None, "{query}");
         }
@@ -585,6 +726,55 @@ mod tests {
         );
         // The latest snapshot's name changes: the owner answers it.
         assert_eq!(Ask::of(&get, "/v1/stream/a/snapshot", None), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_floor_waits_for_the_replica_and_no_longer_than_the_bound() {
+        let wait = Duration::from_millis(500);
+        let applied = watch::Sender::new(0u64);
+        // The replica reaches the floor at its third round, 100 ms apart.
+        let rounds = {
+            let applied = applied.clone();
+            tokio::spawn(async move {
+                for _ in 0..3 {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    applied.send_modify(|n| *n += 1);
+                }
+            })
+        };
+        let began = Instant::now();
+        let look = || match *applied.borrow() {
+            n if n >= 3 => Local::Answer(n),
+            _ => Local::Below(applied.subscribe()),
+        };
+        assert_eq!(until_reached(began + wait, look).await, Reached::Answer(3));
+        assert_eq!(began.elapsed(), Duration::from_millis(300));
+        rounds.await.unwrap();
+
+        // Never reached: forwarded at the bound, not later.
+        let began = Instant::now();
+        let never = || Local::<u64>::Below(applied.subscribe());
+        assert_eq!(until_reached(began + wait, never).await, Reached::TooLate);
+        assert_eq!(began.elapsed(), wait);
+
+        // What a replica never answers is forwarded without a wait.
+        let began = Instant::now();
+        let forward = || Local::<u64>::Forward;
+        assert_eq!(until_reached(began + wait, forward).await, Reached::Forward);
+        assert_eq!(began.elapsed(), Duration::ZERO);
+
+        // The replica stopped while a read waited: forwarded then.
+        let gone = watch::Sender::new(0u64);
+        let below = gone.subscribe();
+        let mut once = Some(below);
+        drop(gone);
+        let began = Instant::now();
+        let stopped = || match once.take() {
+            Some(rx) => Local::<u64>::Below(rx),
+            None => Local::Forward,
+        };
+        assert_eq!(until_reached(began + wait, stopped).await, Reached::TooLate);
+        assert_eq!(began.elapsed(), Duration::ZERO);
     }
 
     #[test]
