@@ -54,6 +54,10 @@ pub struct StreamView {
     /// Where the unsealed bytes are (changed by the writer thread only).
     pub(crate) warm: Mutex<Warm>,
     last_access: AtomicU64,
+    /// When the last append was applied (the logged time), for listings.
+    /// Eight bytes that cost nothing: the view stays within its 256 B
+    /// allocation.
+    last_write: AtomicU64,
     /// Bytes `[0, dropped)` are sealed and no longer read locally.
     dropped: AtomicU64,
     disk: Arc<Disk>,
@@ -116,6 +120,7 @@ impl StreamView {
             tail: TailWatch::new(tail),
             warm: Mutex::new(warm),
             last_access: AtomicU64::new(last_access),
+            last_write: AtomicU64::new(core.created_at),
             dropped: AtomicU64::new(0),
             disk,
             snapshot: parking_lot::RwLock::new(core.snapshot.clone()),
@@ -232,6 +237,16 @@ impl StreamView {
         if self.last_access.load(Ordering::Relaxed) < now {
             self.last_access.fetch_max(now, Ordering::Relaxed);
         }
+    }
+
+    /// Notes an append applied at `at` (writer thread, and replay).
+    pub(crate) fn wrote(&self, at: Millis) {
+        self.last_write.fetch_max(at, Ordering::Relaxed);
+    }
+
+    /// When the last append was applied (the creation time until one is).
+    pub fn last_write(&self) -> Millis {
+        self.last_write.load(Ordering::Relaxed)
     }
 
     pub fn last_access(&self) -> Millis {
