@@ -146,7 +146,7 @@ pub struct Listed {
 }
 
 /// A listing's answer.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Page {
     pub streams: Vec<Listed>,
     /// Where the next page starts (pass it as `after`); null at the end.
