@@ -26,6 +26,7 @@ pub const ROUTES: &[&str] = &[
     "refused",
     "admin",
     "control",
+    "list",
     "other",
 ];
 
