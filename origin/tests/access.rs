@@ -825,7 +825,12 @@ async fn a_listing_shows_only_what_the_credential_reads() {
     )
     .await;
     let (_, other) = make_key(&api, serde_json::json!({"account": "other"})).await;
-    let acme_streams = ["/acme/s.chat-1", "/acme/s.chat-2", "/acme/s.jobs", "/acme/s.pub"];
+    let acme_streams = [
+        "/acme/s.chat-1",
+        "/acme/s.chat-2",
+        "/acme/s.jobs",
+        "/acme/s.pub",
+    ];
     for s in acme_streams {
         let mut r = req(&api, Method::PUT, s, Some(&acme));
         if s.ends_with("pub") {
@@ -853,12 +858,18 @@ async fn a_listing_shows_only_what_the_credential_reads() {
         Ok(vec!["/acme/s.chat-2".into()])
     );
     assert_eq!(listed(&api, Some(&chat), "/acme/s.jobs").await, Ok(vec![]));
-    assert_eq!(listed(&api, Some(&other), "").await, Ok(vec!["/other/s.x".into()]));
+    assert_eq!(
+        listed(&api, Some(&other), "").await,
+        Ok(vec!["/other/s.x".into()])
+    );
     // Anonymous: what an anonymous read reaches, the public stream.
     assert_eq!(listed(&api, None, "").await, Ok(vec!["/acme/s.pub".into()]));
     // A credential that is not valid is refused, as for a read.
     assert_eq!(listed(&api, Some("dsk_nope_nope"), "").await, Err(401));
-    let r = req(&api, Method::GET, "/_streams", Some("dsk_nope_nope")).send().await.unwrap();
+    let r = req(&api, Method::GET, "/_streams", Some("dsk_nope_nope"))
+        .send()
+        .await
+        .unwrap();
     expect_error(r, 401, "UNAUTHORIZED").await;
 }
 
@@ -876,7 +887,10 @@ async fn an_open_server_lists_its_open_streams_to_anyone() {
             .status(),
         201
     );
-    assert_eq!(listed(&api, None, &root).await, Ok(vec![format!("{root}/a")]));
+    assert_eq!(
+        listed(&api, None, &root).await,
+        Ok(vec![format!("{root}/a")])
+    );
     // Everything anonymous may read: the default account's, not acme's.
     let everything = listed(&api, None, "").await.unwrap();
     assert!(everything.contains(&format!("{root}/a")));

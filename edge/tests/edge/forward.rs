@@ -324,7 +324,10 @@ async fn the_listing_passes_through_unkept() {
     let prefix: String = url_encode(&root);
     for q in [
         format!("/_streams?prefix={prefix}&limit=2"),
-        format!("/_streams?prefix={prefix}&limit=2&after={}", url_encode(&format!("{root}/b"))),
+        format!(
+            "/_streams?prefix={prefix}&limit=2&after={}",
+            url_encode(&format!("{root}/b"))
+        ),
         "/_streams?limit=0".to_owned(),
     ] {
         let direct = s.http.get(s.origin_url(&q)).send().await.unwrap();
@@ -335,8 +338,14 @@ async fn the_listing_passes_through_unkept() {
         want.retain(|(k, _)| k != "x-request-id");
         got.retain(|(k, _)| k != "x-request-id");
         assert_eq!(want, got, "{q}");
-        assert_eq!(header(&through, "cache-control").as_deref(), Some("no-store"));
-        let (d, t) = (direct.bytes().await.unwrap(), through.bytes().await.unwrap());
+        assert_eq!(
+            header(&through, "cache-control").as_deref(),
+            Some("no-store")
+        );
+        let (d, t) = (
+            direct.bytes().await.unwrap(),
+            through.bytes().await.unwrap(),
+        );
         assert_eq!(without_request_id(&d), without_request_id(&t), "{q}");
     }
     // A stream made since is in the next answer: nothing was kept.
@@ -349,7 +358,11 @@ async fn the_listing_passes_through_unkept() {
         .unwrap();
     assert_eq!(v["streams"][0]["stream_id"], format!("{root}/0"));
     assert_eq!(v["next_cursor"], format!("{root}/a"));
-    assert!(s.metric("ds_edge_requests_total{route=\"list\",status=\"200\"}").await >= 3);
+    assert!(
+        s.metric("ds_edge_requests_total{route=\"list\",status=\"200\"}")
+            .await
+            >= 3
+    );
 }
 
 /// A test path as a query value (its only reserved character is `/`).

@@ -235,7 +235,10 @@ pub async fn list(state: Shared, req: Request) -> Response<Body> {
 }
 
 /// A listing request's query and caller, or its refusal.
-pub fn prepare(state: &AppState, req: &Request) -> Result<(ListQuery, Lister), Box<Response<Body>>> {
+pub fn prepare(
+    state: &AppState,
+    req: &Request,
+) -> Result<(ListQuery, Lister), Box<Response<Body>>> {
     let query = query(req)?;
     let lister = admit(state, req, &query)?;
     Ok((query, lister))

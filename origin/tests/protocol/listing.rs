@@ -14,7 +14,10 @@ use crate::common::*;
 async fn page(api: &Api, query: &str) -> (serde_json::Value, Vec<String>) {
     let resp = send(api.get(&format!("/_streams?{query}"))).await;
     assert_eq!(resp.status(), 200, "{query}");
-    assert_eq!(header(&resp, "content-type").as_deref(), Some("application/json"));
+    assert_eq!(
+        header(&resp, "content-type").as_deref(),
+        Some("application/json")
+    );
     assert_eq!(header(&resp, "cache-control").as_deref(), Some("no-store"));
     let v: serde_json::Value = resp.json().await.unwrap();
     let paths = v["streams"]
@@ -85,15 +88,26 @@ async fn a_page_shows_each_stream_in_path_order_with_its_state() {
     );
     assert!(created > 1_700_000_000_000 && wrote >= created);
     let s = &v["streams"][1];
-    assert_eq!((s["status"].as_str(), s["closed"].as_bool()), (Some("closed"), Some(true)));
-    assert!(s.get("ttl_seconds").is_none() && s.get("expires_at").is_none(), "{s}");
+    assert_eq!(
+        (s["status"].as_str(), s["closed"].as_bool()),
+        (Some("closed"), Some(true))
+    );
+    assert!(
+        s.get("ttl_seconds").is_none() && s.get("expires_at").is_none(),
+        "{s}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_limit_is_one_to_a_thousand_and_a_prefix_filters() {
     let api = Api::start().await;
     for bad in ["limit=0", "limit=1001", "limit=x", "limit=-3"] {
-        expect_error(send(api.get(&format!("/_streams?{bad}"))).await, 400, "BAD_REQUEST").await;
+        expect_error(
+            send(api.get(&format!("/_streams?{bad}"))).await,
+            400,
+            "BAD_REQUEST",
+        )
+        .await;
     }
     expect_error(
         send(api.get("/_streams?consistency=eventual")).await,
@@ -105,22 +119,44 @@ async fn the_limit_is_one_to_a_thousand_and_a_prefix_filters() {
     for name in ["x/1", "x/2", "xy/1", "y/1"] {
         api.create(&format!("{root}/{name}"), "text/plain").await;
     }
-    let (_, paths) = page(&api, &format!("prefix={}&limit=1000", enc(&format!("{root}/x/")))).await;
+    let (_, paths) = page(
+        &api,
+        &format!("prefix={}&limit=1000", enc(&format!("{root}/x/"))),
+    )
+    .await;
     assert_eq!(paths, [format!("{root}/x/1"), format!("{root}/x/2")]);
-    let (_, paths) = page(&api, &format!("prefix={}&unknown=1", enc(&format!("{root}/x")))).await;
+    let (_, paths) = page(
+        &api,
+        &format!("prefix={}&unknown=1", enc(&format!("{root}/x"))),
+    )
+    .await;
     assert_eq!(paths.len(), 3);
     let (v, paths) = page(&api, &format!("prefix={}&limit=1", enc(&root))).await;
     assert_eq!(paths, [format!("{root}/x/1")]);
-    assert_eq!((v["has_more"].as_bool(), v["next_cursor"].as_str()), (Some(true), Some(paths[0].as_str())));
+    assert_eq!(
+        (v["has_more"].as_bool(), v["next_cursor"].as_str()),
+        (Some(true), Some(paths[0].as_str()))
+    );
     // The server's own path answers only GET (and its preflight).
-    expect_error(send(api.delete("/_streams")).await, 405, "METHOD_NOT_ALLOWED").await;
-    assert!(api.metric("ds_origin_requests_total{route=\"list\",status=\"200\"}").await >= 3);
+    expect_error(
+        send(api.delete("/_streams")).await,
+        405,
+        "METHOD_NOT_ALLOWED",
+    )
+    .await;
+    assert!(
+        api.metric("ds_origin_requests_total{route=\"list\",status=\"200\"}")
+            .await
+            >= 3
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleted_and_expired_streams_are_not_listed() {
     let clock = Arc::new(ManualClock::new(SystemClock.now_ms()));
-    let api = Api::on(TestOrigin::start_with_clock(HttpConfig::default(), clock.clone() as Arc<dyn Clock>).await);
+    let api = Api::on(
+        TestOrigin::start_with_clock(HttpConfig::default(), clock.clone() as Arc<dyn Clock>).await,
+    );
     let root = stream_path("list-gone");
     let (kept, deleted, idle, dated) = (
         format!("{root}/kept"),
@@ -130,9 +166,19 @@ async fn deleted_and_expired_streams_are_not_listed() {
     );
     api.create(&kept, "text/plain").await;
     api.create(&deleted, "text/plain").await;
-    send(api.put(&idle).header("content-type", "text/plain").header("stream-ttl", "60")).await;
+    send(
+        api.put(&idle)
+            .header("content-type", "text/plain")
+            .header("stream-ttl", "60"),
+    )
+    .await;
     let at = shared_rfc3339(clock.now_ms() + 30_000);
-    send(api.put(&dated).header("content-type", "text/plain").header("stream-expires-at", at)).await;
+    send(
+        api.put(&dated)
+            .header("content-type", "text/plain")
+            .header("stream-expires-at", at),
+    )
+    .await;
     assert_eq!(send(api.delete(&deleted)).await.status(), 204);
     let (_, paths) = page(&api, &format!("prefix={}", enc(&root))).await;
     assert_eq!(paths, [dated.clone(), idle.clone(), kept.clone()]);
@@ -195,5 +241,54 @@ async fn pages_walk_every_stream_once_while_others_come_and_go() {
     for c in churn {
         made += c.await.unwrap();
     }
-    assert!(made > 0, "the churn ran during the walks ({churned} churned streams seen)");
+    assert!(
+        made > 0,
+        "the churn ran during the walks ({churned} churned streams seen)"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn creation_and_last_write_times_survive_a_restart() {
+    let clock = Arc::new(ManualClock::new(SystemClock.now_ms()));
+    let api = Api::on(
+        TestOrigin::start_with_clock(HttpConfig::default(), clock.clone() as Arc<dyn Clock>).await,
+    );
+    let root = stream_path("list-times");
+    let (written, idle) = (format!("{root}/written"), format!("{root}/idle"));
+    let created = clock.now_ms();
+    api.create(&written, "text/plain").await;
+    api.create(&idle, "text/plain").await;
+    clock.advance(5_000);
+    api.append(&written, "text/plain", "x").await;
+    let times = |v: &serde_json::Value| -> Vec<(u64, u64)> {
+        v["streams"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["created_at_ms"].as_u64().unwrap(),
+                    s["last_write_at_ms"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let (before, _) = page(&api, &format!("prefix={}", enc(&root))).await;
+    assert_eq!(
+        times(&before),
+        [(created, created), (created, created + 5_000)]
+    );
+    let Api { origin, .. } = api;
+    let (data, _keep) = origin.stop().await;
+    let api = Api::on(
+        TestOrigin::start_in_with_clock(
+            data,
+            HttpConfig::default(),
+            origin::store::StoreConfig::new,
+            clock.clone() as Arc<dyn Clock>,
+        )
+        .await,
+    );
+    let (after, _) = page(&api, &format!("prefix={}", enc(&root))).await;
+    assert_eq!(times(&after), times(&before));
 }

@@ -69,7 +69,10 @@ async fn walk(
         let v: serde_json::Value = r.json().await.unwrap();
         let page = v["streams"].as_array().unwrap();
         assert!(page.len() <= limit);
-        all.extend(page.iter().map(|s| s["stream_id"].as_str().unwrap().to_owned()));
+        all.extend(
+            page.iter()
+                .map(|s| s["stream_id"].as_str().unwrap().to_owned()),
+        );
         if !v["has_more"].as_bool().unwrap() {
             return Some(all);
         }
@@ -78,12 +81,7 @@ async fn walk(
 }
 
 /// Walks until a walk of every page answers (partitions may still move).
-async fn walk_until(
-    client: &reqwest::Client,
-    base: &str,
-    consistency: &str,
-    want: &[String],
-) {
+async fn walk_until(client: &reqwest::Client, base: &str, consistency: &str, want: &[String]) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(seen) = walk(client, base, consistency, 7).await {
@@ -134,7 +132,11 @@ async fn every_origin_of_a_region_lists_every_partition() {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let direct = client.get(format!("{}{q}", bases[0])).send().await.unwrap();
-        let through = client.get(format!("{}{q}", edge.base)).send().await.unwrap();
+        let through = client
+            .get(format!("{}{q}", edge.base))
+            .send()
+            .await
+            .unwrap();
         if direct.status() == 200 && through.status() == 200 {
             assert_eq!(through.headers().get("cache-control").unwrap(), "no-store");
             assert_eq!(

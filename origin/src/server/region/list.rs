@@ -85,8 +85,9 @@ async fn one(
         return http::list::list(state, req).await;
     }
     if forwarded {
-        let r = ApiError::Busy("the region is moving this partition between origins; retry shortly")
-            .into_response();
+        let r =
+            ApiError::Busy("the region is moving this partition between origins; retry shortly")
+                .into_response();
         return me.counted("list", finished(r));
     }
     match partition_page(me, p, query, authorization).await {
@@ -104,9 +105,7 @@ async fn partition_page(
 ) -> Result<Page, Box<Response<Body>>> {
     let local = match me.current(p) {
         Current::Serving { state, .. } => Some(state),
-        Current::Following { .. } if query.consistency == Consistency::Local => {
-            me.fresh_replica(p)
-        }
+        Current::Following { .. } if query.consistency == Consistency::Local => me.fresh_replica(p),
         _ => None,
     };
     if let Some(state) = local {
@@ -143,11 +142,7 @@ fn request(
     partition: Option<u32>,
     authorization: Option<::http::HeaderValue>,
 ) -> Result<Request<Body>, Box<Response<Body>>> {
-    let uri = format!(
-        "{}?{}",
-        shared::listing::PATH,
-        query.to_query(partition)
-    );
+    let uri = format!("{}?{}", shared::listing::PATH, query.to_query(partition));
     let mut req = Request::builder()
         .method(Method::GET)
         .uri(uri)
