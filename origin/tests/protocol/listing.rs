@@ -188,7 +188,7 @@ async fn deleted_and_expired_streams_are_not_listed() {
     // A listing is no read: it renews no TTL.
     clock.advance(30_000);
     let (_, paths) = page(&api, &format!("prefix={}", enc(&root))).await;
-    assert_eq!(paths, [kept.clone()]);
+    assert_eq!(paths, [kept]);
 }
 
 fn shared_rfc3339(ms: u64) -> String {
