@@ -27,6 +27,7 @@ pub const ROUTES: &[&str] = &[
     "refused",
     "admin",
     "control",
+    "list",
     "other",
 ];
 

@@ -10,6 +10,9 @@
 //! byte for byte (`GET ?offset=-1`, checking `Stream-Next-Offset` and the
 //! body); with `--restart-sigterm` the same after a SIGTERM. It exits
 //! non-zero unless every stream reads back as written after every restart.
+//! Before the kill it also times `--list-pages` pages of the listing
+//! (`GET /_streams`, `--list-limit` streams each, from random cursors;
+//! `streams/listing.rs`): the memory figures include the listing's index.
 //!
 //! The figures are the ones a deployment with many small streams is sized
 //! by: bytes of memory per stream, descriptors per stream (a limit of 4096
@@ -17,6 +20,7 @@
 //! at N streams. What goes into each stream is in `streams/content.rs`.
 
 mod content;
+mod listing;
 mod origin;
 mod report;
 
@@ -67,6 +71,12 @@ pub struct Args {
     /// failed).
     #[arg(long, default_value_os_t = std::env::temp_dir())]
     pub scratch: PathBuf,
+    /// Listing pages to time before the kill (0: none).
+    #[arg(long, default_value_t = 1000)]
+    pub list_pages: usize,
+    /// Streams per listing page.
+    #[arg(long, default_value_t = 100)]
+    pub list_limit: usize,
     /// Also write the table to this file.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -142,6 +152,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let appended = append_rounds(first.addr, &args, &prefix).await;
     let mut first = first;
     let after = Snapshot::of(first.pid);
+    let listing = match args.list_pages {
+        0 => None,
+        n => {
+            let pages =
+                listing::measure(first.addr, &prefix, args.streams, n, args.list_limit).await?;
+            eprintln!(
+                "  listing: {} pages of {}: p50 {:.2} ms, p99 {:.2} ms, {} failed",
+                pages.pages,
+                pages.limit,
+                pages.p50.as_secs_f64() * 1e3,
+                pages.p99.as_secs_f64() * 1e3,
+                pages.failures
+            );
+            Some(pages)
+        }
+    };
     let peak_fds = sampler.stop(first.pid);
     let exited = first.exited();
     if let Some(status) = &exited {
@@ -209,6 +235,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         exited,
         peak_fds,
         restarts,
+        listing,
     };
     let table = figures.render();
     println!("{table}");

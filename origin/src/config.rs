@@ -267,6 +267,11 @@ pub struct Cli {
     /// (10 minutes) are swept.
     #[arg(long, env = "ORIGIN_LIMIT_BUDGETS", default_value_t = 100_000)]
     pub limit_budgets: usize,
+    /// Paths one page of `GET /_streams` looks at most, listed or skipped
+    /// (expired, out of the caller's reach); past it the page ends early
+    /// with `has_more` and a cursor to go on from.
+    #[arg(long, env = "ORIGIN_LIST_SCAN_MAX", default_value_t = 10_000)]
+    pub list_scan_max: usize,
     /// Longest lifetime of an exchanged token, e.g. 1h.
     #[arg(long, env = "ORIGIN_MAX_TOKEN_TTL", default_value = "1h", value_parser = parse_duration)]
     pub max_token_ttl: Duration,
@@ -449,6 +454,7 @@ impl Cli {
                 admin_token: self.admin_token.clone().filter(|t| !t.is_empty()),
             },
             subscriptions: self.subscriptions.config(),
+            list_scan_max: self.list_scan_max.max(1),
         }
     }
 }

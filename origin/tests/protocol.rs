@@ -30,6 +30,8 @@ mod invalidations;
 mod lifecycle;
 #[path = "protocol/limits.rs"]
 mod limits;
+#[path = "protocol/listing.rs"]
+mod listing;
 #[path = "protocol/long_poll.rs"]
 mod long_poll;
 #[path = "protocol/negotiation.rs"]

@@ -17,6 +17,8 @@ mod feed;
 mod forks_across;
 #[path = "region/key_store.rs"]
 mod key_store;
+#[path = "region/listing.rs"]
+mod listing;
 #[path = "region/origins.rs"]
 mod origins;
 #[path = "region/outage.rs"]

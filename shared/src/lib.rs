@@ -14,6 +14,7 @@
 //! - [`negotiate`]: NDJSON or JSON arrays for a JSON stream's read, by `Accept`.
 //! - [`sse`]: Server-Sent Events framing for data and control events.
 //! - [`invalidation`]: the origin's feed of deletes, creates, retention and replaced snapshots for edges.
+//! - [`listing`]: listing streams (`/_streams`): the query, the page, the merge of partitions' pages.
 //! - [`paths`]: how a request path splits into a stream and a reserved sub-resource.
 //! - [`partition`]: which partition of a region a stream (or request path) belongs to.
 //! - [`params`]: parsing of the read query (`offset`, `live`, `max_bytes`, ...).
@@ -29,6 +30,7 @@ pub mod etag;
 pub mod headers;
 pub mod invalidation;
 pub mod limits;
+pub mod listing;
 pub mod negotiate;
 pub mod object_keys;
 pub mod offset;

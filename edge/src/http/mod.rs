@@ -334,6 +334,12 @@ async fn route(state: &Shared, req: Request<Body>) -> (&'static str, Response<Bo
         );
         return ("admin", refused);
     }
+    // The listing (`GET /_streams`) is the origin's: it decides what each
+    // credential may see and answers `no-store`, so it goes as it came and
+    // comes back as it was, never kept here.
+    if req.uri().path() == shared::listing::PATH {
+        return ("list", forward::forward(state, req).await);
+    }
     match classify(req.uri().path()) {
         Target::Stream(_) => match method {
             Method::GET => read_route(state, req).await,

@@ -307,3 +307,62 @@ async fn a_request_id_is_echoed_and_passed_to_the_origin() {
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["x-request-id"], "read-1");
 }
+
+/// `GET /_streams` is the origin's: through the edge the same statuses,
+/// headers and bodies, `no-store`, and asked again it is asked again (the
+/// edge keeps nothing of it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_listing_passes_through_unkept() {
+    let s = Stack::start().await;
+    let root = stream_path("listed");
+    for name in ["a", "b", "c"] {
+        s.create(&format!("{root}/{name}"), "text/plain").await;
+    }
+    let prefix: String = url_encode(&root);
+    for q in [
+        format!("/_streams?prefix={prefix}&limit=2"),
+        format!(
+            "/_streams?prefix={prefix}&limit=2&after={}",
+            url_encode(&format!("{root}/b"))
+        ),
+        "/_streams?limit=0".to_owned(),
+    ] {
+        let direct = s.http.get(s.origin_url(&q)).send().await.unwrap();
+        let through = s.get(&q).await;
+        assert_eq!(direct.status(), through.status(), "{q}");
+        let mut want = comparable(&direct);
+        let mut got = comparable(&through);
+        want.retain(|(k, _)| k != "x-request-id");
+        got.retain(|(k, _)| k != "x-request-id");
+        assert_eq!(want, got, "{q}");
+        assert_eq!(
+            header(&through, "cache-control").as_deref(),
+            Some("no-store")
+        );
+        let (d, t) = (
+            direct.bytes().await.unwrap(),
+            through.bytes().await.unwrap(),
+        );
+        assert_eq!(without_request_id(&d), without_request_id(&t), "{q}");
+    }
+    // A stream made since is in the next answer: nothing was kept.
+    s.create(&format!("{root}/0"), "text/plain").await;
+    let v: serde_json::Value = s
+        .get(&format!("/_streams?prefix={prefix}&limit=2"))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["streams"][0]["stream_id"], format!("{root}/0"));
+    assert_eq!(v["next_cursor"], format!("{root}/a"));
+    assert!(
+        s.metric("ds_edge_requests_total{route=\"list\",status=\"200\"}")
+            .await
+            >= 3
+    );
+}
+
+/// A test path as a query value (its only reserved character is `/`).
+fn url_encode(s: &str) -> String {
+    s.replace('/', "%2F")
+}

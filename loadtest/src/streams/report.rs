@@ -71,6 +71,8 @@ pub struct Figures {
     pub exited: Option<String>,
     pub peak_fds: usize,
     pub restarts: Vec<Restart>,
+    /// Listing pages timed before the kill.
+    pub listing: Option<super::listing::Pages>,
 }
 
 /// `12,345 creates/s (2,000 in 0.16 s; 0 failed)`.
@@ -95,7 +97,9 @@ impl Figures {
 
     /// A restart that did not come back, or a stream that did not read back.
     pub fn failed(&self) -> bool {
-        self.restarts.is_empty() || self.restarts.iter().any(Restart::failed)
+        self.restarts.is_empty()
+            || self.restarts.iter().any(Restart::failed)
+            || self.listing.as_ref().is_some_and(|l| l.failures > 0)
     }
 
     pub fn render(&self) -> String {
@@ -156,6 +160,20 @@ impl Figures {
                     ),
                 );
             }
+        }
+        if let Some(l) = &self.listing {
+            row(
+                &format!("listing page ({} streams, random cursor)", l.limit),
+                format!(
+                    "p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms over {} pages ({:.1} streams a page; {} failed)",
+                    l.p50.as_secs_f64() * 1e3,
+                    l.p99.as_secs_f64() * 1e3,
+                    l.max.as_secs_f64() * 1e3,
+                    l.pages,
+                    l.mean_streams,
+                    l.failures
+                ),
+            );
         }
         for r in &self.restarts {
             let how = r.how;
@@ -261,6 +279,7 @@ mod tests {
             },
             exited: None,
             peak_fds: 80,
+            listing: None,
             restarts: vec![Restart {
                 how: "SIGKILL",
                 stopped_in: None,

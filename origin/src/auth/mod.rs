@@ -152,16 +152,14 @@ impl Auth {
             return Ok(None);
         }
         let account = owner.account.to_owned();
-        let grant = match credential(authorization).map_err(Refusal::Denied)? {
-            None if access == Access::Read && public() => None,
-            None => return Err(Refusal::Denied(Denied::Unauthorized)),
+        let (grant, now) = match credential(authorization).map_err(Refusal::Denied)? {
+            None => (None, 0),
             Some(cred) => {
                 let now = now();
-                let g = self.grant(cred, now).map_err(Refusal::Denied)?;
-                g.allows(&owner, access, now).map_err(Refusal::Denied)?;
-                Some(g)
+                (Some(self.grant(cred, now).map_err(Refusal::Denied)?), now)
             }
         };
+        allowed(&owner, access, grant.as_ref(), public, || now).map_err(Refusal::Denied)?;
         // Charged only once the request is known to be its caller's: a
         // refused credential spends no one's budget, and anonymous readers
         // of a public stream do not spend its owner's.
@@ -176,6 +174,46 @@ impl Auth {
         }))
     }
 
+    /// Whether a caller known already (its grant; none without a
+    /// credential) may read the stream at `path`: the rule of
+    /// [`Auth::admit`], charging no one. A listing asks it of every path
+    /// it shows (`http::list`).
+    pub fn reads(
+        &self,
+        path: &str,
+        grant: Option<&Grant>,
+        public: impl FnOnce() -> bool,
+        now: u64,
+    ) -> bool {
+        let owner = owner(path, &self.config.default_prefix);
+        self.is_open(owner.account) || allowed(&owner, Access::Read, grant, public, || now).is_ok()
+    }
+
+    /// Admits a listing (`GET /_streams`): its caller's grant (none
+    /// without a credential), its request charged once to the key's
+    /// budget, or, without a credential, to the anonymous listers' shared
+    /// one unless `within_open` (every stream the listing may show is in
+    /// an open account, which has no limits). What each path shows is
+    /// then [`Auth::reads`].
+    pub fn admit_listing(
+        &self,
+        authorization: Option<&str>,
+        within_open: bool,
+        now: u64,
+    ) -> Result<Option<Grant>, Refusal> {
+        let grant = match credential(authorization).map_err(Refusal::Denied)? {
+            None => None,
+            Some(cred) => Some(self.grant(cred, now).map_err(Refusal::Denied)?),
+        };
+        if grant.is_some() || !within_open {
+            let budget = limits::budget(grant.as_ref(), ANONYMOUS_LISTERS);
+            self.limits
+                .request(&budget, shell::clock::now())
+                .map_err(Refusal::RateLimited)?;
+        }
+        Ok(grant)
+    }
+
     /// Opens a tail (long-poll or SSE) for the caller's account.
     pub fn open_tail(&self, caller: &Caller) -> Result<Option<limits::TailGuard>, RetryAfter> {
         if self.is_open(&caller.account) {
@@ -184,6 +222,27 @@ impl Auth {
         self.limits
             .open_tail(&caller.budget, shell::clock::now())
             .map(Some)
+    }
+}
+
+/// The budget anonymous listings share (as `public {account}` for an
+/// account's anonymous readers; no account is named with parentheses).
+const ANONYMOUS_LISTERS: &str = "(listings)";
+
+/// The access rule once the credential is known: without one, reads of
+/// public streams; with one, what its grant allows (`now` is asked only
+/// then). Open accounts are the caller's to decide before.
+fn allowed(
+    owner: &shared::auth::Owner<'_>,
+    access: Access,
+    grant: Option<&Grant>,
+    public: impl FnOnce() -> bool,
+    now: impl FnOnce() -> u64,
+) -> Result<(), Denied> {
+    match grant {
+        None if access == Access::Read && public() => Ok(()),
+        None => Err(Denied::Unauthorized),
+        Some(g) => g.allows(owner, access, now()),
     }
 }
 

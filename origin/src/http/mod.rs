@@ -16,6 +16,7 @@ pub mod forward;
 pub mod head;
 pub mod ingress;
 pub mod invalidations;
+pub mod list;
 pub mod live;
 pub mod long_poll;
 pub mod read;
@@ -95,6 +96,12 @@ pub struct HttpConfig {
     pub auth: crate::auth::AuthConfig,
     /// Subscriptions' bounds and timings (protocol §6–7).
     pub subscriptions: crate::subscriptions::SubscriptionsConfig,
+    /// Paths a listing's page looks at most (`GET /_streams`), shown or
+    /// skipped (expired, soft-deleted, out of the caller's reach): the
+    /// page then ends early, with `has_more` and its cursor at the last
+    /// path looked at, so no page walks more than this whatever the
+    /// streams and the credential.
+    pub list_scan_max: usize,
 }
 
 impl Default for HttpConfig {
@@ -115,6 +122,7 @@ impl Default for HttpConfig {
             staged_upload_ttl: Duration::from_secs(60 * 60),
             auth: crate::auth::AuthConfig::default(),
             subscriptions: crate::subscriptions::SubscriptionsConfig::default(),
+            list_scan_max: 10_000,
         }
     }
 }
@@ -233,7 +241,11 @@ impl AppendArm for BoxedAppend {
 fn is_server_endpoint(path: &str) -> bool {
     matches!(
         path,
-        routes::METRICS | routes::HEALTH | routes::READY | shared::invalidation::PATH
+        routes::METRICS
+            | routes::HEALTH
+            | routes::READY
+            | shared::invalidation::PATH
+            | shared::listing::PATH
     ) || is_admin_path(path)
 }
 
@@ -262,9 +274,22 @@ where
             common_headers(&mut r, false);
             r
         }
+        (&Method::GET, shared::listing::PATH) => Box::pin(list::list(state, req)).await,
+        (_, shared::listing::PATH) => list_other(&state, req.method()),
         (_, p) if is_admin_path(p) => Box::pin(admin::handle(state, req)).await,
         _ => dispatch::<A>(state, req).await,
     }
+}
+
+/// Any method but `GET` on the listing: its preflight, or 405.
+pub fn list_other(state: &AppState, method: &Method) -> Response<Body> {
+    let arrived = shell::request_id::arrived();
+    let resp = if method == Method::OPTIONS {
+        preflight()
+    } else {
+        method_not_allowed("GET, OPTIONS")
+    };
+    list::finish(state, arrived, resp)
 }
 
 /// The serving store's metrics as Prometheus text.

@@ -44,6 +44,7 @@ pub const ROUTES: &[&str] = &[
     "forwarded",
     "region",
     "subscriptions",
+    "list",
     "other",
 ];
 

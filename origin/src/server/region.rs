@@ -50,6 +50,7 @@ mod answer;
 mod beat;
 mod builds;
 mod keys;
+mod list;
 mod moves;
 mod peer;
 mod replica;

@@ -95,7 +95,11 @@ pub fn export(
     for (_, path) in ids {
         let saved = engine.entries[path].saved();
         let pieces = unsealed(&saved)?;
-        let SavedStream { core, .. } = saved;
+        let SavedStream {
+            core,
+            last_write_at,
+            ..
+        } = saved;
         let id = core.id;
         let mut pieces = pieces.into_iter();
         let first = match pieces.next() {
@@ -111,6 +115,7 @@ pub fn export(
                     core,
                     file_len: from,
                     extents: Vec::new(),
+                    last_write_at,
                 }),
                 next_id: engine.next_id,
                 payload: Bytes::from(first),

@@ -281,8 +281,8 @@ pub use shell::descriptors::limit as descriptor_limit;
 pub struct Store {
     tx: mpsc::Sender<Command>,
     registry: Registry,
-    /// The region's own streams, apart (see `publisher::Hidden`).
-    hidden: publisher::Hidden,
+    /// Every stream in path order (see `publisher::Ordered`).
+    ordered: publisher::Ordered,
     clock: Arc<dyn Clock>,
     writer: Arc<Mutex<Option<JoinHandle<()>>>>,
     objects: Option<crate::objects::instrumented::Objects>,
@@ -412,17 +412,16 @@ impl Store {
         let (tx, rx) = mpsc::channel(config.queue_commands);
         let object_write_timeout = config.object_write_timeout;
         let fenced = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let hidden: publisher::Hidden = Arc::new(RwLock::new(
+        let ordered: publisher::Ordered = Arc::new(RwLock::new(
             engine
                 .entries
                 .iter()
-                .filter(|(p, _)| shared::partition::is_hidden(p))
                 .map(|(p, e)| (p.clone(), Arc::clone(&e.view)))
                 .collect(),
         ));
         let publisher = Arc::new(Publisher::new(
             Arc::clone(&registry),
-            Arc::clone(&hidden),
+            Arc::clone(&ordered),
             config.data.clone(),
         ));
         tokio::spawn(Arc::clone(&publisher).run());
@@ -499,7 +498,7 @@ impl Store {
             Store {
                 tx,
                 registry,
-                hidden,
+                ordered,
                 clock,
                 writer: Arc::new(Mutex::new(Some(handle))),
                 objects,
@@ -634,7 +633,7 @@ impl Store {
     /// soft-deleted ones included: a walk of those alone, in path order.
     pub fn region_streams_under(&self, prefix: &str) -> Vec<Arc<StreamView>> {
         debug_assert!(shared::partition::is_hidden(prefix));
-        self.hidden
+        self.ordered
             .read()
             .range::<str, _>((
                 std::ops::Bound::Included(prefix),
@@ -645,17 +644,40 @@ impl Store {
             .collect()
     }
 
+    /// Streams in path order from `from` on (excluded: a cursor; included:
+    /// a prefix), each given to `visit` under the index's read lock until
+    /// it answers false: a page's walk costs what it looks at, whatever the
+    /// stream count. `visit` must be quick (the publisher waits on the
+    /// lock to register new streams).
+    pub fn walk_ordered(
+        &self,
+        from: std::ops::Bound<&str>,
+        mut visit: impl FnMut(&Arc<StreamView>) -> bool,
+    ) {
+        let ordered = self.ordered.read();
+        for (_, view) in ordered.range::<str, _>((from, std::ops::Bound::Unbounded)) {
+            if !visit(view) {
+                break;
+            }
+        }
+    }
+
     /// Every live stream whose path starts with `prefix`: a walk of the
-    /// whole registry under its read lock (a subscription's pattern is
-    /// matched against the streams that exist when it is made).
+    /// range of the ordered index under its read lock (a subscription's
+    /// pattern is matched against the streams that exist when it is made).
     pub fn streams_under(&self, prefix: &str) -> Vec<Arc<StreamView>> {
         let now = self.clock.now_ms();
-        self.registry
-            .read()
-            .iter()
-            .filter(|(p, v)| p.starts_with(prefix) && !v.is_soft_deleted() && !v.is_expired(now))
-            .map(|(_, v)| Arc::clone(v))
-            .collect()
+        let mut found = Vec::new();
+        self.walk_ordered(std::ops::Bound::Included(prefix), |v| {
+            if !v.path.starts_with(prefix) {
+                return false;
+            }
+            if !v.is_soft_deleted() && !v.is_expired(now) {
+                found.push(Arc::clone(v));
+            }
+            true
+        });
+        found
     }
 
     pub fn stream_count(&self) -> usize {

@@ -21,7 +21,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use shared::partition::is_hidden;
 use tokio::sync::Notify;
 
 use super::engine::Engine;
@@ -32,10 +31,13 @@ use super::writer::{AfterCommit, AppendOutcome, Registry};
 /// itself: the runtime is gone, or too busy to keep up.
 const MAX_WAITING_BATCHES: usize = 256;
 
-/// The region's own streams (paths under `shared::partition::HIDDEN`), in
-/// path order: the region's sweeps walk these alone, never the registry of
-/// every stream. A subset of the registry, changed with it.
-pub type Hidden =
+/// Every stream in path order, beside the registry (a hash map, which
+/// the hot path asks): a listing's page, and the region's sweeps of its
+/// own streams (under `shared::partition::HIDDEN`), walk a range of it,
+/// never every stream. Changed with the registry, so bounded by the
+/// stream count as it is. Per stream a B-tree slot (a shared path and a
+/// view pointer, 24 B) in nodes half to fully used: 24–48 B.
+pub type Ordered =
     Arc<parking_lot::RwLock<std::collections::BTreeMap<Arc<str>, Arc<super::StreamView>>>>;
 
 /// Told of streams created and appended to, once visible (subscriptions
@@ -50,7 +52,7 @@ pub struct Publisher {
     /// Set once, when subscriptions start; read on every publish.
     observer: std::sync::OnceLock<Arc<dyn Observer>>,
     registry: Registry,
-    hidden: Hidden,
+    ordered: Ordered,
     data: std::path::PathBuf,
     /// Durable batches not carried out yet, oldest first.
     waiting: Mutex<VecDeque<Vec<AfterCommit>>>,
@@ -63,11 +65,11 @@ pub struct Publisher {
 }
 
 impl Publisher {
-    pub fn new(registry: Registry, hidden: Hidden, data: std::path::PathBuf) -> Self {
+    pub fn new(registry: Registry, ordered: Ordered, data: std::path::PathBuf) -> Self {
         Publisher {
             observer: std::sync::OnceLock::new(),
             registry,
-            hidden,
+            ordered,
             data,
             waiting: Mutex::new(VecDeque::new()),
             pending: AtomicBool::new(false),
@@ -153,11 +155,9 @@ impl Publisher {
         for action in actions {
             match action {
                 AfterCommit::Register(view) => {
-                    if is_hidden(&view.path) {
-                        self.hidden
-                            .write()
-                            .insert(view.path.clone(), Arc::clone(&view));
-                    }
+                    self.ordered
+                        .write()
+                        .insert(view.path.clone(), Arc::clone(&view));
                     let path = view.path.clone();
                     self.registry.write().insert(view.path.clone(), view);
                     if let Some(o) = self.observer.get() {
@@ -170,15 +170,14 @@ impl Publisher {
                         reg.remove(&*view.path);
                     }
                     drop(reg);
-                    if is_hidden(&view.path) {
-                        let mut hidden = self.hidden.write();
-                        if hidden
-                            .get(&*view.path)
-                            .is_some_and(|v| Arc::ptr_eq(v, &view))
-                        {
-                            hidden.remove(&*view.path);
-                        }
+                    let mut ordered = self.ordered.write();
+                    if ordered
+                        .get(&*view.path)
+                        .is_some_and(|v| Arc::ptr_eq(v, &view))
+                    {
+                        ordered.remove(&*view.path);
                     }
+                    drop(ordered);
                     view.set_soft_deleted(false);
                     view.publish(Tail {
                         gone: true,

@@ -37,6 +37,9 @@ pub struct SavedStream {
     pub core: StreamCore,
     pub file_len: u64,
     pub extents: Vec<Extent>,
+    /// When the last append was applied (its logged time; the creation
+    /// time until one is): what a listing names as `last_write_at_ms`.
+    pub last_write_at: crate::core::Millis,
 }
 
 impl SavedStream {
@@ -45,6 +48,7 @@ impl SavedStream {
     pub fn in_file(core: StreamCore) -> Self {
         SavedStream {
             file_len: core.len,
+            last_write_at: core.created_at,
             core,
             extents: Vec::new(),
         }

@@ -57,6 +57,9 @@ where
         }
     }
     vouch(&me, &mut req);
+    if req.uri().path() == shared::listing::PATH && req.method() == Method::GET {
+        return super::list::list(&me, req).await;
+    }
     let p = shared::partition::of_request(req.uri().path(), req.uri().query(), me.partitions);
     if let Current::Serving { state, .. } = me.current(p) {
         if http::fork_source(&req)
@@ -182,7 +185,7 @@ const REGION: &str = "region";
 impl RegionOrigin {
     /// Counts `answer` in the process's request series under `route`, as
     /// a store counts its own (so 5xx alerts see the region's 503s too).
-    fn counted(&self, route: &'static str, answer: Response<Body>) -> Response<Body> {
+    pub(super) fn counted(&self, route: &'static str, answer: Response<Body>) -> Response<Body> {
         self.sharing.timings.requests.answered(
             route,
             answer.status().as_u16(),

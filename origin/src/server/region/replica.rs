@@ -616,6 +616,18 @@ impl RegionOrigin {
         Local::Answer(state)
     }
 
+    /// The store of this origin's replica of `p`, if it is open and
+    /// fresh: what a `consistency=local` listing reads for a partition
+    /// followed here (it lags the owner as local reads do; it does not
+    /// know this origin's own forwarded writes not yet replicated).
+    pub(super) fn fresh_replica(&self, p: u32) -> Option<Shared> {
+        let replicas = self.replicas[p as usize].lock();
+        let replica = replicas.as_ref()?;
+        let state = replica.state.read().clone()?;
+        let caught_up = *replica.caught_up.lock();
+        fresh(caught_up, Instant::now()).then_some(state)
+    }
+
     /// The stores of the replicas open now.
     pub(super) fn replica_states(&self) -> Vec<Shared> {
         self.replicas

@@ -11,11 +11,14 @@
 //! sealed retained snapshot(0 | 1 offset len digest content_type)
 //! file_len extents: count (segment pos len start)*
 //! [1 fork(0 | 1 source at anchor sub) soft_deleted]
+//! [2 last_write_at]
 //! ```
-//! The last part (forks, soft deletes) is written only for a stream that
-//! has one of them, so every record of an origin that never forked is
-//! byte for byte what it was before forks (files stay version 2, and a
-//! compaction may move old and new records together). A cut that removes
+//! The last parts are written only for a stream that has them: forks and
+//! soft deletes (part 1), and a last append's time other than the
+//! creation's (part 2, for listings), so every record of an origin that
+//! never forked nor appended is byte for byte what it was before them
+//! (files stay version 2, and a compaction may move old and new records
+//! together; a record without part 2 was last written when created). A cut that removes
 //! exactly that part is caught by the record's length frame and the file's
 //! checksum, as every cut is.
 //! A receipt keeps its length rather than its end (wrapping, so any pair
@@ -53,6 +56,7 @@ pub fn encode(s: &SavedStream, out: &mut Vec<u8>) {
         core,
         file_len,
         extents,
+        last_write_at,
     } = s;
     let StreamCore {
         id,
@@ -149,6 +153,10 @@ pub fn encode(s: &SavedStream, out: &mut Vec<u8>) {
         }
         put_bool(out, *soft_deleted);
     }
+    if last_write_at != created_at {
+        out.push(2);
+        put_u64(out, *last_write_at);
+    }
 }
 
 fn encode_producer(state: &ProducerState, out: &mut Vec<u8>) {
@@ -228,12 +236,8 @@ pub fn decode(record: &[u8]) -> Result<SavedStream, Corruption> {
             start: r.u64()?,
         });
     }
-    let (fork, soft_deleted) = if r.finish("").is_ok() {
-        (None, false)
-    } else {
-        if r.byte()? != 1 {
-            return Err(bad("unknown part after a stream's extents"));
-        }
+    let mut part = next_part(&mut r)?;
+    let (fork, soft_deleted) = if part == Some(1) {
         let fork = if r.bool()? {
             Some(Box::new(ForkOf {
                 source: r.u64()?,
@@ -248,7 +252,21 @@ pub fn decode(record: &[u8]) -> Result<SavedStream, Corruption> {
         if fork.is_none() && !soft_deleted {
             return Err(bad("an empty fork part"));
         }
+        part = next_part(&mut r)?;
         (fork, soft_deleted)
+    } else {
+        (None, false)
+    };
+    let last_write_at = match part {
+        None => created_at,
+        Some(2) => {
+            let at = r.u64()?;
+            if at == created_at {
+                return Err(bad("a last write part that says the creation time"));
+            }
+            at
+        }
+        Some(_) => return Err(bad("unknown part after a stream's extents")),
     };
     r.finish("bytes are left after a stream's record")?;
     let core = StreamCore {
@@ -275,7 +293,17 @@ pub fn decode(record: &[u8]) -> Result<SavedStream, Corruption> {
         core,
         file_len,
         extents,
+        last_write_at,
     })
+}
+
+/// The tag of the next optional part of a record, none at its end.
+fn next_part(r: &mut Reader<'_>) -> Result<Option<u8>, Corruption> {
+    if r.finish("").is_ok() {
+        Ok(None)
+    } else {
+        r.byte().map(Some)
+    }
 }
 
 fn decode_producer(r: &mut Reader<'_>) -> Result<ProducerState, Corruption> {
@@ -369,8 +397,9 @@ pub mod strategies {
             vec((any::<u64>(), any::<u32>(), any::<u32>()), 0..4),
             option::of(any::<(u64, u64, u64, u64)>()),
             any::<bool>(),
+            option::of(any::<u64>()),
         );
-        (core, tail).prop_map(|(core, (file_len, runs, fork, soft_deleted))| {
+        (core, tail).prop_map(|(core, (file_len, runs, fork, soft_deleted, wrote))| {
             let (
                 id,
                 path,
@@ -428,6 +457,7 @@ pub mod strategies {
                 },
                 file_len,
                 extents,
+                last_write_at: wrote.unwrap_or(created_at),
             }
         })
     }
@@ -458,14 +488,21 @@ mod tests {
         #[test]
         fn every_cut_is_an_error(s in saved_stream()) {
             let bytes = encoded(&s);
-            // The cut that drops exactly the fork part is a record of the
-            // stream without it (the frame and checksum catch that cut).
-            let mut plain = s.clone();
+            // The cuts that drop exactly the optional parts (the last
+            // write's; the fork's with it) are records of the stream
+            // without them (the frame and checksum catch those cuts).
+            let mut unwritten = s.clone();
+            unwritten.last_write_at = unwritten.core.created_at;
+            let mut plain = unwritten.clone();
             plain.core.fork = None;
             plain.core.soft_deleted = false;
-            let legacy = encoded(&plain).len();
+            let (short, shortest) = (encoded(&unwritten).len(), encoded(&plain).len());
             for cut in 0..bytes.len() {
-                if cut == legacy && cut < bytes.len() {
+                if cut == short {
+                    prop_assert_eq!(decode(&bytes[..cut]).unwrap(), unwritten.clone());
+                    continue;
+                }
+                if cut == shortest {
                     prop_assert_eq!(decode(&bytes[..cut]).unwrap(), plain.clone());
                     continue;
                 }

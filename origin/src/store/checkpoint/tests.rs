@@ -79,6 +79,7 @@ fn stream(id: u64, version: u64) -> SavedStream {
             len: 10,
             start: core.len - 10,
         }],
+        last_write_at: core.created_at + version,
         core,
     }
 }
