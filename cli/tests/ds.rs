@@ -717,7 +717,6 @@ async fn a_rerun_behind_an_acknowledgement_resends_it_as_a_duplicate() {
 /// The listing (`GET /_streams`) is being built on another branch; enable
 /// this once it is merged.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs GET /_streams (the listing endpoint, built concurrently)"]
 async fn list_pages_and_follows_cursors() {
     let s = Servers::start().await;
     for (server, url) in s.targets() {
