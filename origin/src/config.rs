@@ -12,6 +12,10 @@ pub use shared::units::{parse_duration, parse_size};
 use crate::http::{HttpConfig, JsonReads};
 use crate::store::{Durability, StoreConfig};
 
+/// The longest `--region-replica-floor-wait` (a read with a floor holds a
+/// task of the follower's for as long).
+const MAX_FLOOR_WAIT: Duration = Duration::from_secs(10);
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum JsonReadsArg {
     /// `application/x-ndjson`: one message per line.
@@ -218,7 +222,8 @@ pub struct Cli {
     pub region_replica_written: usize,
     /// How long a follower waits for its replica to reach a read's
     /// `min_next_offset` (decision 0025) before it forwards the read to the
-    /// owner instead; `0s`: forwarded at once.
+    /// owner instead; `0s`: forwarded at once; 10s at most (more is taken
+    /// as 10s).
     #[arg(long, env = "ORIGIN_REGION_REPLICA_FLOOR_WAIT", default_value = "500ms", value_parser = parse_duration)]
     pub region_replica_floor_wait: Duration,
     /// How often the serving origin looks whether a checkpoint is due.
@@ -356,7 +361,9 @@ impl Cli {
         c.region.replicas = self.region_replicas;
         c.region.replica_interval = self.region_replica_interval.max(Duration::from_millis(10));
         c.region.replica_written = self.region_replica_written;
-        c.region.replica_floor_wait = self.region_replica_floor_wait;
+        // Every floored read a follower holds waits this long at most: a
+        // few seconds is already far past a replica round.
+        c.region.replica_floor_wait = self.region_replica_floor_wait.min(MAX_FLOOR_WAIT);
         c.object_write_timeout = self.object_write_timeout;
         c.object_put_delay = self.object_put_delay;
         c

@@ -873,6 +873,78 @@ async fn a_listing_shows_only_what_the_credential_reads() {
     expect_error(r, 401, "UNAUTHORIZED").await;
 }
 
+/// Every cursor of a walk by `cred` (pages of 2).
+async fn cursors(api: &Api, cred: Option<&str>) -> (Vec<String>, Vec<String>) {
+    let (mut listed, mut cursors) = (Vec::new(), Vec::new());
+    let mut after = String::new();
+    loop {
+        let q = format!(
+            "/_streams?limit=2&after={}",
+            url::form_urlencoded::byte_serialize(after.as_bytes()).collect::<String>()
+        );
+        let r = req(api, Method::GET, &q, cred).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let v: serde_json::Value = r.json().await.unwrap();
+        for s in v["streams"].as_array().unwrap() {
+            listed.push(s["stream_id"].as_str().unwrap().to_owned());
+        }
+        if !v["has_more"].as_bool().unwrap() {
+            assert!(v["next_cursor"].is_null());
+            return (listed, cursors);
+        }
+        after = v["next_cursor"].as_str().unwrap().to_owned();
+        cursors.push(after.clone());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_cut_by_the_scan_bound_never_names_a_stream_its_caller_cannot_read() {
+    // Three paths looked at per page at most; access configured.
+    let api = Api::on(
+        TestOrigin::start_with(HttpConfig {
+            auth: AuthConfig {
+                admin_token: Some(ADMIN.into()),
+                open_accounts: Default::default(),
+                limits: LimitConfig {
+                    rps: 0,
+                    tails: 0,
+                    ..LimitConfig::default()
+                },
+                ..AuthConfig::default()
+            },
+            list_scan_max: 3,
+            ..HttpConfig::default()
+        })
+        .await,
+    );
+    let (_, acme) = make_key(&api, serde_json::json!({"account": "acme"})).await;
+    // Runs of private streams between the public ones, longer than the
+    // bound.
+    let mut public = Vec::new();
+    for i in 0..40 {
+        let path = format!("/acme/s.{i:03}");
+        let open = i % 7 == 3;
+        let mut r = req(&api, Method::PUT, &path, Some(&acme));
+        if open {
+            r = r.header("stream-public", "true");
+            public.push(path);
+        }
+        assert_eq!(r.send().await.unwrap().status(), 201);
+    }
+    // Anonymous: every public stream once, in order, and no cursor names
+    // a private one.
+    let (listed, cuts) = cursors(&api, None).await;
+    assert_eq!(listed, public);
+    assert!(!cuts.is_empty(), "pages were cut");
+    for c in &cuts {
+        assert!(public.contains(c), "cursor {c} names a private stream");
+    }
+    // The account's key walks everything, the bound cutting its pages.
+    let (all, cuts) = cursors(&api, Some(&acme)).await;
+    assert_eq!(all.len(), 40);
+    assert!(cuts.len() >= 40 / 3);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_server_lists_its_open_streams_to_anyone() {
     let api = start(LimitConfig::default()).await;

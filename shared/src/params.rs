@@ -85,7 +85,7 @@ impl ParamError {
         matches!(
             self,
             ParamError::Offset(_) | ParamError::MissingOffset | ParamError::Floor(_)
-        )
+        ) || matches!(self, ParamError::Repeated(name) if *name == MIN_NEXT_OFFSET)
     }
 }
 

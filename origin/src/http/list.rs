@@ -8,7 +8,13 @@
 //! bounded too (`HttpConfig::list_scan_max`): paths it skips (expired,
 //! soft-deleted, the server's own, or out of the caller's reach) count,
 //! and a page that reaches the bound ends early with `has_more` and its
-//! cursor at the last path looked at.
+//! cursor at the last path looked at, once that is a path the caller could
+//! read: past the bound the walk goes on to the next such path (or the
+//! range's end), so a cursor never names a stream the caller could not
+//! read. (The cost: a caller whose reach is scattered, an anonymous one
+//! on a server where most streams are private and a few public, may walk
+//! many paths for one page; a caller whose reach is one range, an
+//! account's key, walks that range only.)
 //!
 //! **Access**: a listing shows exactly the streams its caller could read
 //! (`auth::Auth::reads`, the read rule of every request, asked per path):
@@ -127,19 +133,25 @@ pub fn page(state: &AppState, query: &ListQuery, lister: &Lister) -> Page {
     let now_ms = state.store.clock().now_ms();
     let budget = state.config.list_scan_max.max(1);
     let (mut looked, mut last_looked) = (0usize, None::<std::sync::Arc<str>>);
+    // Whether the last path looked at is one the lister may know of: a
+    // page cut by the budget ends only there, so its cursor never names a
+    // stream the lister could not read (past the budget the walk goes on
+    // to the next such path, or the range's end).
+    let mut last_knowable = false;
     let mut shown: Vec<std::sync::Arc<StreamView>> = Vec::with_capacity(query.limit + 1);
     let mut exhausted = false;
     state.store.walk_ordered(from, |view| {
         if !view.path.starts_with(prefix.as_str()) {
             return false;
         }
-        if looked == budget {
+        if looked >= budget && last_knowable {
             exhausted = true;
             return false;
         }
-        looked += 1;
+        looked = looked.saturating_add(1);
         last_looked = Some(view.path.clone());
-        if shows(state, view, lister, now_ms) {
+        last_knowable = knowable(state, view, lister);
+        if last_knowable && live(view, now_ms) {
             shown.push(std::sync::Arc::clone(view));
         }
         shown.len() <= query.limit
@@ -160,18 +172,21 @@ pub fn page(state: &AppState, query: &ListQuery, lister: &Lister) -> Page {
     }
 }
 
-/// Whether a listing shows the stream: live, a client's, readable by
-/// the lister.
-fn shows(state: &AppState, view: &StreamView, lister: &Lister, now_ms: u64) -> bool {
+/// Whether the lister may know of the stream's path: a client's stream it
+/// could read. A listing shows those that are also [`live`].
+fn knowable(state: &AppState, view: &StreamView, lister: &Lister) -> bool {
     !shared::partition::is_hidden(&view.path)
-        && !view.is_soft_deleted()
-        && !view.is_expired(now_ms)
         && state.auth.reads(
             &view.path,
             lister.grant.as_ref(),
             || view.is_public(),
             lister.now,
         )
+}
+
+/// Neither deleted nor expired.
+fn live(view: &StreamView, now_ms: u64) -> bool {
+    !view.is_soft_deleted() && !view.is_expired(now_ms)
 }
 
 /// A stream as a listing shows it.

@@ -20,7 +20,7 @@
 //!   index of paths to views (`publisher::Ordered`, a B-tree, for
 //!   listings and the region's sweeps): 24 B a slot in nodes half to
 //!   fully used, 24–48 B per stream.
-//! - The time of the last append, in the view (8 B within its 256 B
+//! - The time of the last append, in the view (4 B within its 256 B
 //!   allocation: free).
 //! - [`Warm`](super::warm::Warm)'s extents (24 B each, allocated one at a
 //!   time up to 16; a stream keeps more, up to 256, only while all streams

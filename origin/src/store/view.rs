@@ -52,9 +52,9 @@ pub fn pack_since(since: Millis, at: Millis) -> u32 {
 pub fn unpack_since(since: Millis, packed: u32) -> Millis {
     const SECONDS: u32 = 1 << 31;
     if packed < SECONDS {
-        since + u64::from(packed)
+        since.saturating_add(u64::from(packed))
     } else {
-        since + u64::from(packed - SECONDS) * 1000
+        since.saturating_add(u64::from(packed - SECONDS) * 1000)
     }
 }
 

@@ -90,7 +90,7 @@ where
 /// this origin follows for it, or 503 while the partition is joining.
 async fn route(me: &Arc<RegionOrigin>, p: u32, req: axum::http::Request<Body>) -> Response<Body> {
     let feed = req.uri().path() == shared::invalidation::PATH;
-    let current = me.current(p);
+    let mut current = me.current(p);
     if !matches!(current, Current::Serving { .. }) {
         // A read this origin's replica of `p` answers as the owner would
         // (one with a floor once the replica reached it, or not at all).
@@ -98,6 +98,9 @@ async fn route(me: &Arc<RegionOrigin>, p: u32, req: axum::http::Request<Body>) -
             me.metrics.local_reads.fetch_add(1, Relaxed);
             return http::handle(state, req).await;
         }
+        // The replica may have waited for a floor: the partition may have
+        // moved meanwhile (claimed here, or another owner).
+        current = me.current(p);
     }
     let mut answer = match current {
         Current::Serving { state, .. } => http::handle(state, req).await,

@@ -561,7 +561,9 @@ impl RegionOrigin {
         uri: &axum::http::Uri,
     ) -> Option<Shared> {
         let ask = Ask::of(method, uri.path(), uri.query())?;
-        let deadline = Instant::now() + self.store.region.replica_floor_wait;
+        let deadline = Instant::now()
+            .checked_add(self.store.region.replica_floor_wait)
+            .unwrap_or_else(Instant::now);
         match until_reached(deadline, || self.replica_now(p, &ask)).await {
             Reached::Answer(state) => Some(state),
             Reached::Forward => None,
