@@ -253,12 +253,11 @@ mod tests {
             assert!(matches!(got, Err(ParamError::Floor(_))), "{bad:?}");
             assert!(got.unwrap_err().is_offset());
         }
-        assert!(matches!(
-            parse_read_query(Some(
-                "min_next_offset=0000000000000010&min_next_offset=0000000000000011"
-            )),
-            Err(ParamError::Repeated(MIN_NEXT_OFFSET))
+        let repeated = parse_read_query(Some(
+            "min_next_offset=0000000000000010&min_next_offset=0000000000000011",
         ));
+        assert!(matches!(repeated, Err(ParamError::Repeated(MIN_NEXT_OFFSET))));
+        assert!(repeated.unwrap_err().is_offset(), "INVALID_OFFSET");
     }
 
     #[test]
