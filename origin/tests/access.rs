@@ -797,22 +797,7 @@ async fn listed(api: &Api, cred: Option<&str>, prefix: &str) -> Result<Vec<Strin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listing_shows_only_what_the_credential_reads() {
     // Access configured: no open accounts.
-    let api = Api::on(
-        TestOrigin::start_with(HttpConfig {
-            auth: AuthConfig {
-                admin_token: Some(ADMIN.into()),
-                open_accounts: Default::default(),
-                limits: LimitConfig {
-                    rps: 0,
-                    tails: 0,
-                    ..LimitConfig::default()
-                },
-                ..AuthConfig::default()
-            },
-            ..HttpConfig::default()
-        })
-        .await,
-    );
+    let api = locked(HttpConfig::default()).await;
     let (_, acme) = make_key(&api, serde_json::json!({"account": "acme"})).await;
     let (_, chat) = make_key(
         &api,
@@ -873,6 +858,27 @@ async fn a_listing_shows_only_what_the_credential_reads() {
     expect_error(r, 401, "UNAUTHORIZED").await;
 }
 
+/// An origin with access configured (no open accounts, no limits) and
+/// the rest of `http`.
+async fn locked(http: HttpConfig) -> Api {
+    Api::on(
+        TestOrigin::start_with(HttpConfig {
+            auth: AuthConfig {
+                admin_token: Some(ADMIN.into()),
+                open_accounts: Default::default(),
+                limits: LimitConfig {
+                    rps: 0,
+                    tails: 0,
+                    ..LimitConfig::default()
+                },
+                ..AuthConfig::default()
+            },
+            ..http
+        })
+        .await,
+    )
+}
+
 /// Every cursor of a walk by `cred` (pages of 2).
 async fn cursors(api: &Api, cred: Option<&str>) -> (Vec<String>, Vec<String>) {
     let (mut listed, mut cursors) = (Vec::new(), Vec::new());
@@ -900,23 +906,11 @@ async fn cursors(api: &Api, cred: Option<&str>) -> (Vec<String>, Vec<String>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_page_cut_by_the_scan_bound_never_names_a_stream_its_caller_cannot_read() {
     // Three paths looked at per page at most; access configured.
-    let api = Api::on(
-        TestOrigin::start_with(HttpConfig {
-            auth: AuthConfig {
-                admin_token: Some(ADMIN.into()),
-                open_accounts: Default::default(),
-                limits: LimitConfig {
-                    rps: 0,
-                    tails: 0,
-                    ..LimitConfig::default()
-                },
-                ..AuthConfig::default()
-            },
-            list_scan_max: 3,
-            ..HttpConfig::default()
-        })
-        .await,
-    );
+    let api = locked(HttpConfig {
+        list_scan_max: 3,
+        ..HttpConfig::default()
+    })
+    .await;
     let (_, acme) = make_key(&api, serde_json::json!({"account": "acme"})).await;
     // Runs of private streams between the public ones, longer than the
     // bound.

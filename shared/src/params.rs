@@ -256,7 +256,10 @@ mod tests {
         let repeated = parse_read_query(Some(
             "min_next_offset=0000000000000010&min_next_offset=0000000000000011",
         ));
-        assert!(matches!(repeated, Err(ParamError::Repeated(MIN_NEXT_OFFSET))));
+        assert!(matches!(
+            repeated,
+            Err(ParamError::Repeated(MIN_NEXT_OFFSET))
+        ));
         assert!(repeated.unwrap_err().is_offset(), "INVALID_OFFSET");
     }
 
