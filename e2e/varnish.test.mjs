@@ -806,7 +806,13 @@ describe('SSE keepalives through Varnish with a 5 s between_bytes_timeout', { sk
     }
     await new Promise((resolve) => setTimeout(resolve, IDLE_S * 1000));
     assert.equal(kept.ended, null, `the kept tail is open after ${IDLE_S} s`);
-    assert.ok(kept.comments >= IDLE_S / KEEPALIVE_S - 2, `${kept.comments} keepalives in ${IDLE_S} s`);
+    // A writer sends a reader's keepalive at its first tick (each second
+    // here) after the reader has been silent KEEPALIVE_S: never early, up
+    // to a tick late, so the gaps are 2 to 3 s (7 in 20 s was seen on a
+    // loaded 2-core machine). What matters is that they come and the tail
+    // stays open past Varnish's between_bytes_timeout.
+    const fewest = Math.floor(IDLE_S / (KEEPALIVE_S + 1)) - 1;
+    assert.ok(kept.comments >= fewest, `${kept.comments} keepalives in ${IDLE_S} s (at least ${fewest})`);
     assert.ok(quiet.ended, 'the tail without keepalives was cut');
     const cutAfter = (quiet.ended.at - quiet.connectedAt) / 1000;
     assert.ok(cutAfter >= BETWEEN_BYTES_S * 0.9, `cut after ${cutAfter} s`);
