@@ -12,6 +12,7 @@ use crate::common::*;
 
 const CONNECTIONS: &str = "ds_edge_upstream_h2_connections";
 const STREAMS: &str = "ds_edge_upstream_h2_streams";
+const INVALIDATIONS: &str = "ds_edge_invalidations_total";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tails_share_few_http2_connections_and_past_their_room_a_long_poll_is_refused() {
@@ -65,18 +66,31 @@ async fn tails_share_few_http2_connections_and_past_their_room_a_long_poll_is_re
     }
 
     // No room for one more waiting request: a long-poll of another stream
-    // is refused at once. (Each tail and the feed start their next poll as
-    // soon as one is answered; a probe that lands in such a gap is served,
-    // and the next probe goes on, on a stream of its own: a probe of the
-    // same stream would join the flight the last one left behind.)
+    // is refused at once. Creating a stream answers the feed's long-poll
+    // (creates are in the feed), so every stream the probes use is created
+    // first and the probes start once the feed and every tail wait again.
+    // Each tail and the feed start their next poll as soon as one is
+    // answered; a probe that lands in such a gap is served, and the next
+    // probe goes on, on a stream of its own: a probe of the same stream
+    // would join the flight the last one left behind.
+    let seen = s.metric(INVALIDATIONS).await;
     let other = stream_path("one-too-many");
     s.create(&other, "text/plain").await;
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let mut probes = 0;
+    const PROBES: usize = 20;
+    let probes: Vec<String> = (0..PROBES)
+        .map(|i| stream_path(&format!("probe-{i}")))
+        .collect();
+    for probe in &probes {
+        s.create(probe, "text/plain").await;
+    }
+    s.wait_metric(INVALIDATIONS, |v| v == seen + 1 + PROBES as i64)
+        .await;
+    s.wait_metric(STREAMS, |v| v == 1 + TAILED as i64).await;
+    let mut probes = probes.iter();
     let refused = loop {
-        let probe = stream_path(&format!("probe-{probes}"));
-        probes += 1;
-        s.create(&probe, "text/plain").await;
+        let probe = probes
+            .next()
+            .expect("no long-poll was refused with every connection full");
         let r = s
             .get(&format!("{probe}?offset=now&live=long-poll&timeout_ms=500"))
             .await;
@@ -90,10 +104,6 @@ async fn tails_share_few_http2_connections_and_past_their_room_a_long_poll_is_re
             "a probe that found room: {} {:?}",
             r.status(),
             r.headers()
-        );
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no long-poll was refused with every connection full"
         );
     };
     assert_eq!(header(&refused, "retry-after").as_deref(), Some("1"));
