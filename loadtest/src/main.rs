@@ -40,6 +40,8 @@
 //!   read back byte for byte.
 //! - `webhooks`: subscriptions' delivery latency, and durable appends with
 //!   subscriptions active against without, in one run.
+//! - `subscriptions-scale`: memory per subscription and per link, idle CPU
+//!   and CPU per create at 100,000 subscriptions and 1,000,000 links.
 //!
 //! `readers` holds the read workloads (catch-up, tails) that `peers` runs,
 //! `pooled` the pooled appends; `pool` shares a fixed set of connections
@@ -73,6 +75,7 @@ mod seal;
 mod sse_framing;
 mod stats;
 mod streams;
+mod subscriptions_scale;
 mod webhooks;
 
 use clap::{Parser, Subcommand};
@@ -110,6 +113,7 @@ enum Cmd {
     HostilePaths(hostile::Args),
     ConnCost(conn_cost::Args),
     Webhooks(webhooks::Args),
+    SubscriptionsScale(subscriptions_scale::Args),
 }
 
 #[tokio::main]
@@ -138,5 +142,6 @@ async fn main() -> anyhow::Result<()> {
         Cmd::HostilePaths(a) => hostile::run(a).await,
         Cmd::ConnCost(a) => conn_cost::run(a).await,
         Cmd::Webhooks(a) => webhooks::run(a).await,
+        Cmd::SubscriptionsScale(a) => subscriptions_scale::run(a).await,
     }
 }

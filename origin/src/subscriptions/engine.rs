@@ -128,20 +128,11 @@ impl Subscriptions {
             .await;
     }
 
-    /// Leases and retries that came due, key rotation, the journal's size.
+    /// Leases and retries that came due (the deadlines' due ones only),
+    /// key rotation, the journal's size.
     async fn sweep(self: &Arc<Self>) {
         let now = self.now();
-        let due: Vec<Key> = self
-            .table
-            .read()
-            .iter()
-            .filter(|(_, slot)| {
-                slot.state.lock().as_ref().is_some_and(|s| {
-                    s.next_due().is_some_and(|d| d <= now) || s.to_send(now).is_some()
-                })
-            })
-            .map(|(k, _)| k.clone())
-            .collect();
+        let due = self.deadlines.lock().due(now);
         // A wake whose send is running waits for its outcome, not a tick.
         let due = {
             let sending = self.sending.lock();
@@ -192,20 +183,13 @@ impl Subscriptions {
         let Some(view) = self.store.get(path) else {
             return Vec::new();
         };
-        let mut wanted: Vec<(Key, String, bool)> = Vec::new();
-        for (root, list) in self.patterns.read().iter() {
-            let Some(rel) = path
-                .strip_prefix(root.as_str())
-                .and_then(|r| r.strip_prefix('/'))
-            else {
-                continue;
-            };
-            for (id, glob) in list {
-                if glob.matches(rel) {
-                    wanted.push(((root.clone(), id.clone()), rel.to_owned(), true));
-                }
-            }
-        }
+        let mut wanted: Vec<(Key, String, bool)> = self
+            .patterns
+            .read()
+            .matching(path)
+            .into_iter()
+            .map(|(key, rel)| (key, rel, true))
+            .collect();
         if let Some(keys) = self.links.read().get(path) {
             for key in keys {
                 if let Some(rel) = path
@@ -288,7 +272,7 @@ impl Subscriptions {
     /// it is; one the subscription does not follow is linked from its
     /// start: at least once).
     async fn match_existing(self: &Arc<Self>) {
-        let roots: Vec<String> = self.patterns.read().keys().cloned().collect();
+        let roots: Vec<String> = self.patterns.read().roots().cloned().collect();
         for root in roots {
             for view in self.store.streams_under(&format!("{root}/")) {
                 self.match_created(&view.path).await;

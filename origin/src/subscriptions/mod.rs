@@ -22,6 +22,7 @@ pub mod journal;
 pub mod keys;
 pub mod operations;
 pub mod render;
+mod table;
 pub mod token;
 
 use std::collections::{HashMap, HashSet};
@@ -33,7 +34,9 @@ use parking_lot::{Mutex, RwLock};
 use tokio::sync::{Notify, Semaphore};
 
 use crate::core::subscription::address::UrlPolicy;
+use crate::core::subscription::deadlines::Deadlines;
 use crate::core::subscription::glob::Glob;
+use crate::core::subscription::patterns::Patterns;
 use crate::core::subscription::state::{Refusal, Subscription};
 use crate::core::Millis;
 use crate::store::{Store, StoreError};
@@ -207,7 +210,7 @@ pub struct Subscriptions {
     store: Store,
     pub keys: keys::Keys,
     journal: journal::Journal,
-    table: RwLock<HashMap<Key, Arc<Slot>>>,
+    table: RwLock<table::Table>,
     /// Full stream path → the subscriptions linking it.
     links: RwLock<HashMap<Arc<str>, Vec<Key>>>,
     /// `links`' size, read on every append (none: nothing to look up).
@@ -217,10 +220,12 @@ pub struct Subscriptions {
     /// The auth configuration's default prefix (whose streams are the
     /// default account's).
     default_prefix: String,
-    /// Subscriptions with a pattern, by root.
-    patterns: RwLock<HashMap<String, Vec<(String, Glob)>>>,
+    /// Subscriptions with a pattern, by the path their streams lie under.
+    patterns: RwLock<Patterns>,
     /// `patterns`' size, read on every create.
     patterned: std::sync::atomic::AtomicUsize,
+    /// When each subscription is next due without a request.
+    deadlines: Mutex<Deadlines>,
     dirty: Mutex<Dirty>,
     wake: Notify,
     client: reqwest13::Client,
@@ -272,6 +277,7 @@ impl Subscriptions {
             default_prefix,
             patterned: std::sync::atomic::AtomicUsize::new(0),
             patterns: RwLock::default(),
+            deadlines: Mutex::default(),
             dirty: Mutex::default(),
             wake: Notify::new(),
             client,
@@ -282,7 +288,9 @@ impl Subscriptions {
         for (root, id, sub) in recovered {
             subs.total_links.fetch_add(sub.links.len(), Relaxed);
             let account = account_of(&root, &subs.default_prefix);
-            subs.index(&(root.clone(), id.clone()), &sub);
+            let key = (root.clone(), id.clone());
+            subs.index(&key, &sub);
+            subs.deadlines.lock().set(&key, sub.due_at());
             let slot = Slot::new(account);
             *slot.state.lock() = Some(sub);
             subs.table.write().insert((root, id), Arc::new(slot));
@@ -351,26 +359,29 @@ impl Subscriptions {
 
     fn add_pattern(&self, key: &Key, glob: Glob) {
         let mut patterns = self.patterns.write();
-        let list = patterns.entry(key.0.clone()).or_default();
-        if !list.iter().any(|(id, _)| *id == key.1) {
-            list.push((key.1.clone(), glob));
-        }
-        let n = patterns.values().map(Vec::len).sum();
-        self.patterned
-            .store(n, std::sync::atomic::Ordering::Relaxed);
+        patterns.insert(key, glob);
+        self.patterned.store(patterns.len(), Relaxed);
     }
 
-    fn remove_pattern(&self, key: &Key) {
+    fn remove_pattern(&self, key: &Key, glob: Option<Glob>) {
+        let Some(glob) = glob else { return };
         let mut patterns = self.patterns.write();
-        if let Some(list) = patterns.get_mut(&key.0) {
-            list.retain(|(id, _)| *id != key.1);
-            if list.is_empty() {
-                patterns.remove(&key.0);
-            }
+        patterns.remove(key, &glob);
+        self.patterned.store(patterns.len(), Relaxed);
+    }
+
+    /// The streams under `root` that `glob` may match: those at or under
+    /// its literal prefix, found in the store's ordered index without
+    /// walking the rest of the root.
+    fn streams_for(&self, root: &str, glob: &Glob) -> Vec<Arc<crate::store::StreamView>> {
+        let (literal, _) = glob.prefix();
+        if literal.is_empty() {
+            return self.store.streams_under(&format!("{root}/"));
         }
-        let n = patterns.values().map(Vec::len).sum();
-        self.patterned
-            .store(n, std::sync::atomic::Ordering::Relaxed);
+        let at = format!("{root}/{literal}");
+        let mut found: Vec<_> = self.store.get(&at).into_iter().collect();
+        found.extend(self.store.streams_under(&format!("{at}/")));
+        found
     }
 
     /// Removes a link (or the whole subscription's) from the indexes.
@@ -391,7 +402,7 @@ impl Subscriptions {
 
     fn unindex(&self, key: &Key, sub: &Subscription) {
         self.unindex_links(key, sub.links.keys());
-        self.remove_pattern(key);
+        self.remove_pattern(key, sub.config.glob());
     }
 
     /// Logs `events` for the subscription in `slot` and applies them (the
@@ -411,6 +422,7 @@ impl Subscriptions {
                 let sub = state.get_or_insert_with(Subscription::unborn);
                 let before = if sub.deleted { 0 } else { sub.links.len() };
                 sub.apply_all(events);
+                self.deadlines.lock().set(key, sub.due_at());
                 let after = if sub.deleted { 0 } else { sub.links.len() };
                 self.total_links
                     .fetch_add(after.wrapping_sub(before), Relaxed);

@@ -103,9 +103,8 @@ impl Subscriptions {
         if made.is_err() {
             // Nothing was logged (or the log failed): the slot goes.
             let mut table = self.table.write();
-            if slot.state.lock().is_none() && table.get(&key).is_some_and(|s| Arc::ptr_eq(s, &slot))
-            {
-                table.remove(&key);
+            if slot.state.lock().is_none() {
+                table.remove_if(&key, &slot);
             }
         }
         made.map(Declared::Created)
@@ -124,7 +123,7 @@ impl Subscriptions {
             )));
         }
         let account = account_of(&key.0, &self.default_prefix);
-        let of_account = table.values().filter(|s| s.account == account).count();
+        let of_account = table.of_account(&account);
         if of_account >= self.config.max_per_account {
             return Err(Error::Limit(format!(
                 "the account has {of_account} subscriptions, as many as it may"
@@ -160,7 +159,7 @@ impl Subscriptions {
         if let Some(glob) = config.glob() {
             self.add_pattern(key, glob.clone());
             let mut linked = config.streams.len();
-            for view in self.store.streams_under(&format!("{}/", key.0)) {
+            for view in self.streams_for(&key.0, &glob) {
                 let rel = &view.path[key.0.len() + 1..];
                 if !glob.matches(rel) || !config.may_link(rel) {
                     continue;
@@ -191,7 +190,7 @@ impl Subscriptions {
             Err(e) => Err(e),
         };
         if let Err(e) = logged {
-            self.remove_pattern(key);
+            self.remove_pattern(key, config.glob());
             return Err(e);
         }
         let sub = slot.state.lock().clone().ok_or(Error::NotFound)?;
@@ -240,10 +239,7 @@ impl Subscriptions {
         self.with(key, async |slot, sub| {
             self.log(key, slot, &[Event::Deleted]).await?;
             self.unindex(key, &sub);
-            let mut table = self.table.write();
-            if table.get(key).is_some_and(|s| Arc::ptr_eq(s, slot)) {
-                table.remove(key);
-            }
+            self.table.write().remove_if(key, slot);
             Ok(())
         })
         .await

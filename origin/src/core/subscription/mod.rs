@@ -6,5 +6,7 @@
 
 pub mod address;
 pub mod config;
+pub mod deadlines;
 pub mod glob;
+pub mod patterns;
 pub mod state;

@@ -575,6 +575,16 @@ impl Subscription {
             .then_some(Event::Ended)
     }
 
+    /// When the engine must next look at this subscription without a
+    /// request: its lease's or retry's end, or at once while a wake waits
+    /// to be sent (none when only an append or a request can move it).
+    pub fn due_at(&self) -> Option<Millis> {
+        if self.deleted {
+            return None;
+        }
+        self.next_due().or_else(|| self.to_send(0).map(|_| 0))
+    }
+
     /// When something is next due without any append: a retry, or a lease
     /// running out.
     pub fn next_due(&self) -> Option<Millis> {

@@ -260,3 +260,39 @@ fn a_deleted_subscription_fences_everything() {
     assert_eq!(s.delivered_done(1, "w1"), Err(Refusal::Fenced));
     assert!(s.wake_if_pending(0, || "w2".into(), tails(9)).is_none());
 }
+
+/// `due_at` says exactly when a walk of every subscription, asking
+/// `next_due` and `to_send` at each tick, would have found it due.
+fn due_as_a_walk_finds(s: &Subscription) {
+    for now in [0, 1, 999, 1_000, 1_001, 5_000, 100_000, u64::MAX] {
+        let walked = s.next_due().is_some_and(|d| d <= now) || s.to_send(now).is_some();
+        let walked = walked && !s.deleted;
+        assert_eq!(
+            s.due_at().is_some_and(|d| d <= now),
+            walked,
+            "at {now}: {s:?}"
+        );
+    }
+}
+
+#[test]
+fn due_at_is_when_a_walk_finds_the_subscription_due() {
+    let (mut s, mut log) = linked("webhook", 0);
+    due_as_a_walk_finds(&s);
+    assert_eq!(s.due_at(), None, "idle: only an append moves it");
+    let woke = s.wake_if_pending(0, || "w1".into(), tails(5)).unwrap();
+    step(&mut s, &mut log, vec![woke]);
+    due_as_a_walk_finds(&s);
+    assert_eq!(s.due_at(), Some(0), "a wake to send is due at once");
+    let e = s.delivery_failed(10, 1, "w1", 0.0).unwrap();
+    step(&mut s, &mut log, vec![e]);
+    due_as_a_walk_finds(&s);
+    assert_eq!(s.due_at(), Some(1_010), "a retry at its time");
+    let e = s.delivered(1_010, 1, "w1").unwrap();
+    step(&mut s, &mut log, e);
+    due_as_a_walk_finds(&s);
+    assert_eq!(s.due_at(), Some(2_010), "a taken wake at its lease's end");
+    step(&mut s, &mut log, vec![Event::Deleted]);
+    due_as_a_walk_finds(&s);
+    assert_eq!(s.due_at(), None);
+}
