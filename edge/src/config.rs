@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
-use http::Uri;
+use http::{HeaderValue, Uri};
 use shared::units::{parse_duration, parse_size};
 
 #[derive(Debug, Parser)]
@@ -75,6 +75,13 @@ pub struct Cli {
     /// `http://` and the `Host` the request came with.
     #[arg(long, env = "EDGE_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// Where the cacheable reads of every stream (chunk and snapshot URLs)
+    /// should go, e.g. the CDN in front of the edges
+    /// (https://streams.example.com): named as `Stream-Read-Origin` on
+    /// `HEAD` and read answers, in place of the origin's. Unset: the
+    /// origin's answer, as it came.
+    #[arg(long, env = "EDGE_READ_ORIGIN", value_parser = shared::read_origin::parse)]
+    pub read_origin: Option<HeaderValue>,
     /// From SIGTERM (or Ctrl-C), how long the edge goes on serving with
     /// `/readyz` answering 503 before it closes its listener, so a balancer
     /// that checks readiness takes it out of rotation first (set it to the
@@ -155,6 +162,7 @@ impl Cli {
         EdgeConfig::new(first, self.cache).map(|mut c| {
             c.more_origins = more;
             c.public_url = public_url;
+            c.read_origin = self.read_origin.clone();
             c.object_store = self.object_store.clone();
             c.limits.sse_session = self.sse_session;
             c.limits.sse_keepalive = self.sse_keepalive;
@@ -230,6 +238,8 @@ pub struct EdgeConfig {
     pub more_origins: Vec<Uri>,
     /// Where clients reach the edge (see [`Cli::public_url`]).
     pub public_url: Option<String>,
+    /// `Stream-Read-Origin` of `HEAD` and read answers (see [`Cli::read_origin`]).
+    pub read_origin: Option<HeaderValue>,
     pub object_store: Option<String>,
     /// Capacity of the chunk cache in bytes (bodies plus headers).
     pub cache_bytes: u64,
@@ -245,6 +255,7 @@ impl EdgeConfig {
             origin,
             more_origins: Vec::new(),
             public_url: None,
+            read_origin: None,
             object_store: None,
             cache_bytes,
             limits: Limits::default(),

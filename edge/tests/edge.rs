@@ -37,6 +37,8 @@ mod multiplexed;
 mod negotiation;
 #[path = "edge/process.rs"]
 mod process;
+#[path = "edge/read_origin.rs"]
+mod read_origin;
 #[path = "edge/read_your_writes.rs"]
 mod read_your_writes;
 #[path = "edge/ready.rs"]

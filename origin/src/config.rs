@@ -277,6 +277,12 @@ pub struct Cli {
     /// with `has_more` and a cursor to go on from.
     #[arg(long, env = "ORIGIN_LIST_SCAN_MAX", default_value_t = 10_000)]
     pub list_scan_max: usize,
+    /// Where the cacheable reads of every stream (chunk and snapshot URLs)
+    /// should go, e.g. the CDN in front of the edges
+    /// (https://streams.example.com): named as `Stream-Read-Origin` on
+    /// `HEAD` and read answers. Unset: not sent.
+    #[arg(long, env = "ORIGIN_READ_ORIGIN", value_parser = shared::read_origin::parse)]
+    pub read_origin: Option<axum::http::HeaderValue>,
     /// Longest lifetime of an exchanged token, e.g. 1h.
     #[arg(long, env = "ORIGIN_MAX_TOKEN_TTL", default_value = "1h", value_parser = parse_duration)]
     pub max_token_ttl: Duration,
@@ -462,6 +468,7 @@ impl Cli {
             },
             subscriptions: self.subscriptions.config(),
             list_scan_max: self.list_scan_max.max(1),
+            read_origin: self.read_origin.clone(),
         }
     }
 }

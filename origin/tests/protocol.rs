@@ -38,6 +38,8 @@ mod long_poll;
 mod negotiation;
 #[path = "protocol/producers.rs"]
 mod producers;
+#[path = "protocol/read_origin.rs"]
+mod read_origin;
 #[path = "protocol/reads.rs"]
 mod reads;
 #[path = "protocol/snapshots.rs"]

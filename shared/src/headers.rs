@@ -35,6 +35,7 @@ pub const STREAM_INCARNATION: HeaderName = HeaderName::from_static("stream-incar
 pub const STREAM_RETAINED_OFFSET: HeaderName = HeaderName::from_static("stream-retained-offset");
 pub const STREAM_SNAPSHOT_OFFSET: HeaderName = HeaderName::from_static("stream-snapshot-offset");
 pub const STREAM_SNAPSHOT_DIGEST: HeaderName = HeaderName::from_static("stream-snapshot-digest");
+pub const STREAM_READ_ORIGIN: HeaderName = HeaderName::from_static("stream-read-origin");
 pub const STREAM_IMMUTABLE: HeaderName = HeaderName::from_static("stream-immutable");
 /// `true`: anyone may read the stream without a credential.
 /// The fork headers of a `PUT` (protocol §4.2): request-only.
@@ -62,7 +63,7 @@ pub const MAX_SNAPSHOT_BYTES: HeaderName = HeaderName::from_static("ursula-max-s
 /// Headers a browser may read from a cross-origin answer.
 pub const EXPOSED: &str = "stream-next-offset, stream-offset, stream-up-to-date, stream-closed, \
 stream-cursor, stream-ttl, stream-expires-at, stream-seq, stream-incarnation, stream-retained-offset, \
-stream-snapshot-offset, stream-snapshot-digest, stream-immutable, stream-public, stream-data-content-type, \
+stream-snapshot-offset, stream-snapshot-digest, stream-read-origin, stream-immutable, stream-public, stream-data-content-type, \
 stream-sse-data-encoding, producer-epoch, producer-seq, producer-expected-seq, producer-received-seq, \
 producer-outcome, ursula-max-request-bytes, ursula-max-snapshot-bytes, etag, location, retry-after, content-type, \
 x-request-id";

@@ -18,6 +18,7 @@
 //! - [`paths`]: how a request path splits into a stream and a reserved sub-resource.
 //! - [`partition`]: which partition of a region a stream (or request path) belongs to.
 //! - [`params`]: parsing of the read query (`offset`, `live`, `max_bytes`, ...).
+//! - [`read_origin`]: `Stream-Read-Origin`, where a stream's cacheable reads may go.
 //! - [`units`]: human sizes and durations on command lines.
 
 #[cfg(feature = "mimalloc")]
@@ -37,5 +38,6 @@ pub mod offset;
 pub mod params;
 pub mod partition;
 pub mod paths;
+pub mod read_origin;
 pub mod sse;
 pub mod units;

@@ -44,6 +44,7 @@ impl After {
 /// the future for the future's life).
 pub async fn answer(state: Shared, req: Box<Request<Body>>) -> Response<Body> {
     let arrived = shell::request_id::arrived();
+    let names_read_origin = super::is_stream_read(&req);
     let mut prepared = Box::pin(prepare(&state, req)).await;
     // Waited on where it lies: moved out, it would keep a copy's room in
     // this future for the whole wait.
@@ -51,11 +52,14 @@ pub async fn answer(state: Shared, req: Box<Request<Body>>) -> Response<Body> {
         Prepared::Parked(parked, _) => Some(parked.answer().await),
         Prepared::Answered(..) => None,
     };
-    let (route, resp) = match (prepared, waited) {
+    let (route, mut resp) = match (prepared, waited) {
         (Prepared::Parked(_, after), Some(resp)) => ("long_poll", after.apply(resp)),
         (Prepared::Answered(route, resp), _) => (route, resp),
         (Prepared::Parked(..), None) => unreachable!("a parked long-poll is waited on"),
     };
+    if names_read_origin {
+        super::name_read_origin(&state, &mut resp);
+    }
     state
         .metrics
         .request(route, resp.status().as_u16(), arrived.elapsed());

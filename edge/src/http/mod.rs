@@ -223,7 +223,16 @@ where
     async move {
         let arrived = shell::request_id::arrived();
         let changes = changed_stream(&req);
-        let (route, resp) = dispatch(&state, req).await;
+        let names_read_origin = is_stream_read(&req);
+        let (route, mut resp) = dispatch(&state, req).await;
+        if names_read_origin {
+            let status = resp.status();
+            shared::read_origin::apply(
+                status,
+                resp.headers_mut(),
+                state.config.read_origin.as_ref(),
+            );
+        }
         state
             .metrics
             .request(route, resp.status().as_u16(), arrived.elapsed());
@@ -234,6 +243,25 @@ where
     }
     .instrument(span)
     .await
+}
+
+/// A stream's `HEAD` or read: its answer names `--read-origin`, if set,
+/// in place of the origin's.
+fn is_stream_read<B>(req: &Request<B>) -> bool {
+    let path = req.uri().path();
+    (req.method() == Method::GET || req.method() == Method::HEAD)
+        && !path.starts_with("/_")
+        && matches!(classify(path), Target::Stream(_))
+}
+
+/// Names `--read-origin` on a successful stream read, if set.
+fn name_read_origin(state: &Shared, resp: &mut Response<Body>) {
+    let status = resp.status();
+    shared::read_origin::apply(
+        status,
+        resp.headers_mut(),
+        state.config.read_origin.as_ref(),
+    );
 }
 
 /// The stream a request may change what the edge keeps of (a delete, a

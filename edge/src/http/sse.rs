@@ -50,8 +50,9 @@ use crate::fanout::{FeedItem, Framing, Subscription};
 use crate::metrics;
 
 /// Headers of the first read that an SSE answer keeps.
-const KEPT_HEADERS: [&str; 6] = [
+const KEPT_HEADERS: [&str; 7] = [
     "stream-incarnation",
+    "stream-read-origin",
     "vary",
     "x-content-type-options",
     "cross-origin-resource-policy",

@@ -16,7 +16,7 @@ use axum::response::IntoResponse;
 use shared::params::{parse_read_query, Live};
 use shared::paths::{classify, Target};
 
-use super::{gate, long_poll, read_route, Gate, Shared};
+use super::{gate, long_poll, read_origin, read_route, Gate, Shared};
 
 enum Prepared {
     Answered(Response<Body>),
@@ -43,11 +43,12 @@ pub async fn answer(state: Shared, req: Box<Request>) -> Response<Body> {
         Prepared::Parked(parked, _) => Some(parked.answer().await),
         Prepared::Answered(_) => None,
     };
-    match (prepared, waited) {
+    let resp = match (prepared, waited) {
         (Prepared::Parked(_, gate), Some(resp)) => gate.finish(&state, "long_poll", resp),
         (Prepared::Answered(resp), _) => resp,
         (Prepared::Parked(..), None) => unreachable!("a parked long-poll is waited on"),
-    }
+    };
+    read_origin(&state, resp)
 }
 
 /// `dispatch`'s gate and `read_route`, up to the wait.

@@ -102,6 +102,8 @@ pub struct HttpConfig {
     /// path looked at, so no page walks more than this whatever the
     /// streams and the credential.
     pub list_scan_max: usize,
+    /// `Stream-Read-Origin` of `HEAD` and read answers (`--read-origin`).
+    pub read_origin: Option<axum::http::HeaderValue>,
 }
 
 impl Default for HttpConfig {
@@ -123,6 +125,7 @@ impl Default for HttpConfig {
             auth: crate::auth::AuthConfig::default(),
             subscriptions: crate::subscriptions::SubscriptionsConfig::default(),
             list_scan_max: 10_000,
+            read_origin: None,
         }
     }
 }
@@ -454,9 +457,16 @@ async fn dispatch<A: AppendArm>(state: Shared, mut req: Request) -> Response<Bod
             ),
             Method::HEAD => (
                 "head",
-                Box::pin(head::head(state.clone(), stream.to_owned(), req)).await,
+                read_origin(
+                    &state,
+                    Box::pin(head::head(state.clone(), stream.to_owned(), req)).await,
+                ),
             ),
-            Method::GET => Box::pin(read_route(state.clone(), stream.to_owned(), req)).await,
+            Method::GET => {
+                let (route, resp) =
+                    Box::pin(read_route(state.clone(), stream.to_owned(), req)).await;
+                (route, read_origin(&state, resp))
+            }
             Method::OPTIONS => ("preflight", preflight()),
             _ => (
                 "other",
@@ -625,6 +635,17 @@ impl Gate {
         }
         resp
     }
+}
+
+/// A stream's `HEAD` or read answer, naming `--read-origin` if set.
+fn read_origin(state: &Shared, mut resp: Response<Body>) -> Response<Body> {
+    let status = resp.status();
+    shared::read_origin::apply(
+        status,
+        resp.headers_mut(),
+        state.config.read_origin.as_ref(),
+    );
+    resp
 }
 
 async fn read_route(state: Shared, stream: String, req: Request) -> (&'static str, Response<Body>) {
