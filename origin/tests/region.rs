@@ -19,6 +19,8 @@ mod forks_across;
 mod key_store;
 #[path = "region/listing.rs"]
 mod listing;
+#[path = "region/network.rs"]
+mod network;
 #[path = "region/origins.rs"]
 mod origins;
 #[path = "region/outage.rs"]

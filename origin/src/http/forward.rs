@@ -11,11 +11,21 @@
 //! A forwarded answer ends when this origin starts to stop, as its own
 //! live reads do. It names the owner (`ds-region-owner`), so an edge that
 //! lists the owner among its origins goes there directly from then on.
+//!
+//! Every wait on the owner is bounded: connecting by [`CONNECT_TIMEOUT`],
+//! the answer's start by what a long-poll asks to wait plus the owner's
+//! own bound on a write (`--object-write-timeout`) and [`ANSWER_GRACE`].
+//! An owner cut off without a reset (its packets dropped) would otherwise
+//! hold a request on a pooled connection for as long as TCP retransmits.
+//! Past the bound the request answers `503` + `Retry-After`; a write's
+//! outcome is then open, as it is when the owner's own put times out, and
+//! a producer's retry settles it.
 
 use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -34,7 +44,7 @@ use crate::metrics::RegionMetrics;
 pub static FORWARDED_BY: HeaderName = HeaderName::from_static("ds-forwarded-by");
 
 /// How long connecting to the owner may take.
-const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Marks a request an origin makes of the region on a client's behalf
 /// with the client's credential (a fork across partitions asking its
@@ -48,23 +58,61 @@ pub struct Forwarder {
     client: Client<HttpConnector, Body>,
     node: HeaderValue,
     metrics: Arc<RegionMetrics>,
+    /// How long the owner may take to answer a request that does not wait
+    /// (past what a long-poll asks to wait): the owner's own bound on a
+    /// write, and then some.
+    answer_within: Duration,
+}
+
+/// What the owner gets past its own bound on a write before the hop to it
+/// is given up.
+const ANSWER_GRACE: Duration = Duration::from_secs(3);
+
+/// How long the answer to a request forwarded as `parts` may take to
+/// begin: what a long-poll of a stream or of the invalidation feed asks to
+/// wait, plus `answer_within`. An SSE tail's answer begins at once.
+fn answer_deadline(parts: &http::request::Parts, answer_within: Duration) -> Duration {
+    let query = parts.uri.query();
+    let waits = if parts.uri.path() == shared::invalidation::PATH {
+        let asked = query
+            .unwrap_or("")
+            .split('&')
+            .find_map(|kv| kv.strip_prefix("timeout_ms="))
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(Duration::from_millis);
+        asked.unwrap_or(super::invalidations::MAX_FEED_WAIT)
+    } else {
+        match shared::params::parse_read_query(query) {
+            Ok(p)
+                if parts.method == http::Method::GET
+                    && p.live == shared::params::Live::LongPoll =>
+            {
+                Duration::from_millis(p.long_poll_ms(shared::params::DEFAULT_LONG_POLL_MS))
+            }
+            _ => Duration::ZERO,
+        }
+    };
+    waits.min(super::invalidations::MAX_FEED_WAIT) + answer_within
 }
 
 impl Forwarder {
-    pub fn new(node: &str, metrics: Arc<RegionMetrics>) -> Forwarder {
+    /// `write_timeout`: the owner's `--object-write-timeout`, by when it
+    /// answers any write.
+    pub fn new(node: &str, metrics: Arc<RegionMetrics>, write_timeout: Duration) -> Forwarder {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         // An owner whose machine vanished answers nothing: give up on a
         // connection soon, and find dead pooled ones by keepalive.
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        connector.set_keepalive(Some(std::time::Duration::from_secs(5)));
+        connector.set_keepalive(Some(Duration::from_secs(5)));
         let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(std::time::Duration::from_secs(60))
+            .pool_idle_timeout(Duration::from_secs(60))
             .build(connector);
         Forwarder {
             client,
             node: HeaderValue::from_str(node).unwrap_or(HeaderValue::from_static("origin")),
             metrics,
+            answer_within: write_timeout + ANSWER_GRACE,
         }
     }
 
@@ -114,12 +162,31 @@ impl Forwarder {
         } else {
             self.metrics.forwarded.fetch_add(1, Relaxed);
         }
-        let sent = self.client.request(Request::from_parts(parts, body));
+        // A connection the owner no longer answers on (a cut without a
+        // reset) would hold the request for as long as TCP retransmits.
+        let deadline = answer_deadline(&parts, self.answer_within);
+        let sent = tokio::time::timeout(
+            deadline,
+            self.client.request(Request::from_parts(parts, body)),
+        );
         let answer = tokio::select! {
             answer = sent => answer,
             () = &mut ended => return busy(
                 "this origin stopped following the partition's owner; retry shortly",
             ),
+        };
+        let Ok(answer) = answer else {
+            self.metrics.forward_failed.fetch_add(1, Relaxed);
+            tracing::warn!(
+                owner = base,
+                ?deadline,
+                "the partition's owner did not answer in time"
+            );
+            return busy(
+                "the origin that owns this stream's partition did not answer in time; \
+                 a write's outcome is not known: send it again (with its producer headers, \
+                 it is applied once)",
+            );
         };
         match answer {
             Ok(answer) => {

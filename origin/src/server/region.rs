@@ -183,7 +183,11 @@ impl RegionOrigin {
         };
         let written = replica::Written::new(store.region.replica_written);
         Ok(Arc::new(RegionOrigin {
-            forwarder: Forwarder::new(&store.region.node, Arc::clone(&metrics)),
+            forwarder: Forwarder::new(
+                &store.region.node,
+                Arc::clone(&metrics),
+                store.object_write_timeout,
+            ),
             store,
             http,
             clock: Arc::new(SystemClock),

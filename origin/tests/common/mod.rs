@@ -2,6 +2,8 @@
 //! loopback port with its own data directory, and small HTTP helpers.
 #![allow(dead_code)]
 
+pub mod delay_proxy;
+pub mod netns;
 pub mod process;
 pub mod region_roles;
 pub mod s3;

@@ -29,15 +29,15 @@ fn free_ports(n: usize) -> Vec<u16> {
         .collect()
 }
 
-/// `weed mini`'s arguments for a server in `dir` on free loopback ports,
+/// `weed mini`'s arguments for a server in `dir` on free ports of `ip`,
 /// and its S3 endpoint.
-fn mini_args(dir: &std::path::Path) -> (Vec<String>, String) {
+fn mini_args(dir: &std::path::Path, ip: &str) -> (Vec<String>, String) {
     let p = free_ports(12);
     let mut args = vec![
         "mini".to_owned(),
         format!("-dir={}", dir.display()),
-        "-ip=127.0.0.1".to_owned(),
-        "-ip.bind=127.0.0.1".to_owned(),
+        format!("-ip={ip}"),
+        format!("-ip.bind={ip}"),
         "-admin.ui=false".to_owned(),
         format!("-bucket={}", Seaweed::BUCKET),
     ];
@@ -56,7 +56,7 @@ fn mini_args(dir: &std::path::Path) -> (Vec<String>, String) {
         "debug.port",
     ];
     args.extend(names.iter().zip(&p).map(|(n, port)| format!("-{n}={port}")));
-    (args, format!("http://127.0.0.1:{}", p[6]))
+    (args, format!("http://{ip}:{}", p[6]))
 }
 
 fn weed() -> String {
@@ -70,13 +70,19 @@ impl Seaweed {
     /// within [`START_PATIENCE`] (seen under heavy load, another process
     /// taking one of its ports meanwhile) is killed and tried again.
     pub fn start() -> Seaweed {
+        Self::start_on("127.0.0.1")
+    }
+
+    /// [`Seaweed::start`] listening on `ip` (a test network's gateway,
+    /// `netns`), on ports free on loopback.
+    pub fn start_on(ip: &str) -> Seaweed {
         let guard = ONE_AT_A_TIME
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         for attempt in 1..=START_TRIES {
             let dir = tempfile::tempdir().unwrap();
             let log = std::fs::File::create(dir.path().join("weed.log")).unwrap();
-            let (args, endpoint) = mini_args(dir.path());
+            let (args, endpoint) = mini_args(dir.path(), ip);
             let mut child = Command::new(weed())
                 .args(args)
                 .current_dir(dir.path())
@@ -173,7 +179,7 @@ pub fn shared() -> &'static SharedWeed {
     SHARED.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("ds-weed-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let (args, endpoint) = mini_args(&dir);
+        let (args, endpoint) = mini_args(&dir, "127.0.0.1");
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(concat!(

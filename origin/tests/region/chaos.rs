@@ -59,18 +59,18 @@ fn free_port() -> u16 {
 }
 
 /// One writer's stream and what was acknowledged on it, in order.
-struct Writer {
-    path: String,
-    json: bool,
+pub(super) struct Writer {
+    pub(super) path: String,
+    pub(super) json: bool,
     /// The fork's inherited prefix (empty for the others).
-    inherited: String,
-    acked: parking_lot::Mutex<Vec<String>>,
+    pub(super) inherited: String,
+    pub(super) acked: parking_lot::Mutex<Vec<String>>,
 }
 
 /// Sends one append (as producer `seq`) to random targets until one
 /// acknowledges it (200, or 204: a retry of one that had landed); any
 /// other answer but a 50x is the error returned.
-async fn append_once(
+pub(super) async fn append_once(
     client: &reqwest::Client,
     targets: &[String],
     w: &Writer,
@@ -118,7 +118,7 @@ async fn append_once(
 }
 
 /// The whole stream through `base`, retrying while the region answers 503.
-async fn read_whole(client: &reqwest::Client, base: &str, path: &str) -> String {
+pub(super) async fn read_whole(client: &reqwest::Client, base: &str, path: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Ok(r) = client
@@ -143,7 +143,7 @@ async fn read_whole(client: &reqwest::Client, base: &str, path: &str) -> String 
 
 /// The messages a read holds: NDJSON lines as JSON values for a JSON
 /// stream, the bodies as written (`<w:seq>`) for a binary one.
-fn messages(w: &Writer, text: &str) -> Vec<String> {
+pub(super) fn messages(w: &Writer, text: &str) -> Vec<String> {
     if w.json {
         text.lines()
             .filter(|l| !l.trim().is_empty())
@@ -161,7 +161,7 @@ fn messages(w: &Writer, text: &str) -> Vec<String> {
 /// What a read of `w`'s stream must begin with once `acked` was
 /// acknowledged: its inherited prefix, then those appends, as
 /// [`messages`] reads them.
-fn expected_of(w: &Writer, acked: &[String]) -> Vec<String> {
+pub(super) fn expected_of(w: &Writer, acked: &[String]) -> Vec<String> {
     let mut expected = messages(w, &w.inherited);
     expected.extend(acked.iter().map(|b| {
         if w.json {
