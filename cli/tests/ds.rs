@@ -3,6 +3,8 @@
 //! mid-file followed by a rerun that appends each line exactly once.
 
 mod common;
+#[path = "configuration.rs"]
+mod configuration;
 mod region;
 
 use std::time::Duration;

@@ -27,7 +27,8 @@
 //! - [`metrics`]: `/metrics` text, request series, process metrics;
 //! - [`ready`] and [`recovering`]: `/readyz`, and what a server answers
 //!   before it serves;
-//! - [`request_id`]: each request's id, echoed, logged and passed on.
+//! - [`request_id`]: each request's id, echoed, logged and passed on;
+//! - [`flags_doc`]: a binary's flags as the configuration reference's table.
 
 pub mod accept;
 pub mod body;
@@ -37,6 +38,7 @@ pub mod connection;
 pub mod descriptors;
 pub mod detached;
 pub mod drain;
+pub mod flags_doc;
 pub mod h1_tail;
 pub mod huge_pages;
 pub mod idle;

@@ -1,11 +1,14 @@
-//! Chaos: three origin processes and an edge (`--origin A,B,C`) on
-//! SeaweedFS. Writers with producer headers append to binary and JSON
-//! streams, one of them a fork, each append sent to a random one of the
-//! edge and the three origins and retried there and elsewhere while the
-//! answer is 503 or none. Meanwhile, cycle after cycle, a random origin is
-//! killed with `kill -9`, its data directory deleted and the origin
-//! restarted empty on its port, or it is paused with SIGSTOP past its
-//! lease and woken with SIGCONT. At the end every acknowledged append is
+//! Chaos: three origin processes, each in a network namespace of its own
+//! (`common::netns`), and an edge (`--origin A,B,C`) on SeaweedFS. Writers
+//! with producer headers append to binary and JSON streams, one of them a
+//! fork, each append sent to a random one of the edge and the three
+//! origins and retried there and elsewhere while the answer is 503 or
+//! none. Meanwhile, cycle after cycle in random order, the owner or a
+//! random origin is killed with `kill -9` (its data directory deleted and
+//! the origin restarted empty on its address), paused with SIGSTOP past
+//! its lease and woken with SIGCONT, cut from the bucket (its packets
+//! dropped both ways, or only the bucket's answers to it), or cut from the
+//! other origins, for a while. At the end every acknowledged append is
 //! present exactly once and in order, read through every origin and the
 //! edge, byte-exact; nothing else is.
 
@@ -17,15 +20,19 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 
+use crate::common::netns::Net;
 use crate::common::process::{spawn_at, Proc};
 use crate::common::seaweed::Seaweed;
 
 const BINARY_STREAMS: usize = 4;
 const JSON_STREAMS: usize = 2;
-const CYCLES: usize = 6;
 const NAMES: [&str; 3] = ["a", "b", "c"];
+/// Each origin listens here, in its own network namespace.
+const PORT: u16 = 4437;
+/// How long a cut lasts.
+const CUT_FOR: Duration = Duration::from_millis(2500);
 
-fn start(weed: &Seaweed, data: &Path, node: &str, port: u16) -> Proc {
+fn start(net: &Net, env: &[(String, String)], data: &Path, i: usize) -> Proc {
     let url = Seaweed::url("chaos");
     let args: Vec<&OsStr> = [
         OsStr::new("--data"),
@@ -35,11 +42,13 @@ fn start(weed: &Seaweed, data: &Path, node: &str, port: u16) -> Proc {
         OsStr::new("--durability"),
         OsStr::new("object"),
         OsStr::new("--node-id"),
-        OsStr::new(node),
+        OsStr::new(NAMES[i]),
         OsStr::new("--lease"),
         OsStr::new("1s"),
         OsStr::new("--lease-renew"),
         OsStr::new("250ms"),
+        OsStr::new("--object-write-timeout"),
+        OsStr::new("2s"),
         // Checkpoints and WAL deletes all the time, racing the claims.
         OsStr::new("--region-checkpoint-objects"),
         OsStr::new("32"),
@@ -47,15 +56,40 @@ fn start(weed: &Seaweed, data: &Path, node: &str, port: u16) -> Proc {
         OsStr::new("250ms"),
     ]
     .to_vec();
-    spawn_at(&format!("127.0.0.1:{port}"), &[], &args, &weed.env())
+    let runner = net.runner(i);
+    spawn_at(&format!("{}:{PORT}", net.ip(i)), &runner, &args, env)
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// What a cycle does to its victim.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Blow {
+    /// `kill -9`, its data directory deleted, started again empty.
+    Kill,
+    /// SIGSTOP past its lease, then SIGCONT.
+    Pause,
+    /// Its packets to and from the bucket dropped for a while.
+    CutFromBucket,
+    /// Only the bucket's packets to it dropped (its puts land unanswered).
+    BucketAnswersLost,
+    /// Its packets to and from the other origins dropped for a while.
+    CutFromPeers,
+}
+
+/// Every blow at least once, in random order.
+fn blows() -> Vec<Blow> {
+    use rand::seq::SliceRandom;
+    let mut blows = vec![
+        Blow::Kill,
+        Blow::Kill,
+        Blow::Pause,
+        Blow::CutFromBucket,
+        Blow::BucketAnswersLost,
+        Blow::CutFromPeers,
+        Blow::Kill,
+        Blow::CutFromBucket,
+    ];
+    blows.shuffle(&mut rand::rng());
+    blows
 }
 
 /// One writer's stream and what was acknowledged on it, in order.
@@ -232,18 +266,22 @@ async fn leader_reads(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chaos_loses_and_duplicates_no_acknowledged_append() {
-    let weed = Seaweed::start();
+    let net = Net::new(NAMES.len());
+    let weed = Seaweed::start_on(&net.gateway());
+    let env = weed.env();
+    let s3_port: u16 = weed
+        .endpoint
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("the S3 port");
     let client = reqwest::Client::new();
     let dir = tempfile::tempdir().unwrap();
-    let ports: Vec<u16> = NAMES.iter().map(|_| free_port()).collect();
-    let mut procs: Vec<Proc> = NAMES
-        .iter()
-        .zip(&ports)
-        .map(|(n, p)| start(&weed, &dir.path().join(n), n, *p))
+    let mut procs: Vec<Proc> = (0..NAMES.len())
+        .map(|i| start(&net, &env, &dir.path().join(NAMES[i]), i))
         .collect();
-    let origins: Vec<String> = ports
-        .iter()
-        .map(|p| format!("http://127.0.0.1:{p}"))
+    let origins: Vec<String> = (0..NAMES.len())
+        .map(|i| format!("http://{}:{PORT}", net.ip(i)))
         .collect();
     for o in &origins {
         super::origins::wait_serving(&client, o).await;
@@ -348,37 +386,53 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
         stop.clone(),
     ));
 
-    let mut kills = 0;
-    let mut pauses = 0;
+    let mut done: Vec<Blow> = Vec::new();
     // Killed origins, kept for their logs.
     let mut dead: Vec<(String, Proc)> = Vec::new();
-    for cycle in 0..CYCLES {
+    let gateway = net.gateway();
+    for (cycle, blow) in blows().into_iter().enumerate() {
         if stop.load(Ordering::Relaxed) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        // Every third cycle the owner itself, else any origin.
-        let victim = if cycle % 3 == 0 {
+        // Every other cycle the owner itself, else any origin.
+        let victim = if cycle % 2 == 0 {
             super::takeover::the_owner(&client, &origins).await
         } else {
             rand::rng().random_range(0..NAMES.len())
         };
-        if cycle % 3 == 2 {
-            procs[victim].signal("STOP");
-            tokio::time::sleep(Duration::from_millis(2500)).await;
-            procs[victim].signal("CONT");
-            pauses += 1;
-        } else {
-            procs[victim].kill();
-            let data = dir.path().join(NAMES[victim]);
-            std::fs::remove_dir_all(&data).unwrap();
-            let old = std::mem::replace(
-                &mut procs[victim],
-                start(&weed, &data, NAMES[victim], ports[victim]),
-            );
-            dead.push((format!("{}-killed-in-cycle-{cycle}", NAMES[victim]), old));
-            kills += 1;
+        match blow {
+            Blow::Pause => {
+                procs[victim].signal("STOP");
+                tokio::time::sleep(Duration::from_millis(2500)).await;
+                procs[victim].signal("CONT");
+            }
+            Blow::Kill => {
+                procs[victim].kill();
+                let data = dir.path().join(NAMES[victim]);
+                std::fs::remove_dir_all(&data).unwrap();
+                let old = std::mem::replace(&mut procs[victim], start(&net, &env, &data, victim));
+                dead.push((format!("{}-killed-in-cycle-{cycle}", NAMES[victim]), old));
+            }
+            Blow::CutFromBucket | Blow::BucketAnswersLost | Blow::CutFromPeers => {
+                match blow {
+                    Blow::CutFromBucket => {
+                        net.drop_out(victim, &gateway, Some(s3_port));
+                        net.drop_in(victim, &gateway, Some(s3_port));
+                    }
+                    Blow::BucketAnswersLost => net.drop_in(victim, &gateway, Some(s3_port)),
+                    _ => {
+                        for other in (0..NAMES.len()).filter(|o| *o != victim) {
+                            net.drop_out(victim, &net.ip(other), None);
+                            net.drop_in(victim, &net.ip(other), None);
+                        }
+                    }
+                }
+                tokio::time::sleep(CUT_FOR).await;
+                net.heal(victim);
+            }
         }
+        done.push(blow);
     }
     tokio::time::sleep(Duration::from_millis(1500)).await;
     stop.store(true, Ordering::Relaxed);
@@ -454,11 +508,13 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
     let epoch = crate::common::metric_in(&metrics, "ds_origin_region_epoch").unwrap();
     let (wal, checkpoint) = super::checkpoints::bucket(&weed, "chaos").await;
     eprintln!(
-        "chaos: {CYCLES} cycles ({kills} kill -9 with the disk deleted, {pauses} SIGSTOP past the lease), \
+        "chaos: {} cycles ({done:?}: kill -9 with the disk deleted, SIGSTOP past the lease, cuts from the bucket, \
+         the bucket's answers lost, cuts from the peers), \
          final epoch {epoch}, {acknowledged} acknowledged appends on {} streams, lost {lost}, duplicated {duplicated}, \
          {leader_checked} leader reads each holding every append acknowledged before it, \
          {local_reads} reads answered from a follower's replica (by the origins alive at the end); \
          newest checkpoint at WAL number {:?}, {} WAL objects left",
+        done.len(),
         writers.len(),
         checkpoint.last(),
         wal.len()
@@ -477,4 +533,8 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
     );
     assert_eq!((lost, duplicated), (0, 0));
     drop(edge);
+    drop(procs);
+    drop(dead);
+    drop(weed);
+    drop(net);
 }
