@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Slow readers stay bounded (issue 25): 300 SSE readers through the edge that
+# Slow readers stay bounded (decision 0020): 300 SSE readers through the edge that
 # never read (a 4 KiB receive buffer), and 10 that do, while 48 MiB is
 # appended through the edge. Prints the edge's RSS growth and whether every
 # reading reader got every byte (its count of payload bytes may exceed 48 MiB

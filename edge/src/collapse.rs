@@ -20,7 +20,7 @@
 //! ([`CollapseTable::close`]), every flight lands as closing and no new
 //! one starts.
 //!
-//! What a waiter costs (issue 25: a parked long-poll's whole cost is to stay
+//! What a waiter costs (decision 0020: a parked long-poll's whole cost is to stay
 //! under 2 KiB): its [`Waiter`] (48 bytes, waited on in place by a
 //! hand-written poll, not a future with a timer and a channel's wait of
 //! its own: those made a parked long-poll's future 504 bytes larger), one

@@ -1,5 +1,5 @@
 //! `webhooks`: subscriptions' cost and delivery latency, in one run
-//! (issue 26's benchmark). Starts an origin (development flags, so it may
+//! (the subscriptions' benchmark). Starts an origin (development flags, so it may
 //! call a receiver on loopback) and a receiver of its own here, then:
 //!
 //! 1. Delivery: `--subscriptions` webhook subscriptions, each linking one

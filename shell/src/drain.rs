@@ -128,7 +128,7 @@ mod tests {
     #[test]
     fn a_member_that_leaves_its_task_keeps_none_of_its_waker() {
         // The waker stands for a connection's task: kept, it would keep
-        // the finished task's memory (issue 25, a parked long-poll).
+        // the finished task's memory (decision 0020, a parked long-poll).
         let drain = Arc::new(Drain::default());
         let mut member = drain.enter();
         let task = Arc::new(Woken);

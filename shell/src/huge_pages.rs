@@ -8,7 +8,7 @@
 //! tens of thousands of waiting readers of a few hundred bytes each, spread
 //! over many such regions, then pays for huge pages it barely uses: a parked
 //! long-poll measured 2.7 KiB of RSS with huge pages and 1.1 KiB without,
-//! the same heap underneath (issue 25; `ds-load conn-cost`). What the huge
+//! the same heap underneath (decision 0020; `ds-load conn-cost`). What the huge
 //! pages would save (TLB misses) did not show: appends without them at
 //! 107 % of the same binary with them (`ds-load compare-append --baseline`,
 //! interleaved), and SSE fan-out at 1,000 readers × 100/s within the

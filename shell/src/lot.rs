@@ -1,4 +1,4 @@
-//! Answers still waiting, held without a task each (issue 25, decision
+//! Answers still waiting, held without a task each (decision
 //! 0020 "Built: parked answers").
 //!
 //! On the light path a long-poll's answer usually waits: for the stream's

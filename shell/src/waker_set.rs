@@ -1,5 +1,5 @@
 //! The wakers of everything waiting for one event, each in a slot of its
-//! own (issue 25: a parked long-poll is to cost ≤ 2 KiB).
+//! own (decision 0020: a parked long-poll is to cost ≤ 2 KiB).
 //!
 //! A waiting read waits for a few things at once: its stream's next end
 //! (the origin), its collapsed upstream answer (the edge), the server's

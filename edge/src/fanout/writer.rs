@@ -1,5 +1,5 @@
 //! A hub's writers: each frame of the feed written to every detached
-//! reader's socket, with no task, queue or buffer per reader (issue 25).
+//! reader's socket, with no task, queue or buffer per reader (decision 0020).
 //!
 //! A reader on the light path catches up in its own task, then joins
 //! ([`attach`]) and its task ends. What it keeps is an [`Entry`]: its

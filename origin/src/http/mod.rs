@@ -189,7 +189,7 @@ pub type Answering = std::pin::Pin<Box<dyn std::future::Future<Output = Response
 /// path: one allocation), every other request has its operation boxed
 /// apart ([`BoxedAppend`]), so the future a waiting read keeps for its
 /// whole wait is not the append's size (3.7 KiB; a parked long-poll's
-/// memory is issue 25's measure).
+/// memory is the idle-reader budget's measure (decision 0020)).
 pub fn handle<B>(state: Shared, req: http::Request<B>) -> Answering
 where
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,

@@ -11,7 +11,7 @@
 //!
 //! Waiters are polled by hand ([`TailReceiver::poll_wait_for`]), each
 //! keeping a slot of a `shell::waker_set`: a parked long-poll waits in
-//! place, without a channel's future in its own (issue 25: a parked
+//! place, without a channel's future in its own (decision 0020: a parked
 //! long-poll costs ≤ 2 KiB; a `Notify` wait made it 160 bytes larger).
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -6,7 +6,7 @@
 //! names the segment and position. Writing each touched stream's bytes to a
 //! file of its own cost a file write per stream per checkpoint, which with
 //! a million streams touched round-robin was one file write per append (see
-//! `docs/decisions/0007-stream-layout.md`). A stream gets its bytes copied
+//! `docs/decisions/0008-stream-layout.md`). A stream gets its bytes copied
 //! into its own file ("promoted") only once it has gathered
 //! [`PROMOTE_BYTES`] or [`MAX_EXTENTS`] appends since the last time (or
 //! [`HEAVY_EXTENTS`] once all streams hold too many extents), or when

@@ -40,7 +40,7 @@ const STREAMS: usize = 3;
 /// How long a write waits for the bucket before it answers 503.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long the fault lasts.
-const FAULT_FOR: Duration = Duration::from_secs(6);
+const FAULT_FOR: Duration = Duration::from_millis(4500);
 /// How late a slow bucket answers.
 const BUCKET_LATE: Duration = Duration::from_secs(2);
 

@@ -4,7 +4,7 @@
 //!
 //! hyper keeps an 8 KiB read buffer and an 8 KiB write buffer for the life
 //! of every HTTP/1.1 connection, with its connection future beside them:
-//! ~20 KiB a connection, ten times what issue 25 allows an idle reader.
+//! ~20 KiB a connection, ten times what decision 0020 allows an idle reader.
 //! Here the first bytes of a connection (and of each request after a tail
 //! on it) are peeked at ([`head`]); a whole head of a bodiless `GET` live
 //! read is taken off the socket and answered by the same handler hyper

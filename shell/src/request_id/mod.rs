@@ -12,7 +12,7 @@
 //! future is polled (`scope`): no span to create and no extension to
 //! insert per request. A task a request spawns (an SSE tail's writer) is
 //! outside it: those tasks log nothing today, and a context of its own
-//! would cost every open tail ~200 bytes (issue 25 counts a reader's
+//! would cost every open tail ~200 bytes (decision 0020 counts a reader's
 //! bytes).
 
 use std::future::Future;
