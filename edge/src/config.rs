@@ -274,7 +274,9 @@ pub struct Limits {
     /// How much longer than its own `timeout_ms` a waiter waits for the
     /// shared upstream answer before it answers 503 by itself.
     pub waiter_grace: Duration,
-    /// SSE readers connected at once; one more answers 503.
+    /// SSE readers connected at once, those of the shared feeds and those
+    /// forwarded to the origin alike (a forwarded one holds an upstream
+    /// connection as long); one more answers 503.
     pub max_sse_readers: usize,
     /// Frames queued for one SSE reader; a reader whose queue is full is
     /// disconnected (it reconnects from its last `streamNextOffset`). For

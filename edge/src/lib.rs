@@ -1,6 +1,8 @@
 //! The durable-streams edge: a cache-first read proxy in front of the
 //! origin, many edges per origin, behind a CDN.
 //!
+//! The project's words, one meaning each: `docs/glossary.md`.
+//!
 //! Module map:
 //! - [`core`]: the pure decisions (collapse keys, what may be kept, where an
 //!   SSE reader joins the shared feed, text cuts). No I/O, no clock.

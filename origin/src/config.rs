@@ -226,6 +226,20 @@ pub struct Cli {
     /// as 10s).
     #[arg(long, env = "ORIGIN_REGION_REPLICA_FLOOR_WAIT", default_value = "500ms", value_parser = parse_duration)]
     pub region_replica_floor_wait: Duration,
+    /// Requests this origin forwards to partitions' owners at once (writes,
+    /// long-polls, SSE tails, the feed: each holds a connection to the
+    /// owner until its answer ends); one more answers 503 + Retry-After.
+    #[arg(long, env = "ORIGIN_REGION_FORWARDS", default_value_t = 16_384)]
+    pub region_forwards: usize,
+    /// Reads with `min_next_offset` a follower holds at once while its
+    /// replica catches up; past it such a read is forwarded to the owner
+    /// at once (it has every write).
+    #[arg(
+        long,
+        env = "ORIGIN_REGION_REPLICA_FLOOR_WAITING",
+        default_value_t = 4_096
+    )]
+    pub region_replica_floor_waiting: usize,
     /// How often the serving origin looks whether a checkpoint is due.
     #[arg(long, env = "ORIGIN_REGION_CHECKPOINT_INTERVAL", default_value = "10s", value_parser = parse_duration)]
     pub region_checkpoint_interval: Duration,
@@ -367,6 +381,8 @@ impl Cli {
         c.region.replicas = self.region_replicas;
         c.region.replica_interval = self.region_replica_interval.max(Duration::from_millis(10));
         c.region.replica_written = self.region_replica_written;
+        c.region.forwards = self.region_forwards.max(1);
+        c.region.replica_floor_waiting = self.region_replica_floor_waiting;
         // Every floored read a follower holds waits this long at most: a
         // few seconds is already far past a replica round.
         c.region.replica_floor_wait = self.region_replica_floor_wait.min(MAX_FLOOR_WAIT);

@@ -1,5 +1,7 @@
 //! The durable-streams origin.
 //!
+//! The project's words, one meaning each: `docs/glossary.md`.
+//!
 //! Module map:
 //! - [`core`]: the pure decisions about a stream (append rule, producers,
 //!   JSON mode, expiry). No I/O, no clock.

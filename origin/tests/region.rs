@@ -15,6 +15,8 @@ mod common;
 mod feed;
 #[path = "region/forks_across.rs"]
 mod forks_across;
+#[path = "region/forwards.rs"]
+mod forwards;
 #[path = "region/key_store.rs"]
 mod key_store;
 #[path = "region/listing.rs"]
@@ -63,6 +65,8 @@ fn node(name: &str) -> RegionConfig {
         replica_interval: std::time::Duration::from_millis(250),
         replica_written: 1024,
         replica_floor_wait: std::time::Duration::from_millis(500),
+        forwards: 16_384,
+        replica_floor_waiting: 4_096,
     }
 }
 

@@ -1,5 +1,7 @@
 //! What origin and edge both speak, with no I/O and no async runtime.
 //!
+//! The project's words, one meaning each: `docs/glossary.md`.
+//!
 //! Module map:
 //! - `allocator` (feature `mimalloc`): the binaries' global allocator.
 //! - [`auth`]: accounts, grants, API key and token formats, the access rule.

@@ -4,6 +4,8 @@
 //! function from request to answer; everything here is what the open
 //! internet does to a server before a request reaches that function.
 //!
+//! The project's words, one meaning each: `docs/glossary.md`.
+//!
 //! - [`accept`]: the accept loop, a semaphore capping connections
 //!   (mini-redis's model) and the per-request [`Client`] extension;
 //! - [`connection`]: one connection, HTTP/1.1 or HTTP/2, with the

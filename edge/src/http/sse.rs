@@ -20,6 +20,7 @@
 //! writer (`fanout::writer`) and its task ends: a waiting reader is then an
 //! entry of ~300 bytes, not a task, a queue and a connection's task.
 
+use futures::StreamExt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -64,19 +65,27 @@ pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Res
     // A reader with a floor (decision 0025) is the origin's too: every
     // catch-up read of its would need the floor, and the shared hub's
     // reads carry none.
-    if params.max_bytes < MAX_READ_BYTES
-        || params.floor.is_some()
-        || req.headers().contains_key(h::STREAM_INCARNATION)
-        || req.headers().contains_key(http::header::AUTHORIZATION)
-    {
-        return forward_live(state, req).await;
-    }
+    // Every SSE reader holds a place among `max_sse_readers`, shared or
+    // forwarded: a forwarded one holds an upstream connection as long.
     let readers = &state.sse_readers;
     if readers.fetch_add(1, Ordering::SeqCst) >= state.config.limits.max_sse_readers {
         readers.fetch_sub(1, Ordering::SeqCst);
         return EdgeError::Busy("too many SSE readers at this edge").into_response();
     }
     let slot_of_readers = ReaderSlot(state.clone());
+    if params.max_bytes < MAX_READ_BYTES
+        || params.floor.is_some()
+        || req.headers().contains_key(h::STREAM_INCARNATION)
+        || req.headers().contains_key(http::header::AUTHORIZATION)
+    {
+        // Its place is given back when its answer ends.
+        return forward_live(state, req).await.map(|body| {
+            Body::from_stream(body.into_data_stream().map(move |frame| {
+                let _held = &slot_of_readers;
+                frame
+            }))
+        });
+    }
     if state.fanout.full() {
         return EdgeError::Busy("the live feeds at this edge are full").into_response();
     }

@@ -161,3 +161,47 @@ async fn past_the_waiter_and_reader_limits_the_edge_answers_503() {
     }
     drop(first);
 }
+
+/// An SSE reader the edge forwards to the origin (here one with a small
+/// `max_bytes`, which the shared feed does not serve) holds a place among
+/// `max_sse_readers` as a shared one does, until its answer ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_sse_reader_holds_a_place_among_the_readers() {
+    let limits = edge::config::Limits {
+        max_sse_readers: 1,
+        ..Default::default()
+    };
+    let s = Stack::start_with(origin::http::JsonReads::Ndjson, limits).await;
+    let p = stream_path("forwarded-sse");
+    s.create(&p, "text/plain").await;
+    let forwarded = s.get(&format!("{p}?offset=-1&live=sse&max_bytes=10")).await;
+    assert_eq!(forwarded.status(), 200);
+    let r = s.get(&format!("{p}?offset=-1&live=sse")).await;
+    assert_eq!(r.status(), 503, "the forwarded reader holds the one place");
+    assert_eq!(header(&r, "retry-after").as_deref(), Some("1"));
+    // Closing the stream ends the forwarded answer, and its place with it.
+    let closed = s
+        .http
+        .post(s.origin_url(&p))
+        .header("content-type", "text/plain")
+        .header("stream-closed", "true")
+        .send()
+        .await
+        .unwrap();
+    assert!(closed.status().is_success(), "{}", closed.status());
+    let ended = tokio::time::timeout(WAIT, forwarded.bytes()).await;
+    assert!(ended.is_ok(), "the forwarded answer ended");
+    // The edge lets go of the answer just after its last byte.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let r = s.get(&format!("{p}?offset=-1&live=sse")).await;
+        if r.status() == 200 {
+            break;
+        }
+        assert_eq!(r.status(), 503);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "its place never came back"
+        );
+    }
+}

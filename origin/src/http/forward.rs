@@ -62,6 +62,9 @@ pub struct Forwarder {
     /// (past what a long-poll asks to wait): the owner's own bound on a
     /// write, and then some.
     answer_within: Duration,
+    /// Room for requests forwarded at once (`--region-forwards`): each
+    /// holds a permit until its answer ends.
+    room: Arc<tokio::sync::Semaphore>,
 }
 
 /// What the owner gets past its own bound on a write before the hop to it
@@ -98,7 +101,13 @@ fn answer_deadline(parts: &http::request::Parts, answer_within: Duration) -> Dur
 impl Forwarder {
     /// `write_timeout`: the owner's `--object-write-timeout`, by when it
     /// answers any write.
-    pub fn new(node: &str, metrics: Arc<RegionMetrics>, write_timeout: Duration) -> Forwarder {
+    /// `forwards`: requests forwarded at once, at most.
+    pub fn new(
+        node: &str,
+        metrics: Arc<RegionMetrics>,
+        write_timeout: Duration,
+        forwards: usize,
+    ) -> Forwarder {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         // An owner whose machine vanished answers nothing: give up on a
@@ -113,6 +122,7 @@ impl Forwarder {
             node: HeaderValue::from_str(node).unwrap_or(HeaderValue::from_static("origin")),
             metrics,
             answer_within: write_timeout + ANSWER_GRACE,
+            room: Arc::new(tokio::sync::Semaphore::new(forwards.max(1))),
         }
     }
 
@@ -131,6 +141,13 @@ impl Forwarder {
                 "the region is moving this stream's partition between origins; retry shortly",
             );
         }
+        let Ok(permit) = Arc::clone(&self.room).try_acquire_owned() else {
+            self.metrics.forwards_refused.fetch_add(1, Relaxed);
+            return busy(
+                "this origin forwards as many requests to the partition's owner as it may (--region-forwards); retry shortly",
+            );
+        };
+        let held = InFlight::new(permit, Arc::clone(&self.metrics));
         let (mut parts, body) = req.into_parts();
         let pq = parts
             .uri
@@ -200,6 +217,7 @@ impl Forwarder {
                     Body::new(UntilClosed {
                         body,
                         closed: Some(ended),
+                        _held: held,
                     }),
                 )
             }
@@ -222,10 +240,35 @@ fn busy(why: &'static str) -> Response<Body> {
     r
 }
 
-/// A forwarded answer's body, ended (cleanly) once this origin is closing.
+/// A forwarded request's place under `--region-forwards`, counted in
+/// `ds_origin_region_forwards_in_flight` until its answer ends.
+struct InFlight {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    metrics: Arc<RegionMetrics>,
+}
+
+impl InFlight {
+    fn new(permit: tokio::sync::OwnedSemaphorePermit, metrics: Arc<RegionMetrics>) -> InFlight {
+        metrics.forwards_in_flight.fetch_add(1, Relaxed);
+        InFlight {
+            _permit: permit,
+            metrics,
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.metrics.forwards_in_flight.fetch_sub(1, Relaxed);
+    }
+}
+
+/// A forwarded answer's body, ended (cleanly) once this origin is closing;
+/// it holds the request's place among those forwarded.
 struct UntilClosed<B> {
     body: B,
     closed: Option<BoxFuture<'static, ()>>,
+    _held: InFlight,
 }
 
 impl<B> http_body::Body for UntilClosed<B>

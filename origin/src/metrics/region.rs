@@ -14,6 +14,10 @@ pub struct RegionMetrics {
     /// Requests passed on to the owner, and those that could not reach it.
     pub forwarded: AtomicU64,
     pub forward_failed: AtomicU64,
+    /// Requests refused for want of room under `--region-forwards`, and
+    /// how many forwarded requests wait on an owner now.
+    pub forwards_refused: AtomicU64,
+    pub forwards_in_flight: AtomicI64,
     /// Origins this one sees alive (itself included).
     pub live_nodes: AtomicI64,
     /// Heartbeat renewals and membership reads that failed.
@@ -86,6 +90,11 @@ impl RegionMetrics {
                 "ds_origin_region_forward_failures_total",
                 "Client requests that could not reach the owner.",
                 &self.forward_failed,
+            ),
+            (
+                "ds_origin_region_forwards_refused_total",
+                "Requests refused (503) with --region-forwards requests already forwarded.",
+                &self.forwards_refused,
             ),
             (
                 "ds_origin_region_heartbeat_failures_total",
@@ -190,6 +199,11 @@ impl RegionMetrics {
                 "ds_origin_region_partitions",
                 "The region's partition count.",
                 self.partitions.load(Relaxed),
+            ),
+            (
+                "ds_origin_region_forwards_in_flight",
+                "Requests forwarded to an owner and not yet answered to their end.",
+                self.forwards_in_flight.load(Relaxed),
             ),
             (
                 "ds_origin_region_replicas",

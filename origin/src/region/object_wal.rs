@@ -85,6 +85,14 @@ pub struct RegionConfig {
     /// `min_next_offset` (`--region-replica-floor-wait`, decision 0025);
     /// past it the read is forwarded to the owner, which has the write.
     pub replica_floor_wait: Duration,
+    /// Reads with a floor waiting for a replica at once
+    /// (`--region-replica-floor-waiting`); past it one is forwarded to the
+    /// owner at once.
+    pub replica_floor_waiting: usize,
+    /// Requests this origin forwards to owners at once
+    /// (`--region-forwards`), each holding a connection to the owner until
+    /// its answer ends; one more answers 503 + `Retry-After`.
+    pub forwards: usize,
 }
 
 /// Why a WAL operation did not succeed.

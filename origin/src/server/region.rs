@@ -134,6 +134,10 @@ pub struct RegionOrigin {
     replicas: Vec<parking_lot::Mutex<Option<replica::Replica>>>,
     /// Writes this origin forwarded, for reading them back (`replica`).
     written: parking_lot::Mutex<replica::Written>,
+    /// Reads waiting for a replica to reach their `min_next_offset` now
+    /// (at most `--region-replica-floor-waiting`; past it a floored read
+    /// is forwarded to the owner at once).
+    floor_waiting: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// How often each partition served here is swept for what a crash in the
@@ -187,6 +191,7 @@ impl RegionOrigin {
                 &store.region.node,
                 Arc::clone(&metrics),
                 store.object_write_timeout,
+                store.region.forwards,
             ),
             store,
             http,
@@ -218,6 +223,7 @@ impl RegionOrigin {
             copying: Default::default(),
             replicas: (0..partitions).map(|_| Default::default()).collect(),
             written: parking_lot::Mutex::new(written),
+            floor_waiting: Arc::default(),
         }))
     }
 

@@ -208,6 +208,8 @@ impl StoreConfig {
                 replica_interval: Duration::from_millis(250),
                 replica_written: 65_536,
                 replica_floor_wait: Duration::from_millis(500),
+                forwards: 16_384,
+                replica_floor_waiting: 4_096,
                 feed: None,
             },
             object_write_timeout: Duration::from_secs(10),

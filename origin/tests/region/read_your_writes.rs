@@ -154,3 +154,48 @@ async fn a_malformed_floor_is_refused_and_one_past_the_end_answers_at_once() {
     assert_eq!(resp.status(), 200);
     assert_eq!(resp.text().await.unwrap(), "abc");
 }
+
+/// Past `--region-replica-floor-waiting` reads waiting at once, a floored
+/// read is not held: it goes to the owner at once (here the bound is 0, so
+/// every one does, though the replica lags and the wait is long).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_waiting_bound_a_floored_read_goes_to_the_owner_at_once() {
+    let weed = Seaweed::start();
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--lease",
+        "60s",
+        "--lease-renew",
+        "250ms",
+        "--region-replica-interval",
+        "10s",
+        "--region-replica-floor-wait",
+        "5s",
+        "--region-replica-floor-waiting",
+        "0",
+    ];
+    let (_procs, bases, owner) =
+        two_origins_with(&weed, &client, dir.path(), "ryw-waiting", &flags).await;
+    let follower = &bases[1 - owner];
+    let on_owner = format!("{}/v1/stream/waiting", bases[owner]);
+    assert_eq!(create(&client, &on_owner).await, 201);
+    let floor = append(&client, &on_owner, "written".into()).await;
+    let began = Instant::now();
+    let resp = get(
+        &client,
+        &format!("{follower}/v1/stream/waiting?offset=-1&min_next_offset={floor}"),
+    )
+    .await;
+    assert!(
+        began.elapsed() < Duration::from_secs(3),
+        "held {:?} though no read may wait",
+        began.elapsed()
+    );
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.text().await.unwrap(), "written");
+    assert_eq!(
+        metric(&client, follower, "ds_origin_region_floor_forwards_total").await,
+        1
+    );
+}

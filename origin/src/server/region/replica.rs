@@ -393,6 +393,25 @@ enum Local<T = Shared> {
     Forward,
 }
 
+/// A place among the reads waiting for a floor, given back when dropped.
+struct Slot(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Slot {
+    /// A place, unless `max` are taken.
+    fn take(count: &Arc<std::sync::atomic::AtomicUsize>, max: usize) -> Option<Slot> {
+        count
+            .fetch_update(Relaxed, Relaxed, |n| (n < max).then_some(n + 1))
+            .ok()
+            .map(|_| Slot(Arc::clone(count)))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
 /// How a wait for a replica to reach a read's floor ended.
 #[derive(Debug, PartialEq, Eq)]
 enum Reached<T> {
@@ -561,6 +580,19 @@ impl RegionOrigin {
         uri: &axum::http::Uri,
     ) -> Option<Shared> {
         let ask = Ask::of(method, uri.path(), uri.query())?;
+        // A read with a floor may wait: only so many at once, the rest go
+        // to the owner, which has every write, without waiting.
+        let _waiting = if matches!(ask, Ask::Read { floor: Some(_), .. }) {
+            let Some(slot) =
+                Slot::take(&self.floor_waiting, self.store.region.replica_floor_waiting)
+            else {
+                self.metrics.floor_forwards.fetch_add(1, Relaxed);
+                return None;
+            };
+            Some(slot)
+        } else {
+            None
+        };
         let deadline = Instant::now()
             .checked_add(self.store.region.replica_floor_wait)
             .unwrap_or_else(Instant::now);
