@@ -35,31 +35,23 @@ async fn names(s: &Stack, method: reqwest::Method, path_and_query: &str) -> (u16
     (r.status().as_u16(), header(&r, "stream-read-origin"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_edge_passes_on_the_origins_read_origin() {
-    let s = stack("https://origin-cdn.example", None).await;
-    let p = stream_path("read-origin-passed");
+/// A stream `name` with bytes in it, and what its `HEAD`, catch-up reads
+/// (a miss, then a hit from the edge's cache), a long-poll and an SSE
+/// reader are answered with as `Stream-Read-Origin`: `said`, each time.
+async fn every_read_names(s: &Stack, name: &str, said: &str) {
+    let p = stream_path(name);
     s.create(&p, "text/plain").await;
     s.append(&p, "text/plain", "abc").await;
-    let said = Some("https://origin-cdn.example".to_owned());
-    assert_eq!(
-        names(&s, reqwest::Method::HEAD, &p).await,
-        (200, said.clone())
-    );
+    let said = Some(said.to_owned());
+    let head = names(s, reqwest::Method::HEAD, &p).await;
+    assert_eq!(head, (200, said.clone()));
     for _ in 0..2 {
-        // A miss, then a hit from the edge's cache: the same answer.
-        assert_eq!(
-            names(&s, reqwest::Method::GET, &format!("{p}?offset=-1")).await,
-            (200, said.clone())
-        );
+        let read = names(s, reqwest::Method::GET, &format!("{p}?offset=-1")).await;
+        assert_eq!(read, (200, said.clone()));
     }
+    let poll = format!("{p}?offset=now&live=long-poll&timeout_ms=10");
     assert_eq!(
-        names(
-            &s,
-            reqwest::Method::GET,
-            &format!("{p}?offset=now&live=long-poll&timeout_ms=10")
-        )
-        .await,
+        names(s, reqwest::Method::GET, &poll).await,
         (204, said.clone())
     );
     let sse = s
@@ -72,43 +64,19 @@ async fn the_edge_passes_on_the_origins_read_origin() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edge_passes_on_the_origins_read_origin() {
+    let s = stack("https://origin-cdn.example", None).await;
+    every_read_names(&s, "read-origin-passed", "https://origin-cdn.example").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_edges_read_origin_replaces_the_origins() {
     let s = stack(
         "https://origin-cdn.example",
         Some("https://edge-cdn.example"),
     )
     .await;
-    let p = stream_path("read-origin-replaced");
-    s.create(&p, "text/plain").await;
-    s.append(&p, "text/plain", "abc").await;
-    let said = Some("https://edge-cdn.example".to_owned());
-    assert_eq!(
-        names(&s, reqwest::Method::HEAD, &p).await,
-        (200, said.clone())
-    );
-    for _ in 0..2 {
-        assert_eq!(
-            names(&s, reqwest::Method::GET, &format!("{p}?offset=-1")).await,
-            (200, said.clone())
-        );
-    }
-    assert_eq!(
-        names(
-            &s,
-            reqwest::Method::GET,
-            &format!("{p}?offset=now&live=long-poll&timeout_ms=10")
-        )
-        .await,
-        (204, said.clone())
-    );
-    let sse = s
-        .http
-        .get(s.url(&format!("{p}?offset=now&live=sse")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(header(&sse, "stream-read-origin"), said);
-    drop(sse);
+    every_read_names(&s, "read-origin-replaced", "https://edge-cdn.example").await;
     assert_eq!(
         names(&s, reqwest::Method::HEAD, &stream_path("no-such")).await,
         (404, None)

@@ -128,6 +128,15 @@ impl Seaweed {
         assert!(sent.success());
     }
 
+    /// The port its S3 endpoint listens on.
+    pub fn s3_port(&self) -> u16 {
+        self.endpoint
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("the S3 endpoint names its port")
+    }
+
     /// The URL of a store under `prefix` in the bucket.
     pub fn url(prefix: &str) -> String {
         format!("s3://{}/{prefix}", Self::BUCKET)

@@ -12,7 +12,6 @@
 //! present exactly once and in order, read through every origin and the
 //! edge, byte-exact; nothing else is.
 
-use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -21,43 +20,25 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 
 use crate::common::netns::Net;
-use crate::common::process::{spawn_at, Proc};
+use crate::common::process::Proc;
 use crate::common::seaweed::Seaweed;
+
+use super::network::{NAMES, PORT};
 
 const BINARY_STREAMS: usize = 4;
 const JSON_STREAMS: usize = 2;
-const NAMES: [&str; 3] = ["a", "b", "c"];
-/// Each origin listens here, in its own network namespace.
-const PORT: u16 = 4437;
 /// How long a cut lasts.
 const CUT_FOR: Duration = Duration::from_millis(2500);
 
 fn start(net: &Net, env: &[(String, String)], data: &Path, i: usize) -> Proc {
-    let url = Seaweed::url("chaos");
-    let args: Vec<&OsStr> = [
-        OsStr::new("--data"),
-        data.as_os_str(),
-        OsStr::new("--object-store"),
-        OsStr::new(&url),
-        OsStr::new("--durability"),
-        OsStr::new("object"),
-        OsStr::new("--node-id"),
-        OsStr::new(NAMES[i]),
-        OsStr::new("--lease"),
-        OsStr::new("1s"),
-        OsStr::new("--lease-renew"),
-        OsStr::new("250ms"),
-        OsStr::new("--object-write-timeout"),
-        OsStr::new("2s"),
-        // Checkpoints and WAL deletes all the time, racing the claims.
-        OsStr::new("--region-checkpoint-objects"),
-        OsStr::new("32"),
-        OsStr::new("--region-checkpoint-interval"),
-        OsStr::new("250ms"),
-    ]
-    .to_vec();
-    let runner = net.runner(i);
-    spawn_at(&format!("{}:{PORT}", net.ip(i)), &runner, &args, env)
+    // Checkpoints and WAL deletes all the time, racing the claims.
+    let more = [
+        "--region-checkpoint-objects",
+        "32",
+        "--region-checkpoint-interval",
+        "250ms",
+    ];
+    super::network::start_in(net, env, data, i, "chaos", &more)
 }
 
 /// What a cycle does to its victim.
@@ -209,6 +190,43 @@ pub(super) fn expected_of(w: &Writer, acked: &[String]) -> Vec<String> {
     expected
 }
 
+/// Reads each writer's stream through every one of `bases` and checks
+/// that it holds exactly what was acknowledged, once each and in order (a
+/// follower's replica may lag its owner by a round or two at
+/// `consistency=local`: each is read again until it has caught up, for
+/// 30 s at most). Answers (acknowledged, lost, duplicated); panics at the
+/// first read that differs, `what` naming the run.
+pub(super) async fn every_append_once<'a>(
+    client: &reqwest::Client,
+    writers: impl Iterator<Item = &'a Writer>,
+    bases: &[String],
+    what: &str,
+) -> (usize, usize, usize) {
+    let mut acknowledged = 0;
+    let (mut lost, mut duplicated) = (0, 0);
+    for w in writers {
+        let acked = w.acked.lock().clone();
+        acknowledged += acked.len();
+        let expected = expected_of(w, &acked);
+        for base in bases {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let got = loop {
+                let got = messages(w, &read_whole(client, base, &w.path).await);
+                if got == expected || Instant::now() >= deadline {
+                    break got;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            };
+            lost += expected.iter().filter(|m| !got.contains(m)).count();
+            duplicated += got
+                .len()
+                .saturating_sub(got.iter().collect::<std::collections::HashSet<_>>().len());
+            assert_eq!(got, expected, "{what}: {} through {base}", w.path);
+        }
+    }
+    (acknowledged, lost, duplicated)
+}
+
 /// Leader reads of random streams through random targets while the
 /// writers go on: each one answered 200 must hold every append
 /// acknowledged before it was sent, in order (`consistency=leader`; an
@@ -269,12 +287,7 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
     let net = Net::new(NAMES.len());
     let weed = Seaweed::start_on(&net.gateway());
     let env = weed.env();
-    let s3_port: u16 = weed
-        .endpoint
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("the S3 port");
+    let s3_port = weed.s3_port();
     let client = reqwest::Client::new();
     let dir = tempfile::tempdir().unwrap();
     let mut procs: Vec<Proc> = (0..NAMES.len())
@@ -472,30 +485,8 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
         );
     }
 
-    let mut acknowledged = 0;
-    let (mut lost, mut duplicated) = (0, 0);
-    for w in writers.iter() {
-        let acked = w.acked.lock().clone();
-        acknowledged += acked.len();
-        let expected = expected_of(w, &acked);
-        for base in targets.iter() {
-            // A follower's replica may lag its owner by a round or two
-            // (`consistency=local`): read until it has caught up.
-            let deadline = Instant::now() + Duration::from_secs(30);
-            let got = loop {
-                let got = messages(w, &read_whole(&client, base, &w.path).await);
-                if got == expected || Instant::now() >= deadline {
-                    break got;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            };
-            lost += expected.iter().filter(|m| !got.contains(m)).count();
-            duplicated += got
-                .len()
-                .saturating_sub(got.iter().collect::<std::collections::HashSet<_>>().len());
-            assert_eq!(got, expected, "{} through {base}", w.path);
-        }
-    }
+    let (acknowledged, lost, duplicated) =
+        every_append_once(&client, writers.iter(), &targets, "chaos").await;
     // Reads the followers answered from their replicas (decision 0018).
     let mut local_reads = 0;
     for base in origins.iter() {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::origins::{start, start_with, wait_owner, wait_serving};
+use super::origins::{append, create, read_all, start, start_with, wait_owner, wait_serving};
 use crate::common::seaweed::Seaweed;
 use crate::common::{metric_in, metrics_at};
 
@@ -44,13 +44,7 @@ async fn past_its_forwards_a_follower_refuses_until_an_answer_ends() {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     let stream = "/v1/stream/forwards";
-    let r = client
-        .put(format!("{owner}{stream}"))
-        .header("content-type", "text/plain")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 201);
+    assert_eq!(create(&client, &format!("{owner}{stream}")).await, 201);
 
     // Two long-polls through the follower fill its room.
     let wait = format!("{follower}{stream}?offset=now&live=long-poll&timeout_ms=30000");
@@ -62,7 +56,7 @@ async fn past_its_forwards_a_follower_refuses_until_an_answer_ends() {
     // A third request that needs the owner is refused at once.
     let refused = client
         .post(format!("{follower}{stream}"))
-        .header("content-type", "text/plain")
+        .header("content-type", "application/octet-stream")
         .body("refused")
         .timeout(Duration::from_secs(5))
         .send()
@@ -84,35 +78,16 @@ async fn past_its_forwards_a_follower_refuses_until_an_answer_ends() {
 
     // An append through the owner answers both long-polls; their room
     // comes back, and the follower forwards again.
-    let r = client
-        .post(format!("{owner}{stream}"))
-        .header("content-type", "text/plain")
-        .body("woken")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
+    let status = append(&client, &format!("{owner}{stream}"), 0, "woken".into()).await;
+    assert!(status.is_success(), "{status}");
     for p in parked {
         let answered = p.await.unwrap().unwrap();
         assert_eq!(answered.status(), 200);
         assert_eq!(answered.text().await.unwrap(), "woken");
     }
     wait_metric(&client, &follower, "ds_origin_region_forwards_in_flight", 0).await;
-    let r = client
-        .post(format!("{follower}{stream}"))
-        .header("content-type", "text/plain")
-        .body(" again")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 204);
-    let text = client
-        .get(format!("{owner}{stream}?offset=-1"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let status = append(&client, &format!("{follower}{stream}"), 1, " again".into()).await;
+    assert!(status.is_success(), "{status}");
+    let text = read_all(&client, &format!("{owner}{stream}")).await;
     assert_eq!(text, "woken again", "the refused append changed nothing");
 }

@@ -27,15 +27,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::chaos::{append_once, expected_of, messages, read_whole, Writer};
+use super::chaos::{append_once, every_append_once, Writer};
 use crate::common::delay_proxy::DelayProxy;
 use crate::common::netns::Net;
 use crate::common::process::{spawn_at, Proc};
 use crate::common::region_roles::serving;
 use crate::common::seaweed::Seaweed;
 
-const NAMES: [&str; 3] = ["a", "b", "c"];
-const PORT: u16 = 4437;
+pub(super) const NAMES: [&str; 3] = ["a", "b", "c"];
+pub(super) const PORT: u16 = 4437;
 const STREAMS: usize = 3;
 /// How long a write waits for the bucket before it answers 503.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -68,9 +68,23 @@ impl Fault {
 }
 
 fn start(net: &Net, env: &[(String, String)], data: &Path, i: usize) -> Proc {
-    let url = Seaweed::url("network");
+    start_in(net, env, data, i, "network", &[])
+}
+
+/// Origin `i` of a test network's region under `prefix` (`--node-id` from
+/// [`NAMES`]; lease 1 s, renewal 250 ms, `--object-write-timeout 2s`),
+/// listening on its own address at [`PORT`], with `more` flags.
+pub(super) fn start_in(
+    net: &Net,
+    env: &[(String, String)],
+    data: &Path,
+    i: usize,
+    prefix: &str,
+    more: &[&str],
+) -> Proc {
+    let url = Seaweed::url(prefix);
     let timeout = format!("{}ms", WRITE_TIMEOUT.as_millis());
-    let args: Vec<&OsStr> = [
+    let mut args: Vec<&OsStr> = [
         OsStr::new("--data"),
         data.as_os_str(),
         OsStr::new("--object-store"),
@@ -87,6 +101,7 @@ fn start(net: &Net, env: &[(String, String)], data: &Path, i: usize) -> Proc {
         OsStr::new(&timeout),
     ]
     .to_vec();
+    args.extend(more.iter().map(OsStr::new));
     let runner = net.runner(i);
     spawn_at(&format!("{}:{PORT}", net.ip(i)), &runner, &args, env)
 }
@@ -218,12 +233,7 @@ fn writer(path: &str) -> Arc<Writer> {
 async fn under(fault: Fault) {
     let net = Net::new(NAMES.len());
     let weed = Seaweed::start_on(&net.gateway());
-    let s3_port: u16 = weed
-        .endpoint
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .expect("the S3 port");
+    let s3_port = weed.s3_port();
     // The slow bucket: every origin reaches it through a delaying proxy.
     let proxy = match fault {
         Fault::SlowBucket => {
@@ -354,28 +364,9 @@ async fn under(fault: Fault) {
     assert!(refused.is_empty(), "appends refused: {refused:#?}");
 
     // Every acknowledged append once, in order, through every origin.
-    let mut acknowledged = 0;
-    let (mut lost, mut duplicated) = (0, 0);
-    for w in writers.iter().chain([&probe_writer]) {
-        let acked = w.acked.lock().clone();
-        acknowledged += acked.len();
-        let expected = expected_of(w, &acked);
-        for base in &bases {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            let got = loop {
-                let got = messages(w, &read_whole(&client, base, &w.path).await);
-                if got == expected || Instant::now() >= deadline {
-                    break got;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            };
-            lost += expected.iter().filter(|m| !got.contains(m)).count();
-            duplicated += got
-                .len()
-                .saturating_sub(got.iter().collect::<std::collections::HashSet<_>>().len());
-            assert_eq!(got, expected, "{fault:?}: {} through {base}", w.path);
-        }
-    }
+    let every = writers.iter().chain([&probe_writer]).map(|w| &**w);
+    let (acknowledged, lost, duplicated) =
+        every_append_once(&client, every, &bases, &format!("{fault:?}")).await;
     eprintln!(
         "{fault:?}: for {FAULT_FOR:?} on owner {}; taken over in {took_over:?}; \
          {acked_in_fault} appends acknowledged during the fault ({} by the takeover); \
