@@ -44,7 +44,7 @@ impl After {
 /// the future for the future's life).
 pub async fn answer(state: Shared, req: Box<Request<Body>>) -> Response<Body> {
     let arrived = shell::request_id::arrived();
-    let names_read_origin = super::is_stream_read(&req);
+    let names_read_origin = state.config.read_origin.is_some() && super::is_stream_read(&req);
     let mut prepared = Box::pin(prepare(&state, req)).await;
     // Waited on where it lies: moved out, it would keep a copy's room in
     // this future for the whole wait.

@@ -223,7 +223,7 @@ where
     async move {
         let arrived = shell::request_id::arrived();
         let changes = changed_stream(&req);
-        let names_read_origin = is_stream_read(&req);
+        let names_read_origin = state.config.read_origin.is_some() && is_stream_read(&req);
         let (route, mut resp) = dispatch(&state, req).await;
         if names_read_origin {
             let status = resp.status();
@@ -254,7 +254,8 @@ fn is_stream_read<B>(req: &Request<B>) -> bool {
         && matches!(classify(path), Target::Stream(_))
 }
 
-/// Names `--read-origin` on a successful stream read, if set.
+/// Names `--read-origin` on a successful stream read (the caller checked
+/// it is set and the request is one).
 fn name_read_origin(state: &Shared, resp: &mut Response<Body>) {
     let status = resp.status();
     shared::read_origin::apply(

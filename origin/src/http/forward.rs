@@ -65,6 +65,7 @@ pub struct Forwarder {
     /// Room for requests forwarded at once (`--region-forwards`): each
     /// holds a permit until its answer ends.
     room: Arc<tokio::sync::Semaphore>,
+    forwards: usize,
 }
 
 /// What the owner gets past its own bound on a write before the hop to it
@@ -108,6 +109,7 @@ impl Forwarder {
         write_timeout: Duration,
         forwards: usize,
     ) -> Forwarder {
+        let forwards = forwards.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         // An owner whose machine vanished answers nothing: give up on a
@@ -122,8 +124,14 @@ impl Forwarder {
             node: HeaderValue::from_str(node).unwrap_or(HeaderValue::from_static("origin")),
             metrics,
             answer_within: write_timeout + ANSWER_GRACE,
-            room: Arc::new(tokio::sync::Semaphore::new(forwards.max(1))),
+            room: Arc::new(tokio::sync::Semaphore::new(forwards)),
+            forwards,
         }
+    }
+
+    /// Requests forwarded and not yet answered to their end.
+    pub fn in_flight(&self) -> usize {
+        self.forwards - self.room.available_permits()
     }
 
     /// Sends `req` to the owner at `base` (`http://host:port`) and hands
@@ -147,7 +155,6 @@ impl Forwarder {
                 "this origin forwards as many requests to the partition's owner as it may (--region-forwards); retry shortly",
             );
         };
-        let held = InFlight::new(permit, Arc::clone(&self.metrics));
         let (mut parts, body) = req.into_parts();
         let pq = parts
             .uri
@@ -217,7 +224,7 @@ impl Forwarder {
                     Body::new(UntilClosed {
                         body,
                         closed: Some(ended),
-                        _held: held,
+                        _permit: permit,
                     }),
                 )
             }
@@ -240,35 +247,12 @@ fn busy(why: &'static str) -> Response<Body> {
     r
 }
 
-/// A forwarded request's place under `--region-forwards`, counted in
-/// `ds_origin_region_forwards_in_flight` until its answer ends.
-struct InFlight {
-    _permit: tokio::sync::OwnedSemaphorePermit,
-    metrics: Arc<RegionMetrics>,
-}
-
-impl InFlight {
-    fn new(permit: tokio::sync::OwnedSemaphorePermit, metrics: Arc<RegionMetrics>) -> InFlight {
-        metrics.forwards_in_flight.fetch_add(1, Relaxed);
-        InFlight {
-            _permit: permit,
-            metrics,
-        }
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.metrics.forwards_in_flight.fetch_sub(1, Relaxed);
-    }
-}
-
 /// A forwarded answer's body, ended (cleanly) once this origin is closing;
 /// it holds the request's place among those forwarded.
 struct UntilClosed<B> {
     body: B,
     closed: Option<BoxFuture<'static, ()>>,
-    _held: InFlight,
+    _permit: tokio::sync::OwnedSemaphorePermit,
 }
 
 impl<B> http_body::Body for UntilClosed<B>

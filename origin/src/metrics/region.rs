@@ -15,7 +15,7 @@ pub struct RegionMetrics {
     pub forwarded: AtomicU64,
     pub forward_failed: AtomicU64,
     /// Requests refused for want of room under `--region-forwards`, and
-    /// how many forwarded requests wait on an owner now.
+    /// how many forwarded requests wait on an owner (set at each scrape).
     pub forwards_refused: AtomicU64,
     pub forwards_in_flight: AtomicI64,
     /// Origins this one sees alive (itself included).

@@ -137,7 +137,7 @@ pub struct RegionOrigin {
     /// Reads waiting for a replica to reach their `min_next_offset` now
     /// (at most `--region-replica-floor-waiting`; past it a floored read
     /// is forwarded to the owner at once).
-    floor_waiting: Arc<std::sync::atomic::AtomicUsize>,
+    floor_waiting: tokio::sync::Semaphore,
 }
 
 /// How often each partition served here is swept for what a crash in the
@@ -186,6 +186,12 @@ impl RegionOrigin {
             key_store: Some(crate::region::auth_sync::KeyStore::new(&data)),
         };
         let written = replica::Written::new(store.region.replica_written);
+        let floor_waiting = tokio::sync::Semaphore::new(
+            store
+                .region
+                .replica_floor_waiting
+                .min(tokio::sync::Semaphore::MAX_PERMITS),
+        );
         Ok(Arc::new(RegionOrigin {
             forwarder: Forwarder::new(
                 &store.region.node,
@@ -223,7 +229,7 @@ impl RegionOrigin {
             copying: Default::default(),
             replicas: (0..partitions).map(|_| Default::default()).collect(),
             written: parking_lot::Mutex::new(written),
-            floor_waiting: Arc::default(),
+            floor_waiting,
         }))
     }
 

@@ -21,7 +21,6 @@
 //! acknowledgement of an append it has not put, and another origin takes
 //! the partition over.
 
-use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -84,24 +83,16 @@ pub(super) fn start_in(
 ) -> Proc {
     let url = Seaweed::url(prefix);
     let timeout = format!("{}ms", WRITE_TIMEOUT.as_millis());
-    let mut args: Vec<&OsStr> = [
-        OsStr::new("--data"),
-        data.as_os_str(),
-        OsStr::new("--object-store"),
-        OsStr::new(&url),
-        OsStr::new("--durability"),
-        OsStr::new("object"),
-        OsStr::new("--node-id"),
-        OsStr::new(NAMES[i]),
-        OsStr::new("--lease"),
-        OsStr::new("1s"),
-        OsStr::new("--lease-renew"),
-        OsStr::new("250ms"),
-        OsStr::new("--object-write-timeout"),
-        OsStr::new(&timeout),
-    ]
-    .to_vec();
-    args.extend(more.iter().map(OsStr::new));
+    let mut flags = vec![
+        "--lease",
+        "1s",
+        "--lease-renew",
+        "250ms",
+        "--object-write-timeout",
+        &timeout,
+    ];
+    flags.extend_from_slice(more);
+    let args = super::origins::region_args(data, &url, NAMES[i], &flags);
     let runner = net.runner(i);
     spawn_at(&format!("{}:{PORT}", net.ip(i)), &runner, &args, env)
 }

@@ -15,18 +15,29 @@ pub fn start(weed: &Seaweed, data: &Path, prefix: &str, node: &str) -> Proc {
 
 pub fn start_with(weed: &Seaweed, data: &Path, prefix: &str, node: &str, more: &[&str]) -> Proc {
     let url = Seaweed::url(prefix);
+    spawn_with_env(&[], &region_args(data, &url, node, more), &weed.env())
+}
+
+/// The arguments of a region origin: its data, the bucket's `url`, object
+/// durability, its `node` id, then `more`.
+pub fn region_args<'a>(
+    data: &'a Path,
+    url: &'a str,
+    node: &'a str,
+    more: &'a [&'a str],
+) -> Vec<&'a OsStr> {
     let mut args: Vec<&OsStr> = vec![
         OsStr::new("--data"),
         data.as_os_str(),
         OsStr::new("--object-store"),
-        OsStr::new(&url),
+        OsStr::new(url),
         OsStr::new("--durability"),
         OsStr::new("object"),
         OsStr::new("--node-id"),
         OsStr::new(node),
     ];
     args.extend(more.iter().map(OsStr::new));
-    spawn_with_env(&[], &args, &weed.env())
+    args
 }
 
 /// A key made through the admin API at `base` (admin token

@@ -251,6 +251,8 @@ impl RegionOrigin {
         self.metrics
             .replica_lag_ms
             .store(i64::try_from(lag.as_millis()).unwrap_or(i64::MAX), Relaxed);
+        let in_flight = i64::try_from(self.forwarder.in_flight()).unwrap_or(i64::MAX);
+        self.metrics.forwards_in_flight.store(in_flight, Relaxed);
         self.metrics.expose(&mut e, serving, following, epoch);
         e.process("origin");
         http::metrics_response(e.render())

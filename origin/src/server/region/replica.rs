@@ -393,25 +393,6 @@ enum Local<T = Shared> {
     Forward,
 }
 
-/// A place among the reads waiting for a floor, given back when dropped.
-struct Slot(Arc<std::sync::atomic::AtomicUsize>);
-
-impl Slot {
-    /// A place, unless `max` are taken.
-    fn take(count: &Arc<std::sync::atomic::AtomicUsize>, max: usize) -> Option<Slot> {
-        count
-            .fetch_update(Relaxed, Relaxed, |n| (n < max).then_some(n + 1))
-            .ok()
-            .map(|_| Slot(Arc::clone(count)))
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
-    }
-}
-
 /// How a wait for a replica to reach a read's floor ended.
 #[derive(Debug, PartialEq, Eq)]
 enum Reached<T> {
@@ -583,13 +564,11 @@ impl RegionOrigin {
         // A read with a floor may wait: only so many at once, the rest go
         // to the owner, which has every write, without waiting.
         let _waiting = if matches!(ask, Ask::Read { floor: Some(_), .. }) {
-            let Some(slot) =
-                Slot::take(&self.floor_waiting, self.store.region.replica_floor_waiting)
-            else {
+            let Ok(place) = self.floor_waiting.try_acquire() else {
                 self.metrics.floor_forwards.fetch_add(1, Relaxed);
                 return None;
             };
-            Some(slot)
+            Some(place)
         } else {
             None
         };
