@@ -4,7 +4,7 @@
 # folder, removed at exit with everything started), `bin`, `addrs` (the
 # three origins' addresses), `pids` (append what else you start) and the
 # helpers `metric ADDR NAME` and `addr_of LOG`. The bucket's prefix is
-# `$1`.
+# `$1`; more origin flags may come in `REGION_ORIGIN_ARGS`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${CARGO_TARGET_DIR:-target}/release
@@ -24,7 +24,7 @@ addr_of() {
 addrs=()
 for n in a b c; do
   "$bin/origin" --listen 127.0.0.1:0 --data "$work/$n" --object-store "s3://bench/$1" \
-    --durability object --node-id "$n" --region-partitions 6 >"$work/$n.log" 2>&1 &
+    --durability object --node-id "$n" --region-partitions 6 ${REGION_ORIGIN_ARGS:-} >"$work/$n.log" 2>&1 &
   pids+=($!)
   addrs+=("$(addr_of "$work/$n.log")")
 done

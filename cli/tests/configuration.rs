@@ -15,7 +15,7 @@ fn reference() -> String {
          `DS_BLESS=1 cargo test -p cli --test ds configuration` writes it anew). \
          Each flag can be set by its environment variable instead. Sizes take \
          `KiB`/`MiB`/`GiB`, durations `ms`/`s`/`m`/`h`. What the bounds do at \
-         their limits is in the README and `docs/operations.md`.\n\n",
+         their limits is in the guides (`docs/guides/`) and `docs/operations.md`.\n\n",
     );
     for (name, cmd) in [
         ("origin", origin::config::Cli::command()),

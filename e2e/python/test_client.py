@@ -440,7 +440,7 @@ def test_catch_up_sees_later_appends(target: Target) -> None:
 
     Through Varnish, a shared cache, the first answer is Varnish's to keep:
     a read with bytes is ``public, max-age=60, stale-while-revalidate=300``
-    (the protocol's advice, its section 8.1; README "Caching"), so the same
+    (the protocol's advice, its section 8.1; docs/guides/protocol.md, "Caching"), so the same
     URL is answered from the cache with exactly the first answer: a
     consistent snapshot of the stream that ends where it says
     (``Stream-Next-Offset``). On every target, a client that goes on from the

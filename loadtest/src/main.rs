@@ -77,6 +77,7 @@ mod stats;
 mod streams;
 mod subscriptions_scale;
 mod webhooks;
+mod webhooks_region;
 
 use clap::{Parser, Subcommand};
 
@@ -113,6 +114,7 @@ enum Cmd {
     HostilePaths(hostile::Args),
     ConnCost(conn_cost::Args),
     Webhooks(webhooks::Args),
+    WebhooksRegion(webhooks_region::Args),
     SubscriptionsScale(subscriptions_scale::Args),
 }
 
@@ -142,6 +144,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::HostilePaths(a) => hostile::run(a).await,
         Cmd::ConnCost(a) => conn_cost::run(a).await,
         Cmd::Webhooks(a) => webhooks::run(a).await,
+        Cmd::WebhooksRegion(a) => webhooks_region::run(a).await,
         Cmd::SubscriptionsScale(a) => subscriptions_scale::run(a).await,
     }
 }

@@ -57,14 +57,18 @@ pub struct Args {
 /// Appends answered and not yet seen covered by a delivery, per stream:
 /// (end offset, when answered); and the highest tail delivered.
 #[derive(Default)]
-struct Ledger {
-    waiting: HashMap<String, VecDeque<(String, Instant)>>,
+pub(crate) struct Ledger {
+    pub(crate) waiting: HashMap<String, VecDeque<(String, Instant)>>,
     delivered: HashMap<String, String>,
-    latencies_us: Vec<u32>,
-    deliveries: u64,
+    pub(crate) latencies_us: Vec<u32>,
+    pub(crate) deliveries: u64,
+    /// When each delivery arrived (for the longest gap between two).
+    pub(crate) arrivals: Vec<Instant>,
+    /// Each covered append's answer time and latency.
+    pub(crate) timeline: Vec<(Instant, u32)>,
 }
 
-type Shared = Arc<Mutex<Ledger>>;
+pub(crate) type Shared = Arc<Mutex<Ledger>>;
 
 fn micros(d: Duration) -> u32 {
     d.as_micros().min(u128::from(u32::MAX)) as u32
@@ -72,10 +76,11 @@ fn micros(d: Duration) -> u32 {
 
 /// Notes an append's answer (or, if a delivery covered it already, a
 /// latency of zero).
-fn answered(ledger: &Shared, stream: &str, end: String, at: Instant) {
+pub(crate) fn answered(ledger: &Shared, stream: &str, end: String, at: Instant) {
     let mut l = ledger.lock().expect("ledger");
     if l.delivered.get(stream).is_some_and(|d| *d >= end) {
         l.latencies_us.push(0);
+        l.timeline.push((at, 0));
         return;
     }
     l.waiting
@@ -92,6 +97,7 @@ fn received(ledger: &Shared, body: &[u8]) {
     };
     let mut l = ledger.lock().expect("ledger");
     l.deliveries += 1;
+    l.arrivals.push(now);
     for s in v["streams"].as_array().into_iter().flatten() {
         let (Some(path), Some(tail)) = (s["path"].as_str(), s["tail_offset"].as_str()) else {
             continue;
@@ -105,12 +111,13 @@ fn received(ledger: &Shared, body: &[u8]) {
             while q.front().is_some_and(|(end, _)| end.as_str() <= tail) {
                 let (_, at) = q.pop_front().expect("front");
                 l.latencies_us.push(micros(now - at));
+                l.timeline.push((at, micros(now - at)));
             }
         }
     }
 }
 
-async fn receiver(ledger: Shared) -> anyhow::Result<SocketAddr> {
+pub(crate) async fn receiver(ledger: Shared) -> anyhow::Result<SocketAddr> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move {

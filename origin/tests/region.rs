@@ -33,6 +33,8 @@ mod partitions;
 mod read_your_writes;
 #[path = "region/readiness.rs"]
 mod readiness;
+#[path = "region/receiver.rs"]
+mod receiver;
 #[path = "region/replicas.rs"]
 mod replicas;
 #[path = "region/routing.rs"]

@@ -81,6 +81,7 @@ impl From<crate::subscriptions::Error> for ApiError {
                 tracing::warn!(error = %why, "a subscription change could not be made durable");
                 return ApiError::Busy("the subscription could not be changed now; retry shortly");
             }
+            E::Busy(why) => return ApiError::Busy(why),
             E::AlreadyClaimed { holder, generation } => {
                 let body = serde_json::json!({"error": {
                     "code": ErrorCode::AlreadyClaimed.as_str(),

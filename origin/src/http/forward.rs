@@ -171,7 +171,15 @@ impl Forwarder {
         // only that, and refuses a request of another version.
         parts.version = http::Version::HTTP_11;
         shell::proxy::strip_hop_by_hop(&mut parts.headers);
-        parts.headers.remove(http::header::HOST);
+        // The host the client asked for goes on as `X-Forwarded-Host`
+        // (unless a proxy before this origin named one): a subscription
+        // made through this origin names it in its callback URLs, not the
+        // owner, which may be gone by the time they are called.
+        if let Some(host) = parts.headers.remove(http::header::HOST) {
+            if !parts.headers.contains_key("x-forwarded-host") {
+                parts.headers.insert("x-forwarded-host", host);
+            }
+        }
         parts
             .headers
             .insert(FORWARDED_BY.clone(), self.node.clone());

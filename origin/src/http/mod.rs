@@ -150,9 +150,12 @@ pub struct AppState {
     /// In a region: the key store in the bucket, where the admin API puts
     /// each change before answering (`region::auth_sync`).
     pub key_store: Option<Arc<crate::region::auth_sync::KeyStore>>,
-    /// Subscriptions and webhooks, once opened (`Origin::serve_held`);
-    /// never in a region's origins yet (decision 0024).
+    /// Subscriptions and webhooks, once opened (`Origin::serve_held`; in
+    /// a region, by the owner of partition 0 once it claimed it).
     pub subscriptions: std::sync::OnceLock<Arc<crate::subscriptions::Subscriptions>>,
+    /// Set while the subscriptions are being opened (their requests
+    /// answer 503 + `Retry-After` meanwhile, not 404).
+    pub subscriptions_opening: std::sync::atomic::AtomicBool,
 }
 
 impl AppState {

@@ -125,7 +125,15 @@ pub async fn handle(
         return super::preflight();
     }
     let Some(subs) = state.subscriptions.get().cloned() else {
-        return ApiError::from(Error::Unserved).into_response();
+        let why = if state
+            .subscriptions_opening
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            Error::Busy("the subscriptions are being recovered; retry shortly")
+        } else {
+            Error::Unserved
+        };
+        return ApiError::from(why).into_response();
     };
     if route == Route::Jwks {
         if method != Method::GET && method != Method::HEAD {

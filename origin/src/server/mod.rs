@@ -99,6 +99,7 @@ pub fn open_state_sharing(
         draining: shell::ready::Draining::default(),
         key_store: sharing.and_then(|s| s.key_store.clone()),
         subscriptions: std::sync::OnceLock::new(),
+        subscriptions_opening: Default::default(),
     });
     Ok((state, report))
 }
@@ -210,12 +211,15 @@ pub async fn open_subscriptions(
 ) -> std::io::Result<Arc<crate::subscriptions::Subscriptions>> {
     let subscriptions = crate::subscriptions::Subscriptions::open(
         state.store.clone(),
-        &state.store.data_dir().join("subscriptions"),
+        Arc::new(state.store.clone()),
+        Some(&state.store.data_dir().join("subscriptions")),
         state.config.subscriptions.clone(),
         state.config.auth.default_prefix.clone(),
     )
     .await
     .map_err(|e| std::io::Error::other(format!("opening the subscriptions: {e}")))?;
+    let observer: Arc<dyn crate::store::publisher::Observer> = subscriptions.clone();
+    state.store.observe(observer);
     let _ = state.subscriptions.set(Arc::clone(&subscriptions));
     Ok(subscriptions)
 }

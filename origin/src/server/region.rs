@@ -54,6 +54,7 @@ mod list;
 mod moves;
 mod peer;
 mod replica;
+mod subscriptions;
 
 use answer::handle;
 
@@ -138,6 +139,9 @@ pub struct RegionOrigin {
     /// (at most `--region-replica-floor-waiting`; past it a floored read
     /// is forwarded to the owner at once).
     floor_waiting: tokio::sync::Semaphore,
+    /// Tells the subscriptions running here (if this origin owns
+    /// partition 0) of the creates and appends of every store it opens.
+    relay: Arc<crate::subscriptions::catalog::Relay>,
 }
 
 /// How often each partition served here is swept for what a crash in the
@@ -230,6 +234,7 @@ impl RegionOrigin {
             replicas: (0..partitions).map(|_| Default::default()).collect(),
             written: parking_lot::Mutex::new(written),
             floor_waiting,
+            relay: Arc::default(),
         }))
     }
 
@@ -425,6 +430,9 @@ impl RegionOrigin {
                     let took_back = self.released.lock().iter().any(|(r, _)| r.partition == p);
                     if self.claimed(p, dir, outcome) {
                         failures[i] = 0;
+                        if p == 0 {
+                            self.start_subscriptions();
+                        }
                         if took_back {
                             keep_until[i] = tokio::time::Instant::now() + TAKEN_BACK_KEPT;
                         }

@@ -185,7 +185,14 @@ impl Publisher {
                     });
                     Engine::remove_file(&self.data, &view.disk().files, view.id);
                 }
-                AfterCommit::Publish(view, tail) => view.publish(tail),
+                // A replica's appends come so (and a close, a trim): the
+                // subscriptions hear of them as of an append.
+                AfterCommit::Publish(view, tail) => {
+                    view.publish(tail);
+                    if let Some(o) = self.observer.get() {
+                        o.appended(&view.path);
+                    }
+                }
                 AfterCommit::Appended(reply, result) => {
                     if let Ok(a) = &result {
                         if matches!(a.outcome, AppendOutcome::Applied { .. }) {

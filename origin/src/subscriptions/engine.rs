@@ -140,11 +140,14 @@ impl Subscriptions {
         };
         self.evaluate_all(due).await;
         let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        if let Err(e) = self.keys.rotate_if_due(
-            now,
-            ms(self.config.key_rotation),
-            ms(self.config.key_retired_for),
-        ) {
+        if let Err(e) = self
+            .rotate(
+                now,
+                ms(self.config.key_rotation),
+                ms(self.config.key_retired_for),
+            )
+            .await
+        {
             tracing::warn!(error = %e, "the webhook signing keys could not be rotated; the current key signs on");
         }
         if self
@@ -153,9 +156,10 @@ impl Subscriptions {
             .await
         {
             let table = &self.table;
+            let keys = self.keys.in_journal().then(|| self.keys.state());
             let rewritten = self
                 .journal
-                .rewrite(|| {
+                .rewrite(keys, || {
                     table
                         .read()
                         .iter()
@@ -172,6 +176,19 @@ impl Subscriptions {
         }
     }
 
+    /// Rotates the signing keys if due: the new state kept (its file, or
+    /// the journal) before any key of it is published or signs.
+    async fn rotate(&self, now: u64, every: u64, retired_for: u64) -> Result<(), super::Error> {
+        let io = |e: std::io::Error| super::Error::Journal(e.to_string());
+        let Some(next) = self.keys.rotation(now, every, retired_for).map_err(io)? else {
+            return Ok(());
+        };
+        if self.keys.in_journal() {
+            self.journal.keys(&next).await?;
+        }
+        self.keys.install(next).map_err(io)
+    }
+
     pub(super) fn now(&self) -> u64 {
         super::now_ms(&self.store)
     }
@@ -180,7 +197,7 @@ impl Subscriptions {
     /// pattern matches it, from its first byte: a stream created after a
     /// subscription is pending from its start. Answers the subscriptions.
     async fn match_created(self: &Arc<Self>, path: &str) -> Vec<Key> {
-        let Some(view) = self.store.get(path) else {
+        let Some(view) = self.catalog.get(path) else {
             return Vec::new();
         };
         let mut wanted: Vec<(Key, String, bool)> = self
@@ -274,7 +291,7 @@ impl Subscriptions {
     async fn match_existing(self: &Arc<Self>) {
         let roots: Vec<String> = self.patterns.read().roots().cloned().collect();
         for root in roots {
-            for view in self.store.streams_under(&format!("{root}/")) {
+            for view in self.catalog.streams_under(&format!("{root}/")) {
                 self.match_created(&view.path).await;
             }
         }
@@ -427,9 +444,6 @@ impl Subscriptions {
         wake_stream: &str,
     ) -> Outcome {
         let full = Self::full_path(&key.0, wake_stream);
-        let Some(view) = self.store.get(&full) else {
-            return Outcome::Failed(format!("the wake stream {wake_stream} does not exist"));
-        };
         let now = self.now();
         let events: Vec<serde_json::Value> = wake
             .snapshot
@@ -450,19 +464,16 @@ impl Subscriptions {
             serde_json::to_writer(&mut payload, e).expect("wake events serialize");
             payload.push(b'\n');
         }
-        let req = super::plain_append(&view, payload.len());
-        match self
-            .store
-            .append(view, None, req, Bytes::from(payload))
-            .await
-        {
-            Ok(_) => {
+        match self.catalog.append(full, Bytes::from(payload)).await {
+            Ok(()) => {
                 self.metrics
                     .wake_events
                     .fetch_add(events.len() as u64, Ordering::Relaxed);
                 Outcome::Taken
             }
-            Err(e) => Outcome::Failed(format!("the wake stream refused the wake: {e}")),
+            Err(e) => Outcome::Failed(format!(
+                "the wake stream {wake_stream} refused the wake: {e}"
+            )),
         }
     }
 

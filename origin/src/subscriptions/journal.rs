@@ -45,6 +45,11 @@ enum Line {
         s: Box<Subscription>,
     },
     Complete,
+    /// The signing keys and token secret, in a region (`keys.rs`): the
+    /// last such line holds.
+    Keys {
+        k: super::keys::Stored,
+    },
 }
 
 struct Current {
@@ -59,8 +64,12 @@ pub struct Journal {
     rewritten: std::sync::atomic::AtomicU64,
 }
 
-/// A subscription as recovered: its root, id and state.
-pub type Recovered = Vec<(String, String, Subscription)>;
+/// What a journal held: every subscription (its root, id and state), and
+/// the keys if it kept them.
+pub struct Recovered {
+    pub subscriptions: Vec<(String, String, Subscription)>,
+    pub keys: Option<super::keys::Stored>,
+}
 
 fn path(n: u64) -> String {
     format!("{PREFIX}{n:016x}")
@@ -128,6 +137,7 @@ impl Journal {
         }
         let mut subs: std::collections::BTreeMap<(String, String), Subscription> =
             Default::default();
+        let mut keys = None;
         for line in lines {
             match line {
                 Line::State { root, id, s } => {
@@ -137,10 +147,11 @@ impl Journal {
                     let sub = subs.entry((root, id)).or_insert_with(Subscription::unborn);
                     sub.apply(&e);
                 }
+                Line::Keys { k } => keys = Some(k),
                 Line::Complete => {}
             }
         }
-        let recovered = subs
+        let subscriptions = subs
             .into_iter()
             .filter(|(_, s)| !s.deleted && !s.id.is_empty())
             .map(|((root, id), s)| (root, id, s))
@@ -151,8 +162,18 @@ impl Journal {
                 current: tokio::sync::RwLock::new(Current { n, view }),
                 rewritten: std::sync::atomic::AtomicU64::new(0),
             },
-            recovered,
+            Recovered {
+                subscriptions,
+                keys,
+            },
         ))
+    }
+
+    /// Logs the keys' state (before it is used).
+    pub async fn keys(&self, k: &super::keys::Stored) -> Result<(), Error> {
+        let line = Line::Keys { k: k.clone() };
+        let current = self.current.read().await;
+        self.write(&current.view, line_bytes(&[line])).await
     }
 
     /// Logs a subscription's events, then (while the journal is held, so a
@@ -209,6 +230,7 @@ impl Journal {
     /// change is between them and the new journal), then deletes the old.
     pub async fn rewrite(
         &self,
+        keys: Option<super::keys::Stored>,
         states: impl FnOnce() -> Vec<(String, String, Subscription)>,
     ) -> Result<(), Error> {
         let mut current = self.current.write().await;
@@ -222,6 +244,9 @@ impl Journal {
             .create(path(next), config(), false, Bytes::new())
             .await?;
         let mut piece = Vec::new();
+        if let Some(k) = keys {
+            piece.extend_from_slice(&line_bytes(&[Line::Keys { k }]));
+        }
         for (root, id, s) in states() {
             let line = Line::State {
                 root,

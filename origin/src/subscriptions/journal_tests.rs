@@ -59,7 +59,11 @@ async fn a_rewrite_keeps_every_subscription_and_a_restart_folds_it() {
     let dir = tempfile::tempdir().unwrap();
     let store = open_store(dir.path());
     let (journal, recovered) = Journal::open(store.clone()).await.unwrap();
-    assert!(recovered.is_empty());
+    assert!(recovered.subscriptions.is_empty());
+    assert!(recovered.keys.is_none());
+    let (keys, made) = crate::subscriptions::keys::Keys::from_state(None, 1_000, 300).unwrap();
+    journal.keys(&made.unwrap()).await.unwrap();
+    let kid = keys.active_kid(1_000);
     let mut a = created("a");
     let b = created("b");
     journal.append("/r", "a", &a, || {}).await.unwrap();
@@ -70,7 +74,9 @@ async fn a_rewrite_keeps_every_subscription_and_a_restart_folds_it() {
         .unwrap();
     let before = journal.size().await;
     journal
-        .rewrite(|| vec![("/r".into(), "a".into(), fold(&a))])
+        .rewrite(Some(keys.state()), || {
+            vec![("/r".into(), "a".into(), fold(&a))]
+        })
         .await
         .unwrap();
     // Changes after the rewrite go to the new journal.
@@ -89,8 +95,16 @@ async fn a_rewrite_keeps_every_subscription_and_a_restart_folds_it() {
 
     let store = open_store(dir.path());
     let (_journal, recovered) = Journal::open(store.clone()).await.unwrap();
-    assert_eq!(recovered, vec![("/r".into(), "a".into(), fold(&a))]);
-    assert_eq!(recovered[0].2.links["a/x"].acked, 9);
+    assert_eq!(
+        recovered.subscriptions,
+        vec![("/r".into(), "a".into(), fold(&a))]
+    );
+    assert_eq!(recovered.subscriptions[0].2.links["a/x"].acked, 9);
+    // The keys the rewrite carried sign again after the restart.
+    let (again, made) =
+        crate::subscriptions::keys::Keys::from_state(recovered.keys, 2_000, 300).unwrap();
+    assert!(made.is_none());
+    assert_eq!(again.active_kid(2_000), kid);
     store.shutdown().await;
 }
 
@@ -117,7 +131,10 @@ async fn a_rewrite_cut_before_its_complete_line_leaves_the_old_journal() {
 
     let store = open_store(dir.path());
     let (journal, recovered) = Journal::open(store.clone()).await.unwrap();
-    assert_eq!(recovered, vec![("/r".into(), "a".into(), fold(&a))]);
+    assert_eq!(
+        recovered.subscriptions,
+        vec![("/r".into(), "a".into(), fold(&a))]
+    );
     assert_eq!(journal.current.read().await.n, n);
     assert_eq!(journals(&store), 1, "the incomplete journal is deleted");
     store.shutdown().await;

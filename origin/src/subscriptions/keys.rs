@@ -3,9 +3,13 @@
 //!
 //! Ed25519 key pairs, each named by its JWK thumbprint (RFC 7638) as
 //! `ds_<thumbprint>`, so a `kid` is stable for its key's life and unique.
-//! They live in `DATA/subscriptions/keys.json`, mode 0600, written by
-//! write-then-rename, so a restart signs with the same key and receivers
-//! keep verifying.
+//! On one origin they live in `DATA/subscriptions/keys.json`, mode 0600,
+//! written by write-then-rename, so a restart signs with the same key and
+//! receivers keep verifying. In a region they are lines of the
+//! subscriptions' journal instead ([`Keys::from_state`]): the journal is
+//! in the bucket and moves with partition 0, so every origin that runs
+//! the subscriptions in turn signs with the same keys and the same token
+//! secret, and a rotation is durable before any key it adds is published.
 //!
 //! Rotation (every `webhook_key_rotation`) adds a key, which is published
 //! at once but signs only once it has been published for `publish_ahead`
@@ -28,8 +32,10 @@ use sha2::{Digest, Sha256};
 
 use crate::core::Millis;
 
-#[derive(Serialize, Deserialize)]
-struct Stored {
+/// The keys and the token secret as they are kept (the file's contents,
+/// or a journal line's).
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Stored {
     hmac: String,
     keys: Vec<StoredKey>,
 }
@@ -69,7 +75,8 @@ impl Ring {
 }
 
 pub struct Keys {
-    file: PathBuf,
+    /// The file they are kept in; none: the journal keeps them.
+    file: Option<PathBuf>,
     ring: RwLock<Ring>,
     /// How long a new key is published before it signs.
     ahead: Millis,
@@ -102,6 +109,41 @@ fn new_key(now: Millis) -> std::io::Result<SigningKey> {
     })
 }
 
+fn ring_of(stored: Stored) -> std::io::Result<Ring> {
+    let hmac_raw = B64
+        .decode(&stored.hmac)
+        .map_err(|e| std::io::Error::other(format!("the token secret: {e}")))?;
+    let keys = stored
+        .keys
+        .into_iter()
+        .map(load_key)
+        .collect::<std::io::Result<Vec<_>>>()?;
+    if keys.is_empty() {
+        return Err(std::io::Error::other("no signing key"));
+    }
+    Ok(Ring {
+        hmac: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &hmac_raw),
+        hmac_raw,
+        keys,
+    })
+}
+
+fn fresh_ring(now: Millis) -> std::io::Result<Ring> {
+    let hmac_raw: Vec<u8> = (0..32).map(|_| rand::random::<u8>()).collect();
+    Ok(Ring {
+        hmac: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &hmac_raw),
+        hmac_raw,
+        keys: vec![new_key(now)?],
+    })
+}
+
+fn stored_of(ring: &Ring) -> Stored {
+    Stored {
+        hmac: B64.encode(&ring.hmac_raw),
+        keys: ring.keys.iter().map(|k| k.stored.clone()).collect(),
+    }
+}
+
 impl Keys {
     /// Loads the keys under `dir`, or makes the first ones; a new key
     /// signs once published for `ahead`.
@@ -112,76 +154,108 @@ impl Keys {
             Ok(bytes) => {
                 let stored: Stored = serde_json::from_slice(&bytes)
                     .map_err(|e| std::io::Error::other(format!("{}: {e}", file.display())))?;
-                let hmac_raw = B64
-                    .decode(&stored.hmac)
-                    .map_err(|e| std::io::Error::other(format!("{}: {e}", file.display())))?;
-                let keys = stored
-                    .keys
-                    .into_iter()
-                    .map(load_key)
-                    .collect::<std::io::Result<Vec<_>>>()?;
-                if keys.is_empty() {
-                    return Err(std::io::Error::other(format!(
-                        "{}: no signing key",
-                        file.display()
-                    )));
-                }
-                Ring {
-                    hmac: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &hmac_raw),
-                    hmac_raw,
-                    keys,
-                }
+                ring_of(stored)
+                    .map_err(|e| std::io::Error::other(format!("{}: {e}", file.display())))?
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let hmac_raw: Vec<u8> = (0..32).map(|_| rand::random::<u8>()).collect();
-                Ring {
-                    hmac: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &hmac_raw),
-                    hmac_raw,
-                    keys: vec![new_key(now)?],
-                }
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => fresh_ring(now)?,
             Err(e) => return Err(e),
         };
         let keys = Keys {
-            file,
+            file: Some(file),
             ring: RwLock::new(ring),
             ahead,
         };
-        keys.save(&keys.ring.read())?;
+        keys.save(&stored_of(&keys.ring.read()))?;
         Ok(keys)
     }
 
-    fn save(&self, ring: &Ring) -> std::io::Result<()> {
-        let stored = Stored {
-            hmac: B64.encode(&ring.hmac_raw),
-            keys: ring.keys.iter().map(|k| k.stored.clone()).collect(),
+    /// The keys a journal kept (none yet: new ones, and their state, which
+    /// the caller logs before it serves).
+    pub fn from_state(
+        state: Option<Stored>,
+        now: Millis,
+        ahead: Millis,
+    ) -> std::io::Result<(Keys, Option<Stored>)> {
+        let (ring, made) = match state {
+            Some(stored) => (ring_of(stored)?, false),
+            None => (fresh_ring(now)?, true),
         };
-        let tmp = self.file.with_extension("json.tmp");
+        let made = made.then(|| stored_of(&ring));
+        let keys = Keys {
+            file: None,
+            ring: RwLock::new(ring),
+            ahead,
+        };
+        Ok((keys, made))
+    }
+
+    /// Whether the journal keeps them (else their file).
+    pub fn in_journal(&self) -> bool {
+        self.file.is_none()
+    }
+
+    /// Their state now, as kept.
+    pub fn state(&self) -> Stored {
+        stored_of(&self.ring.read())
+    }
+
+    fn save(&self, stored: &Stored) -> std::io::Result<()> {
+        let Some(file) = &self.file else {
+            return Ok(());
+        };
+        let tmp = file.with_extension("json.tmp");
         {
             let mut options = std::fs::OpenOptions::new();
             options.write(true).create(true).truncate(true);
             std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
             let mut f = options.open(&tmp)?;
-            f.write_all(&serde_json::to_vec(&stored).expect("keys serialize"))?;
+            f.write_all(&serde_json::to_vec(stored).expect("keys serialize"))?;
             f.sync_all()?;
         }
-        std::fs::rename(&tmp, &self.file)?;
-        if let Some(dir) = self.file.parent() {
+        std::fs::rename(&tmp, file)?;
+        if let Some(dir) = file.parent() {
             std::fs::File::open(dir)?.sync_all()?;
         }
         Ok(())
     }
 
     /// Adds the next key when the newest is older than `every`, and drops
-    /// keys replaced for longer than `retired_for` (replaced: a newer key
-    /// signs). Answers whether anything changed.
+    /// keys replaced for longer than `retired_for`, keeping them in their
+    /// file first. Answers whether anything changed.
     pub fn rotate_if_due(
         &self,
         now: Millis,
         every: Millis,
         retired_for: Millis,
     ) -> std::io::Result<bool> {
-        let mut ring = self.ring.write();
+        match self.rotation(now, every, retired_for)? {
+            Some(next) => {
+                self.install(next)?;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Kept (in the file, when they have one), then used from now on.
+    pub fn install(&self, next: Stored) -> std::io::Result<()> {
+        let ring = ring_of(next.clone())?;
+        self.save(&next)?;
+        *self.ring.write() = ring;
+        Ok(())
+    }
+
+    /// What the keys become at `now` if a rotation is due (the next key
+    /// when the newest is older than `every`; keys replaced for longer
+    /// than `retired_for` dropped: replaced, a newer key signs), not
+    /// applied: none when nothing changes.
+    pub fn rotation(
+        &self,
+        now: Millis,
+        every: Millis,
+        retired_for: Millis,
+    ) -> std::io::Result<Option<Stored>> {
+        let ring = self.ring.read();
         let due = ring
             .keys
             .last()
@@ -189,17 +263,18 @@ impl Keys {
         // A key older than the signer was replaced when the signer began.
         let signer = ring.signer(now, self.ahead).stored.created_at;
         let replaced_for = now.saturating_sub(signer.saturating_add(self.ahead));
-        let before = ring.keys.len();
-        ring.keys
-            .retain(|k| k.stored.created_at >= signer || replaced_for < retired_for);
-        if !due && ring.keys.len() == before {
-            return Ok(false);
+        let mut next = stored_of(&ring);
+        drop(ring);
+        let before = next.keys.len();
+        next.keys
+            .retain(|k| k.created_at >= signer || replaced_for < retired_for);
+        if !due && next.keys.len() == before {
+            return Ok(None);
         }
         if due {
-            ring.keys.push(new_key(now)?);
+            next.keys.push(new_key(now)?.stored);
         }
-        self.save(&ring)?;
-        Ok(true)
+        Ok(Some(next))
     }
 
     /// The `kid` that signs at `now`.

@@ -14,6 +14,7 @@
 //! linked stream, and at most one delivery task. Every count a request can
 //! grow is bounded in [`SubscriptionsConfig`].
 
+pub mod catalog;
 pub mod deliver;
 pub mod engine;
 pub mod flags;
@@ -150,9 +151,14 @@ pub enum Error {
     BadAck(String),
     #[error("the subscription journal: {0}")]
     Journal(String),
-    /// This server keeps no subscriptions (a region's origins, for now).
+    /// This server keeps no subscriptions (a region without replicas).
     #[error("this server does not serve subscriptions")]
     Unserved,
+    /// Not now: the subscriptions are being recovered (a region's
+    /// partition 0 being claimed), or the region's replicas could not
+    /// show everything acknowledged in time. Answered 503 + `Retry-After`.
+    #[error("{0}")]
+    Busy(&'static str),
 }
 
 impl From<Refusal> for Error {
@@ -207,7 +213,11 @@ struct Dirty {
 
 pub struct Subscriptions {
     pub config: SubscriptionsConfig,
+    /// The store that keeps the journal (and the clock).
     store: Store,
+    /// The streams subscriptions link: the same store on one origin,
+    /// every partition's in a region.
+    catalog: Arc<dyn catalog::Catalog>,
     pub keys: keys::Keys,
     journal: journal::Journal,
     table: RwLock<table::Table>,
@@ -241,18 +251,31 @@ fn now_ms(store: &Store) -> Millis {
 }
 
 impl Subscriptions {
-    /// Recovers the subscriptions from the journal (under `dir` the
-    /// signing keys) and starts watching the store.
+    /// Recovers the subscriptions from the journal in `store`, with the
+    /// signing keys in `keys_dir` (none: in the journal, as a region keeps
+    /// them). The caller has the stores of `catalog` tell them of creates
+    /// and appends (`Store::observe`, or a [`catalog::Relay`]).
     pub async fn open(
         store: Store,
-        dir: &std::path::Path,
+        catalog: Arc<dyn catalog::Catalog>,
+        keys_dir: Option<&std::path::Path>,
         config: SubscriptionsConfig,
         default_prefix: String,
     ) -> Result<Arc<Subscriptions>, Error> {
         let ahead = u64::try_from(config.key_publish_ahead.as_millis()).unwrap_or(u64::MAX);
-        let keys = keys::Keys::open(dir, now_ms(&store), ahead)
-            .map_err(|e| Error::Journal(format!("the signing keys: {e}")))?;
         let (journal, recovered) = journal::Journal::open(store.clone()).await?;
+        let keys_failed = |e: std::io::Error| Error::Journal(format!("the signing keys: {e}"));
+        let keys = match keys_dir {
+            Some(dir) => keys::Keys::open(dir, now_ms(&store), ahead).map_err(keys_failed)?,
+            None => {
+                let (keys, made) = keys::Keys::from_state(recovered.keys, now_ms(&store), ahead)
+                    .map_err(keys_failed)?;
+                if let Some(made) = made {
+                    journal.keys(&made).await?;
+                }
+                keys
+            }
+        };
         let client = reqwest13::Client::builder()
             .dns_resolver(Arc::new(guard::GuardedResolver {
                 policy: Arc::new(config.url_policy.clone()),
@@ -268,6 +291,7 @@ impl Subscriptions {
             deliveries: Arc::new(Semaphore::new(config.max_deliveries.max(1))),
             config,
             store: store.clone(),
+            catalog,
             keys,
             journal,
             table: RwLock::default(),
@@ -285,7 +309,7 @@ impl Subscriptions {
             sending: Mutex::default(),
             metrics: engine::Counters::default(),
         });
-        for (root, id, sub) in recovered {
+        for (root, id, sub) in recovered.subscriptions {
             subs.total_links.fetch_add(sub.links.len(), Relaxed);
             let account = account_of(&root, &subs.default_prefix);
             let key = (root.clone(), id.clone());
@@ -298,9 +322,15 @@ impl Subscriptions {
         // Everything recovered is looked at once: a wake that was in
         // flight is sent again, streams created while down are matched.
         subs.dirty.lock().overflow = true;
-        let observer: Arc<dyn crate::store::publisher::Observer> = subs.clone();
-        store.observe(observer);
         Ok(subs)
+    }
+
+    /// Has the engine look at every stream and subscription again, as
+    /// after a restart: what it was not told of (a store it did not
+    /// watch yet) is found so, at least once.
+    pub fn look_again(&self) {
+        self.dirty.lock().overflow = true;
+        self.wake.notify_one();
     }
 
     /// Whether `more` links fit under `max_links`.
@@ -327,7 +357,7 @@ impl Subscriptions {
 
     /// The tail of a root-relative stream, if it exists.
     fn tail_of(&self, root: &str, rel: &str) -> Option<u64> {
-        self.store
+        self.catalog
             .get(&Self::full_path(root, rel))
             .map(|v| v.tail().next)
     }
@@ -376,11 +406,11 @@ impl Subscriptions {
     fn streams_for(&self, root: &str, glob: &Glob) -> Vec<Arc<crate::store::StreamView>> {
         let (literal, _) = glob.prefix();
         if literal.is_empty() {
-            return self.store.streams_under(&format!("{root}/"));
+            return self.catalog.streams_under(&format!("{root}/"));
         }
         let at = format!("{root}/{literal}");
-        let mut found: Vec<_> = self.store.get(&at).into_iter().collect();
-        found.extend(self.store.streams_under(&format!("{at}/")));
+        let mut found: Vec<_> = self.catalog.get(&at).into_iter().collect();
+        found.extend(self.catalog.streams_under(&format!("{at}/")));
         found
     }
 

@@ -81,6 +81,9 @@ impl Subscriptions {
                 .map_err(Error::UrlRejected)?;
         }
         let key: Key = (root.to_owned(), id.to_owned());
+        // Links start at the tails: everything acknowledged before this
+        // request is below them (in a region, once the replicas hold it).
+        self.catalog.settle().await?;
         // A slot a delete took out of the table meanwhile is not this
         // subscription's any more: take the table's.
         let (slot, _op) = loop {
@@ -250,6 +253,7 @@ impl Subscriptions {
         let StreamsBody { streams } = parse(body)?;
         let streams = config::normalize_streams(streams, self.config.max_streams_per_subscription)
             .map_err(|e| Error::Invalid(e.0))?;
+        self.catalog.settle().await?;
         self.with(key, async |slot, sub| {
             let new: Vec<&String> = streams
                 .iter()
@@ -282,7 +286,7 @@ impl Subscriptions {
 
     /// A link at the stream's tail (at 0 if it does not exist yet).
     fn link_at_tail(&self, root: &str, rel: &str, glob: bool, explicit: bool) -> Event {
-        let view = self.store.get(&Self::full_path(root, rel));
+        let view = self.catalog.get(&Self::full_path(root, rel));
         Event::Linked {
             path: rel.to_owned(),
             glob,
@@ -356,6 +360,14 @@ impl Subscriptions {
                 })
             })
             .collect::<Result<Vec<_>, Error>>()?;
+        // An offset past the tail known here may be one the worker read
+        // from a stream's owner before this origin's replica has it.
+        if acks
+            .iter()
+            .any(|a| self.tail_of(&key.0, &a.stream).is_none_or(|t| a.offset > t))
+        {
+            self.catalog.settle().await?;
+        }
         let next = self
             .with(key, async |slot, sub| {
                 if claims.generation != b.generation || claims.wake_id != b.wake_id {
@@ -392,11 +404,24 @@ impl Subscriptions {
     }
 
     /// A worker's claim of a pull-wake subscription: the answer's JSON.
+    /// Nothing pending as far as the catalog knows is looked at again once
+    /// it settled: the worker may claim right after an append that a
+    /// region's replica does not hold yet.
     pub async fn claim(&self, key: &Key, body: &[u8]) -> Result<serde_json::Value, Error> {
         let ClaimBody { worker } = parse(body)?;
         if worker.is_empty() || worker.len() > config::MAX_ID {
             return Err(Error::Invalid("worker is 1 to 128 bytes".into()));
         }
+        match self.claim_now(key, &worker).await {
+            Err(Error::NoPendingWork) => {
+                self.catalog.settle().await?;
+                self.claim_now(key, &worker).await
+            }
+            answer => answer,
+        }
+    }
+
+    async fn claim_now(&self, key: &Key, worker: &str) -> Result<serde_json::Value, Error> {
         self.with(key, async |slot, sub| {
             if sub.config.is_webhook() {
                 return Err(Error::Invalid(
@@ -405,7 +430,7 @@ impl Subscriptions {
             }
             let now = self.now();
             let tail = |rel: &str| self.tail_of(&key.0, rel);
-            let events = sub.claim(now, &worker, new_wake_id, tail)?;
+            let events = sub.claim(now, worker, new_wake_id, tail)?;
             self.log(key, slot, &events).await?;
             let after = slot.state.lock().clone().ok_or(Error::NotFound)?;
             let wake = after.wake.clone().ok_or(Error::NoPendingWork)?;

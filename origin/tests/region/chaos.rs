@@ -10,7 +10,10 @@
 //! dropped both ways, or only the bucket's answers to it), or cut from the
 //! other origins, for a while. At the end every acknowledged append is
 //! present exactly once and in order, read through every origin and the
-//! edge, byte-exact; nothing else is.
+//! edge, byte-exact; nothing else is. A webhook subscription to every
+//! stream runs all along (on whichever origin owns the partition, moving
+//! with it): at the end every acknowledged append is covered by a
+//! delivered wake.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,14 +34,86 @@ const JSON_STREAMS: usize = 2;
 const CUT_FOR: Duration = Duration::from_millis(2500);
 
 fn start(net: &Net, env: &[(String, String)], data: &Path, i: usize) -> Proc {
+    // The webhook receiver listens at the gateway.
+    let allow = format!("{}/32", net.gateway());
     // Checkpoints and WAL deletes all the time, racing the claims.
     let more = [
         "--region-checkpoint-objects",
         "32",
         "--region-checkpoint-interval",
         "250ms",
+        "--webhook-allow-http",
+        "true",
+        "--webhook-allow",
+        &allow,
     ];
     super::network::start_in(net, env, data, i, "chaos", &more)
+}
+
+/// Declares a webhook subscription to every stream under the root,
+/// retrying while the region answers 503.
+async fn subscribe(client: &reqwest::Client, base: &str, hook: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = client
+            .put(format!("{base}/v1/stream/__ds/subscriptions/chaos"))
+            .json(&serde_json::json!({
+                "type": "webhook", "pattern": "*", "lease_ttl_ms": 2000,
+                "webhook": {"url": hook},
+            }))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await;
+        if let Ok(r) = r {
+            if r.status() == 201 {
+                return;
+            }
+            assert_eq!(r.status(), 503, "declaring the subscription");
+        }
+        assert!(Instant::now() < deadline, "the subscription was never made");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until a delivered wake covers each writer's stream up to its
+/// tail (read with a leader read: everything acknowledged); answers the
+/// streams not covered within 60 s.
+async fn covered_by_wakes(
+    client: &reqwest::Client,
+    base: &str,
+    writers: &[Writer],
+    receiver: &super::receiver::Receiver,
+) -> Vec<String> {
+    let mut tails = Vec::new();
+    for w in writers {
+        let r = client
+            .head(format!("{base}{}?consistency=leader", w.path))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "HEAD {}", w.path);
+        let tail = r.headers()["stream-next-offset"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let rel = w.path.trim_start_matches("/v1/stream/").to_owned();
+        tails.push((rel, tail));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let uncovered: Vec<String> = {
+            let c = receiver.covered.lock();
+            tails
+                .iter()
+                .filter(|(rel, tail)| c.tails.get(rel).is_none_or(|t| t < tail))
+                .map(|(rel, tail)| format!("{rel} up to {tail} (delivered {:?})", c.tails.get(rel)))
+                .collect()
+        };
+        if uncovered.is_empty() || Instant::now() > deadline {
+            return uncovered;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// What a cycle does to its victim.
@@ -305,6 +380,10 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
     let mut targets = origins.clone();
     targets.push(edge_base.clone());
 
+    // A subscription to every stream, from before the first.
+    let receiver = super::receiver::Receiver::start(&net.gateway()).await;
+    subscribe(&client, &origins[0], &receiver.url).await;
+
     // The streams, and a fork of the first once it holds something.
     let mut writers = Vec::new();
     for i in 0..BINARY_STREAMS + JSON_STREAMS {
@@ -495,6 +574,8 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
             crate::common::metric_in(&text, "ds_origin_region_local_reads_total").unwrap_or(0);
     }
     let owner = super::takeover::the_owner(&client, &origins).await;
+    let uncovered = covered_by_wakes(&client, &origins[owner], &writers, &receiver).await;
+    let deliveries = receiver.covered.lock().deliveries;
     let metrics = crate::common::metrics_at(&client, &origins[owner]).await;
     let epoch = crate::common::metric_in(&metrics, "ds_origin_region_epoch").unwrap();
     let (wal, checkpoint) = super::checkpoints::bucket(&weed, "chaos").await;
@@ -504,6 +585,7 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
          final epoch {epoch}, {acknowledged} acknowledged appends on {} streams, lost {lost}, duplicated {duplicated}, \
          {leader_checked} leader reads each holding every append acknowledged before it, \
          {local_reads} reads answered from a follower's replica (by the origins alive at the end); \
+         {deliveries} webhook deliveries, streams not covered by a delivered wake: {uncovered:?}; \
          newest checkpoint at WAL number {:?}, {} WAL objects left",
         done.len(),
         writers.len(),
@@ -523,6 +605,10 @@ async fn chaos_loses_and_duplicates_no_acknowledged_append() {
         "the writers made progress: {acknowledged}"
     );
     assert_eq!((lost, duplicated), (0, 0));
+    assert!(
+        uncovered.is_empty(),
+        "acknowledged appends no delivered wake covers: {uncovered:?}"
+    );
     drop(edge);
     drop(procs);
     drop(dead);

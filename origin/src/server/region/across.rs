@@ -44,7 +44,7 @@ use crate::store::{StoreError, StreamView};
 const NEVER: &str = "9999-12-31T23:59:59Z";
 
 /// A request one origin of the region sends another (or itself).
-fn peer(me: &RegionOrigin, method: Method, uri: &str) -> Request<Body> {
+pub(super) fn peer(me: &RegionOrigin, method: Method, uri: &str) -> Request<Body> {
     let mut req = Request::new(Body::empty());
     *req.method_mut() = method;
     // Every path here was checked to be a URI path (`fork`); should one
@@ -61,7 +61,7 @@ fn peer(me: &RegionOrigin, method: Method, uri: &str) -> Request<Body> {
 }
 
 /// Sends `req` through this origin's router (boxed: the router calls back).
-async fn send(me: &Arc<RegionOrigin>, req: Request<Body>) -> Response<Body> {
+pub(super) async fn send(me: &Arc<RegionOrigin>, req: Request<Body>) -> Response<Body> {
     Box::pin(super::answer::handle(Arc::clone(me), req)).await
 }
 

@@ -254,6 +254,12 @@ impl RegionOrigin {
         let in_flight = i64::try_from(self.forwarder.in_flight()).unwrap_or(i64::MAX);
         self.metrics.forwards_in_flight.store(in_flight, Relaxed);
         self.metrics.expose(&mut e, serving, following, epoch);
+        // The subscriptions' families on the origin that runs them only.
+        if let Current::Serving { state, .. } = self.current(0) {
+            if let Some(subs) = state.subscriptions.get() {
+                subs.metrics.expose(subs.count(), &mut e);
+            }
+        }
         e.process("origin");
         http::metrics_response(e.render())
     }

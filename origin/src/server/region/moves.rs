@@ -59,6 +59,7 @@ impl RegionOrigin {
                 self.released.lock().retain(|(r, _)| r.partition != p);
                 // This origin's own store answers from now on.
                 self.drop_replica(p);
+                self.relay.watch(&state.store);
                 *self.parts[p as usize].current.write() = Current::Serving {
                     state,
                     epoch,

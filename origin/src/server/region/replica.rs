@@ -55,6 +55,9 @@ pub(super) struct Replica {
     /// Counts what changed the replica's streams (a round's commits
     /// applied, a store built again): reads waiting for a floor look again.
     applied: Arc<watch::Sender<u64>>,
+    /// Asks for a round with a look at the checkpoints now (one that can
+    /// catch up), not at the next interval.
+    hurry: Arc<tokio::sync::Notify>,
     stop: watch::Sender<bool>,
 }
 
@@ -65,6 +68,7 @@ impl Replica {
             state: Arc::default(),
             caught_up: Arc::default(),
             applied: Arc::new(watch::Sender::new(0)),
+            hurry: Arc::default(),
             stop: watch::Sender::new(false),
         };
         tokio::spawn(keep(
@@ -74,6 +78,7 @@ impl Replica {
                 slot: Arc::clone(&replica.state),
                 caught_up: Arc::clone(&replica.caught_up),
                 applied: Arc::clone(&replica.applied),
+                hurry: Arc::clone(&replica.hurry),
             },
             replica.stop.subscribe(),
         ));
@@ -113,11 +118,15 @@ struct Kept {
     slot: Arc<RwLock<Option<Shared>>>,
     caught_up: Arc<Mutex<Option<Instant>>>,
     applied: Arc<watch::Sender<u64>>,
+    hurry: Arc<tokio::sync::Notify>,
 }
 
 async fn keep(me: Arc<RegionOrigin>, p: u32, kept: Kept, mut stop: watch::Receiver<bool>) {
     let Kept {
-        caught_up, applied, ..
+        caught_up,
+        applied,
+        hurry,
+        ..
     } = &kept;
     let Some(objects) = me.objects.get().cloned() else {
         return;
@@ -176,7 +185,7 @@ async fn keep(me: Arc<RegionOrigin>, p: u32, kept: Kept, mut stop: watch::Receiv
             &*objects,
             &state,
             follow,
-            (caught_up, applied),
+            (caught_up, applied, hurry),
             &mut stop,
         )
         .await;
@@ -200,6 +209,11 @@ fn swap(
     next: Option<(&Shared, Instant)>,
     old: &Option<(Shared, std::path::PathBuf)>,
 ) {
+    if let Some((state, _)) = next {
+        // The subscriptions hear of its creates and appends from now on,
+        // and look at every stream again for what came before.
+        me.relay.watch(&state.store);
+    }
     let _scrape = me.scrape.lock();
     *kept.slot.write() = next.map(|(state, _)| Arc::clone(state));
     *kept.caught_up.lock() = next.map(|(_, at)| at);
@@ -256,7 +270,11 @@ async fn follow_rounds(
     objects: &dyn object_store::ObjectStore,
     state: &Shared,
     mut follow: Follow,
-    (caught_up, applied): (&Mutex<Option<Instant>>, &watch::Sender<u64>),
+    (caught_up, applied, hurry): (
+        &Mutex<Option<Instant>>,
+        &watch::Sender<u64>,
+        &tokio::sync::Notify,
+    ),
     stop: &mut watch::Receiver<bool>,
 ) {
     let mut interval = tokio::time::interval(me.store.region.replica_interval);
@@ -264,9 +282,11 @@ async fn follow_rounds(
     let mut last_look: Option<Instant> = None;
     let mut more = false;
     loop {
+        let mut hurried = false;
         if !more {
             tokio::select! {
                 _ = interval.tick() => {}
+                () = hurry.notified() => hurried = true,
                 _ = stop.wait_for(|s| *s) => return,
             }
         }
@@ -276,7 +296,7 @@ async fn follow_rounds(
         let began = Instant::now();
         // Nothing new: the checkpoints are looked at now and then only (a
         // newer one may have deleted the number this replica waits at).
-        let look_due = last_look.is_none_or(|at| at.elapsed() >= IDLE_LOOK);
+        let look_due = hurried || last_look.is_none_or(|at| at.elapsed() >= IDLE_LOOK);
         let looked = async {
             let (round, read) = bucket::read_next(objects, p, &follow).await?;
             if read.objects == 0 && !look_due {
@@ -320,6 +340,8 @@ async fn follow_rounds(
         more = read.ended == Ended::Budget;
         if read.ended == Ended::Missing {
             *caught_up.lock() = Some(began);
+            // Those waiting for a round that began after them look again.
+            applied.send_modify(|n| *n += 1);
         }
     }
 }
@@ -639,6 +661,36 @@ impl RegionOrigin {
         let state = replica.state.read().clone()?;
         let caught_up = *replica.caught_up.lock();
         fresh(caught_up, Instant::now()).then_some(state)
+    }
+
+    /// The store of this origin's replica of `p`, if one is open (fresh
+    /// or not).
+    pub(super) fn replica_state(&self, p: u32) -> Option<Shared> {
+        self.replicas[p as usize]
+            .lock()
+            .as_ref()?
+            .state
+            .read()
+            .clone()
+    }
+
+    /// When the replica of `p` last caught up, and a receiver told of its
+    /// next round (subscribed first: a round that lands after the look
+    /// is not missed); none without a replica.
+    /// `hurry`: a round that can catch up is asked for now.
+    pub(super) fn replica_progress(
+        &self,
+        p: u32,
+        hurry: bool,
+    ) -> Option<(Option<Instant>, watch::Receiver<u64>)> {
+        let replicas = self.replicas[p as usize].lock();
+        let replica = replicas.as_ref()?;
+        let changed = replica.applied.subscribe();
+        if hurry {
+            replica.hurry.notify_one();
+        }
+        let caught_up = *replica.caught_up.lock();
+        Some((caught_up, changed))
     }
 
     /// The stores of the replicas open now.
