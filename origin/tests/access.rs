@@ -3,7 +3,7 @@
 //! agent), tokens, public streams, revocation, limits, and secrets kept out
 //! of logs.
 
-mod common;
+use crate::common;
 /// Listing streams (`GET /_streams`): what each credential is shown.
 #[path = "access/listing.rs"]
 mod listing;

@@ -7,7 +7,7 @@
 //! and nothing else may be: no loss, no duplicate, no reordering, no torn
 //! bytes served.
 
-mod common;
+use crate::common;
 #[path = "crash/forks.rs"]
 mod forks;
 

@@ -4,8 +4,7 @@
 //! on; once space returns, writes succeed again, and every acknowledged
 //! append is there. The process never stops.
 
-mod common;
-
+use crate::common;
 use std::process::Command;
 
 const MIB: usize = 1024 * 1024;

@@ -9,8 +9,7 @@
 //!
 //! A stop signal during recovery stops the origin at once, cleanly.
 
-mod common;
-
+use crate::common;
 use std::time::{Duration, Instant};
 
 use common::process::{spawn, spawn_at};

@@ -21,8 +21,7 @@
 //! stream files starts empty: a read of a stream that lives in its own file
 //! then needs a new descriptor.
 
-mod common;
-
+use crate::common;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;

@@ -5,8 +5,7 @@
 //! (from a checkpoint, and from the log after SIGKILL). The conformance
 //! suite's Fork groups cover the protocol's statuses; these cover storage.
 
-mod common;
-
+use crate::common;
 use std::time::{Duration, Instant};
 
 use common::s3::{wait_gone, S3sFs};

@@ -8,8 +8,7 @@
 //! the run pass through checkpoints, cleaning (small streams promoted into
 //! their own files) and segment deletion.
 
-mod common;
-
+use crate::common;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -6,7 +6,7 @@ use origin::objects::instrumented::{Objects, PutOutcome};
 use origin::objects::{keys, open};
 use shared::offset::{Offset, CHUNK_BYTES};
 
-mod common;
+use crate::common;
 use common::s3::S3sFs;
 
 /// What every store must do for sealing: create-only puts that never

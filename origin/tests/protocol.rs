@@ -8,8 +8,7 @@
 //!
 //! One test binary, one module per operation.
 
-mod common;
-
+use crate::common;
 #[path = "protocol/append.rs"]
 mod append;
 #[path = "protocol/chunks.rs"]

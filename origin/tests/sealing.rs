@@ -1,8 +1,7 @@
 //! Sealing complete chunks into a real S3-compatible server (s3s-fs), reading
 //! them back once their local copy is gone, and riding out an outage.
 
-mod common;
-
+use crate::common;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};

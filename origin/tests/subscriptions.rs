@@ -4,8 +4,7 @@
 //! deliveries in flight, per receiving host and in total, with a receiver
 //! that holds every delivery until the test lets it go.
 
-mod common;
-
+use crate::common;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
