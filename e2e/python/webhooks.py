@@ -118,3 +118,16 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def assert_covered(receiver: Receiver, acknowledged: dict[str, str], seen: dict[str, list[str]]) -> None:
+    """Every delivery verified; each stream's acknowledged end covered by
+    a delivered wake; no acked offset seen moving back."""
+    delivered: dict[str, str] = {}
+    for d in receiver.snapshot():
+        assert d.verified, d.why
+        for s in d.body["streams"]:
+            delivered[s["path"]] = max(delivered.get(s["path"], ""), s["tail_offset"])
+    for p, end in acknowledged.items():
+        assert delivered[p] >= end, (p, delivered[p], end)
+        assert seen[p] == sorted(seen[p]), f"{p}'s acked offset moved back"

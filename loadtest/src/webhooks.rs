@@ -193,45 +193,72 @@ fn paced(
             tokio::spawn(async move {
                 let mine: Vec<usize> = (w..n).step_by(WORKERS).collect();
                 let mut s = connect(origin).await?;
-                let gap = period / mine.len().max(1) as u32;
-                let mut tick = tokio::time::interval(gap);
-                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                let mut sent = 0u64;
-                'outer: loop {
-                    for &i in &mine {
-                        tick.tick().await;
-                        if stop.load(Ordering::Relaxed) {
-                            break 'outer;
-                        }
-                        let path = format!("/v1/stream/hooks/{i}");
-                        let req = Request::post(&path)
-                            .header("content-type", "application/octet-stream")
-                            .header(hyper::header::HOST, "127.0.0.1")
-                            .body(Full::new(Bytes::from_static(b"event")))?;
-                        s.ready().await?;
-                        let resp = s.send_request(req).await?;
-                        let at = Instant::now();
-                        anyhow::ensure!(
-                            resp.status().is_success(),
-                            "appending to {path}: {}",
-                            resp.status()
-                        );
-                        let end = resp
-                            .headers()
-                            .get("stream-next-offset")
-                            .and_then(|v| v.to_str().ok())
-                            .map(str::to_owned);
-                        resp.into_body().collect().await?;
-                        if let Some(end) = end {
-                            answered(&ledger, &format!("hooks/{i}"), end, at);
-                            sent += 1;
-                        }
+                let (mut pace, mut sent) = (Pace::new(mine, period, &stop), 0u64);
+                while let Some(i) = pace.next().await {
+                    let path = format!("/v1/stream/hooks/{i}");
+                    let req = Request::post(&path)
+                        .header("content-type", "application/octet-stream")
+                        .header(hyper::header::HOST, "127.0.0.1")
+                        .body(Full::new(Bytes::from_static(b"event")))?;
+                    s.ready().await?;
+                    let resp = s.send_request(req).await?;
+                    let at = Instant::now();
+                    anyhow::ensure!(
+                        resp.status().is_success(),
+                        "appending to {path}: {}",
+                        resp.status()
+                    );
+                    let end = resp
+                        .headers()
+                        .get("stream-next-offset")
+                        .and_then(|v| v.to_str().ok())
+                        .map(str::to_owned);
+                    resp.into_body().collect().await?;
+                    if let Some(end) = end {
+                        answered(&ledger, &format!("hooks/{i}"), end, at);
+                        sent += 1;
                     }
                 }
                 anyhow::Ok(sent)
             })
         })
         .collect()
+}
+
+/// Each of a worker's streams in turn, one every `period / len`, until
+/// `stop`.
+pub(crate) struct Pace<'a> {
+    mine: Vec<usize>,
+    next: usize,
+    tick: tokio::time::Interval,
+    stop: &'a AtomicBool,
+}
+
+impl<'a> Pace<'a> {
+    pub(crate) fn new(mine: Vec<usize>, period: Duration, stop: &'a AtomicBool) -> Pace<'a> {
+        let mut tick = tokio::time::interval(period / mine.len().max(1) as u32);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Pace {
+            mine,
+            next: 0,
+            tick,
+            stop,
+        }
+    }
+
+    /// The next stream's number, at its time; none once stopped.
+    pub(crate) async fn next(&mut self) -> Option<usize> {
+        if self.mine.is_empty() {
+            return None;
+        }
+        self.tick.tick().await;
+        if self.stop.load(Ordering::Relaxed) {
+            return None;
+        }
+        let i = self.mine[self.next % self.mine.len()];
+        self.next += 1;
+        Some(i)
+    }
 }
 
 /// The paced appenders, running.

@@ -26,7 +26,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::Request;
 
 use crate::append::connect;
-use crate::webhooks::{answered, receiver, Shared};
+use crate::webhooks::{answered, receiver, Pace, Shared};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -158,39 +158,31 @@ fn pace(
         .map(|w| {
             let (ledger, stop, origins) = (ledger.clone(), stop.clone(), a.origins.clone());
             let mine: Vec<usize> = (w..a.subscriptions).step_by(WORKERS).collect();
-            let gap = a.period / mine.len().max(1) as u32;
+            let period = a.period;
             tokio::spawn(async move {
-                let mut tick = tokio::time::interval(gap);
-                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                let mut sent = 0u64;
-                'outer: loop {
-                    for &i in &mine {
-                        tick.tick().await;
-                        if stop.load(Ordering::Relaxed) {
-                            break 'outer;
-                        }
-                        let path = format!("/v1/stream/hooks-r/{i}");
-                        let r = until_answered(&origins, w + i, || {
-                            Ok(Request::post(&path)
-                                .header(hyper::header::HOST, "127.0.0.1")
-                                .header("content-type", "application/octet-stream")
-                                .body(Full::new(Bytes::from_static(b"event")))?)
-                        })
-                        .await?;
-                        let at = Instant::now();
-                        anyhow::ensure!(
-                            r.status().is_success(),
-                            "appending to {path}: {}",
-                            r.status()
-                        );
-                        if let Some(end) = r
-                            .headers()
-                            .get("stream-next-offset")
-                            .and_then(|v| v.to_str().ok())
-                        {
-                            answered(&ledger, &format!("hooks-r/{i}"), end.to_owned(), at);
-                            sent += 1;
-                        }
+                let (mut pace, mut sent) = (Pace::new(mine, period, &stop), 0u64);
+                while let Some(i) = pace.next().await {
+                    let path = format!("/v1/stream/hooks-r/{i}");
+                    let r = until_answered(&origins, w + i, || {
+                        Ok(Request::post(&path)
+                            .header(hyper::header::HOST, "127.0.0.1")
+                            .header("content-type", "application/octet-stream")
+                            .body(Full::new(Bytes::from_static(b"event")))?)
+                    })
+                    .await?;
+                    let at = Instant::now();
+                    anyhow::ensure!(
+                        r.status().is_success(),
+                        "appending to {path}: {}",
+                        r.status()
+                    );
+                    let end = r
+                        .headers()
+                        .get("stream-next-offset")
+                        .and_then(|v| v.to_str().ok());
+                    if let Some(end) = end {
+                        answered(&ledger, &format!("hooks-r/{i}"), end.to_owned(), at);
+                        sent += 1;
                     }
                 }
                 anyhow::Ok(sent)
