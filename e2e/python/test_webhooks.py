@@ -15,7 +15,6 @@ too much).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -25,7 +24,7 @@ import pytest
 
 import procs
 from test_client import Server, binary, wait_for
-from webhooks import Receiver, assert_covered
+from webhooks import AckedPoller, Receiver, assert_covered
 
 DEV = ["--webhook-allow-http", "true", "--webhook-allow", "127.0.0.0/8"]
 ROOT = "/v1/stream"
@@ -200,24 +199,11 @@ def test_kill_9_loses_no_wake_and_acks_never_move_back(tmp_path: Any) -> None:
     receiver = Receiver(lambda: f"{current['url']}{ROOT}/__ds/jwks.json")
     paths = [f"crash/s{i}" for i in range(4)]
     acknowledged: dict[str, str] = {}
-    seen: dict[str, list[str]] = {p: [] for p in paths}
-    stop = threading.Event()
-
-    def poll() -> None:
-        while not stop.is_set():
-            try:
-                for p, off in acked(current["url"], "crash").items():
-                    seen[p].append(off)
-            except (httpx.HTTPError, AssertionError):
-                pass
-            time.sleep(0.02)
-
+    poller = AckedPoller(lambda: sub_url(current["url"], "crash"), paths)
     try:
         assert declare(o.url, "crash", receiver, pattern="crash/*").status_code == 201
         for p in paths:
             httpx.put(f"{o.url}{ROOT}/{p}", headers={"content-type": "text/plain"}, timeout=10)
-        poller = threading.Thread(target=poll, daemon=True)
-        poller.start()
         for round_ in range(2):
             for n in range(150):
                 p = paths[n % len(paths)]
@@ -230,11 +216,10 @@ def test_kill_9_loses_no_wake_and_acks_never_move_back(tmp_path: Any) -> None:
                 current["url"] = o.url
         wait_for(lambda: all(acked(o.url, "crash").get(p) == acknowledged[p] for p in paths),
                  lambda: f"acked {acked(o.url, 'crash')} != acknowledged {acknowledged}", timeout=20)
-        stop.set()
-        poller.join()
-        assert_covered(receiver, acknowledged, seen)
+        poller.stop()
+        assert_covered(receiver, acknowledged, poller.seen)
     finally:
-        stop.set()
+        poller.stopping.set()
         receiver.close()
         assert o.stop() == 0
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,7 +28,7 @@ import pytest
 
 import procs
 from test_client import REPO, Server, binary, wait_for
-from webhooks import Receiver, assert_covered
+from webhooks import AckedPoller, Receiver, assert_covered
 
 DEV = ["--webhook-allow-http", "true", "--webhook-allow", "127.0.0.0/8"]
 ROOT = "/v1/stream"
@@ -258,25 +257,13 @@ def test_kill_9_of_the_origin_running_subscriptions(tmp_path: Any) -> None:
         receiver = Receiver(lambda: f"{via}{ROOT}/__ds/jwks.json")
         paths = spread("crash", 6)
         acknowledged: dict[str, str] = {}
-        seen: dict[str, list[str]] = {p: [] for p in paths}
-        stop = threading.Event()
-
-        def poll() -> None:
-            while not stop.is_set():
-                try:
-                    for p, off in acked(via, "crash").items():
-                        seen[p].append(off)
-                except (httpx.HTTPError, AssertionError):
-                    pass
-                time.sleep(0.02)
 
         r = httpx.put(sub_url(via, "crash"), json={"type": "webhook", "pattern": "crash/*", "lease_ttl_ms": 2000,
                                                    "webhook": {"url": receiver.url}}, timeout=10)
         assert r.status_code == 201, r.text
         for p in paths:
             retried(lambda: httpx.put(f"{via}{ROOT}/{p}", headers={"content-type": "text/plain"}, timeout=10), 201)
-        poller = threading.Thread(target=poll, daemon=True)
-        poller.start()
+        poller = AckedPoller(lambda: sub_url(via, "crash"), paths)
         urls = [region.origins[n].url for n in survivors]
         before_kill: dict[str, Any] = {}
         for round_ in range(2):
@@ -294,9 +281,8 @@ def test_kill_9_of_the_origin_running_subscriptions(tmp_path: Any) -> None:
         wait_for(lambda: region.runner() in survivors, "another origin to run the subscriptions", timeout=30)
         wait_for(lambda: all(acked(via, "crash").get(p) == acknowledged[p] for p in paths),
                  lambda: f"acked {acked(via, 'crash')} != acknowledged {acknowledged}", timeout=30)
-        stop.set()
-        poller.join()
-        assert_covered(receiver, acknowledged, seen)
+        poller.stop()
+        assert_covered(receiver, acknowledged, poller.seen)
         # The journal carried the keys: the same key signs, the old token
         # still verifies (the same secret), and its wake is fenced.
         assert receiver.snapshot()[-1].kid == kid

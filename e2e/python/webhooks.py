@@ -131,3 +131,31 @@ def assert_covered(receiver: Receiver, acknowledged: dict[str, str], seen: dict[
     for p, end in acknowledged.items():
         assert delivered[p] >= end, (p, delivered[p], end)
         assert seen[p] == sorted(seen[p]), f"{p}'s acked offset moved back"
+
+
+class AckedPoller:
+    """Reads a subscription's acked offsets every 20 ms on a thread of its
+    own (`url()`: the subscription's URL now), keeping each stream's in
+    `seen` in the order read; `stop()` ends it."""
+
+    def __init__(self, url: Callable[[], str], paths: list[str]) -> None:
+        self.url = url
+        self.seen: dict[str, list[str]] = {p: [] for p in paths}
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.poll, daemon=True)
+        self.thread.start()
+
+    def poll(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                r = httpx.get(self.url(), timeout=10)
+                if r.status_code == 200:
+                    for s in r.json()["streams"]:
+                        self.seen.setdefault(s["path"], []).append(s["acked_offset"])
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join()
