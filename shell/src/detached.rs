@@ -1,6 +1,6 @@
 //! A tail's connection detached from its task: what lets one task write a
 //! shared frame to thousands of readers with no task, queue or buffer per
-//! reader (decision 0020, "Built: detached tails").
+//! reader (decision 0020, "Decision").
 //!
 //! On the light path ([`crate::h1_tail`]) a request reaches its handler
 //! with [`Offered`] among its extensions. A handler that will stream its

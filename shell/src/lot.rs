@@ -1,5 +1,5 @@
 //! Answers still waiting, held without a task each (decision
-//! 0020 "Built: parked answers").
+//! 0020, "Decision").
 //!
 //! On the light path a long-poll's answer usually waits: for the stream's
 //! next append, or for its collapsed upstream answer. Its connection's task
