@@ -244,7 +244,16 @@ async fn crash_run(scale: Scale) {
                 .send()
                 .await
                 .unwrap();
-            assert_eq!(r.status(), 200);
+            if r.status() != 200 {
+                let status = r.status();
+                let body = r.text().await.unwrap_or_default();
+                let log: Vec<String> = proc
+                    .log
+                    .try_iter()
+                    .filter(|l| !l.contains(" INFO "))
+                    .collect();
+                panic!("reading stream {s} at {offset}: {status} {body} (seed {seed}); the origin's log:\n{}", log.join("\n"));
+            }
             let next = common::header(&r, "stream-next-offset").unwrap();
             let done = common::header(&r, "stream-up-to-date").is_some();
             body.push_str(&r.text().await.unwrap());
