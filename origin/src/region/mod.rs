@@ -15,6 +15,8 @@
 //! forwards by it. What an owner answers from its state alone (refusals,
 //! leader reads) waits for `vouch`: the bucket's word that no newer owner
 //! exists. See `docs/decisions/0012-object-durability.md` and `0013`.
+//! `tenure` holds the rules (model-checked, not yet used) of one WAL per
+//! origin for all its partitions (decision 0028).
 
 pub mod across;
 pub mod assignment;
@@ -31,6 +33,7 @@ pub mod object_wal;
 pub mod peer_key;
 pub mod pin;
 pub mod replica;
+pub mod tenure;
 pub mod vouch;
 
 pub use object_wal::{Claimed, ObjectWal, RegionConfig, Replay, Settlement, Ticket, WalError};
