@@ -337,9 +337,17 @@ impl StreamView {
             if warm_from == end {
                 return Ok(cold);
             }
-            let warm = self.read_warm(warm_from, end).await?;
+            // Raced with a drop: the file part may be a hole, or (bytes
+            // that were only in the log) past the file's end or with no
+            // file at all; either way they are in object storage now.
+            // `drop_sealed` raises `dropped` before it changes the layout,
+            // so a read that saw the new layout sees the new `dropped`.
+            let warm = match self.read_warm(warm_from, end).await {
+                Err(_) if self.dropped.load(Ordering::Acquire) > warm_from => continue,
+                warm => warm?,
+            };
             if self.dropped.load(Ordering::Acquire) > warm_from {
-                continue; // raced with a drop: the file part may be a hole
+                continue;
             }
             if cold.is_empty() {
                 return Ok(warm);
