@@ -56,9 +56,28 @@
 //! that takes a partition back starts a new tenure past the release of
 //! the old one.
 //!
-//! Not in this model yet: partition checkpoints and deleting a log's
-//! objects below them (a walk must never take a deleted number for a
-//! missing one: today's `fence` rules for checkpoints carry over).
+//! Checkpoints and deleting a log. A partition's owner publishes
+//! checkpoints of it, create-only, keyed by where they stand (a tenure and
+//! a number in it, below which the checkpoint holds every frame); the
+//! newest is the highest key, so a late checkpoint of an older tenure never
+//! hides a newer one. A reader starts from the newest. A log's writer
+//! deletes its objects below the lowest point some partition may still be
+//! read from: for each tenure in the log, the partition's newest
+//! checkpoint's number when that checkpoint is in the tenure, the tenure's
+//! first number when it is older, nothing when it is newer; and never at
+//! or past what it acknowledged. So a walk may meet a number deleted since
+//! it started, take it for missing and even fence it: rule 5 keeps that
+//! harmless.
+//!
+//! 5. A new owner, before it makes tenure `k+1`, looks at the partition's
+//!    newest checkpoint again; if it is not the one its replay started
+//!    from, it starts over (numbers it read as missing may have been
+//!    deleted, not yet written). A deleted number's fence is never read:
+//!    every reader starts past it.
+//!
+//! Not in this model: deleting a dead log (one whose writer stopped), which
+//! the same bound allows anyone to do once no tenure in it is newer than
+//! its partition's newest checkpoint.
 
 /// One stretch of a partition's history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,6 +130,17 @@ impl Walk {
         Walk {
             epoch: tenure.epoch,
             at: tenure.from,
+            below,
+        }
+    }
+
+    /// A walk of `tenure` from a partition checkpoint taken at number
+    /// `at` of it (what came before is in the checkpoint).
+    pub fn resume(tenure: &Tenure, at: u64, below: Option<u64>) -> Walk {
+        debug_assert!(at >= tenure.from);
+        Walk {
+            epoch: tenure.epoch,
+            at,
             below,
         }
     }

@@ -2,14 +2,16 @@
 //! holding the frames of every partition they serve, up to a window of
 //! puts in flight; that hand partitions off (a release), take them over
 //! (a walk, a fence at the first missing number, a create-only tenure),
+//! publish partition checkpoints and delete their own log below them,
 //! crash and start again with a fresh log; puts of dead or fenced writers
 //! still landing later. Every step is interleaved at random against
 //! create-only maps (what a conditional put gives). At the end every
-//! partition's history, read through its chain of tenures, holds every
-//! acknowledged frame exactly once, each owner's in the order it
+//! partition's history, read from its newest checkpoint, is the history
+//! of every frame that ever landed read through every tenure; it holds
+//! every acknowledged frame exactly once, each owner's in the order it
 //! acknowledged them, after exactly what that owner replayed; and each
-//! rule, left out, lets the model find a schedule that loses an
-//! acknowledged frame.
+//! rule, left out, lets the model find a schedule that breaks one of
+//! these.
 
 use super::*;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -32,6 +34,10 @@ struct Obj {
 
 type Log = BTreeMap<u64, Obj>;
 
+/// Where a checkpoint stands: a tenure, and the number in it below which
+/// it holds every frame.
+type At = (usize, u64);
+
 /// The rules, each of which can be left out to show what it is for.
 #[derive(Clone, Copy)]
 struct Rules {
@@ -41,21 +47,40 @@ struct Rules {
     fence_open: bool,
     /// Rule 4: tenures are create-only.
     create_only: bool,
+    /// Rule 5: a new owner looks at the newest checkpoint again before it
+    /// makes its tenure.
+    claim_look: bool,
+    /// A log is deleted only below what every partition's newest
+    /// checkpoint holds (else below what its writer acknowledged).
+    delete_below_checkpoints: bool,
+    /// The newest checkpoint is the highest by position (else the last
+    /// published).
+    newest_by_position: bool,
 }
 
 const ALL_RULES: Rules = Rules {
     quiet_after_release: true,
     fence_open: true,
     create_only: true,
+    claim_look: true,
+    delete_below_checkpoints: true,
+    newest_by_position: true,
 };
 
 #[derive(Default)]
 struct World {
+    rules: Option<Rules>,
     logs: Vec<Log>,
+    /// Every object as it first landed, never deleted: what the checker
+    /// reads the whole history from.
+    archive: Vec<Log>,
     /// Per log, the newest epoch taken (its writer's is 1; fences take
     /// the next: create-only epoch objects make each unique).
     epochs: Vec<u64>,
     tenures: Vec<Vec<Tenure>>,
+    /// Per partition, checkpoints by position (create-only), each with
+    /// the frames before it and the order it was published in.
+    checkpoints: Vec<BTreeMap<At, (Vec<u64>, usize)>>,
     /// Puts of writers that died or stopped, landing some time later.
     stray: Vec<(usize, u64, Obj)>,
     /// Every frame ever put, per partition.
@@ -64,12 +89,38 @@ struct World {
     puts: u64,
     /// Per tenure made: partition, tenure number, what its maker replayed.
     made: Vec<(usize, usize, Vec<u64>)>,
-    /// Hand-offs acknowledged and fences landed: both paths are taken.
-    released: usize,
-    fenced: usize,
     /// Per (partition, tenure number): the frames its writer acknowledged,
     /// in order.
     acked: BTreeMap<(usize, usize), Vec<u64>>,
+    /// Hand-offs acknowledged, fences landed, numbers deleted: every path
+    /// is taken.
+    released: usize,
+    fenced: usize,
+    deleted: usize,
+}
+
+impl World {
+    fn rules(&self) -> Rules {
+        self.rules.expect("set")
+    }
+
+    /// A create-only put: whether it landed (the number was free).
+    fn land(&mut self, log: usize, n: u64, obj: Obj) -> bool {
+        let put = obj.put;
+        self.archive[log].entry(n).or_insert_with(|| obj.clone());
+        self.logs[log].entry(n).or_insert(obj).put == put
+    }
+
+    /// The newest checkpoint of `p`: where it stands and what it holds.
+    fn newest(&self, p: usize) -> Option<(At, Vec<u64>)> {
+        let all = &self.checkpoints[p];
+        let newest = if self.rules().newest_by_position {
+            all.iter().next_back()
+        } else {
+            all.iter().max_by_key(|(_, (_, order))| *order)
+        };
+        newest.map(|(at, (held, _))| (*at, held.clone()))
+    }
 }
 
 struct Put {
@@ -83,12 +134,17 @@ struct Put {
 struct Owned {
     tenure: usize,
     releasing: bool,
+    /// What the tenure's maker replayed, then every frame acknowledged
+    /// since: the partition up to the writer's acknowledged number.
+    held: Vec<u64>,
 }
 
 enum Claim {
-    /// Replayed the closed tenures; walks the newest.
+    /// Replayed from the newest checkpoint through the closed tenures;
+    /// walks the newest.
     Walking {
         p: usize,
+        base: Option<At>,
         k: usize,
         walk: Walk,
         replayed: Vec<u64>,
@@ -96,6 +152,7 @@ enum Claim {
     /// The walk ended (or there was no tenure): makes the next.
     Making {
         p: usize,
+        base: Option<At>,
         k: usize,
         end: Option<u64>,
         replayed: Vec<u64>,
@@ -108,6 +165,8 @@ struct Writer {
     in_flight: VecDeque<Put>,
     owned: BTreeMap<usize, Owned>,
     claim: Option<Claim>,
+    /// Deleting its log below this, a number a step.
+    deleting: Option<u64>,
 }
 
 const EPOCH: u64 = 1;
@@ -115,6 +174,7 @@ const EPOCH: u64 = 1;
 impl Writer {
     fn start(world: &mut World) -> Writer {
         world.logs.push(Log::new());
+        world.archive.push(Log::new());
         world.epochs.push(EPOCH);
         Writer {
             log: world.logs.len() - 1,
@@ -122,7 +182,13 @@ impl Writer {
             in_flight: VecDeque::new(),
             owned: BTreeMap::new(),
             claim: None,
+            deleting: None,
         }
+    }
+
+    /// Below this number every put of the writer is acknowledged.
+    fn acknowledged(&self) -> u64 {
+        self.in_flight.front().map_or(self.next, |put| put.number)
     }
 
     /// The writer is gone (crashed, or stopped by a fence): what it has in
@@ -136,20 +202,20 @@ impl Writer {
     }
 }
 
-/// Reads what tenure `k` of `p` holds, walking it to its end or to a
-/// missing number: the frames counted and the step it stopped at.
-fn walk_all(world: &World, p: usize, walk: &mut Walk, log: usize) -> (Vec<u64>, Result<Step, u64>) {
+/// Walks on in `log` to the walk's end or to a missing number: the frames
+/// counted and where it stopped.
+fn walk_all(log: &Log, p: usize, walk: &mut Walk) -> (Vec<u64>, Result<Step, u64>) {
     let mut frames = Vec::new();
     loop {
         let n = match walk.next() {
             Ok(n) => n,
             Err(end) => return (frames, Err(end)),
         };
-        let step = walk.read(found(&world.logs[log], n, p));
+        let step = walk.read(found(log, n, p));
         if step != Step::Count {
             return (frames, Ok(step));
         }
-        frames.extend(frames_of(&world.logs[log][&n], p));
+        frames.extend(frames_of(&log[&n], p));
     }
 }
 
@@ -175,108 +241,167 @@ fn below(world: &World, p: usize, j: usize) -> Option<u64> {
     })
 }
 
+/// A reader's history of `p` from `start` (a checkpoint, or the first
+/// tenure with nothing before it) through every tenure, in `logs`: the
+/// frames and the history's length where each tenure starts (tenures
+/// before the start have none). None
+/// when a closed tenure has a missing number (deleted under the reader).
+fn read_history(
+    world: &World,
+    logs: &[Log],
+    p: usize,
+    start: Option<(At, Vec<u64>)>,
+) -> Option<(Vec<u64>, BTreeMap<usize, usize>)> {
+    let ((from_tenure, at), mut history) = start.unwrap_or(((0, 0), Vec::new()));
+    let mut starts = BTreeMap::new();
+    let tenures = &world.tenures[p];
+    for (j, tenure) in tenures.iter().enumerate().skip(from_tenure) {
+        starts.insert(j, history.len());
+        let end = below(world, p, j);
+        let mut walk = if j == from_tenure {
+            Walk::resume(tenure, at.max(tenure.from), end)
+        } else {
+            Walk::new(tenure, end)
+        };
+        let (frames, stop) = walk_all(&logs[tenure.log as usize], p, &mut walk);
+        history.extend(frames);
+        // A closed tenure ends where its successor says, or has a number
+        // deleted under this reader.
+        if stop.is_ok() && j + 1 < tenures.len() {
+            return None;
+        }
+    }
+    Some((history, starts))
+}
+
 /// One step of a claim of partition `p` by `w`.
-fn claim_step(w: &mut Writer, world: &mut World, rules: Rules, sub: usize) {
+fn claim_step(w: &mut Writer, world: &mut World, sub: usize) {
+    let rules = world.rules();
     let claim = match w.claim.take() {
         None => {
             let p = sub % PARTITIONS;
             if w.owned.contains_key(&p) {
                 return;
             }
-            // The closed tenures cannot change: one read of each.
+            // From the newest checkpoint, the closed tenures (they cannot
+            // change, but their numbers can be deleted under this read).
+            let start = world.newest(p);
+            let base = start.as_ref().map(|(at, _)| *at);
             let made = world.tenures[p].len();
-            let mut replayed = Vec::new();
-            for j in 0..made.saturating_sub(1) {
-                let tenure = world.tenures[p][j];
-                let mut walk = Walk::new(&tenure, below(world, p, j));
-                let (frames, end) = walk_all(world, p, &mut walk, tenure.log as usize);
-                assert!(end.is_err(), "a closed tenure reads to its end");
-                replayed.extend(frames);
-            }
-            match made.checked_sub(1) {
-                None => Claim::Making {
+            if made == 0 {
+                Claim::Making {
                     p,
+                    base,
                     k: 0,
                     end: None,
-                    replayed,
-                },
-                Some(k) => Claim::Walking {
+                    replayed: Vec::new(),
+                }
+            } else {
+                let k = made - 1;
+                let ((from_tenure, at), mut replayed) = start.unwrap_or(((0, 0), Vec::new()));
+                for j in from_tenure..k {
+                    let tenure = world.tenures[p][j];
+                    let mut walk = if j == from_tenure {
+                        Walk::resume(&tenure, at.max(tenure.from), below(world, p, j))
+                    } else {
+                        Walk::new(&tenure, below(world, p, j))
+                    };
+                    let (frames, end) = walk_all(&world.logs[tenure.log as usize], p, &mut walk);
+                    if end.is_ok() {
+                        return; // deleted under it: start over
+                    }
+                    replayed.extend(frames);
+                }
+                let tenure = world.tenures[p][k];
+                let walk = if from_tenure == k {
+                    Walk::resume(&tenure, at.max(tenure.from), None)
+                } else {
+                    Walk::new(&tenure, None)
+                };
+                Claim::Walking {
                     p,
+                    base,
                     k,
-                    walk: Walk::new(&world.tenures[p][k], below(world, p, k)),
+                    walk,
                     replayed,
-                },
+                }
             }
         }
         Some(Claim::Walking {
             p,
+            base,
             k,
             mut walk,
             mut replayed,
         }) => {
             let log = world.tenures[p][k].log as usize;
-            match walk.next() {
-                // Someone else made the next tenure meanwhile: lost.
-                Err(_) => return,
-                Ok(n) => match walk.read(found(&world.logs[log], n, p)) {
-                    Step::Count => {
-                        replayed.extend(frames_of(&world.logs[log][&n], p));
-                        Claim::Walking {
-                            p,
-                            k,
-                            walk,
-                            replayed,
-                        }
-                    }
-                    Step::Ended { at } => Claim::Making {
+            let n = walk.next().expect("an unbounded walk");
+            match walk.read(found(&world.logs[log], n, p)) {
+                Step::Count => {
+                    replayed.extend(frames_of(&world.logs[log][&n], p));
+                    Claim::Walking {
                         p,
-                        k: k + 1,
-                        end: Some(at),
-                        replayed,
-                    },
-                    Step::Open { at } if !rules.fence_open => Claim::Making {
-                        p,
-                        k: k + 1,
-                        end: Some(at),
-                        replayed,
-                    },
-                    // Wait for the writer (a hand-off in progress)...
-                    Step::Open { .. } if sub.is_multiple_of(3) => Claim::Walking {
-                        p,
+                        base,
                         k,
                         walk,
                         replayed,
-                    },
-                    // ...or fence: the next step reads what is there.
-                    Step::Open { at } => {
-                        world.epochs[log] += 1;
-                        world.puts += 1;
-                        let fence = Obj {
-                            epoch: world.epochs[log],
-                            put: world.puts,
-                            frames: Vec::new(),
-                            releases: None,
-                        };
-                        let put = fence.put;
-                        if world.logs[log].entry(at).or_insert(fence).put == put {
-                            world.fenced += 1;
-                        }
-                        Claim::Walking {
-                            p,
-                            k,
-                            walk,
-                            replayed,
-                        }
                     }
+                }
+                Step::Ended { at } => Claim::Making {
+                    p,
+                    base,
+                    k: k + 1,
+                    end: Some(at),
+                    replayed,
                 },
+                Step::Open { at } if !rules.fence_open => Claim::Making {
+                    p,
+                    base,
+                    k: k + 1,
+                    end: Some(at),
+                    replayed,
+                },
+                // Wait for the writer (a hand-off in progress)...
+                Step::Open { .. } if sub.is_multiple_of(3) => Claim::Walking {
+                    p,
+                    base,
+                    k,
+                    walk,
+                    replayed,
+                },
+                // ...or fence: the next step reads what is there.
+                Step::Open { at } => {
+                    world.epochs[log] += 1;
+                    world.puts += 1;
+                    let fence = Obj {
+                        epoch: world.epochs[log],
+                        put: world.puts,
+                        frames: Vec::new(),
+                        releases: None,
+                    };
+                    if world.land(log, at, fence) {
+                        world.fenced += 1;
+                    }
+                    Claim::Walking {
+                        p,
+                        base,
+                        k,
+                        walk,
+                        replayed,
+                    }
+                }
             }
         }
         Some(Claim::Making {
             p,
+            base,
             k,
             end,
             replayed,
         }) => {
+            if rules.claim_look && world.newest(p).map(|(at, _)| at) != base {
+                return; // start over
+            }
             let tenures = &mut world.tenures[p];
             if tenures.len() != k {
                 if !rules.create_only && tenures.len() > k {
@@ -291,12 +416,13 @@ fn claim_step(w: &mut Writer, world: &mut World, rules: Rules, sub: usize) {
                 from: w.next,
                 previous_end: end,
             });
-            world.made.push((p, k, replayed));
+            world.made.push((p, k, replayed.clone()));
             w.owned.insert(
                 p,
                 Owned {
                     tenure: k,
                     releasing: false,
+                    held: replayed,
                 },
             );
             return;
@@ -305,9 +431,59 @@ fn claim_step(w: &mut Writer, world: &mut World, rules: Rules, sub: usize) {
     w.claim = Some(claim);
 }
 
+/// Publishes a checkpoint of a partition `w` serves, at what it
+/// acknowledged.
+fn checkpoint_step(w: &Writer, world: &mut World, sub: usize) {
+    let served: Vec<usize> = w.owned.keys().copied().collect();
+    let Some(&p) = served.get(sub % served.len().max(1)) else {
+        return;
+    };
+    let owned = &w.owned[&p];
+    let at = (owned.tenure, w.acknowledged());
+    let order = world.checkpoints[p].len();
+    world.checkpoints[p]
+        .entry(at)
+        .or_insert((owned.held.clone(), order));
+}
+
+/// Deletes one number of `w`'s log below what no reader needs: looks at
+/// the tenures and checkpoints first, then deletes a number a step.
+fn delete_step(w: &mut Writer, world: &mut World, sub: usize) {
+    if let Some(below) = w.deleting {
+        let present: Vec<u64> = world.logs[w.log].range(..below).map(|(n, _)| *n).collect();
+        match present.get(sub % present.len().max(1)) {
+            Some(n) => {
+                world.logs[w.log].remove(n);
+                world.deleted += 1;
+            }
+            None => w.deleting = None,
+        }
+        return;
+    }
+    let mut below = w.acknowledged();
+    if world.rules().delete_below_checkpoints {
+        for p in 0..PARTITIONS {
+            let newest = world.newest(p).map(|(at, _)| at);
+            for (j, tenure) in world.tenures[p].iter().enumerate() {
+                if tenure.log as usize != w.log {
+                    continue;
+                }
+                let needed = match newest {
+                    Some((c, _)) if c > j => continue,
+                    Some((c, n)) if c == j => n.max(tenure.from),
+                    _ => tenure.from,
+                };
+                below = below.min(needed);
+            }
+        }
+    }
+    w.deleting = Some(below);
+}
+
 /// One step of a serving writer; false when it stopped (fenced).
-fn serve_step(w: &mut Writer, world: &mut World, rules: Rules, sub: usize) -> bool {
-    match sub % 4 {
+fn serve_step(w: &mut Writer, world: &mut World, sub: usize) -> bool {
+    let rules = world.rules();
+    match sub % 6 {
         // Start a put: a frame for each partition served, maybe a release.
         0 if w.in_flight.len() < IN_FLIGHT => {
             let mut frames = Vec::new();
@@ -359,12 +535,9 @@ fn serve_step(w: &mut Writer, world: &mut World, rules: Rules, sub: usize) -> bo
             let waiting: Vec<usize> = (0..w.in_flight.len())
                 .filter(|&i| w.in_flight[i].landed.is_none())
                 .collect();
-            if let Some(&i) = waiting.get(sub / 4 % waiting.len().max(1)) {
-                let put = &mut w.in_flight[i];
-                let there = world.logs[w.log]
-                    .entry(put.number)
-                    .or_insert_with(|| put.obj.clone());
-                put.landed = Some(there.put == put.obj.put);
+            if let Some(&i) = waiting.get(sub / 6 % waiting.len().max(1)) {
+                let (n, obj) = (w.in_flight[i].number, w.in_flight[i].obj.clone());
+                w.in_flight[i].landed = Some(world.land(w.log, n, obj));
             }
         }
         // Acknowledge in order; a put that found its number taken stops
@@ -377,6 +550,9 @@ fn serve_step(w: &mut Writer, world: &mut World, rules: Rules, sub: usize) -> bo
                 let put = w.in_flight.pop_front().expect("front");
                 for (&(p, tag), &tenure) in put.obj.frames.iter().zip(&put.tenures) {
                     world.acked.entry((p, tenure)).or_default().push(tag);
+                    if let Some(owned) = w.owned.get_mut(&p) {
+                        owned.held.push(tag);
+                    }
                 }
                 if let Some(p) = put.obj.releases {
                     w.owned.remove(&p);
@@ -393,10 +569,12 @@ fn serve_step(w: &mut Writer, world: &mut World, rules: Rules, sub: usize) -> bo
                 return false;
             }
         }
+        3 => checkpoint_step(w, world, sub / 6),
+        4 => delete_step(w, world, sub / 6),
         // Begin handing a partition off.
         _ => {
             let served: Vec<usize> = w.owned.keys().copied().collect();
-            if let Some(&p) = served.get(sub / 4 % served.len().max(1)) {
+            if let Some(&p) = served.get(sub / 6 % served.len().max(1)) {
                 w.owned.get_mut(&p).expect("served").releasing = true;
             }
         }
@@ -404,19 +582,22 @@ fn serve_step(w: &mut Writer, world: &mut World, rules: Rules, sub: usize) -> bo
     true
 }
 
-/// What one schedule made: frames read, hand-offs, fences.
+/// What one schedule made: frames read, hand-offs, fences, deletions.
 #[derive(Default)]
 struct Made {
     read: usize,
     released: usize,
     fenced: usize,
+    deleted: usize,
 }
 
 fn run(seed: u64, len: usize, rules: Rules) -> Made {
     use rand::{Rng, SeedableRng};
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut world = World {
+        rules: Some(rules),
         tenures: vec![Vec::new(); PARTITIONS],
+        checkpoints: vec![BTreeMap::new(); PARTITIONS],
         sent: vec![BTreeSet::new(); PARTITIONS],
         ..World::default()
     };
@@ -427,7 +608,7 @@ fn run(seed: u64, len: usize, rules: Rules) -> Made {
         if actor == ORIGINS {
             if !world.stray.is_empty() {
                 let (log, n, obj) = world.stray.remove(sub % world.stray.len());
-                world.logs[log].entry(n).or_insert(obj);
+                world.land(log, n, obj);
             }
             continue;
         }
@@ -438,10 +619,10 @@ fn run(seed: u64, len: usize, rules: Rules) -> Made {
         let alive = match sub % 64 {
             0 => false, // crash
             1..=20 => {
-                claim_step(w, &mut world, rules, sub / 64);
+                claim_step(w, &mut world, sub / 64);
                 true
             }
-            _ => serve_step(w, &mut world, rules, sub / 64),
+            _ => serve_step(w, &mut world, sub / 64),
         };
         if !alive {
             origins[actor].take().expect("alive").die(&mut world);
@@ -450,38 +631,39 @@ fn run(seed: u64, len: usize, rules: Rules) -> Made {
     for w in origins.into_iter().flatten() {
         w.die(&mut world);
     }
-    let (released, fenced) = (world.released, world.fenced);
+    for (log, n, obj) in std::mem::take(&mut world.stray) {
+        world.land(log, n, obj);
+    }
     Made {
-        read: check(world),
-        released,
-        fenced,
+        read: check(&world),
+        released: world.released,
+        fenced: world.fenced,
+        deleted: world.deleted,
     }
 }
 
-/// Lands every stray put, reads every partition through its tenures, and
-/// checks it against what was acknowledged; returns the frames read.
-fn check(mut world: World) -> usize {
-    for (log, n, obj) in std::mem::take(&mut world.stray) {
-        world.logs[log].entry(n).or_insert(obj);
-    }
+/// Reads every partition from its newest checkpoint, and through every
+/// tenure from the archive, and checks both against what was
+/// acknowledged; returns the frames read.
+fn check(world: &World) -> usize {
     let mut total = 0;
     for p in 0..PARTITIONS {
-        let mut history: Vec<u64> = Vec::new();
-        let mut starts = Vec::new();
-        for (j, tenure) in world.tenures[p].iter().enumerate() {
-            starts.push(history.len());
-            let end = below(&world, p, j);
-            // Read unbounded: every reader finds the end the successor names.
-            let mut walk = Walk::new(tenure, None);
-            let (frames, stop) = walk_all(&world, p, &mut walk, tenure.log as usize);
-            if let Some(end) = end {
-                assert_eq!(
-                    stop,
-                    Ok(Step::Ended { at: end }),
-                    "partition {p} tenure {j}: a reader ends it elsewhere"
-                );
-            }
-            history.extend(frames);
+        let (history, starts) = read_history(world, &world.archive, p, None).unwrap_or_else(|| {
+            panic!("partition {p}: a tenure ends where its successor does not say")
+        });
+        let (from_checkpoint, _) = read_history(world, &world.logs, p, world.newest(p))
+            .unwrap_or_else(|| {
+                panic!("partition {p}: a reader from the newest checkpoint meets a deleted number")
+            });
+        assert_eq!(
+            from_checkpoint, history,
+            "partition {p}: a reader from the newest checkpoint reads another history"
+        );
+        for (held, _) in world.checkpoints[p].values() {
+            assert!(
+                history.starts_with(held),
+                "partition {p}: a checkpoint holds another history"
+            );
         }
         let unique: BTreeSet<u64> = history.iter().copied().collect();
         assert_eq!(unique.len(), history.len(), "partition {p}: a frame twice");
@@ -493,7 +675,7 @@ fn check(mut world: World) -> usize {
             if *q != p {
                 continue;
             }
-            let from = *starts.get(*k).unwrap_or_else(|| {
+            let from = *starts.get(k).unwrap_or_else(|| {
                 panic!("partition {p}: tenure {k} acknowledged frames but is not in the chain")
             });
             let mut rest = history[from..].iter();
@@ -505,12 +687,14 @@ fn check(mut world: World) -> usize {
             }
         }
         for (q, k, replayed) in &world.made {
-            if *q == p && starts.get(*k).is_some() {
-                assert_eq!(
-                    &history[..starts[*k]],
-                    &replayed[..],
-                    "partition {p}: the maker of tenure {k} replayed another history"
-                );
+            if *q == p {
+                if let Some(&start) = starts.get(k) {
+                    assert_eq!(
+                        &history[..start],
+                        &replayed[..],
+                        "partition {p}: the maker of tenure {k} replayed another history"
+                    );
+                }
             }
         }
         total += history.len();
@@ -548,28 +732,33 @@ fn a_walk_counts_its_epoch_and_ends_at_a_release_or_a_fence() {
         }),
         Step::Ended { at: 5 }
     );
-    let bounded = Walk::new(&t, Some(4));
-    assert_eq!(bounded.next(), Err(4));
+    assert_eq!(Walk::new(&t, Some(4)).next(), Err(4));
+    assert_eq!(Walk::resume(&t, 9, None).next(), Ok(9));
 }
+
+const SCHEDULES: u64 = 3_000;
+const STEPS: usize = 800;
 
 #[test]
 fn every_acknowledged_frame_is_read_once_and_in_order() {
     let mut all = Made::default();
-    for seed in 0..3_000 {
-        let made = run(seed, 800, ALL_RULES);
+    for seed in 0..SCHEDULES {
+        let made = run(seed, STEPS, ALL_RULES);
         all.read += made.read;
         all.released += made.released;
         all.fenced += made.fenced;
+        all.deleted += made.deleted;
     }
-    // The schedules make histories, hand-offs and takeovers, not only
-    // empty chains.
+    // The schedules make histories, hand-offs, takeovers and deletions,
+    // not only empty chains.
     eprintln!(
-        "{} frames read, {} hand-offs, {} fences",
-        all.read, all.released, all.fenced
+        "{} frames read, {} hand-offs, {} fences, {} numbers deleted",
+        all.read, all.released, all.fenced, all.deleted
     );
-    assert!(all.read > 30_000, "only {} frames read", all.read);
+    assert!(all.read > 20_000, "only {} frames read", all.read);
     assert!(all.released > 1_000, "only {} hand-offs", all.released);
     assert!(all.fenced > 1_000, "only {} fences", all.fenced);
+    assert!(all.deleted > 1_000, "only {} deleted", all.deleted);
 }
 
 /// Each rule left out: some schedule loses or reorders what was
@@ -577,22 +766,52 @@ fn every_acknowledged_frame_is_read_once_and_in_order() {
 #[test]
 fn each_rule_is_needed() {
     let without = [
-        Rules {
-            quiet_after_release: false,
-            ..ALL_RULES
-        },
-        Rules {
-            fence_open: false,
-            ..ALL_RULES
-        },
-        Rules {
-            create_only: false,
-            ..ALL_RULES
-        },
+        (
+            "quiet after a release",
+            Rules {
+                quiet_after_release: false,
+                ..ALL_RULES
+            },
+        ),
+        (
+            "fence an open tenure",
+            Rules {
+                fence_open: false,
+                ..ALL_RULES
+            },
+        ),
+        (
+            "create-only tenures",
+            Rules {
+                create_only: false,
+                ..ALL_RULES
+            },
+        ),
+        (
+            "look at the checkpoints before making a tenure",
+            Rules {
+                claim_look: false,
+                ..ALL_RULES
+            },
+        ),
+        (
+            "delete below the checkpoints",
+            Rules {
+                delete_below_checkpoints: false,
+                ..ALL_RULES
+            },
+        ),
+        (
+            "the newest checkpoint by position",
+            Rules {
+                newest_by_position: false,
+                ..ALL_RULES
+            },
+        ),
     ];
-    for (i, rules) in without.into_iter().enumerate() {
-        let found =
-            (0..3_000u64).any(|seed| std::panic::catch_unwind(|| run(seed, 600, rules)).is_err());
-        assert!(found, "rule {i} left out: no schedule fails");
+    for (rule, rules) in without {
+        let found = (0..SCHEDULES)
+            .any(|seed| std::panic::catch_unwind(|| run(seed, STEPS, rules)).is_err());
+        assert!(found, "without {rule:?}: no schedule fails");
     }
 }
