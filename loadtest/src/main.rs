@@ -42,6 +42,8 @@
 //!   subscriptions active against without, in one run.
 //! - `subscriptions-scale`: memory per subscription and per link, idle CPU
 //!   and CPU per create at 100,000 subscriptions and 1,000,000 links.
+//! - `wal-batching`: appends per put through one WAL per origin against a
+//!   WAL per partition, at 1, 6 and 64 partitions (decision 0028).
 //!
 //! `readers` holds the read workloads (catch-up, tails) that `peers` runs,
 //! `pooled` the pooled appends; `pool` shares a fixed set of connections
@@ -76,6 +78,7 @@ mod sse_framing;
 mod stats;
 mod streams;
 mod subscriptions_scale;
+mod wal_batching;
 mod webhooks;
 mod webhooks_region;
 
@@ -116,6 +119,7 @@ enum Cmd {
     Webhooks(webhooks::Args),
     WebhooksRegion(webhooks_region::Args),
     SubscriptionsScale(subscriptions_scale::Args),
+    WalBatching(wal_batching::Args),
 }
 
 #[tokio::main]
@@ -146,5 +150,6 @@ async fn main() -> anyhow::Result<()> {
         Cmd::Webhooks(a) => webhooks::run(a).await,
         Cmd::WebhooksRegion(a) => webhooks_region::run(a).await,
         Cmd::SubscriptionsScale(a) => subscriptions_scale::run(a).await,
+        Cmd::WalBatching(a) => wal_batching::run(a).await,
     }
 }

@@ -46,6 +46,12 @@ pub struct Args {
     /// Requests in flight at once.
     #[arg(long, default_value_t = 64)]
     pub concurrency: usize,
+    /// More flags for the origin (repeat it), `{run}` replaced by a name
+    /// of each run's own: e.g. a region's `--object-store
+    /// s3://bench/scale-{run} --durability object`
+    /// (`loadtest/subscriptions-scale-region.sh`).
+    #[arg(long = "origin-arg", allow_hyphen_values = true)]
+    pub origin_args: Vec<String>,
 }
 
 pub async fn run(args: Args) -> anyhow::Result<()> {
@@ -137,10 +143,21 @@ async fn one(args: &Args, links: usize) -> anyhow::Result<()> {
     cmd.args(["--max-subscriptions", &n.to_string()])
         .args(["--max-subscriptions-per-account", &n.to_string()])
         .args(["--max-subscription-links", &total_links.to_string()]);
+    let run = format!("{}-{links}", std::process::id());
+    cmd.args(args.origin_args.iter().map(|a| a.replace("{run}", &run)));
     let (mut child, addr) = start(&mut cmd).await?;
     let pid = child.id().expect("pid");
     let c = args.concurrency;
-    drive(addr, 1, 1, |_| create("/v1/stream/wakes".into())).await?;
+    // A region's origin answers 503 until it serves its partitions.
+    let mut ready = Err(anyhow::anyhow!("not tried"));
+    for _ in 0..600 {
+        ready = drive(addr, 1, 1, |_| create("/v1/stream/wakes".into())).await;
+        if ready.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    ready?;
 
     let idle_before = idle_cpu(pid, args.idle_seconds).await;
     let creates_before = creates_cost(addr, pid, args.creates, c, |i| {

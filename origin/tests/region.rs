@@ -23,6 +23,8 @@ mod key_store;
 mod listing;
 #[path = "region/network.rs"]
 mod network;
+#[path = "region/origin_wal.rs"]
+mod origin_wal;
 #[path = "region/origins.rs"]
 mod origins;
 #[path = "region/outage.rs"]

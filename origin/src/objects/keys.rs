@@ -9,6 +9,8 @@
 //! region/partitions/{p:04}/checkpoints/{number:020}   a checkpoint's manifest (`region::checkpoint`)
 //! region/partitions/{p:04}/images/{number:020}/{put id}/{part:06}   its image, in parts
 //! region/partitions/{p:04}/staging/{upload}/{part:05}   a staged snapshot part (`http::staging`)
+//! region/partitions/{p:04}/tenures/{k:020}      a stretch of p's history in one log (decision 0028)
+//! region/logs/{log}/{number:020}                one group commit of an origin's partitions (0028)
 //! region/nodes/{node}                           one origin's heartbeat (`region::membership`)
 //! region/auth/{token-signing.pk8,keys.json}     the region's access control (`region::auth_sync`)
 //! ```
@@ -121,6 +123,25 @@ pub fn region_peer_key() -> Path {
 /// One of the region's access-control files.
 pub fn region_auth(file: &str) -> Path {
     Path::from(format!("region/auth/{file}"))
+}
+
+/// Where one origin's log is (one WAL per origin, decision 0028).
+pub fn log(log: &[u8; 16]) -> Path {
+    Path::from(format!("region/logs/{}", hex::encode(log)))
+}
+
+/// Object `number` of an origin's log.
+pub fn log_object(log: &[u8; 16], number: u64) -> Path {
+    Path::from(format!("region/logs/{}/{number:020}", hex::encode(log)))
+}
+
+/// Where partition `p`'s tenures are.
+pub fn partition_tenures(p: u32) -> Path {
+    Path::from(format!("region/partitions/{p:04}/tenures"))
+}
+
+pub fn partition_tenure(p: u32, k: u64) -> Path {
+    Path::from(format!("region/partitions/{p:04}/tenures/{k:020}"))
 }
 
 /// The number an epoch or WAL key ends in (None for any other key).

@@ -22,10 +22,10 @@ const WAL_MAGIC: &[u8; 4] = b"DSWL";
 const EPOCH_MAGIC: &[u8; 4] = b"DSEP";
 const CHECKPOINT_MAGIC: &[u8; 4] = b"DSCK";
 const CHECKPOINT_LEN: usize = 4 + 1 + 8 + 8 + 16 + 4 + 8 + 8 + CRC;
-const VERSION: u8 = 1;
+pub(in crate::region) const VERSION: u8 = 1;
 /// Magic, version, kind, epoch, put id.
 const WAL_HEADER: usize = 4 + 1 + 1 + 8 + 16;
-const CRC: usize = 4;
+pub(in crate::region) const CRC: usize = 4;
 
 /// A random name for one put, the same on every try of it.
 pub type PutId = [u8; 16];
@@ -214,7 +214,7 @@ pub fn decode_checkpoint(bytes: &Bytes) -> Result<CheckpointManifest, FormatErro
 }
 
 /// The body before the checksum, once magic, version and checksum match.
-fn checked<'a>(
+pub(in crate::region) fn checked<'a>(
     bytes: &'a [u8],
     magic: &[u8; 4],
     what: &'static str,
@@ -232,7 +232,7 @@ fn checked<'a>(
     Ok(body)
 }
 
-fn take_str(rest: &mut &[u8]) -> Result<String, FormatError> {
+pub(in crate::region) fn take_str(rest: &mut &[u8]) -> Result<String, FormatError> {
     if rest.len() < 2 {
         return Err(FormatError::Short);
     }

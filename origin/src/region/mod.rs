@@ -15,8 +15,9 @@
 //! forwards by it. What an owner answers from its state alone (refusals,
 //! leader reads) waits for `vouch`: the bucket's word that no newer owner
 //! exists. See `docs/decisions/0012-object-durability.md` and `0013`.
-//! `tenure` holds the rules (model-checked, not yet used) of one WAL per
-//! origin for all its partitions (decision 0028).
+//! `tenure` holds the rules (model-checked) of one WAL per origin for all
+//! its partitions (decision 0028), `origin_wal` its I/O (built and tested
+//! on its own; the store does not use it yet).
 
 pub mod across;
 pub mod assignment;
@@ -30,6 +31,7 @@ pub mod liveness;
 pub mod local;
 pub mod membership;
 pub mod object_wal;
+pub mod origin_wal;
 pub mod peer_key;
 pub mod pin;
 pub mod replica;

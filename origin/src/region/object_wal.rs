@@ -120,6 +120,18 @@ pub enum WalError {
     /// (what was read may be gone, or a fence where it was): read again.
     #[error("a newer checkpoint moved the partition's start")]
     Moved,
+    /// This origin's log met a fence at `number` (a takeover of one of
+    /// its partitions; decision 0028): nothing more is acknowledged, for
+    /// any partition the log serves.
+    #[error("this origin's log was fenced at number {number}: another origin took over")]
+    LogFenced { number: u64 },
+    /// The partition has no tenure in this origin's log (never claimed,
+    /// released, or claimed already).
+    #[error("partition {partition} is not served by this origin's log")]
+    NotServing { partition: u32 },
+    /// Another origin made the partition's next tenure first.
+    #[error("another origin made tenure {tenure} of partition {partition} first")]
+    Taken { partition: u32, tenure: u64 },
     #[error("object storage did not let the claim finish within {0:?}")]
     Unreachable(Duration),
     #[error("object storage: {0}")]

@@ -1,0 +1,223 @@
+//! One WAL per origin (decision 0028): the I/O shell around `tenure`'s
+//! rules. An origin writes one log per process start, each object one
+//! group commit of every partition it serves, so puts per second do not
+//! grow with the partition count. A partition's history is its chain of
+//! tenures; [`OriginWal::claim`] reads it (fencing an open tenure: a
+//! takeover) and makes the next tenure in this origin's log,
+//! [`OriginWal::release`] ends this origin's tenure for a hand-off.
+//!
+//! Built and tested against SeaweedFS on its own; the store's writer, the
+//! replicas and the checkpoints still use a WAL per partition
+//! (`object_wal`), and partition checkpoints and log deletion (rule 5) are
+//! not built here yet.
+//!
+//! - `format`: the log object and the tenure record;
+//! - `writer`: the task that gathers appends into puts and answers them;
+//! - `read`: reading a partition's history, fences and settled puts.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use object_store::ObjectStore;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::objects::keys;
+use crate::region::bucket::create_or_read;
+use crate::region::object_wal::{Replay, WalError};
+
+pub mod format;
+pub mod read;
+mod writer;
+
+pub use format::{LogId, TenureRecord};
+pub use read::{read_history, AtOpen, End, History};
+pub use writer::WriterConfig;
+
+use writer::{Counters, Request, Writer};
+
+/// This origin's log, and the partitions it serves through it.
+pub struct OriginWal {
+    store: Arc<dyn ObjectStore>,
+    log: LogId,
+    node: String,
+    url: String,
+    requests: mpsc::Sender<Request>,
+    stopping: Arc<AtomicBool>,
+    counters: Arc<Counters>,
+}
+
+/// What a claim found and made.
+#[derive(Debug)]
+pub struct Claimed {
+    /// The partition's tenure this origin made.
+    pub tenure: u64,
+    /// Its first number in this origin's log.
+    pub from: u64,
+    /// What the reading of the history before it found.
+    pub history: History,
+}
+
+impl OriginWal {
+    /// Starts a new log (a random name) and its writer on the current
+    /// runtime; it serves no partition until one is claimed.
+    pub fn open(
+        store: Arc<dyn ObjectStore>,
+        node: &str,
+        url: &str,
+        config: WriterConfig,
+    ) -> OriginWal {
+        let (requests, received) = mpsc::channel(config.queue.max(1));
+        let log: LogId = rand::random();
+        let stopping = Arc::new(AtomicBool::new(false));
+        let counters = Arc::new(Counters::default());
+        let writer = Writer {
+            store: Arc::clone(&store),
+            log,
+            config,
+            stopping: Arc::clone(&stopping),
+            counters: Arc::clone(&counters),
+        };
+        tokio::spawn(writer.run(received));
+        tracing::info!(log = %hex::encode(log), node, "opened this origin's log");
+        OriginWal {
+            store,
+            log,
+            node: node.into(),
+            url: url.into(),
+            requests,
+            stopping,
+            counters,
+        }
+    }
+
+    pub fn log(&self) -> LogId {
+        self.log
+    }
+
+    /// Puts made, and appends they answered.
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.counters.puts.load(Ordering::Relaxed),
+            self.counters.appends.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Appends one commit of `partition`'s frames; answers the number of
+    /// the object holding them once it landed as this log's own and every
+    /// number before it did.
+    pub async fn append(&self, partition: u32, frames: Bytes) -> Result<u64, WalError> {
+        self.ask(|reply| Request::Append {
+            partition,
+            frames,
+            reply,
+        })
+        .await
+    }
+
+    /// Ends this origin's tenure of `partition` (a hand-off, rule 2):
+    /// answers the release's number once it landed; the partition's
+    /// appends are refused from when it was asked.
+    pub async fn release(&self, partition: u32) -> Result<u64, WalError> {
+        self.ask(|reply| Request::Release { partition, reply })
+            .await
+    }
+
+    /// Makes this origin the owner of `partition`: reads its history,
+    /// fencing the newest tenure where it is open (a takeover of its
+    /// log's every partition), hands its frames to `replay`, and makes the
+    /// next tenure in this log (rule 4). [`WalError::Taken`]: another
+    /// origin made that tenure first; nothing was served.
+    pub async fn claim(
+        &self,
+        partition: u32,
+        replay: &mut (dyn FnMut(Replay) -> std::io::Result<()> + Send),
+    ) -> Result<Claimed, WalError> {
+        // Reserved first: refused while this log serves or releases it.
+        let from = self
+            .ask(|reply| Request::Reserve { partition, reply })
+            .await?;
+        let history = read_history(
+            &*self.store,
+            partition,
+            AtOpen::Fence,
+            &self.stopping,
+            replay,
+        )
+        .await?;
+        let tenure = history.tenures.len() as u64;
+        let previous_end = match history.end {
+            None => None,
+            Some(End::Ended(at)) => Some(at),
+            Some(End::Open(_)) => unreachable!("a claim fences what is open"),
+        };
+        let record = TenureRecord {
+            log: self.log,
+            from,
+            previous_end,
+            put_id: rand::random(),
+            node: self.node.clone(),
+            url: self.url.clone(),
+        };
+        let key = keys::partition_tenure(partition, tenure);
+        let made = create_or_read(
+            &*self.store,
+            &key,
+            format::encode_tenure(&record),
+            &self.stopping,
+            None,
+            |bytes| {
+                format::decode_tenure(&bytes)
+                    .map(|found| found.put_id == record.put_id)
+                    .map_err(|source| WalError::Corrupt {
+                        key: key.to_string(),
+                        source,
+                    })
+            },
+        )
+        .await?;
+        if !made {
+            return Err(WalError::Taken { partition, tenure });
+        }
+        self.requests
+            .send(Request::Serve { partition })
+            .await
+            .map_err(|_| WalError::Stopped)?;
+        tracing::info!(
+            partition,
+            tenure,
+            from,
+            replayed_objects = history.replayed,
+            fences = history.fences,
+            "made the partition's tenure in this origin's log"
+        );
+        Ok(Claimed {
+            tenure,
+            from,
+            history,
+        })
+    }
+
+    /// Stops the writer: waiting puts give up ([`WalError::Stopped`]).
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+    }
+
+    async fn ask(
+        &self,
+        request: impl FnOnce(oneshot::Sender<Result<u64, WalError>>) -> Request,
+    ) -> Result<u64, WalError> {
+        let (reply, answer) = oneshot::channel();
+        self.requests
+            .send(request(reply))
+            .await
+            .map_err(|_| WalError::Stopped)?;
+        answer.await.map_err(|_| WalError::Stopped)?
+    }
+}
+
+impl Drop for OriginWal {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

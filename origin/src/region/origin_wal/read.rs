@@ -1,0 +1,294 @@
+//! Reading a partition's history from its tenures, and the create-only
+//! puts of log objects (the writer's and a taker's fence). Each number of
+//! a log is read once; the walk's rules are `tenure`'s.
+
+use std::sync::atomic::AtomicBool;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::{ObjectStore, ObjectStoreExt};
+
+use super::format::{decode_log, decode_tenure, encode_log, LogId, LogObject, TenureRecord};
+use crate::objects::keys;
+use crate::region::bucket::{again, create_or_read, list_numbers};
+use crate::region::object_wal::{Replay, WalError, REPLAY_READS};
+use crate::region::tenure::{Step, Tenure, Walk};
+
+/// What a walk does at a missing number of the newest tenure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtOpen {
+    /// Put a fence there (a takeover, rule 3): the tenure ends.
+    Fence,
+    /// Stop reading: the tenure's writer may still put there (a reader
+    /// that does not take over, such as a replica).
+    Stop,
+}
+
+/// Where the newest tenure's reading stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// It ended before this number (a release or a fence).
+    Ended(u64),
+    /// Nothing is at this number yet ([`AtOpen::Stop`]).
+    Open(u64),
+}
+
+/// What a reading of a partition's history found.
+#[derive(Clone, Debug, Default)]
+pub struct History {
+    /// The partition's tenures, oldest first.
+    pub tenures: Vec<TenureRecord>,
+    /// Where the newest one's reading stopped (none without tenures).
+    pub end: Option<End>,
+    /// Log objects whose frames were handed on.
+    pub replayed: usize,
+    /// Fences put.
+    pub fences: usize,
+}
+
+/// Reads partition `p`'s history from its first tenure, handing on its
+/// frames in order (a [`Replay::Begin`] first).
+pub async fn read_history(
+    store: &dyn ObjectStore,
+    p: u32,
+    at_open: AtOpen,
+    stopping: &AtomicBool,
+    replay: &mut (dyn FnMut(Replay) -> std::io::Result<()> + Send),
+) -> Result<History, WalError> {
+    let tenures = read_tenures(store, p, stopping).await?;
+    replay(Replay::Begin).map_err(WalError::Local)?;
+    let mut history = History::default();
+    for (k, tenure) in tenures.iter().enumerate() {
+        let below = match tenures.get(k + 1) {
+            Some(next) => Some(next.previous_end.ok_or_else(|| corrupt_chain(p, k + 1))?),
+            None => None,
+        };
+        let end = walk(
+            store,
+            p,
+            tenure,
+            below,
+            at_open,
+            stopping,
+            replay,
+            &mut history,
+        )
+        .await?;
+        history.end = Some(end);
+    }
+    history.tenures = tenures;
+    Ok(history)
+}
+
+/// Partition `p`'s tenures, oldest first: numbered `0, 1, …` without gaps.
+async fn read_tenures(
+    store: &dyn ObjectStore,
+    p: u32,
+    stopping: &AtomicBool,
+) -> Result<Vec<TenureRecord>, WalError> {
+    let prefix = keys::partition_tenures(p);
+    let numbers = again(stopping, || list_numbers(store, &prefix)).await?;
+    if numbers.iter().enumerate().any(|(i, &k)| k != i as u64) {
+        return Err(corrupt_chain(p, numbers.len()));
+    }
+    let reads = futures::stream::iter(numbers)
+        .map(|k| async move {
+            let key = keys::partition_tenure(p, k);
+            let bytes = again(stopping, || async {
+                Ok(store.get(&key).await?.bytes().await?)
+            })
+            .await?;
+            decode_tenure(&bytes).map_err(|source| WalError::Corrupt {
+                key: key.to_string(),
+                source,
+            })
+        })
+        .buffered(REPLAY_READS);
+    reads.collect::<Vec<_>>().await.into_iter().collect()
+}
+
+fn corrupt_chain(p: u32, k: usize) -> WalError {
+    WalError::Corrupt {
+        key: keys::partition_tenure(p, k as u64).to_string(),
+        source: crate::region::format::FormatError::Malformed(
+            "tenures are numbered from 0 without gaps, each after the first naming where the one before ended",
+        ),
+    }
+}
+
+/// Reads one tenure from its first number to its end (`below`, when its
+/// successor names it), reading ahead [`REPLAY_READS`] numbers at a time.
+#[allow(clippy::too_many_arguments)]
+async fn walk(
+    store: &dyn ObjectStore,
+    p: u32,
+    tenure: &TenureRecord,
+    below: Option<u64>,
+    at_open: AtOpen,
+    stopping: &AtomicBool,
+    replay: &mut (dyn FnMut(Replay) -> std::io::Result<()> + Send),
+    history: &mut History,
+) -> Result<End, WalError> {
+    // The model's tenure: a log's writer puts at epoch 1, a fence is
+    // another (`LogObject::found`); the walk does not use the log's name.
+    let model = Tenure {
+        log: 0,
+        epoch: 1,
+        from: tenure.from,
+        previous_end: tenure.previous_end,
+    };
+    let mut walk = Walk::new(&model, below);
+    loop {
+        let at = match walk.next() {
+            Ok(at) => at,
+            Err(end) => return Ok(End::Ended(end)),
+        };
+        let upto = below.map_or(at + REPLAY_READS as u64, |b| {
+            b.min(at + REPLAY_READS as u64)
+        });
+        let objects: Vec<_> = futures::stream::iter(at..upto)
+            .map(|n| read_object(store, &tenure.log, n, stopping))
+            .buffered(REPLAY_READS)
+            .collect()
+            .await;
+        for object in objects {
+            let n = walk.next().expect("read ahead below the end");
+            let object = match object? {
+                Some(object) => object,
+                // A closed tenure holds every number below its end.
+                None if below.is_some() => return Err(WalError::Moved),
+                None if at_open == AtOpen::Stop => return Ok(End::Open(n)),
+                None => {
+                    history.fences += 1;
+                    let object = fence(store, &tenure.log, n, stopping).await?;
+                    // What lies past it was read before the fence: read again.
+                    if let Some(end) = take(&mut walk, p, &object, replay, history)? {
+                        return Ok(end);
+                    }
+                    break;
+                }
+            };
+            if let Some(end) = take(&mut walk, p, &object, replay, history)? {
+                return Ok(end);
+            }
+        }
+    }
+}
+
+/// Takes one object into the walk; the end, when it ends the tenure.
+fn take(
+    walk: &mut Walk,
+    p: u32,
+    object: &LogObject,
+    replay: &mut (dyn FnMut(Replay) -> std::io::Result<()> + Send),
+    history: &mut History,
+) -> Result<Option<End>, WalError> {
+    match walk.read(object.found(p)) {
+        Step::Count => {
+            let mut any = false;
+            for frames in object.frames_of(p) {
+                replay(Replay::Frames(frames.clone())).map_err(WalError::Local)?;
+                any = true;
+            }
+            history.replayed += usize::from(any);
+            Ok(None)
+        }
+        Step::Ended { at } => Ok(Some(End::Ended(at))),
+        Step::Open { .. } => unreachable!("an object was found"),
+    }
+}
+
+/// Object `n` of `log`, or None when nothing is there.
+async fn read_object(
+    store: &dyn ObjectStore,
+    log: &LogId,
+    n: u64,
+    stopping: &AtomicBool,
+) -> Result<Option<LogObject>, WalError> {
+    let key = keys::log_object(log, n);
+    let bytes = again(stopping, || async {
+        match store.get(&key).await {
+            Ok(found) => Ok(Some(found.bytes().await?)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    })
+    .await?;
+    bytes.map(|b| decode(&key, &b)).transpose()
+}
+
+fn decode(key: &object_store::path::Path, bytes: &Bytes) -> Result<LogObject, WalError> {
+    decode_log(bytes).map_err(|source| WalError::Corrupt {
+        key: key.to_string(),
+        source,
+    })
+}
+
+/// Puts a fence at number `n` of `log` (rule 3); returns what is there
+/// after: the fence, or what was there first.
+async fn fence(
+    store: &dyn ObjectStore,
+    log: &LogId,
+    n: u64,
+    stopping: &AtomicBool,
+) -> Result<LogObject, WalError> {
+    let fence = LogObject {
+        fence: true,
+        put_id: rand::random(),
+        sections: Vec::new(),
+    };
+    settle_put(store, log, n, &fence, stopping).await
+}
+
+/// Creates `object` at number `n` of `log`; returns what is there once
+/// the put settled: `object` itself, or what was there first. A try whose
+/// outcome is unknown is settled by reading back (`bucket::create_or_read`).
+pub(super) async fn settle_put(
+    store: &dyn ObjectStore,
+    log: &LogId,
+    n: u64,
+    object: &LogObject,
+    stopping: &AtomicBool,
+) -> Result<LogObject, WalError> {
+    let key = keys::log_object(log, n);
+    let mut there = None;
+    let ours = create_or_read(store, &key, encode_log(object), stopping, None, |bytes| {
+        let found = decode(&key, &bytes)?;
+        let ours = found.put_id == object.put_id;
+        there = Some(found);
+        Ok(ours)
+    })
+    .await?;
+    Ok(match there {
+        Some(found) if !ours => found,
+        _ => object.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fence_is_found_as_another_epoch() {
+        let fence = LogObject {
+            fence: true,
+            put_id: [0; 16],
+            sections: Vec::new(),
+        };
+        let mut walk = Walk::new(
+            &Tenure {
+                log: 0,
+                epoch: 1,
+                from: 4,
+                previous_end: None,
+            },
+            None,
+        );
+        assert!(matches!(
+            fence.found(0),
+            crate::region::tenure::Found::Object { epoch: 2, .. }
+        ));
+        assert_eq!(walk.read(fence.found(0)), Step::Ended { at: 4 });
+    }
+}

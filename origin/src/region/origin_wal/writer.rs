@@ -1,0 +1,404 @@
+//! The writer of one origin's log: one task that gathers the commits of
+//! every partition it serves into one object per put (rule 1 of `tenure`).
+//!
+//! Appends wait in a queue; a put takes what waits (up to
+//! `object_bytes`, after `commit_delay`), at the log's next number, with
+//! up to `window` puts in flight. Puts are answered in number order, each
+//! once it landed as the writer's own: the first that finds its number
+//! taken (a fence) stops the log, and every append waiting or in flight,
+//! of every partition, is refused. A release (rule 2) is put only when no
+//! put is in flight, so every put holding the partition's frames was
+//! acknowledged before it, and the partition's appends are refused from
+//! then on.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures::stream::FuturesOrdered;
+use futures::StreamExt;
+use object_store::ObjectStore;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::format::{LogId, LogObject, Section};
+use super::read::settle_put;
+use crate::region::object_wal::WalError;
+
+/// The bounds of one origin's log writer.
+#[derive(Clone, Debug)]
+pub struct WriterConfig {
+    /// Puts in flight at once.
+    pub window: usize,
+    /// Frame bytes one object carries at most; an append larger than this
+    /// goes alone.
+    pub object_bytes: usize,
+    /// Appends waiting for a put; one more makes its caller wait.
+    pub queue: usize,
+    /// How long the oldest waiting append waits for others before its put
+    /// starts (a put also starts at once when `object_bytes` wait).
+    pub commit_delay: Duration,
+}
+
+impl Default for WriterConfig {
+    fn default() -> Self {
+        WriterConfig {
+            window: 4,
+            object_bytes: 8 << 20,
+            queue: 16_384,
+            commit_delay: Duration::from_millis(10),
+        }
+    }
+}
+
+type Reply = oneshot::Sender<Result<u64, WalError>>;
+
+pub(super) enum Request {
+    Append {
+        partition: u32,
+        frames: Bytes,
+        reply: Reply,
+    },
+    Release {
+        partition: u32,
+        reply: Reply,
+    },
+    /// The number from which the partition's frames may go (its tenure's
+    /// first); refused while it is served.
+    Reserve {
+        partition: u32,
+        reply: Reply,
+    },
+    /// The partition's tenure is made: take its appends.
+    Serve {
+        partition: u32,
+    },
+}
+
+/// One waiting item, in the order it came.
+enum Item {
+    Frames {
+        partition: u32,
+        frames: Bytes,
+        reply: Reply,
+    },
+    Release {
+        partition: u32,
+        reply: Reply,
+    },
+}
+
+/// Shared with the handle: what the writer did.
+#[derive(Default)]
+pub(super) struct Counters {
+    pub puts: AtomicU64,
+    pub appends: AtomicU64,
+}
+
+pub(super) struct Writer {
+    pub store: Arc<dyn ObjectStore>,
+    pub log: LogId,
+    pub config: WriterConfig,
+    pub stopping: Arc<AtomicBool>,
+    pub counters: Arc<Counters>,
+}
+
+/// A put's number, the appends it answers, the partitions it releases,
+/// and whether it landed as the writer's own.
+type Put = futures::future::BoxFuture<'static, (u64, Vec<Reply>, Vec<u32>, Result<bool, WalError>)>;
+
+impl Writer {
+    pub(super) async fn run(self, mut requests: mpsc::Receiver<Request>) {
+        let mut next = 0u64;
+        let mut serving = HashSet::new();
+        // Partitions whose release waits or is in flight: not claimed
+        // again before it lands (its walk would meet the missing release).
+        let mut releasing: HashSet<u32> = HashSet::new();
+        let mut waiting: VecDeque<Item> = VecDeque::new();
+        let mut oldest: Option<Instant> = None;
+        let mut flight: FuturesOrdered<Put> = FuturesOrdered::new();
+        let mut stopped: Option<u64> = None;
+        let mut open = true;
+        loop {
+            while stopped.is_none() && flight.len() < self.config.window {
+                let due = oldest.is_some_and(|t| t.elapsed() >= self.config.commit_delay)
+                    || waiting_bytes(&waiting) >= self.config.object_bytes
+                    || !open;
+                let Some((sections, replies)) = due
+                    .then(|| take_batch(&mut waiting, flight.is_empty(), self.config.object_bytes))
+                    .flatten()
+                else {
+                    break;
+                };
+                // What is left waited as long: due at once.
+                if waiting.is_empty() {
+                    oldest = None;
+                }
+                flight.push_back(self.put(next, sections, replies));
+                next += 1;
+            }
+            if !open && waiting.is_empty() && flight.is_empty() {
+                return;
+            }
+            // The delay matters only while a put could start: not with the
+            // window full, nor with a release waiting for the puts in flight.
+            let blocked = flight.len() >= self.config.window
+                || (matches!(waiting.front(), Some(Item::Release { .. })) && !flight.is_empty());
+            let deadline = oldest
+                .filter(|_| !blocked && stopped.is_none())
+                .map(|t| t + self.config.commit_delay);
+            tokio::select! {
+                request = requests.recv(), if open && waiting.len() < self.config.queue => {
+                    let Some(request) = request else {
+                        open = false;
+                        continue;
+                    };
+                    match request {
+                        Request::Append { partition, frames, reply } => {
+                            if let Some(number) = stopped {
+                                let _ = reply.send(Err(WalError::LogFenced { number }));
+                            } else if !serving.contains(&partition) {
+                                let _ = reply.send(Err(WalError::NotServing { partition }));
+                            } else {
+                                oldest.get_or_insert_with(Instant::now);
+                                waiting.push_back(Item::Frames { partition, frames, reply });
+                            }
+                        }
+                        Request::Release { partition, reply } => {
+                            if !serving.remove(&partition) {
+                                let _ = reply.send(Err(WalError::NotServing { partition }));
+                            } else {
+                                oldest.get_or_insert_with(Instant::now);
+                                releasing.insert(partition);
+                                waiting.push_back(Item::Release { partition, reply });
+                            }
+                        }
+                        Request::Reserve { partition, reply } => {
+                            let answer = if let Some(number) = stopped {
+                                Err(WalError::LogFenced { number })
+                            } else if serving.contains(&partition) || releasing.contains(&partition) {
+                                Err(WalError::NotServing { partition })
+                            } else {
+                                Ok(next)
+                            };
+                            let _ = reply.send(answer);
+                        }
+                        Request::Serve { partition } => {
+                            serving.insert(partition);
+                        }
+                    }
+                }
+                Some((number, replies, released, outcome)) = flight.next(), if !flight.is_empty() => {
+                    let answer = match (stopped, outcome) {
+                        (Some(at), _) => Err(at),
+                        (None, Ok(true)) => Ok(number),
+                        (None, Ok(false)) => {
+                            tracing::warn!(number, "this origin's log met a fence: another origin took over; stopping it");
+                            Err(number)
+                        }
+                        (None, Err(e)) => {
+                            tracing::warn!(number, error = %e, "a put of this origin's log did not settle; stopping it");
+                            Err(number)
+                        }
+                    };
+                    if let Err(at) = answer {
+                        stopped = Some(at);
+                        serving.clear();
+                        for item in waiting.drain(..) {
+                            let (Item::Frames { reply, .. } | Item::Release { reply, .. }) = item;
+                            let _ = reply.send(Err(WalError::LogFenced { number: at }));
+                        }
+                        oldest = None;
+                    }
+                    for p in released {
+                        releasing.remove(&p);
+                    }
+                    for reply in replies {
+                        let _ = reply.send(answer.map_err(|at| WalError::LogFenced { number: at }));
+                    }
+                }
+                _ = sleep_until(deadline), if deadline.is_some() => {}
+            }
+        }
+    }
+
+    /// Puts one object at `number` and settles whose it is.
+    fn put(&self, number: u64, sections: Vec<Section>, replies: Vec<Reply>) -> Put {
+        let released = sections
+            .iter()
+            .filter(|s| s.releases)
+            .map(|s| s.partition)
+            .collect();
+        let object = LogObject {
+            fence: false,
+            put_id: rand::random(),
+            sections,
+        };
+        let (store, log, stopping, counters) = (
+            Arc::clone(&self.store),
+            self.log,
+            Arc::clone(&self.stopping),
+            Arc::clone(&self.counters),
+        );
+        counters
+            .appends
+            .fetch_add(replies.len() as u64, Ordering::Relaxed);
+        Box::pin(async move {
+            let outcome = settle_put(&*store, &log, number, &object, &stopping)
+                .await
+                .map(|found| found.put_id == object.put_id && !found.fence);
+            counters.puts.fetch_add(1, Ordering::Relaxed);
+            (number, replies, released, outcome)
+        })
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    if let Some(at) = deadline {
+        tokio::time::sleep_until(at).await;
+    }
+}
+
+fn waiting_bytes(waiting: &VecDeque<Item>) -> usize {
+    waiting
+        .iter()
+        .map(|i| match i {
+            Item::Frames { frames, .. } => frames.len(),
+            Item::Release { .. } => 0,
+        })
+        .sum()
+}
+
+/// The next object's sections and the appends it answers: from the front,
+/// frames up to `limit` bytes (at least one append). A release is taken
+/// only first and only with nothing in flight (`idle`), and never in an
+/// object that holds frames of its partition before it: the object ends
+/// the tenure, so frames in it would not count.
+fn take_batch(
+    waiting: &mut VecDeque<Item>,
+    idle: bool,
+    limit: usize,
+) -> Option<(Vec<Section>, Vec<Reply>)> {
+    let mut sections: Vec<(u32, bool, BytesMut)> = Vec::new();
+    let mut replies = Vec::new();
+    let mut bytes = 0usize;
+    while let Some(item) = waiting.front() {
+        match item {
+            Item::Release { .. } if !(idle && replies.is_empty()) => break,
+            Item::Release { .. } => {}
+            Item::Frames {
+                partition, frames, ..
+            } => {
+                if !replies.is_empty() && bytes.saturating_add(frames.len()) > limit {
+                    break;
+                }
+                let released_here = sections.iter().any(|s| s.0 == *partition && s.1);
+                if released_here {
+                    break;
+                }
+                bytes = bytes.saturating_add(frames.len());
+            }
+        }
+        match waiting.pop_front().expect("looked at") {
+            Item::Release { partition, reply } => {
+                sections.push((partition, true, BytesMut::new()));
+                replies.push(reply);
+            }
+            Item::Frames {
+                partition,
+                frames,
+                reply,
+            } => {
+                match sections.iter_mut().find(|s| s.0 == partition && !s.1) {
+                    Some(s) => s.2.extend_from_slice(&frames),
+                    None => sections.push((partition, false, BytesMut::from(&frames[..]))),
+                }
+                replies.push(reply);
+            }
+        }
+    }
+    (!replies.is_empty()).then(|| {
+        let sections = sections
+            .into_iter()
+            .map(|(partition, releases, frames)| Section {
+                partition,
+                releases,
+                frames: frames.freeze(),
+            })
+            .collect();
+        (sections, replies)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frames(
+        partition: u32,
+        bytes: &'static [u8],
+    ) -> (Item, oneshot::Receiver<Result<u64, WalError>>) {
+        let (reply, rx) = oneshot::channel();
+        (
+            Item::Frames {
+                partition,
+                frames: Bytes::from_static(bytes),
+                reply,
+            },
+            rx,
+        )
+    }
+
+    fn release(partition: u32) -> (Item, oneshot::Receiver<Result<u64, WalError>>) {
+        let (reply, rx) = oneshot::channel();
+        (Item::Release { partition, reply }, rx)
+    }
+
+    #[test]
+    fn a_batch_merges_a_partitions_frames_in_order_up_to_the_limit() {
+        let mut waiting: VecDeque<Item> = [
+            frames(1, b"a"),
+            frames(2, b"b"),
+            frames(1, b"c"),
+            frames(3, b"dddd"),
+        ]
+        .into_iter()
+        .map(|(i, _)| i)
+        .collect();
+        let (sections, replies) = take_batch(&mut waiting, false, 3).unwrap();
+        assert_eq!(replies.len(), 3);
+        assert_eq!(sections.len(), 2);
+        assert_eq!(&sections[0].frames[..], b"ac");
+        assert_eq!(&sections[1].frames[..], b"b");
+        // One append larger than the limit goes alone.
+        let (sections, _) = take_batch(&mut waiting, false, 3).unwrap();
+        assert_eq!(&sections[0].frames[..], b"dddd");
+        assert!(take_batch(&mut waiting, false, 3).is_none());
+    }
+
+    #[test]
+    fn a_release_goes_first_with_nothing_in_flight_and_ends_its_object_for_its_partition() {
+        let mut waiting: VecDeque<Item> = [
+            frames(1, b"a"),
+            release(1),
+            frames(2, b"b"),
+            frames(1, b"c"),
+        ]
+        .into_iter()
+        .map(|(i, _)| i)
+        .collect();
+        // The frames before the release go on their own.
+        let (sections, _) = take_batch(&mut waiting, true, 100).unwrap();
+        assert_eq!(sections.len(), 1);
+        // With a put in flight, the release waits.
+        assert!(take_batch(&mut waiting, false, 100).is_none());
+        let (sections, replies) = take_batch(&mut waiting, true, 100).unwrap();
+        assert_eq!(replies.len(), 2, "the release and partition 2's frames");
+        assert!(sections[0].releases && sections[0].partition == 1);
+        assert_eq!(sections[1].partition, 2);
+        // Partition 1's later frames are not in the releasing object.
+        assert_eq!(waiting.len(), 1);
+    }
+}
