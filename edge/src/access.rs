@@ -35,7 +35,7 @@ use axum::body::Body;
 use http::{HeaderMap, Method, Request, Response};
 use shared::auth::{credential, owner, Access, Credential, Denied, Verifier};
 use shared::error::ErrorCode;
-use shared::limits::{budget, LimitConfig, Limits, TailGuard};
+use shared::limits::{budget, LimitConfig, Limits, LiveReadGuard};
 
 use crate::metrics;
 use crate::upstream::Upstream;
@@ -88,11 +88,11 @@ pub enum Admit {
     /// An anonymous read of a public stream: served by the edge, its
     /// requests charged to the account's public budget (no tail count).
     Public {
-        tail: Option<TailGuard>,
+        tail: Option<LiveReadGuard>,
     },
     /// A verified token: served by the edge, answers private.
     Token {
-        tail: Option<TailGuard>,
+        tail: Option<LiveReadGuard>,
     },
     /// Only the origin can decide (an API key): forward as it came.
     ToOrigin,
@@ -228,7 +228,7 @@ impl AccessGate {
         // Anonymous readers of a public stream are counted in requests, not
         // tails: the edge's fan-out is for many readers of one stream, and
         // its own bounds (waiters, SSE readers) cap their tails.
-        let charge = |budget: &str, tails: bool| -> Result<Option<TailGuard>, u64> {
+        let charge = |budget: &str, tails: bool| -> Result<Option<LiveReadGuard>, u64> {
             let now = shell::clock::now();
             self.limits.request(budget, now).map_err(|a| a.0)?;
             if !live || !tails {

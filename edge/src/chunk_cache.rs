@@ -11,7 +11,7 @@
 //! asked for it and is forgotten.
 //!
 //! An answer kept is served only while the origin's invalidation feed
-//! vouches for its stream (`invalidations`): after a delete, a recreate or
+//! covers its stream (`invalidations`): after a delete, a recreate or
 //! a retention change (or while the feed is lost) the next request asks the
 //! origin again, so an edge never keeps serving what the origin refuses.
 
@@ -23,7 +23,7 @@ use shared::paths::{classify, Target};
 
 use crate::answer::Answer;
 use crate::core::cacheable::is_immutable;
-use crate::core::vouch::Mark;
+use crate::core::cover::Mark;
 use crate::invalidations::Feed;
 use crate::metrics::Metrics;
 use crate::upstream::UpstreamError;
@@ -111,12 +111,12 @@ impl ChunkCache {
         Ok((Arc::clone(&kept.answer), source))
     }
 
-    /// The answer kept for `path`, while the feed vouches for it.
+    /// The answer kept for `path`, while the feed covers it.
     pub async fn get(&self, path: &str) -> Option<Arc<Answer>> {
         let (stream, kind) = stream_of(path);
         let kept = self
             .feed
-            .vouched(&self.cache, path, stream, |k| k.mark)
+            .covered(&self.cache, path, stream, |k| k.mark)
             .await?;
         self.metrics.cache_hit(kind, kept.answer.body.len());
         Some(kept.answer)

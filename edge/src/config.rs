@@ -9,6 +9,24 @@ use clap::Parser;
 use http::{HeaderValue, Uri};
 use shared::units::{parse_duration, parse_size};
 
+/// Flags renamed for one vocabulary (`docs/glossary.md`), still taken
+/// under their old names, and their old variables, for one release
+/// (`shell::renamed`).
+pub const RENAMED: &[shell::renamed::Flag] = &[
+    shell::renamed::Flag {
+        old: "light-tails",
+        new: "light-path",
+        old_env: "EDGE_LIGHT_TAILS",
+        new_env: "EDGE_LIGHT_PATH",
+    },
+    shell::renamed::Flag {
+        old: "account-tails",
+        new: "account-live-reads",
+        old_env: "EDGE_ACCOUNT_TAILS",
+        new_env: "EDGE_ACCOUNT_LIVE_READS",
+    },
+];
+
 #[derive(Debug, Parser)]
 #[command(
     name = "edge",
@@ -53,9 +71,10 @@ pub struct Cli {
     /// Requests per second per account at this edge (0: no limit).
     #[arg(long, env = "EDGE_ACCOUNT_RPS", default_value_t = 1000)]
     pub account_rps: u32,
-    /// Tails open at once per account at this edge (0: no limit).
-    #[arg(long, env = "EDGE_ACCOUNT_TAILS", default_value_t = 16)]
-    pub account_tails: u32,
+    /// Live reads (long-polls and SSE) open at once per account at this
+    /// edge (0: no limit).
+    #[arg(long, env = "EDGE_ACCOUNT_LIVE_READS", default_value_t = 16)]
+    pub account_live_reads: u32,
     /// Rate-limit budgets (keys, public readers of an account) remembered
     /// at once; past it new ones share one overflow budget until idle ones
     /// (10 minutes) are swept.
@@ -99,8 +118,8 @@ pub struct Cli {
     /// HTTP/1.1 long-polls and SSE reads are served without hyper once
     /// their head is read, so a waiting reader holds no connection buffers
     /// (false: hyper serves every connection).
-    #[arg(long, env = "EDGE_LIGHT_TAILS", default_value_t = true, action = clap::ArgAction::Set)]
-    pub light_tails: bool,
+    #[arg(long, env = "EDGE_LIGHT_PATH", default_value_t = true, action = clap::ArgAction::Set)]
+    pub light_path: bool,
     /// Connections served at once (0: half the descriptor limit found at
     /// start); past it new ones wait in the kernel's backlog.
     #[arg(long, env = "EDGE_MAX_CONNECTIONS", default_value_t = 0)]
@@ -181,7 +200,7 @@ impl Cli {
                 header_read_timeout: self.header_read_timeout,
                 body_idle_timeout: self.body_idle_timeout,
                 drain_delay: self.drain_delay,
-                light_tails: self.light_tails,
+                light_path: self.light_path,
                 ..shell::ServeConfig::default()
             };
             c.access = crate::access::AccessConfig {
@@ -189,7 +208,7 @@ impl Cli {
                 open_accounts: shared::auth::account_list(&self.open_accounts),
                 limits: shared::limits::LimitConfig {
                     rps: self.account_rps,
-                    tails: self.account_tails,
+                    live_reads: self.account_live_reads,
                     budgets: self.limit_budgets,
                 },
                 token_public_key: self.token_public_key.clone(),
@@ -304,7 +323,7 @@ pub struct Limits {
     /// rings). A feed whose next frame does not fit ends (its readers
     /// reconnect), and while less than one frame's room is left a new SSE
     /// reader answers 503 + `Retry-After`.
-    pub sse_feed_bytes: u64,
+    pub sse_ring_bytes: u64,
     /// An SSE reader is ended after this long, as the origin does.
     pub sse_session: Duration,
     /// An SSE reader silent for this long is sent a keepalive comment
@@ -355,7 +374,7 @@ impl Default for Limits {
             sse_ring: 256,
             tail_frame_bytes: 1024 * 1024,
             tail_poll_ms: 20_000,
-            sse_feed_bytes: 512 * 1024 * 1024,
+            sse_ring_bytes: 512 * 1024 * 1024,
             sse_session: Duration::from_secs(60),
             sse_keepalive: Duration::from_secs(15),
             max_answer_bytes: 9 * 1024 * 1024,

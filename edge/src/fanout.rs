@@ -1,4 +1,4 @@
-//! SSE fan-out: one upstream tail per stream, however many readers.
+//! SSE fan-out: one upstream read per stream, however many readers.
 //!
 //! A stream's [`Hub`] follows the origin with a chain of long-polls, each
 //! from the end of the last answer (with its cursor), and publishes every
@@ -12,13 +12,13 @@
 //! caught up ([`writer`]): their connections are detached from any task,
 //! and one task per shard of `sse_shard_readers` readers writes each frame
 //! to every socket. Other readers (HTTP/2, or with the light path off)
-//! each have a task that takes the frames from the feed.
+//! each have a task that takes the frames from the ring.
 //!
-//! Bounds: the feed is a ring of `sse_ring` frames (each at most
+//! Bounds: a hub's ring holds `sse_ring` frames (each at most
 //! `tail_frame_bytes`, one oversized JSON message excepted); a reader that
-//! falls further behind is disconnected. All feeds' frames together hold at
-//! most `sse_feed_bytes`: each frame holds its room until the ring drops it,
-//! and a feed whose next frame finds no room ends (its readers reconnect). A hub ends when its last reader
+//! falls further behind is disconnected. All rings' frames together hold at
+//! most `sse_ring_bytes`: each frame holds its room until the ring drops it,
+//! and a ring whose next frame finds no room ends (its readers reconnect). A hub ends when its last reader
 //! leaves, when the stream closes or is deleted, when the origin fails or
 //! answers for another incarnation; its readers then end too and reconnect
 //! from their last `streamNextOffset`, so no reader ever gets bytes of a new
@@ -60,20 +60,20 @@ pub struct Frame {
     /// The `control` event that follows it for every reader that gave no
     /// cursor of its own (most readers): made by the first such reader,
     /// then shared, so a frame costs each reader two queued references,
-    /// no formatting. (Its ~150 bytes are outside `sse_feed_bytes`: at
+    /// no formatting. (Its ~150 bytes are outside `sse_ring_bytes`: at
     /// most one per frame of the ring.)
     pub control: std::sync::OnceLock<Bytes>,
     /// The `data` event framed as a chunk, for the hub's writers: made by
     /// the first, shared by every writer of the hub (also outside
-    /// `sse_feed_bytes`, like `control`).
+    /// `sse_ring_bytes`, like `control`).
     pub data_chunk: std::sync::OnceLock<Bytes>,
-    /// Its room in `sse_feed_bytes`, given back when the ring drops it.
+    /// Its room in `sse_ring_bytes`, given back when the ring drops it.
     _room: Option<OwnedSemaphorePermit>,
 }
 
-/// What the feed carries.
+/// What the ring carries.
 #[derive(Clone, Debug)]
-pub enum FeedItem {
+pub enum RingItem {
     Data(Arc<Frame>),
     /// The stream was deleted: readers send an `error` event and end.
     Gone,
@@ -102,15 +102,15 @@ pub struct Hub {
     incarnation: String,
     framing: Framing,
     state: Mutex<HubState>,
-    feed: broadcast::Sender<FeedItem>,
+    ring: broadcast::Sender<RingItem>,
     idle: Notify,
     /// The writers of its detached readers ([`writer`]).
     shards: shell::shards::Shards<writer::Join>,
 }
 
-/// A reader on a hub: its feed, and its seat.
+/// A reader on a hub: its ring, and its seat.
 pub struct Subscription {
-    pub feed: broadcast::Receiver<FeedItem>,
+    pub ring: broadcast::Receiver<RingItem>,
     /// Where the first frame this reader receives starts.
     pub pos: u64,
     pub seat: Seat,
@@ -137,27 +137,27 @@ impl Hub {
         }
         st.readers += 1;
         Some(Subscription {
-            feed: self.feed.subscribe(),
+            ring: self.ring.subscribe(),
             pos: st.pos,
             seat: Seat(Arc::clone(self)),
         })
     }
 
-    /// A feed for a writer, and where its first frame starts (no seat: a
+    /// A ring for a writer, and where its first frame starts (no seat: a
     /// writer lives as long as its readers, who hold theirs).
     /// Whether it ended, too.
-    fn writer_feed(&self) -> (broadcast::Receiver<FeedItem>, u64, bool) {
+    fn writer_ring(&self) -> (broadcast::Receiver<RingItem>, u64, bool) {
         let st = self.state.lock();
-        (self.feed.subscribe(), st.pos, st.ended)
+        (self.ring.subscribe(), st.pos, st.ended)
     }
 
-    fn publish(&self, item: FeedItem, pos: Option<u64>, last: bool) {
+    fn publish(&self, item: RingItem, pos: Option<u64>, last: bool) {
         let mut st = self.state.lock();
         if let Some(p) = pos {
             st.pos = p;
         }
         st.ended |= last;
-        let _ = self.feed.send(item);
+        let _ = self.ring.send(item);
     }
 
     /// Ends the hub if no reader is left, in one step with the check, so no
@@ -176,13 +176,13 @@ pub struct Fanout {
     hubs: Mutex<HashMap<HubKey, Arc<Hub>>>,
     /// Control events' cursors come from it.
     wall: shell::clock::WallClock,
-    /// Bytes of frames held by all feeds (`Limits::sse_feed_bytes`).
-    feed_bytes: Arc<Semaphore>,
+    /// Bytes of frames held by all rings (`Limits::sse_ring_bytes`).
+    ring_bytes: Arc<Semaphore>,
     upstream: Upstream,
     metrics: Arc<Metrics>,
     limits: Limits,
     closing: watch::Receiver<bool>,
-    /// Where a writer that fell behind its feed sends its readers: a task
+    /// Where a writer that fell behind its ring sends its readers: a task
     /// of its own reads what they missed and joins them again
     /// (`http::sse::rejoin`, set once the edge's state exists).
     rejoin: std::sync::OnceLock<Box<dyn Fn(writer::Behind) + Send + Sync>>,
@@ -204,8 +204,8 @@ impl Fanout {
         Arc::new(Fanout {
             hubs: Mutex::new(HashMap::new()),
             wall,
-            feed_bytes: Arc::new(Semaphore::new(
-                usize::try_from(limits.sse_feed_bytes)
+            ring_bytes: Arc::new(Semaphore::new(
+                usize::try_from(limits.sse_ring_bytes)
                     .unwrap_or(usize::MAX)
                     .min(Semaphore::MAX_PERMITS),
             )),
@@ -222,10 +222,10 @@ impl Fanout {
         self.hubs.lock().len()
     }
 
-    /// Whether the feeds have less room left than one frame may take: new
-    /// readers are then refused until feeds end and give room back.
+    /// Whether the rings have less room left than one frame may take: new
+    /// readers are then refused until rings end and give room back.
     pub fn full(&self) -> bool {
-        (self.feed_bytes.available_permits() as u64) < self.limits.tail_frame_bytes
+        (self.ring_bytes.available_permits() as u64) < self.limits.tail_frame_bytes
     }
 
     /// Joins the hub of the stream's events as `accept` shapes them,
@@ -254,7 +254,7 @@ impl Fanout {
                 ended: false,
                 readers: 0,
             }),
-            feed: broadcast::channel(self.limits.sse_ring).0,
+            ring: broadcast::channel(self.limits.sse_ring).0,
             idle: Notify::new(),
             shards: Default::default(),
         });
@@ -268,12 +268,12 @@ impl Fanout {
 
     /// The hub's upstream tail: long-poll after long-poll until it ends.
     async fn follow(self: Arc<Self>, hub: Arc<Hub>) {
-        let _tail = self.metrics.tail_guard();
+        let _tail = self.metrics.upstream_live_read_guard();
         let mut closing = self.closing.clone();
         let mut cursor: Option<String> = None;
         let (item, last_pos) = loop {
             if hub.end_if_idle() {
-                break (FeedItem::Reset, None);
+                break (RingItem::Reset, None);
             }
             let pos = hub.state.lock().pos;
             let mut pq = format!(
@@ -294,22 +294,22 @@ impl Fanout {
             let answer = tokio::select! {
                 a = self.upstream.get(&pq, headers, metrics::Upstream::Tail) => a,
                 _ = hub.idle.notified() => continue,
-                _ = closing.wait_for(|c| *c) => break (FeedItem::Reset, None),
+                _ = closing.wait_for(|c| *c) => break (RingItem::Reset, None),
             };
             let answer = match answer {
                 Ok(a) => a,
                 Err(e) => {
                     tracing::warn!(stream = %hub.path, error = %e, "upstream tail failed");
-                    break (FeedItem::Reset, None);
+                    break (RingItem::Reset, None);
                 }
             };
             match self.step(&hub, pos, &answer) {
                 Step::Frame(frame) => {
                     let (end, closed) = (frame.end, frame.closed);
                     if closed {
-                        break (FeedItem::Data(frame), Some(end));
+                        break (RingItem::Data(frame), Some(end));
                     }
-                    hub.publish(FeedItem::Data(frame), Some(end), false);
+                    hub.publish(RingItem::Data(frame), Some(end), false);
                 }
                 Step::Wait => {}
                 Step::End(item) => break (item, None),
@@ -326,13 +326,13 @@ impl Fanout {
         }
     }
 
-    /// What one upstream answer means for the feed.
+    /// What one upstream answer means for the ring.
     fn step(&self, hub: &Hub, pos: u64, answer: &Answer) -> Step {
         if answer.status == StatusCode::NOT_FOUND {
-            return Step::End(FeedItem::Gone);
+            return Step::End(RingItem::Gone);
         }
         if answer.header(h::STREAM_INCARNATION) != Some(hub.incarnation.as_str()) {
-            return Step::End(FeedItem::Reset);
+            return Step::End(RingItem::Reset);
         }
         let next = answer
             .header(h::STREAM_NEXT_OFFSET)
@@ -351,11 +351,11 @@ impl Fanout {
                 let event = Bytes::from(shared::sse::data_event(&body, hub.framing.base64));
                 let room = u32::try_from(event.len())
                     .ok()
-                    .and_then(|n| Arc::clone(&self.feed_bytes).try_acquire_many_owned(n).ok());
+                    .and_then(|n| Arc::clone(&self.ring_bytes).try_acquire_many_owned(n).ok());
                 let Some(room) = room else {
-                    self.metrics.sse_feed_over_budget();
-                    tracing::warn!(stream = %hub.path, "the shared feeds are full; ending this one");
-                    return Step::End(FeedItem::Reset);
+                    self.metrics.sse_ring_over_budget();
+                    tracing::warn!(stream = %hub.path, "the shared rings are full; ending this one");
+                    return Step::End(RingItem::Reset);
                 };
                 Step::Frame(Arc::new(Frame {
                     start: pos,
@@ -385,7 +385,7 @@ impl Fanout {
             (StatusCode::NO_CONTENT, Some(next)) if next == pos => Step::Wait,
             _ => {
                 tracing::warn!(stream = %hub.path, status = %answer.status, "unexpected tail answer");
-                Step::End(FeedItem::Reset)
+                Step::End(RingItem::Reset)
             }
         }
     }
@@ -394,5 +394,5 @@ impl Fanout {
 enum Step {
     Frame(Arc<Frame>),
     Wait,
-    End(FeedItem),
+    End(RingItem),
 }

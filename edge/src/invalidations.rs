@@ -1,6 +1,6 @@
 //! The edge's side of the origin's invalidation feed: one task per edge
 //! tails `GET /_invalidations` (`shared::invalidation`) and moves the
-//! [`Vouch`] that every answer from memory asks first
+//! [`Cover`] that every answer from memory asks first
 //! (`docs/decisions/0006-edge-invalidation.md`).
 //!
 //! The task starts from the feed's end (`offset=now`), then long-polls from
@@ -34,7 +34,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::config::Limits;
-use crate::core::vouch::{Mark, Vouch};
+use crate::core::cover::{Cover, Mark};
 use crate::metrics::{self, Metrics};
 use crate::upstream::Upstream;
 
@@ -43,7 +43,7 @@ use crate::upstream::Upstream;
 const RETRY_FIRST: Duration = Duration::from_millis(50);
 
 pub struct Feed {
-    vouch: Mutex<Vouch>,
+    cover: Mutex<Cover>,
     upstream: Upstream,
     metrics: Arc<Metrics>,
     poll: Duration,
@@ -61,7 +61,7 @@ impl Feed {
     pub fn new(upstream: Upstream, metrics: Arc<Metrics>, limits: &Limits) -> Arc<Feed> {
         metrics.feed_partitions(1);
         Arc::new(Feed {
-            vouch: Mutex::new(Vouch::new(limits.feed_stale_after)),
+            cover: Mutex::new(Cover::new(limits.feed_stale_after)),
             upstream,
             metrics,
             poll: limits.feed_poll,
@@ -73,24 +73,24 @@ impl Feed {
 
     /// The mark of something about to be asked of the origin.
     pub fn mark(&self) -> Mark {
-        self.vouch.lock().mark()
+        self.cover.lock().mark()
     }
 
     /// Whether something kept about the stream at `path`, marked `mark`,
     /// may still be served (counted when not).
-    pub fn vouches(&self, path: &str, mark: Mark) -> bool {
+    pub fn covers(&self, path: &str, mark: Mark) -> bool {
         let id = stream_id(path);
-        let ok = self.vouch.lock().vouches(id, mark, Instant::now());
+        let ok = self.cover.lock().covers(id, mark, Instant::now());
         if !ok {
-            self.metrics.not_vouched();
+            self.metrics.not_covered();
         }
         ok
     }
 
     /// What `cache` keeps under `key` (about the stream at `stream`) while
-    /// the feed vouches for it; what it no longer vouches for is dropped,
+    /// the feed covers it; what it no longer covers is dropped,
     /// so the caller asks the origin again.
-    pub async fn vouched<V>(
+    pub async fn covered<V>(
         &self,
         cache: &moka::future::Cache<String, V>,
         key: &str,
@@ -101,7 +101,7 @@ impl Feed {
         V: Clone + Send + Sync + 'static,
     {
         let kept = cache.get(key).await?;
-        if self.vouches(stream, mark(&kept)) {
+        if self.covers(stream, mark(&kept)) {
             return Some(kept);
         }
         cache.invalidate(key).await;
@@ -116,7 +116,7 @@ impl Feed {
     }
 
     pub fn is_live(&self) -> bool {
-        self.vouch.lock().is_live(Instant::now())
+        self.cover.lock().is_live(Instant::now())
     }
 
     /// Follows the feed (every partition's) until the edge shuts down.
@@ -159,7 +159,7 @@ impl Feed {
             };
             if !failed && at.take().is_some() {
                 self.answered.lock()[p as usize] = None;
-                self.vouch.lock().lost();
+                self.cover.lock().lost();
                 self.metrics.feed_lost();
                 tracing::warn!(partition = p, "the invalidation feed missed events; answering from the origin until it is followed again");
             }
@@ -173,12 +173,12 @@ impl Feed {
 
     /// Partition `p`'s feed reached its end at `now`: the feed is answered
     /// as of the oldest of the partitions' last answers, once all have one.
-    fn answered(&self, p: u32, now: Instant, vouch: &mut Vouch) {
+    fn answered(&self, p: u32, now: Instant, cover: &mut Cover) {
         let mut answered = self.answered.lock();
         answered[p as usize] = Some(now);
         if let Some(oldest) = answered.iter().copied().collect::<Option<Vec<_>>>() {
             if let Some(at) = oldest.into_iter().min() {
-                vouch.answered(at);
+                cover.answered(at);
                 self.caught_up_once
                     .store(true, std::sync::atomic::Ordering::Relaxed);
             }
@@ -201,7 +201,7 @@ impl Feed {
     /// acknowledged): the same as its event, so the client that made it
     /// reads its own change through this edge at once.
     pub fn touch(&self, path: &str) {
-        self.vouch.lock().event(stream_id(path));
+        self.cover.lock().event(stream_id(path));
     }
 
     /// One request of partition `p`'s feed: from its end (`at` none) or
@@ -254,22 +254,22 @@ impl Feed {
             StatusCode::NO_CONTENT => Vec::new(),
             _ => return Step::Missed,
         };
-        let mut vouch = self.vouch.lock();
+        let mut cover = self.cover.lock();
         if at.is_none() {
             // Followed from its end: whatever was kept before is void, and
             // everything asked from now on is covered by the events to come.
-            vouch.lost();
+            cover.lost();
         }
         for e in &events {
             // A creation voids nothing: the edge keeps nothing of a stream
             // that did not exist, and a recreation's delete came first.
             if e.change != Change::Created {
-                vouch.event(e.stream);
+                cover.event(e.stream);
             }
             self.metrics.invalidation();
         }
         if events.len() < MAX_EVENTS_PER_ANSWER {
-            self.answered(p, Instant::now(), &mut vouch);
+            self.answered(p, Instant::now(), &mut cover);
         }
         Step::Next((incarnation, next))
     }

@@ -11,7 +11,7 @@
 //! - [`chunk_cache`]: immutable chunks in memory, weighted by bytes, with
 //!   single-flight misses.
 //! - [`invalidations`]: the origin's feed of deletes, creates, retention and replaced snapshots,
-//!   which vouches for everything served from memory.
+//!   which covers everything served from memory.
 //! - [`upstream`], [`answer`]: the way to the origin, and its answers held
 //!   in memory; [`objects`]: the origin's bucket, read directly.
 //! - [`http`]: one file per operation; [`server`]: wiring and shutdown;

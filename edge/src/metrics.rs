@@ -111,8 +111,8 @@ pub struct Metrics {
     sse_dropped_slow: AtomicU64,
     sse_writer_behind: AtomicU64,
     sse_joins_overran: AtomicU64,
-    sse_feeds_over_budget: AtomicU64,
-    upstream_tails: AtomicI64,
+    sse_rings_over_budget: AtomicU64,
+    upstream_live_reads: AtomicI64,
     /// HTTP/2 connections to the origins open now, and waiting requests
     /// on them (`upstream::multiplexed`).
     multiplexed_connections: AtomicI64,
@@ -127,7 +127,7 @@ pub struct Metrics {
     feed_partitions_followed: AtomicI64,
     invalidations: AtomicU64,
     feed_losses: AtomicU64,
-    not_vouched: AtomicU64,
+    not_covered: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -168,8 +168,8 @@ impl Default for Metrics {
             sse_dropped_slow: AtomicU64::new(0),
             sse_writer_behind: AtomicU64::new(0),
             sse_joins_overran: AtomicU64::new(0),
-            sse_feeds_over_budget: AtomicU64::new(0),
-            upstream_tails: AtomicI64::new(0),
+            sse_rings_over_budget: AtomicU64::new(0),
+            upstream_live_reads: AtomicI64::new(0),
             multiplexed_connections: AtomicI64::new(0),
             multiplexed_streams: AtomicI64::new(0),
             http1_waiting: AtomicI64::new(0),
@@ -177,7 +177,7 @@ impl Default for Metrics {
             feed_partitions_followed: AtomicI64::new(0),
             invalidations: AtomicU64::new(0),
             feed_losses: AtomicU64::new(0),
-            not_vouched: AtomicU64::new(0),
+            not_covered: AtomicU64::new(0),
         }
     }
 }
@@ -272,9 +272,9 @@ impl Metrics {
         self.feed_losses.fetch_add(1, Relaxed);
     }
 
-    /// Something kept was not served: the feed no longer vouched for it.
-    pub fn not_vouched(&self) {
-        self.not_vouched.fetch_add(1, Relaxed);
+    /// Something kept was not served: the feed no longer covered it.
+    pub fn not_covered(&self) {
+        self.not_covered.fetch_add(1, Relaxed);
     }
 
     pub fn sse_dropped_slow(&self) {
@@ -293,8 +293,8 @@ impl Metrics {
         self.sse_joins_overran.fetch_add(1, Relaxed);
     }
 
-    pub fn sse_feed_over_budget(&self) {
-        self.sse_feeds_over_budget.fetch_add(1, Relaxed);
+    pub fn sse_ring_over_budget(&self) {
+        self.sse_rings_over_budget.fetch_add(1, Relaxed);
     }
 
     /// Counts a waiting long-poller for as long as the guard lives.
@@ -312,9 +312,9 @@ impl Metrics {
         Gauge::new(Arc::clone(self), |m| &m.sse_open)
     }
 
-    /// Counts a stream's shared upstream tail for as long as the guard lives.
-    pub fn tail_guard(self: &Arc<Self>) -> Gauge {
-        Gauge::new(Arc::clone(self), |m| &m.upstream_tails)
+    /// Counts a stream's shared upstream SSE read for as long as the guard lives.
+    pub fn upstream_live_read_guard(self: &Arc<Self>) -> Gauge {
+        Gauge::new(Arc::clone(self), |m| &m.upstream_live_reads)
     }
 
     /// Counts an HTTP/2 connection to an origin for as long as the guard
@@ -345,6 +345,8 @@ impl Metrics {
     }
 
     /// Every family, with the numbers read at scrape time.
+    /// Long by design: one table row per series, read as the list of
+    /// what the edge exposes (splitting it would scatter that list).
     pub fn expose(&self, sampled: Sampled, e: &mut Exposition) {
         Requests::expose(&[&self.requests], e);
         e.counters(
@@ -416,9 +418,9 @@ impl Metrics {
                 &self.sse_joins_overran,
             ),
             (
-                "ds_edge_sse_feeds_over_budget_total",
-                "Shared SSE feeds ended for want of room in sse_feed_bytes.",
-                &self.sse_feeds_over_budget,
+                "ds_edge_sse_rings_over_budget_total",
+                "Fan-out rings ended for want of room in sse_ring_bytes.",
+                &self.sse_rings_over_budget,
             ),
             (
                 "ds_edge_invalidations_total",
@@ -431,9 +433,9 @@ impl Metrics {
                 &self.feed_losses,
             ),
             (
-                "ds_edge_not_vouched_total",
-                "Kept answers not served because the feed no longer vouched for them.",
-                &self.not_vouched,
+                "ds_edge_not_covered_total",
+                "Kept answers not served because the invalidation feed no longer covered them.",
+                &self.not_covered,
             ),
         ] {
             e.counter(name, help, v.load(Relaxed));
@@ -451,9 +453,9 @@ impl Metrics {
             ),
             ("ds_edge_sse_open", "SSE readers open now.", &self.sse_open),
             (
-                "ds_edge_upstream_tails",
-                "Shared upstream SSE tails open now.",
-                &self.upstream_tails,
+                "ds_edge_upstream_live_reads",
+                "Shared upstream SSE reads open now (one per tailed stream).",
+                &self.upstream_live_reads,
             ),
             (
                 "ds_edge_feed_partitions",
@@ -511,8 +513,20 @@ impl Metrics {
         e.families_of(self.upstream_durations.families())
             .families_of(self.flight_waiters.families())
             .families_of(self.delivery.families());
+        e.deprecated(RENAMED);
     }
 }
+
+/// Series renamed for one vocabulary (`docs/glossary.md`), also exposed
+/// under their old names for one release (`shell::renamed`): (new, old).
+pub const RENAMED: &[(&str, &str)] = &[
+    (
+        "ds_edge_sse_rings_over_budget_total",
+        "ds_edge_sse_feeds_over_budget_total",
+    ),
+    ("ds_edge_not_covered_total", "ds_edge_not_vouched_total"),
+    ("ds_edge_upstream_live_reads", "ds_edge_upstream_tails"),
+];
 
 /// Decrements its gauge when dropped.
 pub struct Gauge {

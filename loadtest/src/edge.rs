@@ -305,6 +305,8 @@ async fn get_loop(
     Ok(Summary::from_latencies(all, errors, elapsed))
 }
 
+/// The benchmark's script, step by step as its report reads (long by
+/// design: split, its steps would only pass their state along).
 pub async fn catchup(args: CatchupArgs) -> anyhow::Result<()> {
     let (mut ceiling, ceiling_addr) = start(
         Command::new(std::env::current_exe()?)

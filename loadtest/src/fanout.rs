@@ -205,7 +205,7 @@ async fn system_round(running: &Running, name: &str, args: &FanoutArgs) -> anyho
             "ds_edge_upstream_requests_total{kind=\"tail\"}",
             "ds_edge_sse_dropped_slow_total",
             "ds_edge_sse_writers_behind_total",
-            "ds_edge_sse_feeds_over_budget_total",
+            "ds_edge_sse_rings_over_budget_total",
         ] {
             said.push(format!("{series} {}", metric(addr, series).await?));
         }

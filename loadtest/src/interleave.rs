@@ -38,7 +38,8 @@ pub struct Interleaved {
 
 /// Runs `pairs` pairs of slices of `slice` each (after `ramp` uncounted at
 /// every switch, and one warm-up slice per side) and returns both
-/// sides' totals.
+/// sides' totals. (Long by design: one loop whose slices must share its
+/// state; split, each piece would take all of it.)
 pub async fn run(
     sides: &[Side; 2],
     workload: &Workload,

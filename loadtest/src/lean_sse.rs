@@ -227,6 +227,8 @@ struct Slot {
 /// retransmissions (or are cut by a server's header timeout).
 const OPENING_MAX: usize = 128;
 
+/// One parsing loop over the sockets' bytes, its state local to it (long
+/// by design: split, each piece would take all of that state).
 fn read_all(
     share: Vec<(usize, Target)>,
     expected: usize,

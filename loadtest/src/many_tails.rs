@@ -107,6 +107,8 @@ async fn reader(
     Ok(lat)
 }
 
+/// The benchmark's script, step by step as its report reads (long by
+/// design: split, its steps would only pass their state along).
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let n = args.streams.max(1);
     // Every reader is a connection: the edge's default cap (half its
@@ -164,7 +166,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         })
         .collect();
     connected.wait().await;
-    wait_metric(edge, "ds_edge_upstream_tails", n as i64).await?;
+    wait_metric(edge, "ds_edge_upstream_live_reads", n as i64).await?;
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let (edge_rss, origin_rss) = (rss_kib(edge_pid), rss_kib(origin_pid));
     let conns = testkit::tcp::established_to(origin.port());

@@ -130,6 +130,8 @@ pub(crate) async fn read_all(addr: SocketAddr, path: &str) -> anyhow::Result<usi
     }
 }
 
+/// The benchmark's script, step by step as its report reads (long by
+/// design: split, its steps would only pass their state along).
 pub async fn run(args: Args) -> anyhow::Result<()> {
     let root = std::env::temp_dir().join(format!("ds-seal-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&root);

@@ -100,6 +100,8 @@ async fn over_pool(addr: std::net::SocketAddr, args: &Args, job: Arc<dyn pool::J
     pool::run(addr, args.connections, args.streams, job).await
 }
 
+/// The benchmark's script, step by step as its report reads (long by
+/// design: split, its steps would only pass their state along).
 pub async fn run(args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(args.streams > 0, "--streams must be at least 1");
     let stamp = std::time::SystemTime::now()

@@ -318,6 +318,8 @@ async fn throughput(
     Ok(r.rps())
 }
 
+/// The benchmark's script, step by step as its report reads (long by
+/// design: split, its steps would only pass their state along).
 pub async fn run(a: Args) -> anyhow::Result<()> {
     let data = std::env::temp_dir().join(format!("ds-webhooks-{}", std::process::id()));
     let mut cmd = origin_command(&a.origin, &data);

@@ -218,6 +218,8 @@ fn quantile(sorted: &[u32], q: f64) -> f64 {
     f64::from(sorted.get(i).copied().unwrap_or(0)) / 1000.0
 }
 
+/// The benchmark's script, step by step as its report reads (long by
+/// design: split, its steps would only pass their state along).
 pub async fn run(a: Args) -> anyhow::Result<()> {
     let ledger: Shared = Arc::default();
     let hook = receiver(ledger.clone()).await?;

@@ -16,6 +16,24 @@ use crate::store::{Durability, StoreConfig};
 /// task of the follower's for as long).
 const MAX_FLOOR_WAIT: Duration = Duration::from_secs(10);
 
+/// Flags renamed for one vocabulary (`docs/glossary.md`), still taken
+/// under their old names, and their old variables, for one release
+/// (`shell::renamed`).
+pub const RENAMED: &[shell::renamed::Flag] = &[
+    shell::renamed::Flag {
+        old: "light-tails",
+        new: "light-path",
+        old_env: "ORIGIN_LIGHT_TAILS",
+        new_env: "ORIGIN_LIGHT_PATH",
+    },
+    shell::renamed::Flag {
+        old: "account-tails",
+        new: "account-live-reads",
+        old_env: "ORIGIN_ACCOUNT_TAILS",
+        new_env: "ORIGIN_ACCOUNT_LIVE_READS",
+    },
+];
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum JsonReadsArg {
     /// `application/x-ndjson`: one message per line.
@@ -147,8 +165,8 @@ pub struct Cli {
     /// HTTP/1.1 long-polls and SSE reads are served without hyper once
     /// their head is read, so a waiting reader holds no connection buffers
     /// (false: hyper serves every connection).
-    #[arg(long, env = "ORIGIN_LIGHT_TAILS", default_value_t = true, action = clap::ArgAction::Set)]
-    pub light_tails: bool,
+    #[arg(long, env = "ORIGIN_LIGHT_PATH", default_value_t = true, action = clap::ArgAction::Set)]
+    pub light_path: bool,
     /// Connections served at once (0: half the descriptor limit found at
     /// start); past it new ones wait in the kernel's backlog.
     #[arg(long, env = "ORIGIN_MAX_CONNECTIONS", default_value_t = 0)]
@@ -277,10 +295,10 @@ pub struct Cli {
     /// (an account's anonymous public readers share one; 0: no limit).
     #[arg(long, env = "ORIGIN_ACCOUNT_RPS", default_value_t = 1000)]
     pub account_rps: u32,
-    /// Tails (long-polls and SSE) open at once per credential (an
+    /// Live reads (long-polls and SSE) open at once per credential (an
     /// account's anonymous public readers share one; 0: no limit).
-    #[arg(long, env = "ORIGIN_ACCOUNT_TAILS", default_value_t = 16)]
-    pub account_tails: u32,
+    #[arg(long, env = "ORIGIN_ACCOUNT_LIVE_READS", default_value_t = 16)]
+    pub account_live_reads: u32,
     /// Rate-limit budgets (keys, public readers of an account) remembered
     /// at once; past it new ones share one overflow budget until idle ones
     /// (10 minutes) are swept.
@@ -468,7 +486,7 @@ impl Cli {
                 header_read_timeout: self.header_read_timeout,
                 body_idle_timeout: self.body_idle_timeout,
                 drain_delay: self.drain_delay,
-                light_tails: self.light_tails,
+                light_path: self.light_path,
                 ..shell::ServeConfig::default()
             },
             auth: crate::auth::AuthConfig {
@@ -476,7 +494,7 @@ impl Cli {
                 open_accounts: shared::auth::account_list(&self.open_accounts),
                 limits: shared::limits::LimitConfig {
                     rps: self.account_rps,
-                    tails: self.account_tails,
+                    live_reads: self.account_live_reads,
                     budgets: self.limit_budgets,
                 },
                 max_token_secs: self.max_token_ttl.as_secs().max(1),

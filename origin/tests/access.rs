@@ -62,7 +62,7 @@ fn req(api: &Api, method: Method, path: &str, cred: Option<&str>) -> reqwest::Re
 async fn every_refusal_a_credential_decides() {
     let api = start(LimitConfig {
         rps: 0,
-        tails: 0,
+        live_reads: 0,
         ..LimitConfig::default()
     })
     .await;
@@ -289,7 +289,7 @@ async fn every_refusal_a_credential_decides() {
 async fn public_streams_read_without_a_credential_and_write_with_one() {
     let api = start(LimitConfig {
         rps: 0,
-        tails: 0,
+        live_reads: 0,
         ..LimitConfig::default()
     })
     .await;
@@ -350,7 +350,7 @@ async fn public_streams_read_without_a_credential_and_write_with_one() {
             data,
             config(LimitConfig {
                 rps: 0,
-                tails: 0,
+                live_reads: 0,
                 ..LimitConfig::default()
             }),
             origin::store::StoreConfig::new,
@@ -370,7 +370,7 @@ async fn public_streams_read_without_a_credential_and_write_with_one() {
 async fn revoked_keys_stop_working() {
     let api = start(LimitConfig {
         rps: 0,
-        tails: 0,
+        live_reads: 0,
         ..LimitConfig::default()
     })
     .await;
@@ -441,7 +441,7 @@ async fn revoked_keys_stop_working() {
 async fn a_token_expiring_mid_sse_ends_the_tail_with_credential_expired() {
     let api = start(LimitConfig {
         rps: 0,
-        tails: 0,
+        live_reads: 0,
         ..LimitConfig::default()
     })
     .await;
@@ -473,7 +473,7 @@ async fn a_token_expiring_mid_sse_ends_the_tail_with_credential_expired() {
 async fn the_17th_open_tail_of_an_account_gets_429() {
     let api = start(LimitConfig {
         rps: 0,
-        tails: 16,
+        live_reads: 16,
         ..LimitConfig::default()
     })
     .await;
@@ -535,7 +535,7 @@ async fn the_17th_open_tail_of_an_account_gets_429() {
 async fn a_burst_over_the_rate_gets_429_then_succeeds_after_retry_after() {
     let api = start(LimitConfig {
         rps: 5,
-        tails: 0,
+        live_reads: 0,
         ..LimitConfig::default()
     })
     .await;
@@ -731,7 +731,7 @@ async fn the_data_directory_is_its_owners_alone() {
 async fn limits_are_charged_after_authentication_per_credential() {
     let api = start(LimitConfig {
         rps: 5,
-        tails: 0,
+        live_reads: 0,
         ..LimitConfig::default()
     })
     .await;

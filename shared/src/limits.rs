@@ -1,12 +1,12 @@
 //! Per-budget limits, counted the same way by origin and edge: requests per
-//! second (a token bucket; a burst of one second's worth) and tails open at
+//! second (a token bucket; a burst of one second's worth) and live reads (long-polls, SSE) open at
 //! once (long-polls and SSE). Over either, a request answers 429 with
 //! `Retry-After`.
 //!
 //! A budget is what a request is charged to once its caller is known
 //! ([`budget`]): the key a credential came from, or an account's anonymous
 //! public readers. Limits are per process: an edge counts its own requests
-//! and tails, so a budget behind N edges can reach N times the edge limit
+//! and live reads, so a budget behind N edges can reach N times the edge limit
 //! there, and the origin's own limit bounds what reaches the origin
 //! (README, "Access").
 //!
@@ -42,8 +42,8 @@ const OVERFLOW: &str = "(overflow)";
 pub struct LimitConfig {
     /// Requests per second per budget (0: no limit).
     pub rps: u32,
-    /// Tails open at once per budget (0: no limit).
-    pub tails: u32,
+    /// Live reads open at once per budget (0: no limit).
+    pub live_reads: u32,
     /// Budgets remembered at once; past it, new ones share one overflow
     /// budget until idle ones are swept.
     pub budgets: usize,
@@ -53,7 +53,7 @@ impl Default for LimitConfig {
     fn default() -> Self {
         LimitConfig {
             rps: 1000,
-            tails: 16,
+            live_reads: 16,
             budgets: 100_000,
         }
     }
@@ -71,7 +71,7 @@ pub fn budget(grant: Option<&Grant>, account: &str) -> String {
 struct Bucket {
     tokens: f64,
     at: Instant,
-    tails: u32,
+    live_reads: u32,
 }
 
 struct Map {
@@ -101,7 +101,7 @@ fn kept_name(budget: &str) -> std::borrow::Cow<'_, str> {
 
 impl Map {
     fn idle(b: &Bucket, now: Instant) -> bool {
-        b.tails == 0 && now.saturating_duration_since(b.at) >= IDLE
+        b.live_reads == 0 && now.saturating_duration_since(b.at) >= IDLE
     }
 
     fn sweep(&mut self, now: Instant) {
@@ -137,7 +137,7 @@ impl Map {
                 Bucket {
                     tokens: f64::from(config.rps),
                     at: now,
-                    tails: 0,
+                    live_reads: 0,
                 },
             );
         }
@@ -199,19 +199,19 @@ impl Limits {
         self: &Arc<Self>,
         budget: &str,
         now: Instant,
-    ) -> Result<TailGuard, RetryAfter> {
-        let limit = self.config.tails;
+    ) -> Result<LiveReadGuard, RetryAfter> {
+        let limit = self.config.live_reads;
         let mut map = self.map();
         let kept = kept_name(budget);
         let name: Box<str> = map.admitted(&kept, self.config, now).into();
         let b = map.bucket(&name, self.config, now);
-        if limit > 0 && b.tails >= limit {
+        if limit > 0 && b.live_reads >= limit {
             // A tail ends within its timeout (long-poll) or session (SSE).
             return Err(RetryAfter(1));
         }
-        b.tails += 1;
+        b.live_reads += 1;
         b.at = b.at.max(now);
-        Ok(TailGuard {
+        Ok(LiveReadGuard {
             limits: Arc::clone(self),
             name,
         })
@@ -223,15 +223,15 @@ impl Limits {
     }
 }
 
-pub struct TailGuard {
+pub struct LiveReadGuard {
     limits: Arc<Limits>,
     name: Box<str>,
 }
 
-impl Drop for TailGuard {
+impl Drop for LiveReadGuard {
     fn drop(&mut self) {
         if let Some(b) = self.limits.map().budgets.get_mut(&self.name) {
-            b.tails = b.tails.saturating_sub(1);
+            b.live_reads = b.live_reads.saturating_sub(1);
         }
     }
 }
@@ -240,10 +240,10 @@ impl Drop for TailGuard {
 mod tests {
     use super::*;
 
-    fn limits(rps: u32, tails: u32, budgets: usize) -> Arc<Limits> {
+    fn limits(rps: u32, live_reads: u32, budgets: usize) -> Arc<Limits> {
         Limits::new(LimitConfig {
             rps,
-            tails,
+            live_reads,
             budgets,
         })
     }
@@ -261,7 +261,7 @@ mod tests {
     }
 
     #[test]
-    fn tails_are_counted_until_their_guard_drops() {
+    fn live_reads_are_counted_until_their_guard_drops() {
         let l = limits(0, 2, 100);
         let t0 = Instant::now();
         let a = l.open_tail("a", t0).unwrap();
@@ -272,7 +272,7 @@ mod tests {
     }
 
     #[test]
-    fn idle_budgets_are_swept_and_open_tails_keep_theirs() {
+    fn idle_budgets_are_swept_and_open_live_reads_keep_theirs() {
         let l = limits(10, 4, 100);
         let t0 = Instant::now();
         l.request("idle", t0).unwrap();

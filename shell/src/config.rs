@@ -22,8 +22,8 @@ use std::time::Duration;
 ///   about `probe_timeout`);
 /// - `probe_timeout`: while recovering, a connection that has not shown
 ///   within this long whether it is a probe is held for the server;
-/// - `light_tails`: HTTP/1.1 long-polls and SSE reads are served without
-///   hyper once their head is read (`crate::h1_tail`; off: hyper serves
+/// - `light_path`: HTTP/1.1 long-polls and SSE reads are served without
+///   hyper once their head is read (`crate::light_path`; off: hyper serves
 ///   every connection, as before);
 /// - `tail_head_bytes`: the most bytes of a request head the light path
 ///   looks at; a longer head (or one not all arrived) is left to hyper,
@@ -47,7 +47,7 @@ pub struct ServeConfig {
     pub recovering_connections: usize,
     pub probe_timeout: Duration,
     pub drain_delay: Duration,
-    pub light_tails: bool,
+    pub light_path: bool,
     pub tail_head_bytes: usize,
 }
 
@@ -62,7 +62,7 @@ impl Default for ServeConfig {
             recovering_connections: 256,
             probe_timeout: Duration::from_secs(5),
             drain_delay: Duration::ZERO,
-            light_tails: true,
+            light_path: true,
             tail_head_bytes: 4096,
         }
     }

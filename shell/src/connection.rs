@@ -9,7 +9,7 @@
 //! hyper's HTTP/1.1 or HTTP/2 connection directly.
 //!
 //! An HTTP/1.1 connection whose request is a tail (a long-poll or an SSE
-//! read) is served on the light path without hyper ([`crate::h1_tail`])
+//! read) is served on the light path without hyper ([`crate::light_path`])
 //! until a request that is not one arrives; hyper serves it from there.
 //!
 //! HTTP/1.1 runs with `half_close` when the server asks for it
@@ -53,7 +53,7 @@ const H2_START: &[u8] = b"PRI";
 /// `served` for each request. An HTTP/1.1 client that sends no whole
 /// request head within `header_read_timeout` of the connection being ready
 /// for one (opened, or idle after an answer) is disconnected. HTTP/1.1
-/// tails go the light path first (`crate::h1_tail`); hyper's connections
+/// tails go the light path first (`crate::light_path`); hyper's connections
 /// are boxed, so a connection on the light path carries none of their
 /// state.
 pub(crate) async fn serve<H, F, B>(
@@ -85,8 +85,8 @@ pub(crate) async fn serve<H, F, B>(
         };
     let stream = if h2 {
         stream
-    } else if config.light_tails || answer.is_some() {
-        let ended = crate::h1_tail::serve(
+    } else if config.light_path || answer.is_some() {
+        let ended = crate::light_path::serve(
             stream,
             |req| served.call(req, None),
             &mut held,
@@ -96,9 +96,9 @@ pub(crate) async fn serve<H, F, B>(
         )
         .await;
         match ended {
-            crate::h1_tail::Ended::Hyper(stream) => stream,
-            crate::h1_tail::Ended::Closed => return,
-            crate::h1_tail::Ended::Parked(stream, answer, close) => {
+            crate::light_path::Ended::Hyper(stream) => stream,
+            crate::light_path::Ended::Closed => return,
+            crate::light_path::Ended::Parked(stream, answer, close) => {
                 if let Some(held) = held.take() {
                     lot.park(Parked {
                         stream,

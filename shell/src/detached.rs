@@ -2,7 +2,7 @@
 //! shared frame to thousands of readers with no task, queue or buffer per
 //! reader (decision 0020, "Decision").
 //!
-//! On the light path ([`crate::h1_tail`]) a request reaches its handler
+//! On the light path ([`crate::light_path`]) a request reaches its handler
 //! with [`Offered`] among its extensions. A handler that will stream its
 //! answer from elsewhere (the edge's SSE hub) answers with a [`Slot`] among
 //! the answer's extensions; the light path then writes the answer's head
@@ -32,7 +32,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
 use crate::drain::Member;
-use crate::h1_tail::{chunk_size, Owed, Watch};
+use crate::light_path::{chunk_size, Owed, Watch};
 
 /// A request extension: this request's connection can be detached (it
 /// came by the light path).

@@ -10,18 +10,19 @@
 //!   (mini-redis's model) and the per-request [`Client`] extension;
 //! - [`connection`]: one connection, HTTP/1.1 or HTTP/2, with the
 //!   header-read / keep-alive timeout;
-//! - [`h1_tail`]: HTTP/1.1 tails served without hyper once their head is
-//!   read, so a waiting reader costs only its own state;
-//! - [`detached`]: a tail's connection handed over to whoever writes its
+//! - [`light_path`]: HTTP/1.1 live reads (long-polls, SSE) served without
+//!   hyper once their head is read, so a waiting reader costs only its own
+//!   state;
+//! - [`detached`]: an SSE reader's connection handed over to whoever writes its
 //!   body (the edge's SSE hub), so it needs no task of its own;
 //! - `lot`: HTTP/1.1 answers that wait (long-polls), held with no task
 //!   each; [`wakes`]: wakers that say which entry woke;
 //! - [`body`]: request bodies that go silent for too long end in an error;
 //! - [`drain`] and [`signal`]: graceful shutdown on SIGTERM;
 //! - [`periodic`]: the once-a-second work of a running server;
-//! - [`keepalive`]: when an idle SSE tail sends its keepalive comment;
-//! - [`tail_body`]: the body of an SSE tail, a small queue its task fills;
-//! - [`tail_out`]: where an SSE tail's task writes (that queue, or its
+//! - [`keepalive`]: when an idle SSE reader gets its keepalive comment;
+//! - [`sse_body`]: the body of an SSE reader's answer, a small queue its task fills;
+//! - [`sse_out`]: where an SSE reader's task writes (that queue, or its
 //!   detached connection);
 //! - [`config`]: every limit above, with its default, in one struct;
 //! - [`clock`]: time from tokio's clock, so paused-clock tests drive it;
@@ -30,7 +31,9 @@
 //! - [`ready`] and [`recovering`]: `/readyz`, and what a server answers
 //!   before it serves;
 //! - [`request_id`]: each request's id, echoed, logged and passed on;
-//! - [`flags_doc`]: a binary's flags as the configuration reference's table.
+//! - [`flags_doc`]: a binary's flags as the configuration reference's table;
+//! - [`renamed`]: flags, variables and metric series under their old names
+//!   for one release.
 
 pub mod accept;
 pub mod body;
@@ -41,10 +44,10 @@ pub mod descriptors;
 pub mod detached;
 pub mod drain;
 pub mod flags_doc;
-pub mod h1_tail;
 pub mod huge_pages;
 pub mod idle;
 pub mod keepalive;
+pub mod light_path;
 pub mod logging;
 mod lot;
 pub mod metrics;
@@ -54,12 +57,13 @@ pub mod periodic;
 pub mod proxy;
 pub mod ready;
 pub mod recovering;
+pub mod renamed;
 pub mod request_body;
 pub mod request_id;
 pub mod shards;
 pub mod signal;
-pub mod tail_body;
-pub mod tail_out;
+pub mod sse_body;
+pub mod sse_out;
 pub mod waker_set;
 pub mod wakes;
 

@@ -32,7 +32,7 @@ use crate::accept::{Http1, Served};
 use crate::config::ServeConfig;
 use crate::connection::{self, AnswerBody};
 use crate::drain::Member;
-use crate::h1_tail::Watch;
+use crate::light_path::Watch;
 use crate::request_body::RequestBody;
 use crate::request_id::Answered;
 use crate::shards::Shards;
@@ -107,7 +107,7 @@ where
     let mut entries: Vec<Option<Entry<H, F>>> = Vec::new();
     let mut free: Vec<usize> = Vec::new();
     loop {
-        door.ready().notified().await;
+        door.woken().notified().await;
         let joins = door.take_joins();
         for parked in joins {
             let id = free.pop().unwrap_or_else(|| {
@@ -117,11 +117,11 @@ where
             entries[id] = Some(Entry {
                 parked,
                 watch: Watch::default(),
-                wake: door.ready().wake_of(id),
+                wake: door.woken().wake_of(id),
             });
             poll(&lot, &door, &mut entries, &mut free, id);
         }
-        for id in door.ready().take() {
+        for id in door.woken().take() {
             if let Some(Some(e)) = entries.get(id) {
                 e.wake.rearm();
                 poll(&lot, &door, &mut entries, &mut free, id);

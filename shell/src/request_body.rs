@@ -1,6 +1,6 @@
 //! The body of a request as the handlers receive it: hyper's, with its idle
 //! timeout, or none at all for a request served without hyper (a tail on
-//! the light path, `crate::h1_tail`, which never has a body). hyper's own
+//! the light path, `crate::light_path`, which never has a body). hyper's own
 //! body type has no public way to make an empty one, hence the enum.
 
 use std::error::Error;

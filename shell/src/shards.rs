@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::wakes::Ready;
+use crate::wakes::Woken;
 
 /// The doors of one pool.
 pub struct Shards<J> {
@@ -24,7 +24,7 @@ pub struct Shards<J> {
 
 /// One task's way in.
 pub struct Door<J> {
-    ready: Arc<Ready>,
+    woken: Arc<Woken>,
     joins: Mutex<Vec<J>>,
     /// Its entries and those on their way in.
     count: AtomicUsize,
@@ -50,7 +50,7 @@ impl<J> Shards<J> {
             Some(d) => Arc::clone(d),
             None => {
                 let door = Arc::new(Door {
-                    ready: Arc::new(Ready::default()),
+                    woken: Arc::new(Woken::default()),
                     joins: Mutex::new(Vec::new()),
                     count: AtomicUsize::new(0),
                 });
@@ -61,7 +61,7 @@ impl<J> Shards<J> {
         };
         door.count.fetch_add(1, Ordering::Relaxed);
         door.joins.lock().push(join);
-        door.ready.notify();
+        door.woken.notify();
     }
 
     /// Takes `door` out if it has no entry and none on its way in (then
@@ -94,8 +94,8 @@ impl<J> Shards<J> {
 
 impl<J> Door<J> {
     /// Its task's wakes (`crate::wakes`).
-    pub fn ready(&self) -> &Arc<Ready> {
-        &self.ready
+    pub fn woken(&self) -> &Arc<Woken> {
+        &self.woken
     }
 
     /// The entries that joined since the last take.

@@ -2,10 +2,10 @@
 //! answers, `crate::lot`; the edge's detached SSE readers) and polls only
 //! those whose waker fired, never all of them.
 //!
-//! Each entry gets a waker of its own ([`Ready::wake_of`]); waking it puts
+//! Each entry gets a waker of its own ([`Woken::wake_of`]); waking it puts
 //! the entry's id on its driver's list (once until the driver takes it)
-//! and wakes the driver ([`Ready::notified`]). The driver takes the list
-//! ([`Ready::take`]) and re-arms each entry before polling it
+//! and wakes the driver ([`Woken::notified`]). The driver takes the list
+//! ([`Woken::take`]) and re-arms each entry before polling it
 //! ([`EntryWake::rearm`]), so a wake during that poll queues it again.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 
 /// A driver's list of woken entries.
 #[derive(Default)]
-pub struct Ready {
+pub struct Woken {
     ids: Mutex<Vec<usize>>,
     notify: Notify,
 }
@@ -25,17 +25,17 @@ pub struct Ready {
 /// One entry's waker.
 pub struct EntryWake {
     id: usize,
-    ready: Arc<Ready>,
+    woken: Arc<Woken>,
     queued: AtomicBool,
 }
 
-impl Ready {
+impl Woken {
     /// A waker for entry `id` (keep the `Arc`; `Waker::from` makes the
     /// waker itself when needed).
     pub fn wake_of(self: &Arc<Self>, id: usize) -> Arc<EntryWake> {
         Arc::new(EntryWake {
             id,
-            ready: Arc::clone(self),
+            woken: Arc::clone(self),
             queued: AtomicBool::new(false),
         })
     }
@@ -50,7 +50,7 @@ impl Ready {
         self.notify.notify_one();
     }
 
-    /// Resolves once an entry woke, or [`Ready::notify`] was called, since
+    /// Resolves once an entry woke, or [`Woken::notify`] was called, since
     /// the last time it resolved (a wake in between is never lost).
     pub async fn notified(&self) {
         self.notify.notified().await
@@ -76,9 +76,9 @@ impl Wake for EntryWake {
 
     fn wake_by_ref(self: &Arc<Self>) {
         if !self.queued.swap(true, Ordering::AcqRel) {
-            self.ready.ids.lock().push(self.id);
+            self.woken.ids.lock().push(self.id);
         }
-        self.ready.notify.notify_one();
+        self.woken.notify.notify_one();
     }
 }
 
@@ -88,19 +88,19 @@ mod tests {
 
     #[tokio::test]
     async fn a_woken_entry_is_listed_once_until_rearmed() {
-        let ready = Arc::new(Ready::default());
-        let a = ready.wake_of(3);
-        let b = ready.wake_of(7);
+        let woken = Arc::new(Woken::default());
+        let a = woken.wake_of(3);
+        let b = woken.wake_of(7);
         a.waker().wake_by_ref();
         a.waker().wake_by_ref();
         b.waker().wake();
-        ready.notified().await;
-        assert_eq!(ready.take(), vec![3, 7]);
+        woken.notified().await;
+        assert_eq!(woken.take(), vec![3, 7]);
         // Not re-armed: a second wake is not listed again.
         a.waker().wake_by_ref();
-        assert!(ready.take().is_empty());
+        assert!(woken.take().is_empty());
         a.rearm();
         a.waker().wake_by_ref();
-        assert_eq!(ready.take(), vec![3]);
+        assert_eq!(woken.take(), vec![3]);
     }
 }

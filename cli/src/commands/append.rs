@@ -202,31 +202,7 @@ impl Producer<'_> {
         skip_blank: bool,
         new_epoch: bool,
     ) -> Result<Option<String>, Failure> {
-        let loaded = producer::load(self.state_path)?;
-        // A state never written has never sent: a duplicate or stale-epoch
-        // answer to its first append is someone else's count (see
-        // `crate::producer`), and the run moves to an epoch above the
-        // server's.
-        let mut fresh = loaded.is_none();
-        let mut state = loaded.unwrap_or_else(|| ProducerState::new(url, self.path, self.id));
-        if state.stream != self.path || state.producer != self.id {
-            return Err(Failure::Usage(format!(
-                "the state {} is producer {} of {}, not {} of {}",
-                self.state_path.display(),
-                state.producer,
-                state.stream,
-                self.id,
-                self.path
-            )));
-        }
-        if new_epoch {
-            // The new epoch may be one the server saw already (from another
-            // state of this producer): its first append's duplicate answer
-            // says so, as a state never written (`fresh`).
-            state.new_epoch(0);
-            state.finish();
-            fresh = true;
-        }
+        let (mut state, mut fresh) = self.open_state(url, new_epoch)?;
         let start = state.begin(&input.name()).map_err(|u| {
             Failure::Usage(format!(
                 "producer {} has an unfinished input ({}, next unit {}): rerun that command to finish it, or pass --new-epoch to give it up",
@@ -248,77 +224,117 @@ impl Producer<'_> {
         while let Some(unit) = units.next()? {
             if skip_blank && is_blank(&unit) {
                 state.skipped(unit_index);
-                unit_index += 1;
-                continue;
-            }
-            let body = Bytes::from(unit);
-            loop {
-                let resp = self.send_with_retries(&state, body.clone()).await?;
-                match decide(&resp) {
-                    Decision::Applied { duplicate } => {
-                        if duplicate && fresh {
-                            self.move_above(&resp, &mut state)?;
-                            fresh = false;
-                            continue;
-                        }
-                        let next = header(&resp, "stream-next-offset");
-                        let seq = state.next_seq;
-                        // Recorded before anything is printed: a closed
-                        // stdout must not leave the state behind.
-                        state.acknowledged(unit_index);
-                        producer::save(self.state_path, &state)?;
-                        fresh = false;
-                        if self.ctx.json {
-                            output::json_line(&serde_json::json!({
-                                "stream": self.path,
-                                "unit": unit_index,
-                                "outcome": if duplicate { "duplicate" } else { "accepted" },
-                                "producer": self.id,
-                                "epoch": state.epoch,
-                                "seq": seq,
-                                "offset": header(&resp, "stream-offset"),
-                                "next_offset": next,
-                            }))?;
-                        }
-                        last_next = next;
-                        break;
-                    }
-                    Decision::Fenced if fresh => {
-                        // A state that never sent meets a newer epoch of
-                        // someone else's: it moves above it.
-                        self.move_above(&resp, &mut state)?;
-                        fresh = false;
-                        continue;
-                    }
-                    Decision::Fenced => {
-                        return Err(failure_of(resp).await.with_hint(
-                            "a newer epoch of this producer took over; this writer stops",
-                        ))
-                    }
-                    Decision::Gap { expected } => {
-                        let hint = format!(
-                            "the server expects Producer-Seq {expected}, the state {} says {}; pass --new-epoch to start a new epoch",
-                            self.state_path.display(),
-                            state.next_seq
-                        );
-                        return Err(failure_of(resp).await.with_hint(&hint));
-                    }
-                    Decision::Refused | Decision::Retry => {
-                        // Not applied now, but it may have been by a run
-                        // that crashed: the input stays where it is, so a
-                        // rerun sends this unit again with the same seq.
-                        let hint = format!(
-                            "unit {unit_index} of this input is not appended; fix it and rerun the same command to go on, or pass --new-epoch to give the input up"
-                        );
-                        return Err(failure_of(resp).await.with_hint(&hint));
-                    }
-                }
+            } else {
+                last_next = self
+                    .append_unit(&mut state, &mut fresh, unit_index, Bytes::from(unit))
+                    .await?;
             }
             unit_index += 1;
         }
         state.finish();
         producer::save(self.state_path, &state)?;
         Ok(last_next)
+    }
+
+    /// This producer's saved state (a new one if none was written), and
+    /// whether it is *fresh*: it never sent, so a duplicate or stale-epoch
+    /// answer to its first append is someone else's count (see
+    /// `crate::producer`), and the run moves to an epoch above the
+    /// server's.
+    fn open_state(&self, url: &str, new_epoch: bool) -> Result<(ProducerState, bool), Failure> {
+        let loaded = producer::load(self.state_path)?;
+        let mut fresh = loaded.is_none();
+        let mut state = loaded.unwrap_or_else(|| ProducerState::new(url, self.path, self.id));
+        if state.stream != self.path || state.producer != self.id {
+            return Err(Failure::Usage(format!(
+                "the state {} is producer {} of {}, not {} of {}",
+                self.state_path.display(),
+                state.producer,
+                state.stream,
+                self.id,
+                self.path
+            )));
+        }
+        if new_epoch {
+            // The new epoch may be one the server saw already (from another
+            // state of this producer): its first append's duplicate answer
+            // says so, as a state never written (`fresh`).
+            state.new_epoch(0);
+            state.finish();
+            fresh = true;
+        }
+        Ok((state, fresh))
+    }
+
+    /// Appends one unit exactly once, its acknowledgement saved in the
+    /// state before it is printed; the stream's end after it.
+    async fn append_unit(
+        &self,
+        state: &mut ProducerState,
+        fresh: &mut bool,
+        unit_index: u64,
+        body: Bytes,
+    ) -> Result<Option<String>, Failure> {
+        loop {
+            let resp = self.send_with_retries(state, body.clone()).await?;
+            match decide(&resp) {
+                Decision::Applied { duplicate } => {
+                    if duplicate && *fresh {
+                        self.move_above(&resp, state)?;
+                        *fresh = false;
+                        continue;
+                    }
+                    let next = header(&resp, "stream-next-offset");
+                    let seq = state.next_seq;
+                    // Recorded before anything is printed: a closed stdout
+                    // must not leave the state behind.
+                    state.acknowledged(unit_index);
+                    producer::save(self.state_path, state)?;
+                    *fresh = false;
+                    if self.ctx.json {
+                        output::json_line(&serde_json::json!({
+                            "stream": self.path,
+                            "unit": unit_index,
+                            "outcome": if duplicate { "duplicate" } else { "accepted" },
+                            "producer": self.id,
+                            "epoch": state.epoch,
+                            "seq": seq,
+                            "offset": header(&resp, "stream-offset"),
+                            "next_offset": next,
+                        }))?;
+                    }
+                    return Ok(next);
+                }
+                Decision::Fenced if *fresh => {
+                    // A state that never sent meets a newer epoch of
+                    // someone else's: it moves above it.
+                    self.move_above(&resp, state)?;
+                    *fresh = false;
+                }
+                Decision::Fenced => {
+                    return Err(failure_of(resp)
+                        .await
+                        .with_hint("a newer epoch of this producer took over; this writer stops"))
+                }
+                Decision::Gap { expected } => {
+                    let hint = format!(
+                        "the server expects Producer-Seq {expected}, the state {} says {}; pass --new-epoch to start a new epoch",
+                        self.state_path.display(),
+                        state.next_seq
+                    );
+                    return Err(failure_of(resp).await.with_hint(&hint));
+                }
+                Decision::Refused | Decision::Retry => {
+                    // Not applied now, but it may have been by a run that
+                    // crashed: the input stays where it is, so a rerun
+                    // sends this unit again with the same seq.
+                    let hint = format!(
+                        "unit {unit_index} of this input is not appended; fix it and rerun the same command to go on, or pass --new-epoch to give the input up"
+                    );
+                    return Err(failure_of(resp).await.with_hint(&hint));
+                }
+            }
+        }
     }
 
     /// A state that never sent met the server's record of a newer epoch (a

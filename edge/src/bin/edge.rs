@@ -13,7 +13,12 @@ static ALLOCATOR: shared::allocator::Mimalloc = shared::allocator::Mimalloc;
 async fn main() -> anyhow::Result<()> {
     // Before anything large is allocated: see `shell::huge_pages`.
     let small_pages = shell::huge_pages::disable();
-    let cli = Cli::parse();
+    let (args, renamed) = shell::renamed::command_line(
+        std::env::args_os(),
+        |name| std::env::var_os(name),
+        edge::config::RENAMED,
+    );
+    let cli = Cli::parse_from(args);
     shell::logging::init(cli.log_format);
     let config = cli.config()?;
     // Listened to from before the first log line on (see the origin's).
@@ -22,6 +27,9 @@ async fn main() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", cli.listen))?;
     tracing::info!(addr = %listener.local_addr()?, "edge listening on {}", listener.local_addr()?);
+    for warning in renamed {
+        tracing::warn!("{warning}");
+    }
     if let Err(e) = small_pages {
         tracing::debug!(error = %e, "transparent huge pages stay as the system has them");
     }

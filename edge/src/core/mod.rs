@@ -7,7 +7,7 @@
 pub mod cacheable;
 pub mod catch_up;
 pub mod collapse_key;
+pub mod cover;
 pub mod splice;
 pub mod text_cut;
 pub mod upstream_protocol;
-pub mod vouch;

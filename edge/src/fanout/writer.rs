@@ -1,4 +1,4 @@
-//! A hub's writers: each frame of the feed written to every detached
+//! A hub's writers: each frame of the ring written to every detached
 //! reader's socket, with no task, queue or buffer per reader (decision 0020).
 //!
 //! A reader on the light path catches up in its own task, then joins
@@ -7,7 +7,7 @@
 //! when its session ends, when it last got bytes, the chunks its socket did
 //! not take yet (references to shared frames), and a waker of its own. A
 //! writer (one task per shard of at most `sse_shard_readers` readers) takes
-//! each frame from the feed once, frames its `data` and `control` events as
+//! each frame from the ring once, frames its `data` and `control` events as
 //! chunks once, and writes them to every socket with one non-blocking
 //! write. A socket that takes less keeps the rest as its queue and is
 //! written again when tokio says it is writable, through the entry's waker
@@ -22,7 +22,7 @@
 //! with a task is.
 //!
 //! Where a reader joins: at the end of its catch-up, where its own
-//! subscription to the feed began. Frames its writer had already taken by
+//! subscription to the ring began. Frames its writer had already taken by
 //! then are taken from that subscription (then dropped), so no frame is
 //! missed or sent twice (`core::splice` decides each). A reader whose own
 //! subscription overran on its way in (the hand-over was slow, not its
@@ -45,7 +45,7 @@ use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::time::Instant;
 
-use super::{Fanout, FeedItem, Frame, Hub, Seat, Subscription};
+use super::{Fanout, Frame, Hub, RingItem, Seat, Subscription};
 use crate::core::splice::{splice, Splice};
 use crate::metrics;
 
@@ -63,7 +63,7 @@ pub struct Joining {
     pub held: Box<dyn Send + Sync>,
 }
 
-/// A reader its writer lost (the writer fell behind its feed): it stands at
+/// A reader its writer lost (the writer fell behind its ring): it stands at
 /// `joining.pos` of its hub's stream, and a task of its own reads from there
 /// and joins again.
 pub struct Behind {
@@ -80,13 +80,13 @@ pub fn attach(fanout: &Arc<Fanout>, sub: Subscription, joining: Joining) {
     let hub = Arc::clone(&sub.seat.0);
     hub.shards
         .join(fanout.limits.sse_shard_readers, (sub, joining), |door| {
-            let (feed, pos, ended) = hub.writer_feed();
+            let (ring, pos, ended) = hub.writer_ring();
             tokio::spawn(
                 Shard {
                     fanout: Arc::clone(fanout),
                     hub: Arc::clone(&hub),
                     door,
-                    feed,
+                    ring,
                     pos,
                     ended,
                     now: Instant::now(),
@@ -124,7 +124,7 @@ struct Entry {
 /// How a joining reader's own subscription stood once it was read out.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Joined {
-    /// Its next frames come from this writer's feed.
+    /// Its next frames come from this writer's ring.
     Following,
     /// Its stream was deleted.
     Gone,
@@ -147,7 +147,7 @@ struct Shard {
     fanout: Arc<Fanout>,
     hub: Arc<Hub>,
     door: Arc<Door>,
-    feed: broadcast::Receiver<FeedItem>,
+    ring: broadcast::Receiver<RingItem>,
     /// Where its next frame starts.
     pos: u64,
     /// Its hub published its last frame (the stream closed).
@@ -175,10 +175,10 @@ impl Shard {
         loop {
             let more = tokio::select! {
                 _ = closing.wait_for(|c| *c) => false,
-                item = self.feed.recv() => self.publish_all(item),
-                _ = self.door.ready().notified() => {
+                item = self.ring.recv() => self.publish_all(item),
+                _ = self.door.woken().notified() => {
                     self.join();
-                    self.serve_ready();
+                    self.serve_woken();
                     true
                 }
                 _ = tick.tick() => {
@@ -193,7 +193,7 @@ impl Shard {
                 return;
             }
         }
-        // The feed ended (or the edge stops): so do its readers, and this
+        // The ring ended (or the edge stops): so do its readers, and this
         // writer, once no reader can join it any more.
         self.hub.shards.close(&self.door);
         self.join();
@@ -203,7 +203,7 @@ impl Shard {
     }
 
     /// Takes in the readers that joined: each gets what this writer took
-    /// from the feed before it came (from its own subscription), then
+    /// from the ring before it came (from its own subscription), then
     /// follows this writer's frames.
     fn join(&mut self) {
         self.now = Instant::now();
@@ -212,7 +212,7 @@ impl Shard {
                 self.entries.push(None);
                 self.entries.len() - 1
             });
-            let wake = self.door.ready().wake_of(id);
+            let wake = self.door.woken().wake_of(id);
             self.entries[id] = Some(Entry {
                 conn: j.conn,
                 pos: j.pos,
@@ -229,19 +229,19 @@ impl Shard {
             // subscription stands; nothing is written until both are known.
             let mut before = Vec::new();
             let then = loop {
-                match sub.feed.try_recv() {
+                match sub.ring.try_recv() {
                     // Taken by this writer before the reader came (a close
                     // marker, empty, once this writer saw its hub end).
-                    Ok(FeedItem::Data(frame))
+                    Ok(RingItem::Data(frame))
                         if (frame.start < frame.end && frame.end <= self.pos)
                             || (frame.start == frame.end && self.ended) =>
                     {
                         before.push(frame);
                     }
-                    // This writer's own feed brings it.
-                    Ok(FeedItem::Data(_)) => {}
-                    Ok(FeedItem::Gone) => break Joined::Gone,
-                    Ok(FeedItem::Reset) | Err(TryRecvError::Closed) => break Joined::Ended,
+                    // This writer's own ring brings it.
+                    Ok(RingItem::Data(_)) => {}
+                    Ok(RingItem::Gone) => break Joined::Gone,
+                    Ok(RingItem::Reset) | Err(TryRecvError::Closed) => break Joined::Ended,
                     Err(TryRecvError::Lagged(_)) => break Joined::Overran,
                     Err(TryRecvError::Empty) => break Joined::Following,
                 }
@@ -267,15 +267,15 @@ impl Shard {
         }
     }
 
-    /// `item` and every other item the feed has now: taken at once, so
-    /// the feed's ring moves on whenever this task runs (the writes of one
+    /// `item` and every other item the ring has now: taken at once, so
+    /// the ring's ring moves on whenever this task runs (the writes of one
     /// frame to slow readers only queue), and never overruns this writer
-    /// while it serves its readers' sockets. False once the feed ended.
-    fn publish_all(&mut self, item: Result<FeedItem, RecvError>) -> bool {
+    /// while it serves its readers' sockets. False once the ring ended.
+    fn publish_all(&mut self, item: Result<RingItem, RecvError>) -> bool {
         self.now = Instant::now();
         let mut more = self.publish(item);
         while more {
-            let next = match self.feed.try_recv() {
+            let next = match self.ring.try_recv() {
                 Ok(item) => Ok(item),
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Lagged(n)) => Err(RecvError::Lagged(n)),
@@ -286,10 +286,10 @@ impl Shard {
         more
     }
 
-    /// One item of the feed; false once the feed ended.
-    fn publish(&mut self, item: Result<FeedItem, RecvError>) -> bool {
+    /// One item of the ring; false once the ring ended.
+    fn publish(&mut self, item: Result<RingItem, RecvError>) -> bool {
         match item {
-            Ok(FeedItem::Data(frame)) => {
+            Ok(RingItem::Data(frame)) => {
                 let data = frame.data_chunk.get_or_init(|| chunk(&frame.event)).clone();
                 let shared = chunk(
                     frame
@@ -303,20 +303,20 @@ impl Shard {
                 self.ended |= frame.closed;
                 true
             }
-            Ok(FeedItem::Gone) => {
+            Ok(RingItem::Gone) => {
                 for id in 0..self.entries.len() {
                     self.gone(id);
                 }
                 false
             }
-            Ok(FeedItem::Reset) | Err(RecvError::Closed) => false,
+            Ok(RingItem::Reset) | Err(RecvError::Closed) => false,
             // This writer fell behind the ring (it was not run for as long
             // as the ring lasts): its readers are not slow, it is. Each goes
             // back to a task of its own, which reads what it missed and
             // joins again; a reader with bytes still queued is cut (its
             // socket, not only this writer, is behind).
             Err(RecvError::Lagged(n)) => {
-                tracing::warn!(stream = %self.hub.path, frames = n, "an SSE writer fell behind its feed; its readers catch up on their own");
+                tracing::warn!(stream = %self.hub.path, frames = n, "an SSE writer fell behind its ring; its readers catch up on their own");
                 self.fanout.metrics.sse_writer_behind();
                 // Out of the hub's writers first: a reader handed back
                 // joins another (or a new one), never this one.
@@ -427,8 +427,8 @@ impl Shard {
     }
 
     /// Serves the entries whose waker fired.
-    fn serve_ready(&mut self) {
-        for id in self.door.ready().take() {
+    fn serve_woken(&mut self) {
+        for id in self.door.woken().take() {
             if let Some(Some(e)) = self.entries.get(id) {
                 e.wake.rearm();
                 self.poll_entry(id);

@@ -27,7 +27,7 @@ enum Prepared {
 
 /// What the access gate adds to the answer once it comes.
 struct After {
-    tail: Option<shared::limits::TailGuard>,
+    tail: Option<shared::limits::LiveReadGuard>,
     private: bool,
 }
 

@@ -54,7 +54,7 @@ pub struct EdgeState {
     /// The origin's invalidation feed: whether what is kept may be served.
     pub feed: Arc<Feed>,
     /// What the edge knows of each stream's tail.
-    pub tails: read::TailHints,
+    pub ends: read::EndHints,
     /// Streams' recent states, for catch-up reads cut from chunks.
     pub states: stream_state::StreamStates,
     /// The origin's bucket, when the edge reads it.
@@ -113,7 +113,7 @@ impl EdgeState {
                 closing.subscribe(),
                 wall,
             ),
-            tails: read::TailHints::default(),
+            ends: read::EndHints::default(),
             states: stream_state::StreamStates::default(),
             objects,
             sse_readers: AtomicUsize::new(0),
@@ -341,7 +341,7 @@ async fn dispatch(state: &Shared, req: Request<Body>) -> (&'static str, Response
 }
 
 /// A tail's count lasts as long as its answer streams.
-fn holding(resp: Response<Body>, tail: Option<shared::limits::TailGuard>) -> Response<Body> {
+fn holding(resp: Response<Body>, tail: Option<shared::limits::LiveReadGuard>) -> Response<Body> {
     match tail {
         Some(guard) => resp.map(|body| {
             Body::new(http_body_util::BodyExt::map_frame(body, move |f| {
@@ -379,7 +379,7 @@ async fn route(state: &Shared, req: Request<Body>) -> (&'static str, Response<Bo
             Method::POST => {
                 let path = req.uri().path().to_owned();
                 let resp = forward::forward(state, req).await;
-                state.tails.learn(&path, resp.headers());
+                state.ends.learn(&path, resp.headers());
                 ("append", resp)
             }
             Method::DELETE => ("delete", forward::forward(state, req).await),

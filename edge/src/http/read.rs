@@ -3,7 +3,7 @@
 //! otherwise.
 //!
 //! The edge learns a lower bound of each stream's tail from the answers it
-//! passes on ([`TailHints`]); only a read that starts in a chunk known to
+//! passes on ([`EndHints`]); only a read that starts in a chunk known to
 //! be complete is made from chunks, with the headers and `ETag` the origin
 //! would give. It needs the stream's state (incarnation, end, closed: the
 //! origin's `offset=now` answer, which also resets the sliding TTL as every
@@ -35,14 +35,14 @@ use crate::core::catch_up::{plan, worth_planning, Plan, CACHEABLE};
 use crate::core::collapse_key::canonical_accept;
 
 /// Streams whose tail the edge has seen, at most this many.
-pub const TAIL_HINTS: u64 = 100_000;
+pub const END_HINTS: u64 = 100_000;
 
 /// A lower bound of each stream's tail, learned from answers passing by,
 /// per incarnation: an answer about another incarnation than the one noted
 /// replaces the hint instead of raising it. A hint only decides whether a
 /// read is worth planning from chunks; what is served comes from the
-/// stream's state and its chunks, both vouched for (`core::vouch`).
-pub struct TailHints(Cache<String, Hint>);
+/// stream's state and its chunks, both covered (`core::cover`).
+pub struct EndHints(Cache<String, Hint>);
 
 #[derive(Clone)]
 struct Hint {
@@ -50,13 +50,13 @@ struct Hint {
     tail: u64,
 }
 
-impl Default for TailHints {
+impl Default for EndHints {
     fn default() -> Self {
-        TailHints(Cache::new(TAIL_HINTS))
+        EndHints(Cache::new(END_HINTS))
     }
 }
 
-impl TailHints {
+impl EndHints {
     /// Notes the `Stream-Next-Offset` of an answer about `path`.
     pub fn learn(&self, path: &str, headers: &HeaderMap) {
         let Some(next) = headers
@@ -115,15 +115,14 @@ pub async fn read(state: &Shared, req: Request<Body>, params: &ReadParams) -> Re
         && !ORIGIN_ONLY.iter().any(|n| req.headers().contains_key(*n));
     let path = req.uri().path().to_owned();
     let arrays = canonical_accept(req.headers()) == Some(shared::negotiate::JSON);
-    if let Some(from) =
-        start.filter(|s| eligible && worth_planning(hint(s), state.tails.get(&path)))
+    if let Some(from) = start.filter(|s| eligible && worth_planning(hint(s), state.ends.get(&path)))
     {
         if let Some(resp) = from_chunks(state, &path, from, params, arrays).await {
             return resp;
         }
     }
     let resp = forward(state, req).await;
-    state.tails.learn(&path, resp.headers());
+    state.ends.learn(&path, resp.headers());
     resp
 }
 
@@ -264,7 +263,7 @@ mod tests {
 
     #[test]
     fn a_hint_belongs_to_one_incarnation() {
-        let hints = TailHints::default();
+        let hints = EndHints::default();
         let c = CHUNK_BYTES;
         hints.learn("/s", &answer("1-a", 100));
         assert_eq!(hints.get("/s"), 0, "the first chunk is not worth a hint");

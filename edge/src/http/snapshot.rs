@@ -8,7 +8,7 @@
 //! within `Limits::snapshot_fill_bytes` (past either, the answer streams
 //! and is not kept). The copy is kept once the whole body went through; a
 //! reader that stops early keeps nothing. Later requests are answered from
-//! memory while the invalidation feed vouches for the stream, with `304`
+//! memory while the invalidation feed covers the stream, with `304`
 //! for a matching `If-None-Match`. Concurrent misses each stream from the
 //! origin: snapshots are read rarely, and a single-flight fill would make
 //! every reader wait for the whole body first.
@@ -80,7 +80,7 @@ fn keep_on_the_way(
     path: String,
     resp: Response<Body>,
     len: u64,
-    mark: crate::core::vouch::Mark,
+    mark: crate::core::cover::Mark,
     permit: OwnedSemaphorePermit,
 ) -> Response<Body> {
     let (parts, body) = resp.into_parts();

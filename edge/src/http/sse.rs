@@ -35,8 +35,8 @@ use shared::offset::{Offset, ReadFrom};
 use shared::params::{ReadParams, MAX_READ_BYTES};
 use shared::sse::{control_event, named_json_event, Control, KEEPALIVE};
 use shell::keepalive::Keepalive;
-use shell::tail_body::TrySendError;
-use shell::tail_out::TailOut;
+use shell::sse_body::TrySendError;
+use shell::sse_out::SseOut;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::error::EdgeError;
@@ -47,7 +47,7 @@ use crate::collapse::WaitError;
 use crate::core::collapse_key::canonical_accept;
 use crate::core::splice::{splice, Splice};
 use crate::core::text_cut::cut_text;
-use crate::fanout::{FeedItem, Framing, Subscription};
+use crate::fanout::{Framing, RingItem, Subscription};
 use crate::metrics;
 
 /// Headers of the first read that an SSE answer keeps.
@@ -113,35 +113,13 @@ pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Res
         base64: sse_uses_base64(content_type) && !is_ndjson,
         text: is_text(content_type) || is_ndjson,
     };
-    let mut resp_headers = HeaderMap::new();
-    for name in KEPT_HEADERS {
-        if let Some(v) = first.headers.get(name) {
-            resp_headers.insert(name, v.clone());
-        }
-    }
-    resp_headers.insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    resp_headers.insert(
-        http::header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache"),
-    );
-    if let Some(ct) = first.headers.get(http::header::CONTENT_TYPE) {
-        resp_headers.insert(h::STREAM_DATA_CONTENT_TYPE, ct.clone());
-    }
-    if framing.base64 {
-        resp_headers.insert(
-            h::STREAM_SSE_DATA_ENCODING,
-            HeaderValue::from_static("base64"),
-        );
-    }
+    let resp_headers = answer_headers(&first.headers, &framing);
     let pos = match params.offset {
         ReadFrom::Start => 0,
         ReadFrom::At(o) => o.bytes(),
         ReadFrom::Now => next_offset(&first).unwrap_or(0),
     };
-    let (out, answer) = shell::tail_out::answer(&req, state.config.limits.sse_reader_queue);
+    let (out, answer) = shell::sse_out::answer(&req, state.config.limits.sse_reader_queue);
     let held: Box<dyn Send + Sync> = Box::new((slot_of_readers, state.metrics.sse_guard()));
     let reader = Reader {
         state: state.clone(),
@@ -169,6 +147,35 @@ pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Res
     resp
 }
 
+/// The headers of an SSE answer: what the origin's first read said of the
+/// stream, and the event stream's own.
+fn answer_headers(first: &HeaderMap, framing: &Framing) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for name in KEPT_HEADERS {
+        if let Some(v) = first.get(name) {
+            headers.insert(name, v.clone());
+        }
+    }
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(
+        http::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
+    if let Some(ct) = first.get(http::header::CONTENT_TYPE) {
+        headers.insert(h::STREAM_DATA_CONTENT_TYPE, ct.clone());
+    }
+    if framing.base64 {
+        headers.insert(
+            h::STREAM_SSE_DATA_ENCODING,
+            HeaderValue::from_static("base64"),
+        );
+    }
+    headers
+}
+
 /// A reader its hub's writer lost (`fanout::Behind`: the writer fell behind
 /// its feed) catches up in a task of its own, within its session, and joins
 /// the hub's writers again.
@@ -183,7 +190,7 @@ pub fn rejoin(state: Shared, behind: crate::fanout::Behind) {
         cursor: j.cursor.map(String::from),
         pos: j.pos,
         announced: true,
-        out: TailOut::Socket(j.conn),
+        out: SseOut::Socket(j.conn),
         held: Some(j.held),
     };
     let ends_at = j.ends_at;
@@ -271,7 +278,7 @@ struct Reader {
     pos: u64,
     /// A control event went out (a reader at the end gets one at once).
     announced: bool,
-    out: TailOut,
+    out: SseOut,
     /// Its place among `max_sse_readers` and in the open readers' gauge.
     held: Option<Box<dyn Send + Sync>>,
 }
@@ -285,7 +292,7 @@ impl Reader {
         let Some(sub) = Box::pin(self.catch_up(first)).await? else {
             return Ok(());
         };
-        if let TailOut::Socket(_) = self.out {
+        if let SseOut::Socket(_) = self.out {
             self.detach(sub, ends_at);
             return Ok(());
         }
@@ -295,7 +302,7 @@ impl Reader {
     /// Hands the reader (caught up to where `sub` begins) to its hub's
     /// writers; its task ends.
     fn detach(&mut self, sub: Subscription, ends_at: tokio::time::Instant) {
-        let TailOut::Socket(conn) = std::mem::replace(&mut self.out, TailOut::Gone) else {
+        let SseOut::Socket(conn) = std::mem::replace(&mut self.out, SseOut::Gone) else {
             return;
         };
         let Some(held) = self.held.take() else {
@@ -344,7 +351,7 @@ impl Reader {
         let mut keepalive = Keepalive::new(self.state.config.limits.sse_keepalive);
         loop {
             let item = tokio::select! {
-                item = sub.feed.recv() => item,
+                item = sub.ring.recv() => item,
                 _ = self.out.closed() => return Err(End::Stop),
                 _ = keepalive.due() => {
                     keepalive.wrote();
@@ -353,7 +360,7 @@ impl Reader {
                 }
             };
             match item {
-                Ok(FeedItem::Data(frame)) => match splice(self.pos, frame.start, frame.end) {
+                Ok(RingItem::Data(frame)) => match splice(self.pos, frame.start, frame.end) {
                     Splice::Skip => {}
                     Splice::Send => {
                         if frame.end > frame.start {
@@ -389,7 +396,7 @@ impl Reader {
                         }
                     }
                 },
-                Ok(FeedItem::Gone) => {
+                Ok(RingItem::Gone) => {
                     let body =
                         ErrorBody::new(ErrorCode::NotFound, "the stream was deleted").to_json();
                     let _ = self
@@ -397,7 +404,7 @@ impl Reader {
                         .await;
                     return Ok(());
                 }
-                Ok(FeedItem::Reset) | Err(RecvError::Closed) => return Ok(()),
+                Ok(RingItem::Reset) | Err(RecvError::Closed) => return Ok(()),
                 Err(RecvError::Lagged(_)) => {
                     self.state.metrics.sse_dropped_slow();
                     return Err(End::Stop);
@@ -512,7 +519,7 @@ impl Reader {
 
     /// A live send: never waits; a full queue disconnects the reader.
     fn offer(&self, bytes: Bytes) -> Result<(), End> {
-        let TailOut::Queue(out) = &self.out else {
+        let SseOut::Queue(out) = &self.out else {
             return Err(End::Stop);
         };
         match out.try_send(bytes) {

@@ -31,8 +31,8 @@ pub struct StreamState {
     /// Reads before this answer 410 (`Stream-Retained-Offset`; 0 when the
     /// answer has none).
     pub retained: u64,
-    /// When it was asked (see `core::vouch`).
-    pub mark: crate::core::vouch::Mark,
+    /// When it was asked (see `core::cover`).
+    pub mark: crate::core::cover::Mark,
     pub closed: bool,
     /// A JSON stream (its reads are shaped by the origin's JSON mode).
     pub json: bool,
@@ -62,9 +62,9 @@ impl Default for StreamStates {
 
 impl StreamStates {
     /// The state from within the last [`STATE_FRESH`] while the
-    /// invalidation feed vouches for it, or asked now.
+    /// invalidation feed covers it, or asked now.
     pub async fn recent(&self, state: &Shared, path: &str) -> Option<Arc<StreamState>> {
-        if let Some(kept) = state.feed.vouched(&self.0, path, path, |s| s.mark).await {
+        if let Some(kept) = state.feed.covered(&self.0, path, path, |s| s.mark).await {
             state.metrics.cache_hit(crate::metrics::Kept::State, 0);
             return Some(kept);
         }
@@ -102,7 +102,7 @@ async fn fetch(state: &Shared, path: &str) -> Option<StreamState> {
     }
     let content_type = now.header(http::header::CONTENT_TYPE)?;
     let json = is_json(content_type) || is_media_type(content_type, NDJSON);
-    state.tails.learn(path, &now.headers);
+    state.ends.learn(path, &now.headers);
     Some(StreamState {
         incarnation: now.header(h::STREAM_INCARNATION)?.to_owned(),
         tail: now

@@ -26,7 +26,7 @@ impl Secured {
     async fn start(tails: u32) -> Secured {
         Secured::start_limited(LimitConfig {
             rps: 0,
-            tails,
+            live_reads: tails,
             ..LimitConfig::default()
         })
         .await
@@ -397,7 +397,7 @@ async fn the_edge_counts_an_accounts_tails() {
 async fn refused_requests_spend_no_budget_at_the_edge() {
     let s = Secured::start_limited(LimitConfig {
         rps: 1,
-        tails: 0,
+        live_reads: 0,
         ..LimitConfig::default()
     })
     .await;

@@ -102,7 +102,8 @@ async fn through_an_http1_hop_waiting_requests_take_http1_and_tails_long_polls_a
         assert_eq!(r.status(), 200);
         readers.push(Sse::new(r, WAIT));
     }
-    s.wait_metric("ds_edge_upstream_tails", |v| v == 1).await;
+    s.wait_metric("ds_edge_upstream_live_reads", |v| v == 1)
+        .await;
     s.append(&t, "text/plain", "one\n").await;
     s.append(&t, "text/plain", "two\n").await;
     for sse in &mut readers {

@@ -55,7 +55,7 @@ async fn sse_readers_and_long_polls_on_one_http2_connection_get_every_byte_once(
         .collect();
     s.wait_metric("ds_edge_sse_open", |v| v == READERS as i64)
         .await;
-    assert_eq!(s.metric("ds_edge_upstream_tails").await, 1);
+    assert_eq!(s.metric("ds_edge_upstream_live_reads").await, 1);
     one_connection(port).await;
     for i in 0..APPENDS {
         s.append(&p, "text/plain", format!("event {i}\n")).await;

@@ -2,7 +2,7 @@
 //! through the origin's invalidation feed: within the bound (1 s), every
 //! URL of the stream answers at the edge as at the origin, including the
 //! chunk URLs the edge kept; and an edge that lost its feed, or was
-//! restarted, does not answer from what it can no longer vouch for.
+//! restarted, does not answer from what it can no longer cover for.
 
 use std::time::{Duration, Instant};
 

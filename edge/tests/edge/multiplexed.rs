@@ -52,7 +52,7 @@ async fn tails_share_few_http2_connections_and_past_their_room_a_long_poll_is_re
     }
     s.wait_metric(STREAMS, |v| v == 1 + TAILED as i64).await;
     assert_eq!(s.metric(CONNECTIONS).await, 3);
-    assert_eq!(s.metric("ds_edge_upstream_tails").await, TAILED as i64);
+    assert_eq!(s.metric("ds_edge_upstream_live_reads").await, TAILED as i64);
 
     // Every reader gets its own stream's append through them.
     for (i, (p, _)) in readers.iter().enumerate() {
@@ -112,7 +112,7 @@ async fn tails_share_few_http2_connections_and_past_their_room_a_long_poll_is_re
 
     // A reader leaves, its tail ends, and its room serves the long-poll.
     drop(readers.pop());
-    s.wait_metric("ds_edge_upstream_tails", |v| v == TAILED as i64 - 1)
+    s.wait_metric("ds_edge_upstream_live_reads", |v| v == TAILED as i64 - 1)
         .await;
     s.wait_metric(STREAMS, |v| v == TAILED as i64).await;
     let waiting = tokio::spawn({

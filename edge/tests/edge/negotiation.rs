@@ -106,7 +106,8 @@ async fn sse_readers_get_the_shape_they_accept_from_their_own_hub() {
     assert_eq!(arrays.read_until(&end).await, b"[{\"a\":1},{\"a\":2}]");
     assert_eq!(ndjson.read_until(&end).await, b"{\"a\":1}\n{\"a\":2}\n");
     // Both live now: one upstream tail per shape.
-    s.wait_metric("ds_edge_upstream_tails", |v| v == 2).await;
+    s.wait_metric("ds_edge_upstream_live_reads", |v| v == 2)
+        .await;
     s.append(&p, JSON, "{\"b\":3}").await;
     let end = offset(24);
     assert_eq!(arrays.read_until(&end).await, b"[{\"b\":3}]");

@@ -1,5 +1,6 @@
-//! The binary: the first log line names the bound address, `/metrics`
-//! answers, SIGTERM stops it with status 0 (with `--drain-delay`, after
+//! The binary: the first log line names the bound address, renamed flags
+//! and variables still work under their old names (warned), `/metrics`
+//! answers (renamed series under both names), SIGTERM stops it with status 0 (with `--drain-delay`, after
 //! `/readyz` said draining, or at a second SIGTERM).
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -10,6 +11,8 @@ use std::time::{Duration, Instant};
 fn the_binary_names_its_address_first_and_stops_on_sigterm() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_edge"))
         .args(["--listen", "127.0.0.1:0", "--origin", "http://127.0.0.1:9"])
+        .args(["--light-tails", "false"])
+        .env("EDGE_ACCOUNT_TAILS", "4")
         .env("NO_COLOR", "1")
         .env("RUST_LOG", "info")
         .env("EDGE_CACHE", "16MiB")
@@ -26,8 +29,25 @@ fn the_binary_names_its_address_first_and_stops_on_sigterm() {
         .trim()
         .to_owned();
     assert!(first.contains(&format!("listening on {addr}")), "{first}");
-    let second = lines.next().expect("a second line").expect("text");
-    assert!(second.contains("cache_bytes=16777216"), "{second}");
+    let mut warned = Vec::new();
+    let serving = loop {
+        let line = lines.next().expect("the serving line").expect("text");
+        if line.contains("cache_bytes=") {
+            break line;
+        }
+        warned.push(line);
+    };
+    assert!(serving.contains("cache_bytes=16777216"), "{serving}");
+    let warned = warned.join("\n");
+    assert!(
+        warned.contains("--light-tails is deprecated") && warned.contains("use --light-path"),
+        "{warned}"
+    );
+    assert!(
+        warned.contains("EDGE_ACCOUNT_TAILS is deprecated")
+            && warned.contains("EDGE_ACCOUNT_LIVE_READS"),
+        "{warned}"
+    );
 
     let mut conn = std::net::TcpStream::connect(&addr).expect("connect");
     conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
@@ -35,6 +55,8 @@ fn the_binary_names_its_address_first_and_stops_on_sigterm() {
     let mut text = String::new();
     conn.read_to_string(&mut text).unwrap();
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("ds_edge_upstream_live_reads 0"), "{text}");
+    // The old name, for one release.
     assert!(text.contains("ds_edge_upstream_tails 0"), "{text}");
 
     let status = Command::new("kill")

@@ -8,7 +8,7 @@ use origin::http::JsonReads;
 
 use crate::common::*;
 
-const UPSTREAM_TAILS: &str = "ds_edge_upstream_tails";
+const UPSTREAM_TAILS: &str = "ds_edge_upstream_live_reads";
 const TAIL_POLLS: &str = "ds_edge_upstream_requests_total{kind=\"tail\"}";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -249,7 +249,7 @@ async fn an_sse_session_ends_after_its_time_and_a_reader_resumes_at_its_offset()
     assert_eq!(sse.next().await, None);
 }
 
-/// All streams' shared feeds hold at most `sse_feed_bytes` together: a feed
+/// All streams' shared feeds hold at most `sse_ring_bytes` together: a feed
 /// whose next frame finds no room ends (its reader's answer ends, and it
 /// would reconnect); once it ended its room is back for the next reader;
 /// and while less than one frame's room is left, a new reader answers 503.
@@ -258,7 +258,7 @@ async fn an_sse_session_ends_after_its_time_and_a_reader_resumes_at_its_offset()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shared_feeds_hold_at_most_their_bytes() {
     let limits = Limits {
-        sse_feed_bytes: 25_000,
+        sse_ring_bytes: 25_000,
         tail_frame_bytes: 25_000,
         ..Limits::default()
     };
@@ -268,7 +268,7 @@ async fn the_shared_feeds_hold_at_most_their_bytes() {
     let mut reader = Sse::new(s.get(&format!("{p}?offset=now&live=sse")).await, WAIT);
     s.wait_metric("ds_edge_sse_open", |v| v == 1).await;
     s.append(&p, "text/plain", "a".repeat(30_000)).await;
-    s.wait_metric("ds_edge_sse_feeds_over_budget_total", |v| v == 1)
+    s.wait_metric("ds_edge_sse_rings_over_budget_total", |v| v == 1)
         .await;
     // The feed ended: the reader's answer ends, with no frame past the
     // feeds' room.
@@ -283,7 +283,7 @@ async fn the_shared_feeds_hold_at_most_their_bytes() {
 
     // Feeds with less room than one frame refuse new readers.
     let tight = Limits {
-        sse_feed_bytes: 10_000,
+        sse_ring_bytes: 10_000,
         tail_frame_bytes: 25_000,
         ..Limits::default()
     };

@@ -102,6 +102,8 @@ impl Figures {
             || self.listing.as_ref().is_some_and(|l| l.failures > 0)
     }
 
+    /// The report's text, line by line (long by design: one line per
+    /// figure, in the order printed).
     pub fn render(&self) -> String {
         let extra = match self.origin_args.is_empty() {
             true => "none".to_string(),

@@ -215,7 +215,7 @@ impl Auth {
     }
 
     /// Opens a tail (long-poll or SSE) for the caller's account.
-    pub fn open_tail(&self, caller: &Caller) -> Result<Option<limits::TailGuard>, RetryAfter> {
+    pub fn open_tail(&self, caller: &Caller) -> Result<Option<limits::LiveReadGuard>, RetryAfter> {
         if self.is_open(&caller.account) {
             return Ok(None);
         }

@@ -18,8 +18,9 @@ use super::reading::set;
 use super::request;
 use super::Shared;
 use crate::core::json;
+use crate::core::producer::ProducerClaim;
 use crate::core::stream::AppendRequest;
-use crate::store::{AppendOutcome, StreamView};
+use crate::store::{AppendOutcome, Appended, StreamView};
 
 pub async fn append(state: Shared, path: &str, req: Request) -> Response<Body> {
     run(&state, path, req)
@@ -48,29 +49,7 @@ async fn run(state: &Shared, path: &str, req: Request) -> Result<Response<Body>,
         .map(str::to_owned);
     let view = state.store.find(path)?;
     let body = read_body(state, req).await?;
-    if body.bytes.is_empty() && !close {
-        return Err(ApiError::Invalid(
-            ErrorCode::EmptyBody,
-            "an append needs a body (or Stream-Closed: true)".into(),
-        ));
-    }
-    if !body.bytes.is_empty() && content_type.is_none() {
-        return Err(ApiError::bad("an append with a body needs a Content-Type"));
-    }
-    // JSON bodies are stored as NDJSON; a body of another type goes through
-    // untouched so the stream can refuse it as a content-type mismatch.
-    let json_body = view.is_json()
-        && content_type
-            .as_deref()
-            .is_some_and(|ct| same_media_type(ct, &view.config.content_type));
-    let payload = if json_body && !body.bytes.is_empty() {
-        Bytes::from(
-            json::to_ndjson(&body.bytes, false)
-                .map_err(|e| ApiError::Invalid(ErrorCode::InvalidJson, e.to_string()))?,
-        )
-    } else {
-        body.bytes.clone()
-    };
+    let payload = payload(&view, content_type.as_deref(), &body.bytes, close)?;
     let len = payload.len();
     let has_producer = producer.is_some();
     let claim = producer.clone();
@@ -87,11 +66,53 @@ async fn run(state: &Shared, path: &str, req: Request) -> Result<Response<Body>,
         .append(view, incarnation, request, payload)
         .await?;
     state.metrics.append_acknowledged(submitted.elapsed());
+    Ok(answer(state, appended, claim.as_ref(), len, has_producer))
+}
+
+/// What an append stores: its body, checked (not empty unless it closes,
+/// typed), a JSON body as NDJSON. A body of another type than the stream's
+/// goes through untouched so the stream can refuse it as a content-type
+/// mismatch.
+fn payload(
+    view: &StreamView,
+    content_type: Option<&str>,
+    body: &Bytes,
+    close: bool,
+) -> Result<Bytes, ApiError> {
+    if body.is_empty() && !close {
+        return Err(ApiError::Invalid(
+            ErrorCode::EmptyBody,
+            "an append needs a body (or Stream-Closed: true)".into(),
+        ));
+    }
+    if !body.is_empty() && content_type.is_none() {
+        return Err(ApiError::bad("an append with a body needs a Content-Type"));
+    }
+    let json_body = view.is_json()
+        && content_type.is_some_and(|ct| same_media_type(ct, &view.config.content_type));
+    if json_body && !body.is_empty() {
+        Ok(Bytes::from(json::to_ndjson(body, false).map_err(|e| {
+            ApiError::Invalid(ErrorCode::InvalidJson, e.to_string())
+        })?))
+    } else {
+        Ok(body.clone())
+    }
+}
+
+/// The answer to an append the store took: `204` (`200` with a producer's
+/// new data), its end, and a producer's receipt or a duplicate's outcome.
+fn answer(
+    state: &Shared,
+    appended: Appended,
+    claim: Option<&ProducerClaim>,
+    len: usize,
+    has_producer: bool,
+) -> Response<Body> {
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = StatusCode::NO_CONTENT;
     // An accepted producer's append answers with its receipt in the
     // template's slots; every other answer starts from the plain one.
-    let receipt = match (&appended.outcome, &claim) {
+    let receipt = match (&appended.outcome, claim) {
         (AppendOutcome::Applied { start }, Some(claim)) => Some(Receipt {
             start: *start,
             epoch: claim.epoch,
@@ -133,7 +154,7 @@ async fn run(state: &Shared, path: &str, req: Request) -> Result<Response<Body>,
         }
         AppendOutcome::AlreadyClosed => {}
     }
-    Ok(resp)
+    resp
 }
 
 /// What an accepted producer's append answers besides its end: where it

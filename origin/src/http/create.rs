@@ -19,6 +19,7 @@ use super::request;
 use super::Shared;
 use crate::core::config::StreamConfig;
 use crate::core::json;
+use crate::store::Created;
 
 pub async fn create(state: Shared, path: String, req: Request) -> Response<Body> {
     run(&state, path, req)
@@ -29,29 +30,12 @@ pub async fn create(state: Shared, path: String, req: Request) -> Response<Body>
 async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body>, ApiError> {
     validate_stream_path(&path).map_err(|why| ApiError::bad(why.to_owned()))?;
     let headers = req.headers();
-    let sent_type = match request::text(headers, &http::header::CONTENT_TYPE)? {
-        Some(ct) if !ct.trim().is_empty() => {
-            if !content_type::is_valid(ct) {
-                return Err(ApiError::bad(format!("{ct:?} is not a media type")));
-            }
-            Some(ct.to_owned())
-        }
-        _ => None,
-    };
+    let sent_type = sent_content_type(headers)?;
     let expiry = request::expiry(headers)?;
     let fork = fork::request(headers, sent_type.as_deref(), expiry)?;
     let content_type = sent_type.unwrap_or_else(|| "application/octet-stream".to_owned());
     let closed = request::stream_closed(headers);
-    let public = match request::text(headers, &h::STREAM_PUBLIC)? {
-        None => None,
-        Some(v) if v.eq_ignore_ascii_case("true") => Some(true),
-        Some(v) if v.eq_ignore_ascii_case("false") => Some(false),
-        Some(v) => {
-            return Err(ApiError::bad(format!(
-                "Stream-Public is true or false, not {v:?}"
-            )))
-        }
-    };
+    let public = stream_public(headers)?;
     let host = headers
         .get("host")
         .and_then(|v| v.to_str().ok())
@@ -109,6 +93,12 @@ async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body
             .set_public(path.clone(), created.view.incarnation.to_string(), p)
             .await?;
     }
+    Ok(answer(&created, &host, &path))
+}
+
+/// `201` with the new stream's `Location`, or `200` for one that was there
+/// with this configuration.
+fn answer(created: &Created, host: &str, path: &str) -> Response<Body> {
     let mut resp = Response::new(Body::empty());
     *resp.status_mut() = if created.created {
         StatusCode::CREATED
@@ -131,5 +121,30 @@ async fn run(state: &Shared, path: String, req: Request) -> Result<Response<Body
     if created.created {
         set(&mut resp, "location", format!("http://{host}{path}"));
     }
-    Ok(resp)
+    resp
+}
+
+/// The request's `Content-Type`, if it sent one (checked).
+fn sent_content_type(headers: &http::HeaderMap) -> Result<Option<String>, ApiError> {
+    match request::text(headers, &http::header::CONTENT_TYPE)? {
+        Some(ct) if !ct.trim().is_empty() => {
+            if !content_type::is_valid(ct) {
+                return Err(ApiError::bad(format!("{ct:?} is not a media type")));
+            }
+            Ok(Some(ct.to_owned()))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// `Stream-Public`, if sent: `true` or `false`.
+fn stream_public(headers: &http::HeaderMap) -> Result<Option<bool>, ApiError> {
+    match request::text(headers, &h::STREAM_PUBLIC)? {
+        None => Ok(None),
+        Some(v) if v.eq_ignore_ascii_case("true") => Ok(Some(true)),
+        Some(v) if v.eq_ignore_ascii_case("false") => Ok(Some(false)),
+        Some(v) => Err(ApiError::bad(format!(
+            "Stream-Public is true or false, not {v:?}"
+        ))),
+    }
 }

@@ -13,7 +13,7 @@ use crate::core::producer::ProducerRefusal;
 use crate::core::snapshot::{RetainRefusal, SnapshotRefusal};
 use crate::core::staging::StagingRefusal;
 use crate::core::stream::AppendRefusal;
-use crate::store::{StoreError, Tail};
+use crate::store::{End, StoreError};
 
 #[derive(Debug)]
 pub enum ApiError {
@@ -112,7 +112,7 @@ impl From<crate::store::ReadError> for ApiError {
     fn from(e: crate::store::ReadError) -> Self {
         match e {
             crate::store::ReadError::Io(e) => e.into(),
-            crate::store::ReadError::Cold(e) => {
+            crate::store::ReadError::ChunkCache(e) => {
                 tracing::warn!(error = %e, "a read needs a chunk object storage cannot give now");
                 ApiError::Busy("a sealed chunk cannot be read from object storage right now")
             }
@@ -135,7 +135,7 @@ impl From<std::io::Error> for ApiError {
 
 use super::reading::set;
 
-fn tail_headers(resp: &mut Response<Body>, tail: &Tail) {
+fn tail_headers(resp: &mut Response<Body>, tail: &End) {
     set(resp, h::STREAM_NEXT_OFFSET, Offset(tail.next));
     if tail.closed {
         set(resp, h::STREAM_CLOSED, "true");
@@ -245,6 +245,8 @@ fn denied(d: shared::auth::Denied) -> Response<Body> {
     r
 }
 
+/// The one mapping of the store's errors to answers: one arm per error,
+/// long by design.
 fn store_error(e: StoreError) -> Response<Body> {
     match e {
         StoreError::NotFound => error_response(ErrorCode::NotFound, "the stream does not exist"),
@@ -408,7 +410,7 @@ fn staging_refusal(refusal: StagingRefusal) -> Response<Body> {
     }
 }
 
-fn refusal_response(refusal: AppendRefusal, tail: &Tail) -> Response<Body> {
+fn refusal_response(refusal: AppendRefusal, tail: &End) -> Response<Body> {
     match refusal {
         AppendRefusal::Closed => {
             let mut r = error_response(ErrorCode::StreamClosed, "the stream is closed");

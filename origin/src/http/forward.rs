@@ -156,43 +156,8 @@ impl Forwarder {
             );
         };
         let (mut parts, body) = req.into_parts();
-        let pq = parts
-            .uri
-            .path_and_query()
-            .map(|p| p.as_str())
-            .unwrap_or("/");
-        let Ok(uri) = Uri::try_from(format!("{base}{pq}")) else {
-            return ApiError::Internal(format!("the owner's URL {base} is not a URL"))
-                .into_response();
-        };
-        parts.uri = uri;
-        // The hop to the owner is HTTP/1.1 whatever the client spoke (an
-        // edge's waiting requests come over HTTP/2): the client here speaks
-        // only that, and refuses a request of another version.
-        parts.version = http::Version::HTTP_11;
-        shell::proxy::strip_hop_by_hop(&mut parts.headers);
-        // The host the client asked for goes on as `X-Forwarded-Host`
-        // (unless a proxy before this origin named one): a subscription
-        // made through this origin names it in its callback URLs, not the
-        // owner, which may be gone by the time they are called.
-        if let Some(host) = parts.headers.remove(http::header::HOST) {
-            if !parts.headers.contains_key("x-forwarded-host") {
-                parts.headers.insert("x-forwarded-host", host);
-            }
-        }
-        parts
-            .headers
-            .insert(FORWARDED_BY.clone(), self.node.clone());
-        // The owner answers under this request's id.
-        shell::request_id::pass_on(&mut parts.headers);
-        // The region's own requests (a fork across partitions) are
-        // counted apart from the clients' that reached the wrong origin.
-        if parts.extensions.get::<super::Peer>().is_some()
-            || parts.extensions.get::<OnBehalf>().is_some()
-        {
-            self.metrics.peer_forwarded.fetch_add(1, Relaxed);
-        } else {
-            self.metrics.forwarded.fetch_add(1, Relaxed);
+        if let Err(refused) = self.readdress(base, &mut parts) {
+            return *refused;
         }
         // A connection the owner no longer answers on (a cut without a
         // reset) would hold the request for as long as TCP retransmits.
@@ -244,6 +209,55 @@ impl Forwarder {
                 )
             }
         }
+    }
+
+    /// Readdresses a request to the owner at `base`: its URL, version and
+    /// headers for the hop, and counts it.
+    fn readdress(
+        &self,
+        base: &str,
+        parts: &mut http::request::Parts,
+    ) -> Result<(), Box<Response<Body>>> {
+        let pq = parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or("/");
+        let Ok(uri) = Uri::try_from(format!("{base}{pq}")) else {
+            return Err(Box::new(
+                ApiError::Internal(format!("the owner's URL {base} is not a URL")).into_response(),
+            ));
+        };
+        parts.uri = uri;
+        // The hop to the owner is HTTP/1.1 whatever the client spoke (an
+        // edge's waiting requests come over HTTP/2): the client here speaks
+        // only that, and refuses a request of another version.
+        parts.version = http::Version::HTTP_11;
+        shell::proxy::strip_hop_by_hop(&mut parts.headers);
+        // The host the client asked for goes on as `X-Forwarded-Host`
+        // (unless a proxy before this origin named one): a subscription
+        // made through this origin names it in its callback URLs, not the
+        // owner, which may be gone by the time they are called.
+        if let Some(host) = parts.headers.remove(http::header::HOST) {
+            if !parts.headers.contains_key("x-forwarded-host") {
+                parts.headers.insert("x-forwarded-host", host);
+            }
+        }
+        parts
+            .headers
+            .insert(FORWARDED_BY.clone(), self.node.clone());
+        // The owner answers under this request's id.
+        shell::request_id::pass_on(&mut parts.headers);
+        // The region's own requests (a fork across partitions) are
+        // counted apart from the clients' that reached the wrong origin.
+        if parts.extensions.get::<super::Peer>().is_some()
+            || parts.extensions.get::<OnBehalf>().is_some()
+        {
+            self.metrics.peer_forwarded.fetch_add(1, Relaxed);
+        } else {
+            self.metrics.forwarded.fetch_add(1, Relaxed);
+        }
+        Ok(())
     }
 }
 

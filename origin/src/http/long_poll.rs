@@ -24,8 +24,8 @@ use super::reading::{
     slice_etag, slice_headers, stream_headers, vary_by_accept,
 };
 use super::Shared;
-use crate::store::tail_watch::TailReceiver;
-use crate::store::{StreamView, Tail};
+use crate::store::end_watch::EndReceiver;
+use crate::store::{End, StreamView};
 use shell::peer;
 
 pub async fn long_poll(
@@ -49,8 +49,8 @@ pub struct Parked {
     /// Boxed: 144 bytes, and most long-polls have none.
     caller: Option<Box<crate::auth::Caller>>,
     mode: JsonReads,
-    rx: TailReceiver,
-    first: Tail,
+    rx: EndReceiver,
+    first: End,
     start: u64,
     params: ReadParams,
 }
@@ -162,8 +162,8 @@ async fn respond(
     state: &Shared,
     view: &Arc<StreamView>,
     mode: JsonReads,
-    rx: &TailReceiver,
-    tail: Tail,
+    rx: &EndReceiver,
+    tail: End,
     start: u64,
     parked: bool,
     params: &ReadParams,

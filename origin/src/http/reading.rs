@@ -13,7 +13,7 @@ use super::error::ApiError;
 use super::request;
 use super::JsonReads;
 use crate::core::json::ndjson_to_array;
-use crate::store::{StreamView, Tail};
+use crate::store::{End, StreamView};
 
 /// A value that can become a header value; offsets and numbers without a
 /// detour through `String`.
@@ -101,7 +101,7 @@ pub fn open_for_read(
 
 /// The byte position a read starts at.
 /// `-1` is the earliest byte still readable: the retained offset.
-pub fn resolve_start(from: ReadFrom, tail: &Tail) -> Result<u64, ApiError> {
+pub fn resolve_start(from: ReadFrom, tail: &End) -> Result<u64, ApiError> {
     match from {
         ReadFrom::Start => Ok(tail.retained),
         ReadFrom::At(o) if o.bytes() < tail.retained => Err(ApiError::Gone {
@@ -174,7 +174,7 @@ pub async fn read_slice(
     view: &Arc<StreamView>,
     start: u64,
     max: u64,
-    tail: Tail,
+    tail: End,
     cut: Cut,
 ) -> Result<Slice, ApiError> {
     let mut end = tail.next.min(start.saturating_add(max));

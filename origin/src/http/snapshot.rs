@@ -136,6 +136,116 @@ fn unavailable(e: impl std::fmt::Display) -> ApiError {
     ApiError::Busy("object storage cannot take the snapshot right now")
 }
 
+/// A snapshot's offset lies within what the stream holds (not past its
+/// end, not below its retention) and, in a JSON stream, between messages.
+async fn check_point(view: &Arc<StreamView>, offset: u64) -> Result<(), ApiError> {
+    let end = view.tail();
+    if offset > end.next {
+        return Err(
+            StoreError::SnapshotRefused(SnapshotRefusal::BeyondTail { tail: end.next }).into(),
+        );
+    }
+    if offset < end.retained {
+        return Err(ApiError::Gone {
+            retained: end.retained,
+        });
+    }
+    if view.is_json() && offset > 0 && view.read(offset - 1, offset).await?[..] != *b"\n" {
+        return Err(ApiError::bad(
+            "a JSON stream's snapshot offset must fall between two messages",
+        ));
+    }
+    Ok(())
+}
+
+/// `Stream-Snapshot-Parts`: how many staged parts the publish assembles.
+fn parts_header(headers: &http::HeaderMap) -> Result<Option<u32>, ApiError> {
+    super::request::text(headers, &h::STREAM_SNAPSHOT_PARTS)?
+        .map(|n| {
+            n.parse::<u32>()
+                .ok()
+                .filter(|n| (1..=MAX_PARTS).contains(n))
+                .ok_or_else(|| {
+                    ApiError::bad(format!("Stream-Snapshot-Parts must be 1 to {MAX_PARTS}"))
+                })
+        })
+        .transpose()
+}
+
+/// Puts a snapshot sent whole in the request's body; its digest and length.
+async fn put_body(
+    state: &Shared,
+    objects: &crate::objects::instrumented::Objects,
+    view: &StreamView,
+    offset: u64,
+    req: Request,
+) -> Result<(String, u64), ApiError> {
+    let max = state.config.max_snapshot;
+    let body = read_body(state, req).await?;
+    let len = body.bytes.len() as u64;
+    if len > max {
+        return Err(ApiError::PayloadTooLarge { limit: max });
+    }
+    let digest = hex::encode(Sha256::digest(&body.bytes));
+    let key = keys::snapshot(&view.path, &view.incarnation, Offset(offset), &digest);
+    objects
+        .put(&key, body.bytes.clone())
+        .await
+        .map_err(unavailable)?;
+    Ok((digest, len))
+}
+
+/// Puts a snapshot assembled from its `n` staged parts; its digest,
+/// length and the hold on the parts (let go once published).
+async fn put_staged(
+    state: &Shared,
+    objects: &crate::objects::instrumented::Objects,
+    view: &StreamView,
+    offset: u64,
+    n: u32,
+    req: Request,
+) -> Result<(String, u64, super::staging::Hold), ApiError> {
+    let max = state.config.max_snapshot;
+    let client = super::ingress::client_of(state, &req);
+    let body = read_body(state, req).await?;
+    if !body.bytes.is_empty() {
+        return Err(ApiError::bad("a publish of staged parts carries no body"));
+    }
+    let not_staged = |i: usize| ApiError::bad(format!("part {i} of the snapshot was not staged"));
+    let now = state.store.clock().now_ms();
+    // In a region, parts an earlier owner of the partition staged.
+    state
+        .staging
+        .bring_back(&upload_key(view, offset), now)
+        .await?;
+    let hold = state
+        .staging
+        .hold(upload_key(view, offset), now)
+        .ok_or_else(|| not_staged(0))?;
+    let files: Vec<PathBuf> = (0..n).map(|i| hold.part_file(i)).collect();
+    let mut len: u64 = 0;
+    for (i, f) in files.iter().enumerate() {
+        let part = tokio::fs::metadata(f)
+            .await
+            .map_err(|_| not_staged(i))?
+            .len();
+        len = len
+            .checked_add(part)
+            .filter(|len| *len <= max)
+            .ok_or(ApiError::PayloadTooLarge { limit: max })?;
+    }
+    let _room = state.ingress.reserve(&client, len).await?;
+    let mut blob = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    for f in &files {
+        blob.extend_from_slice(&tokio::fs::read(f).await?);
+    }
+    let blob = bytes::Bytes::from(blob);
+    let digest = hex::encode(Sha256::digest(&blob));
+    let key = keys::snapshot(&view.path, &view.incarnation, Offset(offset), &digest);
+    objects.put(&key, blob).await.map_err(unavailable)?;
+    Ok((digest, len, hold))
+}
+
 async fn publish(
     state: &Shared,
     stream: &str,
@@ -149,93 +259,19 @@ async fn publish(
         .objects()
         .ok_or_else(|| ApiError::bad("this server has no object storage for snapshots"))?
         .clone();
-    let tail = view.tail();
-    if offset > tail.next {
-        return Err(
-            StoreError::SnapshotRefused(SnapshotRefusal::BeyondTail { tail: tail.next }).into(),
-        );
-    }
-    if offset < tail.retained {
-        return Err(ApiError::Gone {
-            retained: tail.retained,
-        });
-    }
-    if view.is_json() && offset > 0 && view.read(offset - 1, offset).await?[..] != *b"\n" {
-        return Err(ApiError::bad(
-            "a JSON stream's snapshot offset must fall between two messages",
-        ));
-    }
+    check_point(&view, offset).await?;
     let headers = req.headers();
     let content_type = super::request::text(headers, &http::header::CONTENT_TYPE)?
         .unwrap_or("application/octet-stream")
         .to_owned();
     let expect = super::request::text(headers, &h::STREAM_SNAPSHOT_MATCH)?.map(str::to_owned);
-    let parts = match super::request::text(headers, &h::STREAM_SNAPSHOT_PARTS)? {
-        None => None,
-        Some(n) => Some(
-            n.parse::<u32>()
-                .ok()
-                .filter(|n| (1..=MAX_PARTS).contains(n))
-                .ok_or_else(|| {
-                    ApiError::bad(format!("Stream-Snapshot-Parts must be 1 to {MAX_PARTS}"))
-                })?,
-        ),
-    };
-    let max = state.config.max_snapshot;
-    let (digest, len, staged) = match parts {
+    let (digest, len, staged) = match parts_header(headers)? {
         None => {
-            let body = read_body(state, req).await?;
-            let len = body.bytes.len() as u64;
-            if len > max {
-                return Err(ApiError::PayloadTooLarge { limit: max });
-            }
-            let digest = hex::encode(Sha256::digest(&body.bytes));
-            let key = keys::snapshot(&view.path, &view.incarnation, Offset(offset), &digest);
-            objects
-                .put(&key, body.bytes.clone())
-                .await
-                .map_err(unavailable)?;
+            let (digest, len) = put_body(state, &objects, &view, offset, req).await?;
             (digest, len, None)
         }
         Some(n) => {
-            let client = super::ingress::client_of(state, &req);
-            let body = read_body(state, req).await?;
-            if !body.bytes.is_empty() {
-                return Err(ApiError::bad("a publish of staged parts carries no body"));
-            }
-            let not_staged =
-                |i: usize| ApiError::bad(format!("part {i} of the snapshot was not staged"));
-            let now = state.store.clock().now_ms();
-            // In a region, parts an earlier owner of the partition staged.
-            state
-                .staging
-                .bring_back(&upload_key(&view, offset), now)
-                .await?;
-            let hold = state
-                .staging
-                .hold(upload_key(&view, offset), now)
-                .ok_or_else(|| not_staged(0))?;
-            let files: Vec<PathBuf> = (0..n).map(|i| hold.part_file(i)).collect();
-            let mut len: u64 = 0;
-            for (i, f) in files.iter().enumerate() {
-                let part = tokio::fs::metadata(f)
-                    .await
-                    .map_err(|_| not_staged(i))?
-                    .len();
-                len = len
-                    .checked_add(part)
-                    .filter(|len| *len <= max)
-                    .ok_or(ApiError::PayloadTooLarge { limit: max })?;
-            }
-            let _room = state.ingress.reserve(&client, len).await?;
-            let mut blob = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
-            for f in &files {
-                blob.extend_from_slice(&tokio::fs::read(f).await?);
-            }
-            let blob = bytes::Bytes::from(blob);
-            let digest = hex::encode(Sha256::digest(&blob));
-            let key = keys::snapshot(&view.path, &view.incarnation, Offset(offset), &digest);
-            objects.put(&key, blob).await.map_err(unavailable)?;
+            let (digest, len, hold) = put_staged(state, &objects, &view, offset, n, req).await?;
             (digest, len, Some(hold))
         }
     };

@@ -2,7 +2,7 @@
 //!
 //! Each batch goes out as one `data` event and its `control` event in a
 //! single write. The task writes into a queue of [`SSE_BUFFERED_FRAMES`]
-//! frames (`shell::tail_body`, the answer's body), so a reader that stops reading holds at most that many frames of
+//! frames (`shell::sse_body`, the answer's body), so a reader that stops reading holds at most that many frames of
 //! memory and its task waits; the session ends after `sse_session` (about
 //! 60 s) so a CDN can collapse readers onto fresh requests. A tail silent
 //! for `sse_keepalive` sends a comment line (`shared::sse::KEEPALIVE`), so
@@ -10,7 +10,7 @@
 //! (bytes are waiting for that reader anyway).
 //!
 //! On the light path (HTTP/1.1) the task writes to the connection itself
-//! (`shell::tail_out`, `shell::detached`): no queue, and no connection task
+//! (`shell::sse_out`, `shell::detached`): no queue, and no connection task
 //! beside it; a reader that stops reading then holds at most the one frame
 //! being written, its task waiting for the socket until its session ends
 //! (and [`SEND_GRACE`]), when the task is ended wherever it waits.
@@ -53,6 +53,10 @@ pub async fn sse(state: Shared, path: String, req: Request, params: ReadParams) 
         .unwrap_or_else(IntoResponse::into_response)
 }
 
+/// Long by design: the reader's task is one block whose every wait is
+/// polled in place, so a waiting reader's task stays within the idle-reader
+/// budget (decision 0020); split into awaited functions, each would keep
+/// its captures' room again.
 async fn run(
     state: Shared,
     path: String,
@@ -100,7 +104,7 @@ async fn run(
 
     // On the light path the task writes to the connection itself (no
     // connection task waits beside it: `shell::detached`).
-    let (mut out, answer) = shell::tail_out::answer(&req, SSE_BUFFERED_FRAMES);
+    let (mut out, answer) = shell::sse_out::answer(&req, SSE_BUFFERED_FRAMES);
     let task_state = state.clone();
     let task_view = view.clone();
     let client_cursor = params.cursor.clone();
@@ -130,7 +134,7 @@ async fn run(
                         return Poll::Ready(r);
                     }
                     if hard_end.as_mut().poll(cx).is_ready() || stopping.poll(cx).is_ready() {
-                        return Poll::Ready(Err(shell::tail_out::Gone));
+                        return Poll::Ready(Err(shell::sse_out::Gone));
                     }
                     Poll::Pending
                 })

@@ -136,57 +136,16 @@ pub async fn handle(
         return ApiError::from(why).into_response();
     };
     if route == Route::Jwks {
-        if method != Method::GET && method != Method::HEAD {
-            return super::method_not_allowed("GET, HEAD, OPTIONS");
-        }
-        let mut r = json(StatusCode::OK, &subs.jwks());
-        r.headers_mut().insert(
-            "content-type",
-            HeaderValue::from_static("application/jwk-set+json"),
-        );
-        r.headers_mut().insert(
-            "cache-control",
-            HeaderValue::from_static("public, max-age=300"),
-        );
-        return r;
+        return jwks(&subs, &method);
     }
-    let allowed = match route {
-        Route::Subscription(_) => matches!(
-            method,
-            Method::GET | Method::HEAD | Method::PUT | Method::DELETE
-        ),
-        Route::Stream(..) => method == Method::DELETE,
-        _ => method == Method::POST,
-    };
-    if !allowed {
-        return super::method_not_allowed(match route {
-            Route::Subscription(_) => "GET, HEAD, PUT, DELETE, OPTIONS",
-            Route::Stream(..) => "DELETE, OPTIONS",
-            _ => "POST, OPTIONS",
-        });
+    if let Some(refused) = method_refused(&route, &method) {
+        return refused;
     }
-    let id = match &route {
-        Route::Subscription(id)
-        | Route::Streams(id)
-        | Route::Stream(id, _)
-        | Route::Callback(id)
-        | Route::Ack(id)
-        | Route::Release(id)
-        | Route::Claim(id) => (*id).to_owned(),
-        Route::Jwks => unreachable!("answered above"),
-    };
-    let key: Key = (root.clone(), id.clone());
+    let id = route.id().to_owned();
     let own_path = format!(
         "{root}/{}/subscriptions/{id}",
         shared::paths::CONTROL_SEGMENT
     );
-    let base = base_url(&state, &req);
-    let token = bearer(req.headers()).map(str::to_owned);
-    let authorization = req
-        .headers()
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
     let tokened = matches!(
         route,
         Route::Callback(_) | Route::Ack(_) | Route::Release(_)
@@ -203,76 +162,152 @@ pub async fn handle(
             return *refused;
         }
     }
-    let body = if method == Method::POST || method == Method::PUT {
+    let call = Call {
+        key: (root.clone(), id),
+        root,
+        base: base_url(&state, &req),
+        token: bearer(req.headers()).map(str::to_owned),
+        authorization: req
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .filter(|_| credentialed),
+        body: bytes::Bytes::new(),
+    };
+    let call = if method == Method::POST || method == Method::PUT {
         match super::body::read_body(&state, req).await {
-            Ok(b) => b.bytes,
+            Ok(b) => Call {
+                body: b.bytes,
+                ..call
+            },
             Err(e) => return e.into_response(),
         }
     } else {
-        bytes::Bytes::new()
+        call
     };
-    // Write access to a path the request reaches besides its own.
-    let may_write = |path: &str| {
-        let authorization = authorization.as_deref().filter(|_| credentialed);
-        super::admit_as(&state, authorization, path, Access::Write).map(|_| ())
+    act(&state, &subs, route, &method, &call)
+        .await
+        .unwrap_or_else(|refused| *refused)
+}
+
+/// What a request on a subscription brings, once admitted.
+struct Call {
+    root: String,
+    key: Key,
+    /// The server's URL as the request reached it.
+    base: String,
+    /// A wake's token (callbacks, acks, releases).
+    token: Option<String>,
+    /// The caller's credential, to check its access to other paths.
+    authorization: Option<String>,
+    body: bytes::Bytes,
+}
+
+impl Call {
+    /// Write access to a path the request reaches besides its own.
+    fn may_write(&self, state: &Shared, path: &str) -> Result<(), Box<Response<Body>>> {
+        super::admit_as(state, self.authorization.as_deref(), path, Access::Write).map(|_| ())
+    }
+}
+
+impl Route<'_> {
+    /// The subscription a route names (not the JWK Set's).
+    fn id(&self) -> &str {
+        match self {
+            Route::Subscription(id)
+            | Route::Streams(id)
+            | Route::Stream(id, _)
+            | Route::Callback(id)
+            | Route::Ack(id)
+            | Route::Release(id)
+            | Route::Claim(id) => id,
+            Route::Jwks => "",
+        }
+    }
+}
+
+/// The JWK Set the webhooks are signed with (public, cacheable).
+fn jwks(subs: &Subscriptions, method: &Method) -> Response<Body> {
+    if method != Method::GET && method != Method::HEAD {
+        return super::method_not_allowed("GET, HEAD, OPTIONS");
+    }
+    let mut r = json(StatusCode::OK, &subs.jwks());
+    r.headers_mut().insert(
+        "content-type",
+        HeaderValue::from_static("application/jwk-set+json"),
+    );
+    r.headers_mut().insert(
+        "cache-control",
+        HeaderValue::from_static("public, max-age=300"),
+    );
+    r
+}
+
+/// `405` for a method the route does not take.
+fn method_refused(route: &Route<'_>, method: &Method) -> Option<Response<Body>> {
+    let allowed = match route {
+        Route::Subscription(_) => matches!(
+            *method,
+            Method::GET | Method::HEAD | Method::PUT | Method::DELETE
+        ),
+        Route::Stream(..) => method == Method::DELETE,
+        _ => method == Method::POST,
     };
+    (!allowed).then(|| {
+        super::method_not_allowed(match route {
+            Route::Subscription(_) => "GET, HEAD, PUT, DELETE, OPTIONS",
+            Route::Stream(..) => "DELETE, OPTIONS",
+            _ => "POST, OPTIONS",
+        })
+    })
+}
+
+/// Does what an admitted request asks; a refusal is the answer itself.
+async fn act(
+    state: &Shared,
+    subs: &Subscriptions,
+    route: Route<'_>,
+    method: &Method,
+    call: &Call,
+) -> Result<Response<Body>, Box<Response<Body>>> {
+    let (key, body, base) = (&call.key, &call.body, &call.base);
     let outcome = match route {
         Route::Subscription(_) if method == Method::PUT => {
-            // Write access to everything the subscription can reach. A
-            // pattern's prefix is checked as the folder it is (`…/`), and
-            // where the default account's prefix lies under it, that
-            // account's streams are within reach too.
-            for (rel, under) in Subscriptions::reach(&body) {
-                let mut paths = vec![match (rel.is_empty(), under) {
-                    (true, _) => format!("{root}/"),
-                    (false, true) => format!("{root}/{rel}/"),
-                    (false, false) => format!("{root}/{rel}"),
-                }];
-                let default = &state.config.auth.default_prefix;
-                if under && default.starts_with(paths[0].as_str()) && *default != paths[0] {
-                    paths.push(default.clone());
-                }
-                for path in paths {
-                    if let Err(refused) = may_write(&path) {
-                        return *refused;
-                    }
-                }
-            }
-            match subs.declare(&root, &id, &body, base.clone()).await {
+            may_reach(state, call)?;
+            match subs.declare(&call.root, &key.1, body, base.clone()).await {
                 Ok(Declared::Created(sub)) => {
-                    Ok(json(StatusCode::CREATED, &subs.describe(&key, &sub, &base)))
+                    Ok(json(StatusCode::CREATED, &subs.describe(key, &sub, base)))
                 }
                 Ok(Declared::Confirmed(sub)) => {
-                    Ok(json(StatusCode::OK, &subs.describe(&key, &sub, &base)))
+                    Ok(json(StatusCode::OK, &subs.describe(key, &sub, base)))
                 }
                 Err(e) => Err(e),
             }
         }
         Route::Subscription(_) if method == Method::DELETE => {
-            subs.delete(&key).await.map(|()| no_content())
+            subs.delete(key).await.map(|()| no_content())
         }
-        Route::Subscription(_) => match subs.get(&key) {
-            Some(sub) => Ok(json(StatusCode::OK, &subs.describe(&key, &sub, &base))),
+        Route::Subscription(_) => match subs.get(key) {
+            Some(sub) => Ok(json(StatusCode::OK, &subs.describe(key, &sub, base))),
             None => Err(Error::NotFound),
         },
         Route::Streams(_) => {
-            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body) {
+            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) {
                 for rel in v["streams"]
                     .as_array()
                     .into_iter()
                     .flatten()
                     .filter_map(|s| s.as_str())
                 {
-                    if let Err(refused) = may_write(&format!("{root}/{rel}")) {
-                        return *refused;
-                    }
+                    call.may_write(state, &format!("{}/{rel}", call.root))?;
                 }
             }
-            subs.add_streams(&key, &body).await.map(|()| no_content())
+            subs.add_streams(key, body).await.map(|()| no_content())
         }
-        Route::Stream(_, rel) => subs.remove_stream(&key, &rel).await.map(|()| no_content()),
+        Route::Stream(_, rel) => subs.remove_stream(key, &rel).await.map(|()| no_content()),
         Route::Callback(_) | Route::Ack(_) => subs
-            .acknowledge(&key, token.as_deref(), &body)
+            .acknowledge(key, call.token.as_deref(), body)
             .await
             .map(|next| {
                 json(
@@ -281,16 +316,39 @@ pub async fn handle(
                 )
             }),
         Route::Release(_) => subs
-            .release(&key, token.as_deref(), &body)
+            .release(key, call.token.as_deref(), body)
             .await
             .map(|()| no_content()),
         Route::Claim(_) => subs
-            .claim(&key, &body)
+            .claim(key, body)
             .await
             .map(|v| json(StatusCode::OK, &v)),
-        Route::Jwks => unreachable!("answered above"),
+        Route::Jwks => unreachable!("answered before"),
     };
-    outcome.unwrap_or_else(|e| ApiError::from(e).into_response())
+    Ok(outcome.unwrap_or_else(|e| ApiError::from(e).into_response()))
+}
+
+/// Write access to everything a declared subscription can reach. A
+/// pattern's prefix is checked as the folder it is (`…/`), and where the
+/// default account's prefix lies under it, that account's streams are
+/// within reach too.
+fn may_reach(state: &Shared, call: &Call) -> Result<(), Box<Response<Body>>> {
+    let root = &call.root;
+    for (rel, under) in Subscriptions::reach(&call.body) {
+        let mut paths = vec![match (rel.is_empty(), under) {
+            (true, _) => format!("{root}/"),
+            (false, true) => format!("{root}/{rel}/"),
+            (false, false) => format!("{root}/{rel}"),
+        }];
+        let default = &state.config.auth.default_prefix;
+        if under && default.starts_with(paths[0].as_str()) && *default != paths[0] {
+            paths.push(default.clone());
+        }
+        for path in paths {
+            call.may_write(state, &path)?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

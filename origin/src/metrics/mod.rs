@@ -240,6 +240,9 @@ impl Metrics {
 
     /// Adds the sums of `stores` (each with its stream count; none, for a
     /// region origin that serves nothing yet) and the process's `timings`.
+    ///
+    /// Long by design: one table row per series, read as the list of
+    /// what the origin exposes.
     pub fn expose(stores: &[(&Metrics, usize)], timings: &Timings, e: &mut Exposition) {
         shell::metrics::Requests::expose(&[&timings.requests], e);
         let shards = |f: fn(&Shard) -> &AtomicU64| -> u64 {

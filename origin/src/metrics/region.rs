@@ -69,6 +69,9 @@ impl RegionMetrics {
     /// With the origin's role, read from its state when scraped: how many
     /// partitions it serves (the highest epoch among them) and how many it
     /// forwards to another (the rest: joining, or replaying a claim).
+    ///
+    /// Long by design: one table row per series, read as the list of
+    /// what a region origin exposes.
     pub fn expose(&self, e: &mut Exposition, serving: i64, following: i64, epoch: u64) {
         for (name, help, v) in [
             (

@@ -154,62 +154,20 @@ pub fn build(job: &BuildJob) -> Result<Built, WalError> {
 }
 
 fn build_in(rt: &tokio::runtime::Runtime, job: &BuildJob) -> Result<Built, WalError> {
-    let (store, p, epoch, scratch) = (&*job.store, job.partition, job.epoch, &*job.scratch);
+    let (store, p, epoch) = (&*job.store, job.partition, job.epoch);
     let (config, metrics) = (&job.config, &*job.metrics);
     let listing = rt.block_on(list(store, p, job.acknowledged))?;
     let image_bytes = listing.base.as_ref().map_or(0, |b| b.bytes);
     if !due(config, listing.objects, listing.bytes, image_bytes) {
         return Ok(Built::NotYet);
     }
-    let start = listing.base.as_ref().map_or(0, |b| b.number);
     // 1, 2: the replay, laid out and recovered.
-    let mut log = LocalLog::begin(scratch).map_err(WalError::Local)?;
-    let mut rule = EpochRule::after(listing.base.as_ref().map_or(0, |b| b.epoch));
-    let read = {
-        let mut push = |r: Replay| match r {
-            Replay::Begin => Ok(()),
-            Replay::Frames(frames) => log.push(&frames),
-        };
-        rt.block_on(async {
-            if let Some(b) = &listing.base {
-                read_image(store, p, b, &mut push).await?;
-            }
-            read_wal(store, p, start..listing.upto, &mut rule, &mut push).await
-        })
+    let Some(rule) = replay(rt, job, &listing)? else {
+        return Ok(Built::GaveUp("a newer checkpoint deleted what it read"));
     };
-    match read {
-        Ok(_) => {}
-        Err(WalError::Moved) => {
-            return Ok(Built::GaveUp("a newer checkpoint deleted what it read"))
-        }
-        Err(e) => return Err(e),
-    }
-    log.finish().map_err(WalError::Local)?;
     let put_id: PutId = rand::random();
-    let header = WalHeader {
-        kind: Kind::Data,
-        epoch,
-        put_id,
-    };
     let stopping = &*job.stopping;
-    let mut parts = 0u32;
-    let stats = image::export(scratch, job.now, config.part_bytes, &mut |part| {
-        let key = keys::partition_image_part(p, listing.upto, &put_id, parts);
-        let body = format::encode_wal(&header, &part);
-        let ours = |bytes| {
-            format::decode_wal(&bytes)
-                .map(|found| found.header.put_id == put_id)
-                .map_err(|source| WalError::Corrupt {
-                    key: key.to_string(),
-                    source,
-                })
-        };
-        rt.block_on(create_or_read(store, &key, body, stopping, None, ours))
-            .map_err(std::io::Error::other)?;
-        parts += 1;
-        Ok(())
-    })
-    .map_err(WalError::Local)?;
+    let (stats, parts) = put_image(rt, job, &listing, put_id)?;
     // 3: the looks.
     let looked = rt.block_on(async {
         if newest_checkpoint_number(store, p).await? != listing.base.as_ref().map(|b| b.number) {
@@ -271,6 +229,74 @@ fn build_in(rt: &tokio::runtime::Runtime, job: &BuildJob) -> Result<Built, WalEr
         parts,
         deleted,
     })
+}
+
+/// Lays out the partition's history up to `listing.upto` in the job's
+/// scratch folder as a local log: the epoch rule it ended with, or None
+/// when a newer checkpoint deleted what it read.
+fn replay(
+    rt: &tokio::runtime::Runtime,
+    job: &BuildJob,
+    listing: &Listing,
+) -> Result<Option<EpochRule>, WalError> {
+    let (store, p) = (&*job.store, job.partition);
+    let start = listing.base.as_ref().map_or(0, |b| b.number);
+    let mut log = LocalLog::begin(&job.scratch).map_err(WalError::Local)?;
+    let mut rule = EpochRule::after(listing.base.as_ref().map_or(0, |b| b.epoch));
+    let read = {
+        let mut push = |r: Replay| match r {
+            Replay::Begin => Ok(()),
+            Replay::Frames(frames) => log.push(&frames),
+        };
+        rt.block_on(async {
+            if let Some(b) = &listing.base {
+                read_image(store, p, b, &mut push).await?;
+            }
+            read_wal(store, p, start..listing.upto, &mut rule, &mut push).await
+        })
+    };
+    match read {
+        Ok(_) => {}
+        Err(WalError::Moved) => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    log.finish().map_err(WalError::Local)?;
+    Ok(Some(rule))
+}
+
+/// Exports the laid-out state as image parts, each put by create under
+/// `put_id`: the export's figures and the parts put.
+fn put_image(
+    rt: &tokio::runtime::Runtime,
+    job: &BuildJob,
+    listing: &Listing,
+    put_id: PutId,
+) -> Result<(image::ImageStats, u32), WalError> {
+    let (store, p) = (&*job.store, job.partition);
+    let header = WalHeader {
+        kind: Kind::Data,
+        epoch: job.epoch,
+        put_id,
+    };
+    let mut parts = 0u32;
+    let stats = image::export(&job.scratch, job.now, job.config.part_bytes, &mut |part| {
+        let key = keys::partition_image_part(p, listing.upto, &put_id, parts);
+        let body = format::encode_wal(&header, &part);
+        let ours = |bytes| {
+            format::decode_wal(&bytes)
+                .map(|found| found.header.put_id == put_id)
+                .map_err(|source| WalError::Corrupt {
+                    key: key.to_string(),
+                    source,
+                })
+        };
+        rt.block_on(create_or_read(store, &key, body, &job.stopping, None, ours))
+            .map_err(std::io::Error::other)?;
+        parts += 1;
+        Ok(())
+    })
+    .map_err(WalError::Local)?;
+    Ok((stats, parts))
 }
 
 /// The newest checkpoint and the WAL from it: up to the first number

@@ -38,12 +38,9 @@ use crate::clock::{Clock, SystemClock};
 use crate::http::forward::Forwarder;
 use crate::http::{self, HttpConfig, Shared};
 use crate::metrics::RegionMetrics;
-use crate::region::checkpoint::Built;
-use crate::region::liveness::{Decision, Released};
+use crate::region::liveness::Released;
 use crate::region::membership::{Heartbeater, Membership, MembershipConfig};
-use crate::region::WalError;
 use crate::store::StoreConfig;
-use futures::stream::{FuturesUnordered, StreamExt};
 
 mod across;
 mod answer;
@@ -55,6 +52,7 @@ mod moves;
 mod peer;
 mod replica;
 mod subscriptions;
+mod takeover;
 
 use answer::handle;
 
@@ -151,22 +149,6 @@ const SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// A claim under way: its partition, its store's folder and the replay's task.
 type Claiming = (u32, PathBuf, JoinHandle<std::io::Result<Shared>>);
-
-/// A claim's outcome, with its partition and folder.
-type ClaimDone = (
-    u32,
-    PathBuf,
-    Result<std::io::Result<Shared>, tokio::task::JoinError>,
-);
-
-/// Failed claims of one partition in a row past which this origin stands
-/// aside (a lost race fails a claim once; a broken disk or bucket again
-/// and again).
-const STAND_ASIDE_AFTER: u32 = 2;
-
-/// How long a partition this origin claimed back after releasing it stays
-/// here whatever the spread says.
-const TAKEN_BACK_KEPT: Duration = Duration::from_secs(60);
 
 impl RegionOrigin {
     pub fn new(
@@ -265,33 +247,7 @@ impl RegionOrigin {
         listener: TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let settings: Vec<(&str, &str)> = self
-            .store
-            .object_store_settings
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        let url = self.store.object_store.as_deref().ok_or_else(|| {
-            std::io::Error::other("object durability needs object storage (--object-store)")
-        })?;
-        let objects = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
-        // Another count refuses to start; a bucket not answering yet is
-        // tried again before the first look (answering 503 meanwhile).
-        let pinned = tokio::time::timeout(
-            self.patience(),
-            crate::region::pin::partitions(&*objects, self.partitions),
-        )
-        .await;
-        match pinned {
-            Ok(Err(crate::region::pin::PinError::Mismatch(why))) => {
-                return Err(std::io::Error::other(why))
-            }
-            Ok(Ok(())) => self.pinned.store(true, Relaxed),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "could not pin the region's partition count yet; trying again")
-            }
-            Err(_) => {}
-        }
+        let objects = self.open_bucket().await?;
         let _ = self.objects.set(Arc::clone(&objects));
         if let Some(keys) = &self.sharing.key_store {
             keys.open(Arc::clone(&objects));
@@ -313,38 +269,7 @@ impl RegionOrigin {
         let (stop_beating, beating) = tokio::sync::watch::channel(false);
         let beats = tokio::spawn(Arc::clone(&self).beat(Arc::clone(&heartbeater), beating));
         let run = tokio::spawn(Arc::clone(&self).run(membership));
-        let sweeper = shell::periodic::every(Duration::from_secs(1), {
-            let me = Arc::clone(&self);
-            move || {
-                let stores = me.serving();
-                let replicas = me.replica_states();
-                async move {
-                    for state in stores {
-                        super::tick(&state).await;
-                    }
-                    // A replica decides nothing, but its reads check keys:
-                    // a revoked one stops working there too.
-                    for state in replicas {
-                        super::reload_keys(&state);
-                    }
-                }
-            }
-        });
-        let every = SWEEP_EVERY.min(self.store.region.pin_grace.max(Duration::from_millis(100)));
-        let every_ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX);
-        let forks = shell::periodic::every(every, {
-            let me = Arc::clone(&self);
-            move || {
-                let me = Arc::clone(&me);
-                async move {
-                    for p in 0..me.partitions {
-                        if let Current::Serving { state, .. } = me.current(p) {
-                            across::sweep(&me, p, &state, every_ms).await;
-                        }
-                    }
-                }
-            }
-        });
+        let periodic = self.periodic();
         let shutdown =
             shell::signal::announced(shutdown, self.closing.clone(), self.draining.clone());
         let serve = self.http.serve.clone();
@@ -358,8 +283,7 @@ impl RegionOrigin {
             move |req| Box::pin(handle(Arc::clone(&me), req)),
         )
         .await;
-        drop(sweeper);
-        drop(forks);
+        drop(periodic);
         run.await.map_err(std::io::Error::other)?;
         for p in 0..self.partitions {
             self.drop_replica(p);
@@ -384,212 +308,83 @@ impl RegionOrigin {
         result
     }
 
+    /// The region's bucket, its partition count pinned if it answers:
+    /// another count refuses to start; a bucket not answering yet is tried
+    /// again before the first look (answering 503 meanwhile).
+    async fn open_bucket(&self) -> std::io::Result<Arc<dyn object_store::ObjectStore>> {
+        let settings: Vec<(&str, &str)> = self
+            .store
+            .object_store_settings
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let url = self.store.object_store.as_deref().ok_or_else(|| {
+            std::io::Error::other("object durability needs object storage (--object-store)")
+        })?;
+        let objects = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
+        let pinned = tokio::time::timeout(
+            self.patience(),
+            crate::region::pin::partitions(&*objects, self.partitions),
+        )
+        .await;
+        match pinned {
+            Ok(Err(crate::region::pin::PinError::Mismatch(why))) => {
+                return Err(std::io::Error::other(why))
+            }
+            Ok(Ok(())) => self.pinned.store(true, Relaxed),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not pin the region's partition count yet; trying again")
+            }
+            Err(_) => {}
+        }
+        Ok(objects)
+    }
+
+    /// The periodic work of a running region origin, until dropped: each
+    /// second every store's tick (and the replicas' keys), and the sweep of
+    /// what a crash in a fork across partitions left.
+    fn periodic(self: &Arc<Self>) -> (shell::periodic::Periodic, shell::periodic::Periodic) {
+        let sweeper = shell::periodic::every(Duration::from_secs(1), {
+            let me = Arc::clone(self);
+            move || {
+                let stores = me.serving();
+                let replicas = me.replica_states();
+                async move {
+                    for state in stores {
+                        super::tick(&state).await;
+                    }
+                    // A replica decides nothing, but its reads check keys:
+                    // a revoked one stops working there too.
+                    for state in replicas {
+                        super::reload_keys(&state);
+                    }
+                }
+            }
+        });
+        let every = SWEEP_EVERY.min(self.store.region.pin_grace.max(Duration::from_millis(100)));
+        let every_ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX);
+        let forks = shell::periodic::every(every, {
+            let me = Arc::clone(self);
+            move || {
+                let me = Arc::clone(&me);
+                async move {
+                    for p in 0..me.partitions {
+                        if let Current::Serving { state, .. } = me.current(p) {
+                            across::sweep(&me, p, &state, every_ms).await;
+                        }
+                    }
+                }
+            }
+        });
+        (sweeper, forks)
+    }
+
     /// How long one request to the bucket may take before it counts as failed.
     fn patience(&self) -> Duration {
         self.membership
             .renew
             .saturating_mul(2)
             .max(Duration::from_secs(1))
-    }
-
-    /// The membership loop: look, decide and act for every partition;
-    /// until closing.
-    async fn run(self: Arc<Self>, mut m: Membership) {
-        let renew = m.config().renew;
-        let patience = self.patience();
-        let n = self.partitions as usize;
-        let mut interval = tokio::time::interval(renew);
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut closed = self.closing.subscribe();
-        let mut claims: FuturesUnordered<futures::future::BoxFuture<'static, ClaimDone>> =
-            FuturesUnordered::new();
-        let mut claiming = vec![false; n];
-        // Each partition's failed claims in a row, and when the next may start.
-        let mut failures = vec![0u32; n];
-        let mut next_claim = vec![tokio::time::Instant::now(); n];
-        // The ETag the key store was last read from the bucket at.
-        let mut keys_read: Option<String> = None;
-        // Each partition's checkpoint build under way, and when the next may start.
-        let mut building: Vec<Option<JoinHandle<Result<Built, WalError>>>> =
-            (0..n).map(|_| None).collect();
-        let first_build = tokio::time::Instant::now() + self.store.region.checkpoint.interval;
-        let mut next_build = vec![first_build; n];
-        // A partition this origin released and then claimed back (its
-        // target did not claim it: its disk or bucket may be failing) is
-        // not released again before this, so the two do not hand it back
-        // and forth.
-        let mut keep_until = vec![tokio::time::Instant::now(); n];
-        loop {
-            tokio::select! {
-                _ = interval.tick() => {}
-                _ = closed.wait_for(|c| *c) => break,
-                // A claim that finishes is served at once, not at the next tick.
-                Some((p, dir, outcome)) = claims.next(), if !claims.is_empty() => {
-                    let i = p as usize;
-                    claiming[i] = false;
-                    let took_back = self.released.lock().iter().any(|(r, _)| r.partition == p);
-                    if self.claimed(p, dir, outcome) {
-                        failures[i] = 0;
-                        if p == 0 {
-                            self.start_subscriptions();
-                        }
-                        if took_back {
-                            keep_until[i] = tokio::time::Instant::now() + TAKEN_BACK_KEPT;
-                        }
-                    } else {
-                        // Back off (a renewal, doubling up to 30 s).
-                        failures[i] = failures[i].saturating_add(1);
-                        let wait = renew
-                            .saturating_mul(1u32 << failures[i].min(5))
-                            .min(Duration::from_secs(30));
-                        next_claim[i] = tokio::time::Instant::now() + wait;
-                    }
-                    // Claims that keep failing: stand aside (the others
-                    // see this origin leaving and take over).
-                    let aside = failures.iter().any(|f| *f >= STAND_ASIDE_AFTER);
-                    self.standing_aside.store(aside, Relaxed);
-                    continue;
-                }
-            }
-            if !self.pinned.load(Relaxed) {
-                let objects = self.objects.get().expect("set before the loop");
-                let pin = crate::region::pin::partitions(&**objects, self.partitions);
-                match tokio::time::timeout(patience, pin).await {
-                    Ok(Ok(())) => self.pinned.store(true, Relaxed),
-                    Ok(Err(crate::region::pin::PinError::Mismatch(why))) => {
-                        // Found only now: stay out of the region.
-                        tracing::error!(%why, "this origin does not join the region");
-                        continue;
-                    }
-                    _ => continue,
-                }
-            }
-            // Claims name their feed by it (read at start unless the
-            // bucket did not answer then): no claim without it, or the
-            // partition's feed would go on unlogged under a name of its own
-            // and the next owner resume the last logged one past changes
-            // no edge heard of (decision 0017). Meanwhile it follows, and
-            // stands aside so no partition is handed to it.
-            let keyed = self.peer_key().await.is_some();
-            match m.look(patience).await {
-                Some(live) => {
-                    self.metrics.live_nodes.store(live as i64, Relaxed);
-                    if m.conflict() {
-                        self.metrics.node_id_conflicts.fetch_add(1, Relaxed);
-                    }
-                }
-                None => {
-                    self.metrics.heartbeat_failures.fetch_add(1, Relaxed);
-                    continue;
-                }
-            }
-            for p in 0..self.partitions {
-                let i = p as usize;
-                if claiming[i] {
-                    continue;
-                }
-                let Current::Serving { state, .. } = self.current(p) else {
-                    continue;
-                };
-                if state.store.is_stopped() {
-                    // Its writer stopped (fenced, or a put failed): nothing
-                    // more is acknowledged; claim again or follow.
-                    tracing::warn!(
-                        partition = p,
-                        "this origin's store stopped writing; it steps down"
-                    );
-                    self.step_down(p, Current::Joining);
-                    continue;
-                }
-                if p == 0 {
-                    self.publish_keys(&state).await;
-                }
-                if building[i].as_ref().is_some_and(|b| b.is_finished()) {
-                    let outcome = building[i].take().expect("finished").await;
-                    self.built(p, outcome);
-                }
-                let now = tokio::time::Instant::now();
-                if building[i].is_none() && now >= next_build[i] {
-                    next_build[i] = now + self.store.region.checkpoint.interval;
-                    building[i] = self.build_checkpoint(p, &state);
-                }
-            }
-            // Keys made or revoked on partition 0's owner reach the stores
-            // of the others.
-            let serving = self.serving();
-            let reading = !serving.is_empty() || !self.replica_states().is_empty();
-            if reading && !matches!(self.current(0), Current::Serving { .. }) {
-                let objects = self.objects.get().expect("set before the loop");
-                let refresh =
-                    crate::region::auth_sync::refresh(&**objects, &self.data, &mut keys_read);
-                match tokio::time::timeout(patience, refresh).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => {
-                        tracing::warn!(error = %e, "could not read the region's key store; trying again")
-                    }
-                    Err(_) => tracing::warn!("reading the region's key store took too long"),
-                }
-            }
-            drop(serving);
-            // A release is listed until a newer claim of it is seen.
-            self.released
-                .lock()
-                .retain(|(r, _)| m.owner(r.partition).is_some_and(|o| o.epoch == r.epoch));
-            let mine: Vec<Released> = self.released.lock().iter().map(|(r, _)| *r).collect();
-            let mut held = self.serving().len();
-            for p in 0..self.partitions {
-                let i = p as usize;
-                if claiming[i] {
-                    continue;
-                }
-                let serving = match self.current(p) {
-                    Current::Serving { epoch, .. } => Some(epoch),
-                    _ => None,
-                };
-                match m.decide(p, serving, &mine, held) {
-                    Decision::Serve | Decision::Wait => {}
-                    Decision::Release if tokio::time::Instant::now() < keep_until[i] => {}
-                    Decision::Release => {
-                        // One at a time down to the share: the decisions
-                        // of this pass saw the count before it.
-                        held = held.saturating_sub(1);
-                        if p == 0 {
-                            // The next owner of the admin API starts from
-                            // every key made here.
-                            if let Current::Serving { state, .. } = self.current(0) {
-                                self.publish_keys(&state).await;
-                            }
-                        }
-                        self.release(p)
-                    }
-                    Decision::Follow { url } => {
-                        // Another serves it: its failed claims no longer
-                        // count against this origin.
-                        failures[i] = 0;
-                        self.follow(p, url)
-                    }
-                    Decision::Claim if keyed && tokio::time::Instant::now() >= next_claim[i] => {
-                        claiming[i] = true;
-                        let (p, dir, task) = self.claim(p);
-                        claims.push(Box::pin(async move { (p, dir, task.await) }));
-                    }
-                    Decision::Claim => {}
-                }
-            }
-            let aside = !keyed || failures.iter().any(|f| *f >= STAND_ASIDE_AFTER);
-            self.standing_aside.store(aside, Relaxed);
-        }
-        self.builds_stop.store(true, Relaxed);
-        // Claims still replaying finish, and their stores stop at once.
-        while let Some((_, dir, outcome)) = claims.next().await {
-            if let Ok(Ok(state)) = outcome {
-                state.store.shutdown().await;
-            }
-            remove_later(dir);
-        }
-        for state in self.serving() {
-            let _ = state.closing.send(true);
-        }
     }
 }
 

@@ -44,7 +44,7 @@ use super::FastMap;
 use super::layout;
 use super::record::{CreateRecord, Record};
 use super::saved::{Extent, SavedStream};
-use super::view::{Disk, Inherited, StreamView, Tail};
+use super::view::{Disk, End, Inherited, StreamView};
 use super::warm::Warm;
 use crate::core::stream::{AppendEffect, StreamCore};
 use crate::core::Millis;
@@ -115,8 +115,8 @@ impl Entry {
         }
     }
 
-    pub fn tail(&self) -> Tail {
-        Tail {
+    pub fn tail(&self) -> End {
+        End {
             next: self.core.len,
             closed: self.core.closed,
             gone: false,
@@ -419,13 +419,7 @@ impl Engine {
                 Ok(())
             }
             Record::Feed(event) => {
-                if event.seq >= self.feed_next {
-                    self.feed_next = event.seq + 1;
-                    if self.feed.len() == crate::core::invalidation_log::INVALIDATIONS_KEPT {
-                        self.feed.pop_front();
-                    }
-                    self.feed.push_back(event);
-                }
+                self.replay_feed(event);
                 Ok(())
             }
             Record::Create(rec, payload) => {
@@ -479,53 +473,79 @@ impl Engine {
                 saved,
                 next_id,
                 payload,
-            } => {
-                let SavedStream {
-                    core,
-                    file_len,
-                    last_write_at,
-                    ..
-                } = *saved;
-                if let Some(old) = self.entries.get(core.path.as_ref()) {
-                    let old = old.core.path.clone();
-                    tracing::error!(path = %old, "an image lands where a stream exists; the old one goes");
-                    self.remove(&old);
-                }
-                let extents = self
-                    .image_extent(file_len, &payload, at)?
-                    .into_iter()
-                    .collect();
-                // Its bytes start here, in the log: nothing of a file a
-                // stream of this id had before may show.
-                self.disk.files.forget(core.id);
-                self.next_id = self.next_id.max(next_id);
-                self.restore(
-                    SavedStream {
-                        core,
-                        file_len,
-                        extents,
-                        last_write_at,
-                    },
-                    now,
-                );
-                Ok(())
-            }
-            Record::ImageMore { id, payload } => {
-                let Some(end) = self.entry_by_id(id).map(|e| e.view.warm.lock().end()) else {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("more of the image of unknown stream {id}"),
-                    ));
-                };
-                if let Some(e) = self.image_extent(end, &payload, at)? {
-                    let entry = self.entry_by_id(id).expect("looked up above");
-                    entry.view.warm.lock().push(e, &payload, false);
-                    self.pin(&e, id);
-                }
-                Ok(())
-            }
+            } => self.replay_image(*saved, next_id, &payload, now, at),
+            Record::ImageMore { id, payload } => self.replay_image_more(id, &payload, at),
             Record::Delete { .. } => unreachable!("replayed above"),
         }
+    }
+
+    /// A logged invalidation event, kept (the newest
+    /// `INVALIDATIONS_KEPT`) unless an image already holds it.
+    fn replay_feed(&mut self, event: shared::invalidation::Invalidation) {
+        if event.seq >= self.feed_next {
+            self.feed_next = event.seq + 1;
+            if self.feed.len() == crate::core::invalidation_log::INVALIDATIONS_KEPT {
+                self.feed.pop_front();
+            }
+            self.feed.push_back(event);
+        }
+    }
+
+    /// A stream's image (a region checkpoint's): it replaces any stream at
+    /// its path, its bytes starting here in the log.
+    fn replay_image(
+        &mut self,
+        saved: SavedStream,
+        next_id: u64,
+        payload: &Bytes,
+        now: Millis,
+        at: LogPos,
+    ) -> io::Result<()> {
+        let SavedStream {
+            core,
+            file_len,
+            last_write_at,
+            ..
+        } = saved;
+        if let Some(old) = self.entries.get(core.path.as_ref()) {
+            let old = old.core.path.clone();
+            tracing::error!(path = %old, "an image lands where a stream exists; the old one goes");
+            self.remove(&old);
+        }
+        let extents = self
+            .image_extent(file_len, payload, at)?
+            .into_iter()
+            .collect();
+        // Its bytes start here, in the log: nothing of a file a stream of
+        // this id had before may show.
+        self.disk.files.forget(core.id);
+        self.next_id = self.next_id.max(next_id);
+        self.restore(
+            SavedStream {
+                core,
+                file_len,
+                extents,
+                last_write_at,
+            },
+            now,
+        );
+        Ok(())
+    }
+
+    /// More of the bytes of an image replayed before.
+    fn replay_image_more(&mut self, id: u64, payload: &Bytes, at: LogPos) -> io::Result<()> {
+        let Some(end) = self.entry_by_id(id).map(|e| e.view.warm.lock().end()) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("more of the image of unknown stream {id}"),
+            ));
+        };
+        if let Some(e) = self.image_extent(end, payload, at)? {
+            let entry = self.entry_by_id(id).expect("looked up above");
+            entry.view.warm.lock().push(e, payload, false);
+            self.pin(&e, id);
+        }
+        Ok(())
     }
 
     /// The path of stream `id`, which a logged append at `start` extends:

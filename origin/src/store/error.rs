@@ -1,6 +1,6 @@
 //! What a store operation can answer besides success.
 
-use super::view::Tail;
+use super::view::End;
 use crate::core::fork::ForkRefusal;
 use crate::core::snapshot::{RetainRefusal, SnapshotRefusal};
 use crate::core::stream::AppendRefusal;
@@ -14,7 +14,7 @@ pub enum StoreError {
     #[error("the stream exists with a different configuration")]
     ConfigMismatch,
     #[error("append refused: {refusal:?}")]
-    Refused { refusal: AppendRefusal, tail: Tail },
+    Refused { refusal: AppendRefusal, tail: End },
     #[error("the store is shutting down")]
     ShuttingDown,
     /// Too many bytes wait to be sealed (object storage down or slow).

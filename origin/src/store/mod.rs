@@ -27,7 +27,8 @@ pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomS
 pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 pub mod checkpoint;
-pub mod cold;
+pub mod chunk_cache;
+pub mod end_watch;
 pub mod engine;
 pub mod error;
 pub mod files;
@@ -45,7 +46,6 @@ pub mod saved;
 pub mod scheduling;
 pub mod sealer;
 pub mod segments;
-pub mod tail_watch;
 pub mod view;
 pub mod wal;
 pub mod warm;
@@ -88,7 +88,7 @@ pub use error::StoreError;
 pub use files::is_out_of_descriptors;
 use publisher::Publisher;
 pub use recovery::RecoveryReport;
-pub use view::{ReadError, StreamView, Tail};
+pub use view::{End, ReadError, StreamView};
 pub use writer::{AppendOutcome, Appended, Created};
 use writer::{Command, Registry, Writer};
 
@@ -306,6 +306,158 @@ pub struct Store {
     vouch: Option<Arc<crate::region::vouch::Vouch>>,
 }
 
+/// The data directory, made if missing: it holds every stream's bytes and
+/// the keys, its owner's alone whatever mode it was made with. Staged
+/// snapshot parts of an earlier run are dropped.
+fn prepare_data(data: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(data)?;
+    std::fs::set_permissions(data, std::fs::Permissions::from_mode(0o700))?;
+    let _ = std::fs::remove_dir_all(data.join("staging"));
+    Ok(())
+}
+
+/// Recovers the data directory's streams, with their files, log segments
+/// and (with object storage) the chunk cache that reads sealed chunks back.
+fn recover_disk(
+    config: &StoreConfig,
+    now: u64,
+    objects: Option<&crate::objects::instrumented::Objects>,
+    metrics: &Arc<Metrics>,
+) -> std::io::Result<recovery::Recovered> {
+    let cold = objects.map(|o| {
+        Arc::new(chunk_cache::ChunkCache::new(
+            o.clone(),
+            config.chunk_cache_bytes,
+            Arc::clone(metrics),
+        ))
+    });
+    let files_cap = config.open_files_cap();
+    tracing::info!(
+        descriptor_limit = descriptor_limit(),
+        open_stream_files = files_cap,
+        "stream files open at most"
+    );
+    recovery::recover(&config.data, now, |segments| {
+        Ok(view::Disk {
+            files: files::StreamFiles::new(&config.data, files_cap),
+            segments: segments::Segments::open_all(&config.data, segments)?,
+            cold,
+        })
+    })
+}
+
+/// Starts the promoter's thread (small streams' bytes moved into files of
+/// their own); where the writer sends it work.
+fn start_promoter(
+    writer: mpsc::Sender<Command>,
+) -> std::io::Result<std::sync::mpsc::Sender<promoter::Job>> {
+    let (promotions, jobs) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("promoter".into())
+        .spawn(move || promoter::run(jobs, writer))?;
+    Ok(promotions)
+}
+
+/// The invalidation feed the recovered table goes on with: in a region,
+/// the partition's, logged, from the events the log held.
+fn feed_of(config: &StoreConfig, engine: &mut engine::Engine) -> invalidations::Invalidations {
+    match &config.region.feed {
+        Some(name) => invalidations::Invalidations::logged(
+            name.clone(),
+            engine.feed_next,
+            std::mem::take(&mut engine.feed),
+        ),
+        None => invalidations::Invalidations::default(),
+    }
+}
+
+/// The object store of `config`, its requests timed, if it has one.
+fn open_objects(
+    config: &StoreConfig,
+    metrics: &Metrics,
+) -> std::io::Result<Option<crate::objects::instrumented::Objects>> {
+    let Some(url) = &config.object_store else {
+        return Ok(None);
+    };
+    let settings: Vec<(&str, &str)> = config
+        .object_store_settings
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let store = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
+    Ok(Some(
+        crate::objects::instrumented::Objects::new(store).timed(Arc::clone(&metrics.timings)),
+    ))
+}
+
+/// A claim's log was laid out from checked objects: a frame recovery
+/// cannot read is a bug or a version skew, never a torn write, and cutting
+/// it would drop what the bucket acknowledged.
+fn check_replayed(config: &StoreConfig, report: &RecoveryReport) -> std::io::Result<()> {
+    if config.durability == Durability::Object && report.torn_bytes_dropped > 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "the log replayed from the bucket ends in {} bytes recovery could not read",
+                report.torn_bytes_dropped
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Removes, on a thread of its own, the files of streams the recovered
+/// table no longer has.
+fn sweep_files(data: &std::path::Path, engine: &engine::Engine) -> std::io::Result<()> {
+    let live: FastSet<u64> = engine.paths_by_id.keys().copied().collect();
+    let below = engine.next_id;
+    let sweep_dir = data.to_path_buf();
+    std::thread::Builder::new()
+        .name("sweep-files".into())
+        .spawn(
+            move || match recovery::sweep_stream_files(&sweep_dir, &live, below) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(removed = n, "removed files of deleted streams"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not sweep the files of deleted streams")
+                }
+            },
+        )?;
+    Ok(())
+}
+
+/// Every stream's view by path, as the registry and the publisher start.
+fn views<C: FromIterator<(Arc<str>, Arc<StreamView>)>>(engine: &engine::Engine) -> C {
+    engine
+        .entries
+        .iter()
+        .map(|(p, e)| (p.clone(), Arc::clone(&e.view)))
+        .collect()
+}
+
+/// Starts the janitor and `sealer`, and queues the chunks that were ready
+/// but not sealed before the last stop.
+fn start_sealing(writer: &mut Writer, sealer: sealer::Sealer, gc_grace: Duration) {
+    let (gc, garbage) = mpsc::unbounded_channel();
+    tokio::spawn(
+        janitor::Janitor {
+            objects: sealer.objects.clone(),
+            grace: gc_grace,
+        }
+        .run(garbage),
+    );
+    writer.gc = Some(gc);
+    let (jobs, queue) = mpsc::unbounded_channel();
+    tokio::spawn(sealer.run(queue));
+    writer.seal_jobs = Some(jobs);
+    let paths: Vec<Arc<str>> = writer.engine.entries.keys().cloned().collect();
+    for path in paths {
+        writer.queue_seals(&path);
+    }
+    writer.hand_over_seals();
+}
+
 impl Store {
     /// Recovers the data directory and starts the writer thread. Must be
     /// called inside a Tokio runtime (the publisher runs as a task).
@@ -314,30 +466,8 @@ impl Store {
         clock: Arc<dyn Clock>,
         metrics: Arc<Metrics>,
     ) -> std::io::Result<(Store, RecoveryReport)> {
-        // The data directory holds every stream's bytes and the keys: its
-        // owner's alone, whatever mode it was made with.
-        std::fs::create_dir_all(&config.data)?;
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&config.data, std::fs::Permissions::from_mode(0o700))?;
-        }
-        let objects = match &config.object_store {
-            None => None,
-            Some(url) => {
-                let settings: Vec<(&str, &str)> = config
-                    .object_store_settings
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.as_str()))
-                    .collect();
-                let store =
-                    crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
-                Some(
-                    crate::objects::instrumented::Objects::new(store)
-                        .timed(Arc::clone(&metrics.timings)),
-                )
-            }
-        };
-        let _ = std::fs::remove_dir_all(config.data.join("staging"));
+        prepare_data(&config.data)?;
+        let objects = open_objects(&config, &metrics)?;
         metrics.describe_store(&config.data, config.max_unsealed_bytes);
         // Object durability: claim the partition and rebuild the local log
         // from the bucket before recovery reads it.
@@ -347,27 +477,8 @@ impl Store {
             Durability::Object if !replica => Some(claim_partition(&config, Arc::clone(&metrics))?),
             _ => None,
         };
-        let cold = objects.as_ref().map(|o| {
-            Arc::new(cold::Cold::new(
-                o.clone(),
-                config.chunk_cache_bytes,
-                Arc::clone(&metrics),
-            ))
-        });
-        let files_cap = config.open_files_cap();
-        tracing::info!(
-            descriptor_limit = descriptor_limit(),
-            open_stream_files = files_cap,
-            "stream files open at most"
-        );
         let now = clock.now_ms();
-        let recovered = recovery::recover(&config.data, now, |segments| {
-            Ok(view::Disk {
-                files: files::StreamFiles::new(&config.data, files_cap),
-                segments: segments::Segments::open_all(&config.data, segments)?,
-                cold,
-            })
-        })?;
+        let recovered = recover_disk(&config, now, objects.as_ref(), &metrics)?;
         let recovery::Recovered {
             mut engine,
             mut wal,
@@ -375,54 +486,18 @@ impl Store {
             touched,
             segment_sizes,
         } = recovered;
-        // A claim's log was laid out from checked objects: a frame recovery
-        // cannot read is a bug or a version skew, never a torn write, and
-        // cutting it would drop what the bucket acknowledged.
-        if config.durability == Durability::Object && report.torn_bytes_dropped > 0 {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!(
-                    "the log replayed from the bucket ends in {} bytes recovery could not read",
-                    report.torn_bytes_dropped
-                ),
-            ));
-        }
-        let live: FastSet<u64> = engine.paths_by_id.keys().copied().collect();
-        let below = engine.next_id;
-        let sweep_dir = config.data.clone();
-        std::thread::Builder::new()
-            .name("sweep-files".into())
-            .spawn(
-                move || match recovery::sweep_stream_files(&sweep_dir, &live, below) {
-                    Ok(0) => {}
-                    Ok(n) => tracing::info!(removed = n, "removed files of deleted streams"),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "could not sweep the files of deleted streams")
-                    }
-                },
-            )?;
+        check_replayed(&config, &report)?;
+        sweep_files(&config.data, &engine)?;
         // With object durability the bucket is what survives: the local
         // log needs no sync.
         wal.sync = config.durability == Durability::Sync;
         wal.fill_limit = config.checkpoint_bytes;
         wal.begin();
-        let registry: Registry = Arc::new(RwLock::new(
-            engine
-                .entries
-                .iter()
-                .map(|(p, e)| (p.clone(), Arc::clone(&e.view)))
-                .collect(),
-        ));
+        let registry: Registry = Arc::new(RwLock::new(views(&engine)));
         let (tx, rx) = mpsc::channel(config.queue_commands);
         let object_write_timeout = config.object_write_timeout;
         let fenced = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let ordered: publisher::Ordered = Arc::new(RwLock::new(
-            engine
-                .entries
-                .iter()
-                .map(|(p, e)| (p.clone(), Arc::clone(&e.view)))
-                .collect(),
-        ));
+        let ordered: publisher::Ordered = Arc::new(RwLock::new(views(&engine)));
         let publisher = Arc::new(Publisher::new(
             Arc::clone(&registry),
             Arc::clone(&ordered),
@@ -433,19 +508,8 @@ impl Store {
         let seal_retry_max = config.seal_retry_max;
         let gc_grace = config.gc_grace;
         let data = config.data.clone();
-        let invalidations = Arc::new(match &config.region.feed {
-            Some(name) => invalidations::Invalidations::logged(
-                name.clone(),
-                engine.feed_next,
-                std::mem::take(&mut engine.feed),
-            ),
-            None => invalidations::Invalidations::default(),
-        });
-        let (promotions, promoter_jobs) = std::sync::mpsc::channel();
-        let promoter_writer = tx.clone();
-        std::thread::Builder::new()
-            .name("promoter".into())
-            .spawn(move || promoter::run(promoter_jobs, promoter_writer))?;
+        let invalidations = Arc::new(feed_of(&config, &mut engine));
+        let promotions = start_promoter(tx.clone())?;
         let mut writer = Writer::new(
             engine,
             wal,
@@ -461,39 +525,20 @@ impl Store {
         let vouch = object_wal.as_ref().map(|wal| wal.vouch());
         let object_wal = object_wal.map(|wal| {
             let stopper = wal.stopper();
-            writer.object_wal = Some(wal);
-            writer.wake = Some(tx.clone());
-            writer.fenced = Arc::clone(&fenced);
+            writer.write_to_bucket(wal, tx.clone(), Arc::clone(&fenced));
             (object_write_timeout, stopper)
         });
         writer.replayed_bytes = report.bytes_replayed;
         writer.restored(touched, segment_sizes, now);
         // A replica seals nothing and collects no garbage: its owner does.
         if let Some(objects) = objects.as_ref().filter(|_| !replica) {
-            let (gc, garbage) = mpsc::unbounded_channel();
-            tokio::spawn(
-                janitor::Janitor {
-                    objects: objects.clone(),
-                    grace: gc_grace,
-                }
-                .run(garbage),
-            );
-            writer.gc = Some(gc);
-            let (jobs, queue) = mpsc::unbounded_channel();
             let sealer = sealer::Sealer {
                 objects: objects.clone(),
                 writer: tx.clone(),
                 metrics: sealer_metrics,
                 retry_max: seal_retry_max,
             };
-            tokio::spawn(sealer.run(queue));
-            writer.seal_jobs = Some(jobs);
-            // Chunks that were ready but not sealed before the last stop.
-            let paths: Vec<Arc<str>> = writer.engine.entries.keys().cloned().collect();
-            for path in paths {
-                writer.queue_seals(&path);
-            }
-            writer.hand_over_seals();
+            start_sealing(&mut writer, sealer, gc_grace);
         }
         let handle = std::thread::Builder::new()
             .name("wal-writer".into())

@@ -24,7 +24,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::engine::Engine;
-use super::view::Tail;
+use super::view::End;
 use super::writer::{AfterCommit, AppendOutcome, Registry};
 
 /// Durable batches waiting past this many, the writer carries them out
@@ -179,7 +179,7 @@ impl Publisher {
                     }
                     drop(ordered);
                     view.set_soft_deleted(false);
-                    view.publish(Tail {
+                    view.publish(End {
                         gone: true,
                         ..view.tail()
                     });

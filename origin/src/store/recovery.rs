@@ -62,16 +62,8 @@ pub fn recover(
     let ckpt = checkpoint::load(data).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     let (mut engine, replay_from) = match ckpt {
         Some(c) => {
-            let mut engine = Engine::new(data.to_owned(), c.next_stream_id, Arc::clone(&disk));
-            engine.entries.reserve(c.streams.len());
-            engine.paths_by_id.reserve(c.streams.len());
-            // A fork's source comes first (its id is lower): its view is
-            // what the fork reads through. Bases and merges keep that order.
-            debug_assert!(c.streams.is_sorted_by_key(|s| s.core.id));
-            for saved in c.streams {
-                engine.restore(saved, now);
-            }
-            (engine, c.replay_from_segment)
+            let replay_from = c.replay_from_segment;
+            (restore_checkpoint(data, c, &disk, now), replay_from)
         }
         None => (Engine::new(data.to_owned(), 1, Arc::clone(&disk)), 0),
     };
@@ -88,46 +80,17 @@ pub fn recover(
         .collect();
     let last = segments.last().copied();
     for &seg in &segments {
-        let path = layout::segment_path(data, seg);
-        let buf = std::fs::read(&path)?;
-        let mut at = 0;
-        loop {
-            match record::decode(&buf[at..]) {
-                Ok(Some((rec, used))) => {
-                    let pos = LogPos {
-                        segment: seg,
-                        pos: (at + used - record::payload_len(&rec)) as u64,
-                        batch: 0,
-                    };
-                    touched.insert(rec.stream_id());
-                    // A delete may remove soft-deleted sources with its
-                    // stream: the next checkpoint must drop them too.
-                    touched.extend(engine.replay(rec, now, pos)?);
-                    at += used;
-                    report.records_replayed += 1;
-                }
-                Ok(None) => break,
-                Err(e) if Some(seg) == last => {
-                    tracing::warn!(segment = seg, at, error = %e, "dropping a torn record at the end of the log");
-                    // The zeros the segment was filled with ahead are not
-                    // part of what was torn.
-                    report.torn_bytes_dropped =
-                        buf[at..].iter().rposition(|b| *b != 0).map_or(0, |p| p + 1) as u64;
-                    let f = std::fs::OpenOptions::new().write(true).open(&path)?;
-                    f.set_len(at as u64)?;
-                    f.sync_all()?;
-                    break;
-                }
-                Err(e) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!("WAL segment {seg} is corrupt at byte {at}: {e}"),
-                    ));
-                }
-            }
-        }
-        segment_sizes.insert(seg, at as u64);
-        report.bytes_replayed += at as u64;
+        let at = replay_segment(
+            data,
+            seg,
+            Some(seg) == last,
+            &mut engine,
+            now,
+            &mut touched,
+            &mut report,
+        )?;
+        segment_sizes.insert(seg, at);
+        report.bytes_replayed += at;
         report.segments_replayed += 1;
     }
     // Readers see the replayed state, not the one the view was built with.
@@ -152,6 +115,73 @@ pub fn recover(
         touched,
         segment_sizes,
     })
+}
+
+/// The table a checkpoint holds, its streams restored in id order.
+fn restore_checkpoint(data: &Path, c: checkpoint::Loaded, disk: &Arc<Disk>, now: Millis) -> Engine {
+    let mut engine = Engine::new(data.to_owned(), c.next_stream_id, Arc::clone(disk));
+    engine.entries.reserve(c.streams.len());
+    engine.paths_by_id.reserve(c.streams.len());
+    // A fork's source comes first (its id is lower): its view is what the
+    // fork reads through. Bases and merges keep that order.
+    debug_assert!(c.streams.is_sorted_by_key(|s| s.core.id));
+    for saved in c.streams {
+        engine.restore(saved, now);
+    }
+    engine
+}
+
+/// Replays log segment `seg` into `engine`; returns where its records end.
+/// A torn record at the end of the `last` segment is cut (a write the
+/// crash interrupted); anywhere else it is corruption.
+#[allow(clippy::too_many_arguments)]
+fn replay_segment(
+    data: &Path,
+    seg: u64,
+    last: bool,
+    engine: &mut Engine,
+    now: Millis,
+    touched: &mut FastSet<u64>,
+    report: &mut RecoveryReport,
+) -> io::Result<u64> {
+    let path = layout::segment_path(data, seg);
+    let buf = std::fs::read(&path)?;
+    let mut at = 0;
+    loop {
+        match record::decode(&buf[at..]) {
+            Ok(Some((rec, used))) => {
+                let pos = LogPos {
+                    segment: seg,
+                    pos: (at + used - record::payload_len(&rec)) as u64,
+                    batch: 0,
+                };
+                touched.insert(rec.stream_id());
+                // A delete may remove soft-deleted sources with its stream:
+                // the next checkpoint must drop them too.
+                touched.extend(engine.replay(rec, now, pos)?);
+                at += used;
+                report.records_replayed += 1;
+            }
+            Ok(None) => return Ok(at as u64),
+            Err(e) if last => {
+                tracing::warn!(segment = seg, at, error = %e, "dropping a torn record at the end of the log");
+                // The zeros the segment was filled with ahead are not part
+                // of what was torn.
+                report.torn_bytes_dropped =
+                    buf[at..].iter().rposition(|b| *b != 0).map_or(0, |p| p + 1) as u64;
+                let f = std::fs::OpenOptions::new().write(true).open(&path)?;
+                f.set_len(at as u64)?;
+                f.sync_all()?;
+                return Ok(at as u64);
+            }
+            Err(e) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("WAL segment {seg} is corrupt at byte {at}: {e}"),
+                ));
+            }
+        }
+    }
 }
 
 /// Stream files of the layout before the fan-out folders move into them.

@@ -1,9 +1,9 @@
 //! The read side of a stream: what request handlers see. The writer thread
-//! publishes a new [`Tail`] only after the bytes under it are durable, so a
+//! publishes a new [`End`] only after the bytes under it are durable, so a
 //! reader never sees an append that a crash could take back.
 //!
 //! Bytes live in four places, and a read may span all of them: sealed
-//! chunks whose local copy is gone come from object storage ([`Cold`]), then
+//! chunks whose local copy is gone come from object storage ([`ChunkCache`]), then
 //! the stream's own file, then the log segments that logged the newest
 //! appends, the newest of all also in memory (see [`Warm`]). The file's
 //! sealed prefix is dropped (a hole punched) only after `dropped` moved past
@@ -19,11 +19,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use super::cold::{Cold, ColdUnavailable};
+use super::chunk_cache::{ChunkCache, ChunkCacheUnavailable};
+use super::end_watch::{EndReceiver, EndWatch};
 use super::files::{Open, StreamFiles};
 use super::saved::Extent;
 use super::segments::Segments;
-use super::tail_watch::{TailReceiver, TailWatch};
 use super::warm::{Located, Warm};
 
 use crate::core::config::StreamConfig;
@@ -60,7 +60,7 @@ pub fn unpack_since(since: Millis, packed: u32) -> Millis {
 
 /// The durable end of a stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Tail {
+pub struct End {
     pub next: u64,
     pub closed: bool,
     /// Deleted or expired: waiters stop and answer 404.
@@ -77,7 +77,7 @@ pub struct StreamView {
     /// `config.is_json()`, asked on every append and read.
     json: bool,
     pub created_at: Millis,
-    tail: TailWatch,
+    tail: EndWatch,
     /// Where the unsealed bytes are (changed by the writer thread only).
     pub(crate) warm: Mutex<Warm>,
     last_access: AtomicU64,
@@ -110,7 +110,7 @@ pub struct Disk {
     pub files: StreamFiles,
     pub segments: Segments,
     /// Sealed chunks (none without object storage).
-    pub cold: Option<Arc<Cold>>,
+    pub cold: Option<Arc<ChunkCache>>,
 }
 
 /// Why a read failed.
@@ -119,7 +119,7 @@ pub enum ReadError {
     #[error("reading the stream file: {0}")]
     Io(#[from] io::Error),
     #[error(transparent)]
-    Cold(#[from] ColdUnavailable),
+    ChunkCache(#[from] ChunkCacheUnavailable),
 }
 
 impl StreamView {
@@ -132,7 +132,7 @@ impl StreamView {
         disk: Arc<Disk>,
         fork: Option<Inherited>,
     ) -> Self {
-        let tail = Tail {
+        let tail = End {
             next: core.len,
             closed: core.closed,
             gone: false,
@@ -145,7 +145,7 @@ impl StreamView {
             config: core.config.clone(),
             json: core.config.is_json(),
             created_at: core.created_at,
-            tail: TailWatch::new(tail),
+            tail: EndWatch::new(tail),
             warm: Mutex::new(warm),
             last_access: AtomicU64::new(last_access),
             last_write: std::sync::atomic::AtomicU32::new(0),
@@ -235,7 +235,7 @@ impl StreamView {
     /// either (the source's snapshot replaced those bytes for every reader
     /// of them), so its retained offset is at least that, up to its fork
     /// point.
-    pub fn tail(&self) -> Tail {
+    pub fn tail(&self) -> End {
         let mut tail = self.tail.get();
         if let Some(f) = &self.fork {
             tail.retained =
@@ -250,11 +250,11 @@ impl StreamView {
     }
 
     /// A receiver that wakes on every published tail.
-    pub fn watch_tail(&self) -> TailReceiver {
+    pub fn watch_tail(&self) -> EndReceiver {
         self.tail.subscribe()
     }
 
-    pub(crate) fn publish(&self, tail: Tail) {
+    pub(crate) fn publish(&self, tail: End) {
         self.tail.publish(tail);
     }
 

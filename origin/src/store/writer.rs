@@ -22,14 +22,14 @@ use parking_lot::RwLock;
 use shared::invalidation::Change;
 use tokio::sync::{mpsc, oneshot};
 
-use super::engine::Engine;
 use super::engine::LogPos;
+use super::engine::{Applied, Engine};
 use super::error::StoreError;
 use super::janitor::Garbage;
 use super::publisher::Publisher;
 use super::record::{self, Record};
 use super::sealer::SealJob;
-use super::view::{StreamView, Tail};
+use super::view::{End, StreamView};
 use super::wal::Wal;
 use super::{FastMap, StoreConfig};
 use crate::clock::Clock;
@@ -61,7 +61,7 @@ pub struct Created {
     pub view: Arc<StreamView>,
     /// False when the stream already existed with the same configuration.
     pub created: bool,
-    pub tail: Tail,
+    pub tail: End,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,7 +80,7 @@ pub enum AppendOutcome {
 
 pub struct Appended {
     pub outcome: AppendOutcome,
-    pub tail: Tail,
+    pub tail: End,
     pub view: Arc<StreamView>,
 }
 
@@ -162,7 +162,7 @@ pub enum Command {
 pub enum AfterCommit {
     Register(Arc<StreamView>),
     Unregister(Arc<StreamView>),
-    Publish(Arc<StreamView>, Tail),
+    Publish(Arc<StreamView>, End),
     /// The answer to an append (the hot path: no boxed closure); an
     /// applied one also publishes the stream's new tail, before answering.
     Appended(
@@ -482,6 +482,8 @@ impl Writer {
         self.publisher.submit(after);
     }
 
+    /// One command of a batch: one arm per command, each handing its work
+    /// to the operation's own file (long by design: the command table).
     fn handle(
         &mut self,
         cmd: Command,
@@ -660,13 +662,7 @@ impl Writer {
             self.delete(&view.path, now, frames, after);
             return Err(StoreError::NotFound);
         }
-        if let Some(inc) = incarnation {
-            if *inc != *entry.core.incarnation {
-                return Err(StoreError::IncarnationMismatch {
-                    current: entry.core.incarnation.to_string(),
-                });
-            }
-        }
+        same_incarnation(&entry.core.incarnation, incarnation)?;
         if sealing_behind {
             return Err(StoreError::SealingBehind);
         }
@@ -716,15 +712,7 @@ impl Writer {
                 let applied = entry.apply(&effect, &payload, at);
                 let tail = entry.tail();
                 let sealed = entry.core.sealed;
-                if let Some(e) = &applied.extent {
-                    self.engine.pin(e, id);
-                }
-                if applied.heavy {
-                    self.heavy.insert(id);
-                }
-                self.touched.insert(id);
-                self.in_memory(&view, &applied);
-                self.queue_seals_of(&view, tail.next, tail.closed, sealed);
+                self.note_applied(&view, id, &applied, tail, sealed);
                 let start = effect.start;
                 // Published with its answer (see `AfterCommit::Appended`).
                 return Ok(Appended {
@@ -740,6 +728,52 @@ impl Writer {
             tail,
             view,
         })
+    }
+
+    /// With object durability: commits go to `wal` in the bucket, whose
+    /// settled puts wake the writer through `wake`; `fenced` is raised when
+    /// a newer owner took the partition.
+    pub(super) fn write_to_bucket(
+        &mut self,
+        wal: crate::region::ObjectWal,
+        wake: mpsc::Sender<Command>,
+        fenced: Arc<AtomicBool>,
+    ) {
+        self.object_wal = Some(wal);
+        self.wake = Some(wake);
+        self.fenced = fenced;
+    }
+
+    /// What an applied append leaves to do besides the table: its log
+    /// extent pinned, a heavy stream noted, the stream touched for the next
+    /// checkpoint, memory counted, complete chunks queued for sealing.
+    fn note_applied(
+        &mut self,
+        view: &Arc<StreamView>,
+        id: u64,
+        applied: &Applied,
+        tail: End,
+        sealed: u64,
+    ) {
+        if let Some(e) = &applied.extent {
+            self.engine.pin(e, id);
+        }
+        if applied.heavy {
+            self.heavy.insert(id);
+        }
+        self.touched.insert(id);
+        self.in_memory(view, applied);
+        self.queue_seals_of(view, tail.next, tail.closed, sealed);
+    }
+}
+
+/// 412 when a request names another incarnation than the stream's.
+fn same_incarnation(current: &str, named: Option<String>) -> Result<(), StoreError> {
+    match named {
+        Some(inc) if *inc != *current => Err(StoreError::IncarnationMismatch {
+            current: current.to_string(),
+        }),
+        _ => Ok(()),
     }
 }
 

@@ -110,7 +110,7 @@ async fn locked(http: HttpConfig) -> Api {
                 open_accounts: Default::default(),
                 limits: LimitConfig {
                     rps: 0,
-                    tails: 0,
+                    live_reads: 0,
                     ..LimitConfig::default()
                 },
                 ..AuthConfig::default()

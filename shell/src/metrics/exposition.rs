@@ -130,6 +130,25 @@ impl Exposition {
         self
     }
 
+    /// Repeats each family named `new` of `renamed` (new, old) under its
+    /// old name, its help saying so (`crate::renamed`): dashboards and
+    /// alerts on the old name keep working for one release.
+    pub fn deprecated(&mut self, renamed: &[(&str, &str)]) -> &mut Self {
+        let copies: Vec<MetricFamily> = self
+            .families
+            .iter()
+            .filter_map(|f| {
+                let (new, old) = renamed.iter().find(|(new, _)| *new == f.name())?;
+                let mut copy = f.clone();
+                copy.set_name((*old).to_owned());
+                copy.set_help(format!("Deprecated: the same as {new}, which replaces it."));
+                Some(copy)
+            })
+            .collect();
+        self.families.extend(copies);
+        self
+    }
+
     /// The Prometheus text (format 0.0.4) of every family added.
     pub fn render(&self) -> String {
         prometheus::TextEncoder::new()
@@ -154,6 +173,22 @@ mod tests {
             "# HELP ds_x_total Things.\n# TYPE ds_x_total counter\nds_x_total 3\n\
              # HELP ds_y Levels.\n# TYPE ds_y gauge\nds_y{k=\"a\\\"b\"} 1.5\n"
         );
+    }
+
+    #[test]
+    fn a_renamed_family_is_repeated_under_its_old_name() {
+        let mut e = Exposition::default();
+        e.counter("ds_new_total", "Things.", 3)
+            .counter("ds_other_total", "Others.", 1)
+            .deprecated(&[("ds_new_total", "ds_old_total"), ("ds_absent", "ds_gone")]);
+        let text = e.render();
+        assert!(text.contains("ds_new_total 3\n"), "{text}");
+        assert!(
+            text.contains("# HELP ds_old_total Deprecated: the same as ds_new_total"),
+            "{text}"
+        );
+        assert!(text.contains("ds_old_total 3\n"), "{text}");
+        assert!(!text.contains("ds_gone"), "{text}");
     }
 
     #[test]

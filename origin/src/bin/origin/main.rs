@@ -14,7 +14,12 @@ static ALLOCATOR: shared::allocator::Mimalloc = shared::allocator::Mimalloc;
 async fn main() -> anyhow::Result<()> {
     // Before anything large is allocated: see `shell::huge_pages`.
     let small_pages = shell::huge_pages::disable();
-    let cli = Cli::parse();
+    let (args, renamed) = shell::renamed::command_line(
+        std::env::args_os(),
+        |name| std::env::var_os(name),
+        origin::config::RENAMED,
+    );
+    let cli = Cli::parse_from(args);
     shell::logging::init(cli.log_format);
     cli.check().map_err(anyhow::Error::msg)?;
     // Everything the origin writes is its own: the log, stream files,
@@ -33,6 +38,9 @@ async fn main() -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", cli.listen))?;
     tracing::info!(addr = %listener.local_addr()?, "origin listening on {}", listener.local_addr()?);
+    for warning in renamed {
+        tracing::warn!("{warning}");
+    }
     if let Err(e) = small_pages {
         tracing::debug!(error = %e, "transparent huge pages stay as the system has them");
     }

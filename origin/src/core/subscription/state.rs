@@ -230,6 +230,8 @@ impl Subscription {
 
     /// Applies a logged event. Total: an event that no longer fits (a
     /// replay of a log written by a newer rule) changes what it can.
+    /// One arm per event kind (long by design: the state machine in one
+    /// place).
     pub fn apply(&mut self, event: &Event) {
         match event {
             Event::Created {

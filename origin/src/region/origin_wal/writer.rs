@@ -109,119 +109,90 @@ pub(super) struct Writer {
 /// and whether it landed as the writer's own.
 type Put = futures::future::BoxFuture<'static, (u64, Vec<Reply>, Vec<u32>, Result<bool, WalError>)>;
 
+/// The writer's state between two events.
+struct State {
+    /// The number the next put takes.
+    next: u64,
+    serving: HashSet<u32>,
+    /// Partitions whose release waits or is in flight: not claimed again
+    /// before it lands (its walk would meet the missing release).
+    releasing: HashSet<u32>,
+    waiting: VecDeque<Item>,
+    /// When the oldest waiting item came (its commit delay runs from it).
+    oldest: Option<Instant>,
+    flight: FuturesOrdered<Put>,
+    /// The number at which the log stopped, once it did.
+    stopped: Option<u64>,
+    /// The handle still sends requests.
+    open: bool,
+}
+
 impl Writer {
     pub(super) async fn run(self, mut requests: mpsc::Receiver<Request>) {
-        let mut next = 0u64;
-        let mut serving = HashSet::new();
-        // Partitions whose release waits or is in flight: not claimed
-        // again before it lands (its walk would meet the missing release).
-        let mut releasing: HashSet<u32> = HashSet::new();
-        let mut waiting: VecDeque<Item> = VecDeque::new();
-        let mut oldest: Option<Instant> = None;
-        let mut flight: FuturesOrdered<Put> = FuturesOrdered::new();
-        let mut stopped: Option<u64> = None;
-        let mut open = true;
+        let mut st = State {
+            next: 0,
+            serving: HashSet::new(),
+            releasing: HashSet::new(),
+            waiting: VecDeque::new(),
+            oldest: None,
+            flight: FuturesOrdered::new(),
+            stopped: None,
+            open: true,
+        };
         loop {
-            while stopped.is_none() && flight.len() < self.config.window {
-                let due = oldest.is_some_and(|t| t.elapsed() >= self.config.commit_delay)
-                    || waiting_bytes(&waiting) >= self.config.object_bytes
-                    || !open;
-                let Some((sections, replies)) = due
-                    .then(|| take_batch(&mut waiting, flight.is_empty(), self.config.object_bytes))
-                    .flatten()
-                else {
-                    break;
-                };
-                // What is left waited as long: due at once.
-                if waiting.is_empty() {
-                    oldest = None;
-                }
-                flight.push_back(self.put(next, sections, replies));
-                next += 1;
-            }
-            if !open && waiting.is_empty() && flight.is_empty() {
+            self.start_puts(&mut st);
+            if !st.open && st.waiting.is_empty() && st.flight.is_empty() {
                 return;
             }
-            // The delay matters only while a put could start: not with the
-            // window full, nor with a release waiting for the puts in flight.
-            let blocked = flight.len() >= self.config.window
-                || (matches!(waiting.front(), Some(Item::Release { .. })) && !flight.is_empty());
-            let deadline = oldest
-                .filter(|_| !blocked && stopped.is_none())
-                .map(|t| t + self.config.commit_delay);
+            let deadline = self.deadline(&st);
             tokio::select! {
-                request = requests.recv(), if open && waiting.len() < self.config.queue => {
-                    let Some(request) = request else {
-                        open = false;
-                        continue;
-                    };
+                request = requests.recv(), if st.open && st.waiting.len() < self.config.queue => {
                     match request {
-                        Request::Append { partition, frames, reply } => {
-                            if let Some(number) = stopped {
-                                let _ = reply.send(Err(WalError::LogFenced { number }));
-                            } else if !serving.contains(&partition) {
-                                let _ = reply.send(Err(WalError::NotServing { partition }));
-                            } else {
-                                oldest.get_or_insert_with(Instant::now);
-                                waiting.push_back(Item::Frames { partition, frames, reply });
-                            }
-                        }
-                        Request::Release { partition, reply } => {
-                            if !serving.remove(&partition) {
-                                let _ = reply.send(Err(WalError::NotServing { partition }));
-                            } else {
-                                oldest.get_or_insert_with(Instant::now);
-                                releasing.insert(partition);
-                                waiting.push_back(Item::Release { partition, reply });
-                            }
-                        }
-                        Request::Reserve { partition, reply } => {
-                            let answer = if let Some(number) = stopped {
-                                Err(WalError::LogFenced { number })
-                            } else if serving.contains(&partition) || releasing.contains(&partition) {
-                                Err(WalError::NotServing { partition })
-                            } else {
-                                Ok(next)
-                            };
-                            let _ = reply.send(answer);
-                        }
-                        Request::Serve { partition } => {
-                            serving.insert(partition);
-                        }
+                        Some(request) => st.take(request),
+                        None => st.open = false,
                     }
                 }
-                Some((number, replies, released, outcome)) = flight.next(), if !flight.is_empty() => {
-                    let answer = match (stopped, outcome) {
-                        (Some(at), _) => Err(at),
-                        (None, Ok(true)) => Ok(number),
-                        (None, Ok(false)) => {
-                            tracing::warn!(number, "this origin's log met a fence: another origin took over; stopping it");
-                            Err(number)
-                        }
-                        (None, Err(e)) => {
-                            tracing::warn!(number, error = %e, "a put of this origin's log did not settle; stopping it");
-                            Err(number)
-                        }
-                    };
-                    if let Err(at) = answer {
-                        stopped = Some(at);
-                        serving.clear();
-                        for item in waiting.drain(..) {
-                            let (Item::Frames { reply, .. } | Item::Release { reply, .. }) = item;
-                            let _ = reply.send(Err(WalError::LogFenced { number: at }));
-                        }
-                        oldest = None;
-                    }
-                    for p in released {
-                        releasing.remove(&p);
-                    }
-                    for reply in replies {
-                        let _ = reply.send(answer.map_err(|at| WalError::LogFenced { number: at }));
-                    }
+                Some((number, replies, released, outcome)) = st.flight.next(), if !st.flight.is_empty() => {
+                    st.settle(number, replies, released, outcome);
                 }
                 _ = sleep_until(deadline), if deadline.is_some() => {}
             }
         }
+    }
+
+    /// Starts the puts that are due, while the window has room.
+    fn start_puts(&self, st: &mut State) {
+        while st.stopped.is_none() && st.flight.len() < self.config.window {
+            let due = st
+                .oldest
+                .is_some_and(|t| t.elapsed() >= self.config.commit_delay)
+                || waiting_bytes(&st.waiting) >= self.config.object_bytes
+                || !st.open;
+            let idle = st.flight.is_empty();
+            let Some((sections, replies)) = due
+                .then(|| take_batch(&mut st.waiting, idle, self.config.object_bytes))
+                .flatten()
+            else {
+                return;
+            };
+            // What is left waited as long: due at once.
+            if st.waiting.is_empty() {
+                st.oldest = None;
+            }
+            st.flight.push_back(self.put(st.next, sections, replies));
+            st.next += 1;
+        }
+    }
+
+    /// When the oldest waiting item's delay ends, if a put could start
+    /// then: not with the window full, nor with a release waiting for the
+    /// puts in flight.
+    fn deadline(&self, st: &State) -> Option<Instant> {
+        let blocked = st.flight.len() >= self.config.window
+            || (matches!(st.waiting.front(), Some(Item::Release { .. })) && !st.flight.is_empty());
+        st.oldest
+            .filter(|_| !blocked && st.stopped.is_none())
+            .map(|t| t + self.config.commit_delay)
     }
 
     /// Puts one object at `number` and settles whose it is.
@@ -252,6 +223,97 @@ impl Writer {
             counters.puts.fetch_add(1, Ordering::Relaxed);
             (number, replies, released, outcome)
         })
+    }
+}
+
+impl State {
+    /// Takes one request from the handle.
+    fn take(&mut self, request: Request) {
+        match request {
+            Request::Append {
+                partition,
+                frames,
+                reply,
+            } => {
+                if let Some(number) = self.stopped {
+                    let _ = reply.send(Err(WalError::LogFenced { number }));
+                } else if !self.serving.contains(&partition) {
+                    let _ = reply.send(Err(WalError::NotServing { partition }));
+                } else {
+                    self.oldest.get_or_insert_with(Instant::now);
+                    self.waiting.push_back(Item::Frames {
+                        partition,
+                        frames,
+                        reply,
+                    });
+                }
+            }
+            Request::Release { partition, reply } => {
+                if !self.serving.remove(&partition) {
+                    let _ = reply.send(Err(WalError::NotServing { partition }));
+                } else {
+                    self.oldest.get_or_insert_with(Instant::now);
+                    self.releasing.insert(partition);
+                    self.waiting.push_back(Item::Release { partition, reply });
+                }
+            }
+            Request::Reserve { partition, reply } => {
+                let answer = if let Some(number) = self.stopped {
+                    Err(WalError::LogFenced { number })
+                } else if self.serving.contains(&partition) || self.releasing.contains(&partition) {
+                    Err(WalError::NotServing { partition })
+                } else {
+                    Ok(self.next)
+                };
+                let _ = reply.send(answer);
+            }
+            Request::Serve { partition } => {
+                self.serving.insert(partition);
+            }
+        }
+    }
+
+    /// Answers the put at `number`, the next in number order: its appends
+    /// are acknowledged if it landed as the writer's own and the log has
+    /// not stopped; otherwise the log stops here, and every append waiting
+    /// is refused with it.
+    fn settle(
+        &mut self,
+        number: u64,
+        replies: Vec<Reply>,
+        released: Vec<u32>,
+        outcome: Result<bool, WalError>,
+    ) {
+        let answer = match (self.stopped, outcome) {
+            (Some(at), _) => Err(at),
+            (None, Ok(true)) => Ok(number),
+            (None, Ok(false)) => {
+                tracing::warn!(
+                    number,
+                    "this origin's log met a fence: another origin took over; stopping it"
+                );
+                Err(number)
+            }
+            (None, Err(e)) => {
+                tracing::warn!(number, error = %e, "a put of this origin's log did not settle; stopping it");
+                Err(number)
+            }
+        };
+        if let Err(at) = answer {
+            self.stopped = Some(at);
+            self.serving.clear();
+            for item in self.waiting.drain(..) {
+                let (Item::Frames { reply, .. } | Item::Release { reply, .. }) = item;
+                let _ = reply.send(Err(WalError::LogFenced { number: at }));
+            }
+            self.oldest = None;
+        }
+        for p in released {
+            self.releasing.remove(&p);
+        }
+        for reply in replies {
+            let _ = reply.send(answer.map_err(|at| WalError::LogFenced { number: at }));
+        }
     }
 }
 

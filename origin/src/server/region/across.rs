@@ -72,6 +72,19 @@ pub(super) struct Copying(parking_lot::Mutex<HashSet<String>>);
 
 struct Filling<'a>(&'a Copying, String);
 
+impl<'a> Filling<'a> {
+    /// Notes `copy` as being filled, if fewer than `--region-fork-copies`
+    /// are; until dropped.
+    fn begin(me: &'a RegionOrigin, copy: &str) -> Option<Filling<'a>> {
+        let mut copying = me.copying.0.lock();
+        if copying.len() >= me.store.region.fork_copies {
+            return None;
+        }
+        copying.insert(copy.to_owned());
+        Some(Filling(&me.copying, copy.to_owned()))
+    }
+}
+
 impl Drop for Filling<'_> {
     fn drop(&mut self) {
         self.0 .0.lock().remove(&self.1);
@@ -79,7 +92,9 @@ impl Drop for Filling<'_> {
 }
 
 /// Makes the fork `req` asks for at its path (in partition `p`, served
-/// here by `state`), whose source is in another partition.
+/// here by `state`), whose source is in another partition. Long by design:
+/// decision 0016's four steps in order (the source's `HEAD`, the pin, the
+/// copy, the fork), each a call, with what each refusal undoes beside it.
 pub(super) async fn fork(
     me: &Arc<RegionOrigin>,
     p: u32,
@@ -88,27 +103,10 @@ pub(super) async fn fork(
 ) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let fork = parts.uri.path().to_owned();
-    let Some(source) = parts
-        .headers
-        .get(&h::STREAM_FORKED_FROM)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned)
-    else {
-        return ApiError::bad("Stream-Forked-From is not text").into_response();
+    let source = match fork_source(&parts.headers, &fork) {
+        Ok(source) => source,
+        Err(refused) => return refused.into_response(),
     };
-    if shared::paths::validate_stream_path(&source).is_err()
-        || source.parse::<axum::http::Uri>().is_err()
-    {
-        return ApiError::bad(format!("Stream-Forked-From names no stream: {source:?}"))
-            .into_response();
-    }
-    let limit = shared::paths::MAX_STREAM_PATH - across::NAME_OVERHEAD;
-    if fork.len() > limit || source.len() > limit {
-        return ApiError::bad(format!(
-            "a fork whose source is in another partition of the region needs paths of at most {limit} bytes"
-        ))
-        .into_response();
-    }
     // A fork there already that is not of this source's copy (or any
     // stream there): answered by its store as ever (a conflict).
     let again = copy_of(&state, &fork, &source);
@@ -126,14 +124,7 @@ pub(super) async fn fork(
         Err(refused) => return *refused,
     };
     // 1. The caller may read the source; what a fork inherits of it.
-    let mut head = peer(me, Method::HEAD, &source);
-    head.headers_mut().remove(h::REGION_PEER);
-    head.extensions_mut().insert(crate::http::forward::OnBehalf);
-    if let Some(a) = parts.headers.get(axum::http::header::AUTHORIZATION) {
-        head.headers_mut()
-            .insert(axum::http::header::AUTHORIZATION, a.clone());
-    }
-    let head = send(me, head).await;
+    let head = head_of_source(me, &source, &parts.headers).await;
     // The same fork again (its copy is of this source): the caller may
     // read the source (soft-deleted since, it still may), and the fork's
     // store answers it as any second PUT of a fork.
@@ -163,31 +154,13 @@ pub(super) async fn fork(
     let q = shared::partition::of_stream(&source, me.partitions);
     let pin = across::pin(q, nonce, &fork);
     let copy = across::copy(p, nonce, &source);
-    {
-        let mut copying = me.copying.0.lock();
-        if copying.len() >= me.store.region.fork_copies {
-            return ApiError::Busy(
-                "this origin is making as many forks across partitions as it may at once; retry shortly",
-            )
-            .into_response();
-        }
-        copying.insert(copy.clone());
-    }
-    let _filling = Filling(&me.copying, copy.clone());
-    let mut put = peer(me, Method::PUT, &pin);
-    for name in [
-        axum::http::header::CONTENT_TYPE,
-        h::STREAM_FORKED_FROM,
-        h::STREAM_FORK_OFFSET,
-        h::STREAM_FORK_SUB_OFFSET,
-    ] {
-        if let Some(v) = parts.headers.get(&name) {
-            put.headers_mut().insert(name, v.clone());
-        }
-    }
-    put.headers_mut()
-        .insert(h::STREAM_EXPIRES_AT, HeaderValue::from_static(NEVER));
-    let pinned = send(me, put).await;
+    let Some(_filling) = Filling::begin(me, &copy) else {
+        return ApiError::Busy(
+            "this origin is making as many forks across partitions as it may at once; retry shortly",
+        )
+        .into_response();
+    };
+    let pinned = put_pin(me, &pin, &parts.headers).await;
     if pinned.status() != StatusCode::CREATED {
         return pinned;
     }
@@ -218,16 +191,14 @@ pub(super) async fn fork(
             }
         }
     }
-    let mut repeat = parts.clone();
-    let mut answer = local(state.clone(), parts, body, &copy).await;
+    let repeat = parts.clone();
+    let answer = local(state.clone(), parts, body, &copy).await;
     let _ = state.store.delete(copy.clone(), None).await;
     // A racing PUT of the same fork made it first, of its own copy: this
     // one is then its repeat, answered as a repeat after it would be.
     if answer.status() == StatusCode::CONFLICT {
         if let Some(theirs) = copy_of(&state, &fork, &source).filter(|c| *c != copy) {
-            repeat.headers.remove(axum::http::header::CONTENT_LENGTH);
-            repeat.headers.remove(axum::http::header::TRANSFER_ENCODING);
-            answer = local(state.clone(), repeat, Body::empty(), &theirs).await;
+            let answer = repeat_of(&state, repeat, &theirs).await;
             unpin_removed(me, &state, vec![(copy, pin)]).await;
             return answer;
         }
@@ -242,6 +213,84 @@ pub(super) async fn fork(
         unpin_removed(me, &state, vec![(copy, pin)]).await;
     }
     answer
+}
+
+/// The source a fork across partitions names (`Stream-Forked-From`),
+/// checked: a stream path, and short enough for the hidden names the fork
+/// makes from it.
+fn fork_source(headers: &axum::http::HeaderMap, fork: &str) -> Result<String, ApiError> {
+    let source = headers
+        .get(&h::STREAM_FORKED_FROM)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .ok_or_else(|| ApiError::bad("Stream-Forked-From is not text"))?;
+    if shared::paths::validate_stream_path(&source).is_err()
+        || source.parse::<axum::http::Uri>().is_err()
+    {
+        return Err(ApiError::bad(format!(
+            "Stream-Forked-From names no stream: {source:?}"
+        )));
+    }
+    let limit = shared::paths::MAX_STREAM_PATH - across::NAME_OVERHEAD;
+    if fork.len() > limit || source.len() > limit {
+        return Err(ApiError::bad(format!(
+            "a fork whose source is in another partition of the region needs paths of at most {limit} bytes"
+        )));
+    }
+    Ok(source)
+}
+
+/// `HEAD` of the source, asked on the caller's behalf (its credential):
+/// whether it may read it, and what a fork inherits of it.
+async fn head_of_source(
+    me: &Arc<RegionOrigin>,
+    source: &str,
+    headers: &axum::http::HeaderMap,
+) -> Response<Body> {
+    let mut head = peer(me, Method::HEAD, source);
+    head.headers_mut().remove(h::REGION_PEER);
+    head.extensions_mut().insert(crate::http::forward::OnBehalf);
+    if let Some(a) = headers.get(axum::http::header::AUTHORIZATION) {
+        head.headers_mut()
+            .insert(axum::http::header::AUTHORIZATION, a.clone());
+    }
+    send(me, head).await
+}
+
+/// The pin: a fork of the source, in its partition, at the point the
+/// caller asked, that never expires (it holds the source's bytes while the
+/// copy is filled).
+async fn put_pin(
+    me: &Arc<RegionOrigin>,
+    pin: &str,
+    headers: &axum::http::HeaderMap,
+) -> Response<Body> {
+    let mut put = peer(me, Method::PUT, pin);
+    for name in [
+        axum::http::header::CONTENT_TYPE,
+        h::STREAM_FORKED_FROM,
+        h::STREAM_FORK_OFFSET,
+        h::STREAM_FORK_SUB_OFFSET,
+    ] {
+        if let Some(v) = headers.get(&name) {
+            put.headers_mut().insert(name, v.clone());
+        }
+    }
+    put.headers_mut()
+        .insert(h::STREAM_EXPIRES_AT, HeaderValue::from_static(NEVER));
+    send(me, put).await
+}
+
+/// A second PUT of a fork made first by a racing one, of its own copy
+/// `theirs`: answered as a repeat is (without the body it carried).
+async fn repeat_of(
+    state: &Shared,
+    mut repeat: axum::http::request::Parts,
+    theirs: &str,
+) -> Response<Body> {
+    repeat.headers.remove(axum::http::header::CONTENT_LENGTH);
+    repeat.headers.remove(axum::http::header::TRANSFER_ENCODING);
+    local(state.clone(), repeat, Body::empty(), theirs).await
 }
 
 /// The fork request, its source renamed to `copy`, in the fork's store.

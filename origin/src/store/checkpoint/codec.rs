@@ -51,6 +51,8 @@ fn bad(what: &'static str) -> Corruption {
     Corruption::Format(what)
 }
 
+/// Every field of a saved stream, in the format's order (long by design:
+/// the format in one place; [`decode`] mirrors it).
 pub fn encode(s: &SavedStream, out: &mut Vec<u8>) {
     let SavedStream {
         core,
@@ -184,6 +186,8 @@ pub fn record_id(record: &[u8]) -> Result<u64, Corruption> {
 }
 
 /// Decodes one whole record.
+/// Field by field in [`encode`]'s order: long by design, so the two
+/// read side by side.
 pub fn decode(record: &[u8]) -> Result<SavedStream, Corruption> {
     let mut r = Reader::new(record);
     let id = r.u64()?;

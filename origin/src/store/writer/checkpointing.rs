@@ -9,13 +9,18 @@
 //! are deleted. A crash anywhere leaves the previous checkpoint and every
 //! segment it needs.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use parking_lot::Mutex;
+
 use super::super::checkpoint::{self, Delta};
 use super::super::layout;
+use super::super::saved::SavedStream;
+use super::super::view::Disk;
 use super::Writer;
+use crate::metrics::Metrics;
 
 /// A segment is rotated early, checkpoint or not, past this size: log
 /// extents address bytes in a segment with 32 bits.
@@ -66,20 +71,7 @@ impl Writer {
             self.cleaning.sizes.extend(failed.retire);
             self.promoted_since_checkpoint |= failed.sync_files;
         }
-        // A fresh set: the old one's capacity (from a burst of touched
-        // streams) is not kept for idle ones.
-        let ids: Vec<u64> = std::mem::take(&mut self.touched).into_iter().collect();
-        let mut changed = Vec::with_capacity(ids.len());
-        let mut deleted = Vec::new();
-        for id in ids {
-            match self.engine.entry_by_id(id) {
-                Some(entry) => {
-                    entry.core.forget_idle_producers(at);
-                    changed.push(entry.saved());
-                }
-                None => deleted.push(id),
-            }
-        }
+        let (changed, deleted) = self.touched_streams(at);
         self.start_cleaning(replay_from);
         let retire: Vec<(u64, u64)> = self
             .unpinned_before(replay_from)
@@ -92,57 +84,17 @@ impl Writer {
             changed,
             deleted,
         };
-        let sync_files = std::mem::take(&mut self.promoted_since_checkpoint);
-        let data = self.engine.data.clone();
-        let disk = Arc::clone(&self.engine.disk);
-        let running = Arc::clone(&self.checkpoint_running);
-        let failed = Arc::clone(&self.checkpoint_failed);
-        let metrics = Arc::clone(&self.metrics);
-        let job = move || {
-            let started = Instant::now();
-            let result = (|| -> std::io::Result<()> {
-                if sync_files {
-                    let dir = std::fs::File::open(&data)?;
-                    rustix::fs::syncfs(&dir)?;
-                }
-                let report = checkpoint::write(&data, &delta)?;
-                // The delta is durable either way; a failed compaction is
-                // tried again at the next checkpoint.
-                if let Some(Err(e)) = report.compaction {
-                    tracing::warn!(error = %e, "could not compact the checkpoint");
-                }
-                for &(n, _) in &retire {
-                    disk.segments.remove(n);
-                    match std::fs::remove_file(layout::segment_path(&data, n)) {
-                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                        _ => {}
-                    }
-                }
-                Ok(())
-            })();
-            match result {
-                Ok(()) => metrics.checkpoint(started.elapsed()),
-                // The old checkpoint and every segment after it are still in
-                // place, so recovery stays correct; the next checkpoint
-                // writes what this one held (deletions included), retires
-                // its segments and syncs its files.
-                Err(e) => {
-                    let streams = delta
-                        .changed
-                        .iter()
-                        .map(|s| s.core.id)
-                        .chain(delta.deleted.iter().copied())
-                        .collect();
-                    *failed.lock() = Some(Failed {
-                        streams,
-                        retire,
-                        sync_files,
-                    });
-                    tracing::error!(error = %e, "checkpoint failed");
-                }
-            }
-            running.store(false, Ordering::Release);
+        let job = Job {
+            sync_files: std::mem::take(&mut self.promoted_since_checkpoint),
+            data: self.engine.data.clone(),
+            disk: Arc::clone(&self.engine.disk),
+            running: Arc::clone(&self.checkpoint_running),
+            failed: Arc::clone(&self.checkpoint_failed),
+            metrics: Arc::clone(&self.metrics),
+            delta,
+            retire,
         };
+        let job = move || job.run();
         if now {
             job();
         } else {
@@ -151,6 +103,25 @@ impl Writer {
                 .spawn(job)
                 .expect("spawn the checkpoint thread");
         }
+    }
+
+    /// The streams changed since the last checkpoint, saved, and those
+    /// deleted. A fresh set after: the old one's capacity (from a burst of
+    /// touched streams) is not kept for idle ones.
+    fn touched_streams(&mut self, at: u64) -> (Vec<SavedStream>, Vec<u64>) {
+        let ids: Vec<u64> = std::mem::take(&mut self.touched).into_iter().collect();
+        let mut changed = Vec::with_capacity(ids.len());
+        let mut deleted = Vec::new();
+        for id in ids {
+            match self.engine.entry_by_id(id) {
+                Some(entry) => {
+                    entry.core.forget_idle_producers(at);
+                    changed.push(entry.saved());
+                }
+                None => deleted.push(id),
+            }
+        }
+        (changed, deleted)
     }
 
     /// Starts the next log segment; returns its number. None when it
@@ -169,5 +140,68 @@ impl Writer {
                 None
             }
         }
+    }
+}
+
+/// One checkpoint's writing, off the writer's thread.
+struct Job {
+    sync_files: bool,
+    data: std::path::PathBuf,
+    disk: Arc<Disk>,
+    running: Arc<AtomicBool>,
+    failed: Arc<Mutex<Option<Failed>>>,
+    metrics: Arc<Metrics>,
+    delta: Delta,
+    /// Segments to delete once the delta is durable, with their sizes.
+    retire: Vec<(u64, u64)>,
+}
+
+impl Job {
+    fn run(self) {
+        let started = Instant::now();
+        match self.write() {
+            Ok(()) => self.metrics.checkpoint(started.elapsed()),
+            // The old checkpoint and every segment after it are still in
+            // place, so recovery stays correct; the next checkpoint writes
+            // what this one held (deletions included), retires its segments
+            // and syncs its files.
+            Err(e) => {
+                let streams = self
+                    .delta
+                    .changed
+                    .iter()
+                    .map(|s| s.core.id)
+                    .chain(self.delta.deleted.iter().copied())
+                    .collect();
+                *self.failed.lock() = Some(Failed {
+                    streams,
+                    retire: self.retire.clone(),
+                    sync_files: self.sync_files,
+                });
+                tracing::error!(error = %e, "checkpoint failed");
+            }
+        }
+        self.running.store(false, Ordering::Release);
+    }
+
+    fn write(&self) -> std::io::Result<()> {
+        if self.sync_files {
+            let dir = std::fs::File::open(&self.data)?;
+            rustix::fs::syncfs(&dir)?;
+        }
+        let report = checkpoint::write(&self.data, &self.delta)?;
+        // The delta is durable either way; a failed compaction is tried
+        // again at the next checkpoint.
+        if let Some(Err(e)) = report.compaction {
+            tracing::warn!(error = %e, "could not compact the checkpoint");
+        }
+        for &(n, _) in &self.retire {
+            self.disk.segments.remove(n);
+            match std::fs::remove_file(layout::segment_path(&self.data, n)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
     }
 }

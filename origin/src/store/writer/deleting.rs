@@ -15,7 +15,7 @@ use shared::invalidation::Change;
 use super::super::engine::{Deletion, Entry};
 use super::super::janitor::Garbage;
 use super::super::record::{self, Record};
-use super::super::view::Tail;
+use super::super::view::End;
 use super::{AfterCommit, Writer};
 use crate::objects::keys;
 
@@ -58,7 +58,7 @@ impl Writer {
                 let (path, incarnation) = (view.path.clone(), view.incarnation.clone());
                 after.push(AfterCommit::Reply(Box::new(move || {
                     view.set_soft_deleted(true);
-                    view.publish(Tail {
+                    view.publish(End {
                         gone: true,
                         ..view.tail()
                     });

@@ -24,7 +24,7 @@ use bytes::Bytes;
 use super::super::engine::{Deletion, LogPos};
 use super::super::error::StoreError;
 use super::super::record::{self, Record};
-use super::super::view::Tail;
+use super::super::view::End;
 use super::super::FastSet;
 use super::{AfterCommit, Writer};
 
@@ -206,7 +206,7 @@ impl Writer {
                 self.touched.insert(view.id);
                 after.push(AfterCommit::Reply(Box::new(move || {
                     view.set_soft_deleted(true);
-                    view.publish(Tail {
+                    view.publish(End {
                         gone: true,
                         ..view.tail()
                     });

@@ -18,7 +18,7 @@ use crate::metrics::Metrics;
 use crate::objects::instrumented::Objects;
 use crate::objects::keys;
 
-pub struct Cold {
+pub struct ChunkCache {
     pub objects: Objects,
     cache: Cache<(u64, u64), Bytes>,
     metrics: Arc<Metrics>,
@@ -27,15 +27,15 @@ pub struct Cold {
 /// A sealed chunk could not be fetched (object storage down or slow).
 #[derive(Debug, thiserror::Error)]
 #[error("a sealed chunk cannot be read from object storage: {0}")]
-pub struct ColdUnavailable(pub String);
+pub struct ChunkCacheUnavailable(pub String);
 
-impl Cold {
+impl ChunkCache {
     pub fn new(objects: Objects, cache_bytes: u64, metrics: Arc<Metrics>) -> Self {
         let cache = Cache::builder()
             .max_capacity(cache_bytes)
             .weigher(|_k: &(u64, u64), v: &Bytes| u32::try_from(v.len()).unwrap_or(u32::MAX))
             .build();
-        Cold {
+        ChunkCache {
             objects,
             cache,
             metrics,
@@ -49,7 +49,7 @@ impl Cold {
         path: &str,
         incarnation: &str,
         start: u64,
-    ) -> Result<Bytes, ColdUnavailable> {
+    ) -> Result<Bytes, ChunkCacheUnavailable> {
         let key = keys::chunk(path, incarnation, Offset(start));
         let mut loaded = false;
         let got = self
@@ -59,7 +59,7 @@ impl Cold {
                 self.objects.get(&key).await
             })
             .await
-            .map_err(|e| ColdUnavailable(e.to_string()));
+            .map_err(|e| ChunkCacheUnavailable(e.to_string()));
         self.metrics.chunk_cache(!loaded);
         got
     }
@@ -73,7 +73,7 @@ impl Cold {
         incarnation: &str,
         start: u64,
         end: u64,
-    ) -> Result<Bytes, ColdUnavailable> {
+    ) -> Result<Bytes, ChunkCacheUnavailable> {
         // The chunks a read spans are fetched at once (a read of up to
         // 8 MiB spans at most three).
         let starts: Vec<u64> = (start - start % CHUNK_BYTES..end)
@@ -88,7 +88,7 @@ impl Cold {
             let from = start.saturating_sub(chunk_start) as usize;
             let to = ((end - chunk_start) as usize).min(chunk.len());
             if from >= to {
-                return Err(ColdUnavailable(format!(
+                return Err(ChunkCacheUnavailable(format!(
                     "the chunk at {chunk_start} holds {} bytes, fewer than the read needs",
                     chunk.len()
                 )));

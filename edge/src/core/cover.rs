@@ -3,7 +3,7 @@
 //! Everything kept (a chunk, a snapshot, a stream's state) is stamped with a [`Mark`]
 //! taken *before* it was asked of the origin. The origin's invalidation
 //! feed (`shared::invalidation`) moves a clock and notes, per stream, the
-//! clock of its last event; a kept thing is vouched for only while
+//! clock of its last event; a kept thing is covered only while
 //!
 //! - the feed is live: caught up, and answered within `stale_after` (time
 //!   is passed in), so an edge cut off from its feed stops answering from
@@ -11,7 +11,7 @@
 //! - its mark is not older than the last loss of the feed (a restart of the
 //!   origin's feed, a gap, an error): events may have been missed then;
 //! - no event came for its stream after its mark: a fill that raced with a
-//!   delete is not vouched for, whichever finished first.
+//!   delete is not covered, whichever finished first.
 //!
 //! Streams with events are remembered up to [`TRACKED_STREAMS`]; past it
 //! the memory starts again empty and every mark before counts as lost (too
@@ -29,7 +29,7 @@ pub const TRACKED_STREAMS: usize = 100_000;
 pub type Mark = u64;
 
 #[derive(Debug)]
-pub struct Vouch {
+pub struct Cover {
     clock: u64,
     /// Marks before this are void (the feed was lost after them).
     floor: u64,
@@ -41,13 +41,13 @@ pub struct Vouch {
     capacity: usize,
 }
 
-impl Vouch {
-    pub fn new(stale_after: Duration) -> Vouch {
-        Vouch::with_capacity(stale_after, TRACKED_STREAMS)
+impl Cover {
+    pub fn new(stale_after: Duration) -> Cover {
+        Cover::with_capacity(stale_after, TRACKED_STREAMS)
     }
 
-    pub fn with_capacity(stale_after: Duration, capacity: usize) -> Vouch {
-        Vouch {
+    pub fn with_capacity(stale_after: Duration, capacity: usize) -> Cover {
+        Cover {
             clock: 0,
             floor: 1,
             touched: HashMap::new(),
@@ -63,7 +63,7 @@ impl Vouch {
     }
 
     /// Whether something of `stream` marked `mark` may still be served.
-    pub fn vouches(&self, stream: u64, mark: Mark, now: Instant) -> bool {
+    pub fn covers(&self, stream: u64, mark: Mark, now: Instant) -> bool {
         self.is_live(now)
             && mark >= self.floor
             && self.touched.get(&stream).is_none_or(|&t| t <= mark)
@@ -89,7 +89,7 @@ impl Vouch {
         self.live_since = Some(now);
     }
 
-    /// The feed was lost: nothing kept so far is vouched for again, and
+    /// The feed was lost: nothing kept so far is covered again, and
     /// nothing at all until the feed answers again.
     pub fn lost(&mut self) {
         self.clock += 1;
@@ -106,62 +106,62 @@ mod tests {
     const STALE: Duration = Duration::from_secs(2);
 
     #[tokio::test(start_paused = true)]
-    async fn nothing_is_vouched_for_until_the_feed_answers() {
-        let mut v = Vouch::new(STALE);
+    async fn nothing_is_covered_until_the_feed_answers() {
+        let mut v = Cover::new(STALE);
         let now = Instant::now();
         let m = v.mark();
-        assert!(!v.vouches(1, m, now));
+        assert!(!v.covers(1, m, now));
         v.lost(); // the first connection
         let m = v.mark();
         v.answered(now);
-        assert!(v.vouches(1, m, now));
+        assert!(v.covers(1, m, now));
     }
 
     #[tokio::test(start_paused = true)]
     async fn an_event_voids_what_was_asked_before_it_only() {
-        let mut v = Vouch::new(STALE);
+        let mut v = Cover::new(STALE);
         v.lost();
         let now = Instant::now();
         v.answered(now);
         let before = v.mark();
         v.event(7);
         let after = v.mark();
-        assert!(!v.vouches(7, before, now), "filled before the delete");
-        assert!(v.vouches(7, after, now), "filled after it");
-        assert!(v.vouches(8, before, now), "another stream");
+        assert!(!v.covers(7, before, now), "filled before the delete");
+        assert!(v.covers(7, after, now), "filled after it");
+        assert!(v.covers(8, before, now), "another stream");
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_silent_or_lost_feed_vouches_for_nothing() {
-        let mut v = Vouch::new(STALE);
+    async fn a_silent_or_lost_feed_covers_nothing() {
+        let mut v = Cover::new(STALE);
         v.lost();
         let t0 = Instant::now();
         v.answered(t0);
         let m = v.mark();
         tokio::time::advance(STALE).await;
-        assert!(v.vouches(1, m, Instant::now()));
+        assert!(v.covers(1, m, Instant::now()));
         tokio::time::advance(Duration::from_millis(1)).await;
-        assert!(!v.vouches(1, m, Instant::now()), "no answer for too long");
+        assert!(!v.covers(1, m, Instant::now()), "no answer for too long");
         v.answered(Instant::now());
-        assert!(v.vouches(1, m, Instant::now()));
+        assert!(v.covers(1, m, Instant::now()));
         v.lost();
         v.answered(Instant::now());
-        assert!(!v.vouches(1, m, Instant::now()), "marked before the loss");
-        assert!(v.vouches(1, v.mark(), Instant::now()));
+        assert!(!v.covers(1, m, Instant::now()), "marked before the loss");
+        assert!(v.covers(1, v.mark(), Instant::now()));
     }
 
     #[tokio::test(start_paused = true)]
     async fn past_its_capacity_it_forgets_by_voiding_everything() {
-        let mut v = Vouch::with_capacity(STALE, 2);
+        let mut v = Cover::with_capacity(STALE, 2);
         v.lost();
         let now = Instant::now();
         v.answered(now);
         let m = v.mark();
         v.event(1);
         v.event(2);
-        assert!(v.vouches(3, m, now));
+        assert!(v.covers(3, m, now));
         v.event(3);
-        assert!(!v.vouches(4, m, now), "marks before the reset are void");
-        assert!(v.vouches(1, v.mark(), now));
+        assert!(!v.covers(4, m, now), "marks before the reset are void");
+        assert!(v.covers(1, v.mark(), now));
     }
 }

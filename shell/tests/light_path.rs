@@ -1,4 +1,4 @@
-//! The light path (`shell::h1_tail`) against real sockets on loopback:
+//! The light path (`shell::light_path`) against real sockets on loopback:
 //! HTTP/1.1 tails answered without hyper, byte for byte as hyper frames
 //! them, the connection handed to hyper at the first request that is not a
 //! tail, and every way a tail ends (the client leaves, asks to close, goes
@@ -295,7 +295,7 @@ async fn a_client_that_asks_to_close_is_answered_then_closed() {
 #[tokio::test]
 async fn a_head_longer_than_the_look_and_a_path_turned_off_go_to_hyper() {
     // The look holds 64 bytes; this head is longer. (A head not all
-    // arrived at the look goes to hyper the same way: `h1_tail::head`.)
+    // arrived at the look goes to hyper the same way: `light_path::head`.)
     let short = ServeConfig {
         tail_head_bytes: 64,
         ..ServeConfig::default()
@@ -312,7 +312,7 @@ async fn a_head_longer_than_the_look_and_a_path_turned_off_go_to_hyper() {
     read_until(&mut c, "hyper offset=-1&live=long-poll 0").await;
 
     let off = ServeConfig {
-        light_tails: false,
+        light_path: false,
         ..ServeConfig::default()
     };
     let (addr, world, _task) = start(off, None).await;

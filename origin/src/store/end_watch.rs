@@ -9,7 +9,7 @@
 //! end or the publish finds its waker, and no wake-up is lost; a publish
 //! with none registered costs a look at a counter.
 //!
-//! Waiters are polled by hand ([`TailReceiver::poll_wait_for`]), each
+//! Waiters are polled by hand ([`EndReceiver::poll_wait_for`]), each
 //! keeping a slot of a `shell::waker_set`: a parked long-poll waits in
 //! place, without a channel's future in its own (decision 0020: a parked
 //! long-poll costs ≤ 2 KiB; a `Notify` wait made it 160 bytes larger).
@@ -23,10 +23,10 @@ use std::time::Instant;
 use parking_lot::Mutex;
 use shell::waker_set::{self, Slot, WakerSet};
 
-use super::view::Tail;
+use super::view::End;
 
 /// The end of one stream, shared by the writer side and its readers.
-pub struct TailWatch {
+pub struct EndWatch {
     shared: Arc<Shared>,
 }
 
@@ -38,7 +38,7 @@ struct Shared {
 }
 
 struct Current {
-    tail: Tail,
+    tail: End,
     /// One more per publish.
     version: u64,
     /// When it was published, if a reader waited for it then (a
@@ -50,7 +50,7 @@ struct Current {
 
 /// One reader's view: the version it has seen, and when that end was
 /// published (read with it, so a later publish cannot change it).
-pub struct TailReceiver {
+pub struct EndReceiver {
     shared: Arc<Shared>,
     seen: u64,
     stamp: Option<Instant>,
@@ -58,9 +58,9 @@ pub struct TailReceiver {
     slot: Slot,
 }
 
-impl TailWatch {
-    pub fn new(tail: Tail) -> Self {
-        TailWatch {
+impl EndWatch {
+    pub fn new(tail: End) -> Self {
+        EndWatch {
             shared: Arc::new(Shared {
                 current: Mutex::new(Current {
                     tail,
@@ -73,12 +73,12 @@ impl TailWatch {
         }
     }
 
-    pub fn get(&self) -> Tail {
+    pub fn get(&self) -> End {
         self.shared.current.lock().tail
     }
 
     /// Sets a new end and wakes the receivers waiting for one.
-    pub fn publish(&self, tail: Tail) {
+    pub fn publish(&self, tail: End) {
         let stamp = (self.shared.waiting.load(Ordering::Relaxed) > 0).then(Instant::now);
         let wakers = {
             let mut current = self.shared.current.lock();
@@ -100,9 +100,9 @@ impl TailWatch {
     }
 
     /// A receiver that has seen the current end.
-    pub fn subscribe(&self) -> TailReceiver {
+    pub fn subscribe(&self) -> EndReceiver {
         let c = self.shared.current.lock();
-        TailReceiver {
+        EndReceiver {
             shared: Arc::clone(&self.shared),
             seen: c.version,
             stamp: c.stamp,
@@ -111,9 +111,9 @@ impl TailWatch {
     }
 }
 
-impl TailReceiver {
+impl EndReceiver {
     /// The current end.
-    pub fn borrow(&self) -> Tail {
+    pub fn borrow(&self) -> End {
         self.shared.current.lock().tail
     }
 
@@ -124,7 +124,7 @@ impl TailReceiver {
     }
 
     /// The current end, marked as seen.
-    pub fn borrow_and_update(&mut self) -> Tail {
+    pub fn borrow_and_update(&mut self) -> End {
         let c = self.shared.current.lock();
         self.seen = c.version;
         self.stamp = c.stamp;
@@ -150,8 +150,8 @@ impl TailReceiver {
     pub fn poll_wait_for(
         &mut self,
         cx: &Context<'_>,
-        mut done: impl FnMut(&Tail) -> bool,
-    ) -> Poll<Tail> {
+        mut done: impl FnMut(&End) -> bool,
+    ) -> Poll<End> {
         let mut c = self.shared.current.lock();
         self.seen = c.version;
         self.stamp = c.stamp;
@@ -172,7 +172,7 @@ impl TailReceiver {
 
     /// Waits until the end satisfies `done`, and returns it.
     #[cfg(test)]
-    pub async fn wait_for(&mut self, mut done: impl FnMut(&Tail) -> bool) -> Tail {
+    pub async fn wait_for(&mut self, mut done: impl FnMut(&End) -> bool) -> End {
         std::future::poll_fn(|cx| self.poll_wait_for(cx, &mut done)).await
     }
 
@@ -197,7 +197,7 @@ fn unregister(waiting: &AtomicUsize, c: &mut Current, slot: &mut Slot) {
     waiting.store(c.wakers.len(), Ordering::SeqCst);
 }
 
-impl Drop for TailReceiver {
+impl Drop for EndReceiver {
     fn drop(&mut self) {
         self.leave();
     }
@@ -208,8 +208,8 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn tail(next: u64) -> Tail {
-        Tail {
+    fn tail(next: u64) -> End {
+        End {
             next,
             closed: false,
             gone: false,
@@ -219,7 +219,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiter_wakes_on_the_next_publish() {
-        let watch = TailWatch::new(tail(0));
+        let watch = EndWatch::new(tail(0));
         let mut rx = watch.subscribe();
         let waiter = tokio::spawn(async move { rx.wait_for(|t| t.next >= 5).await });
         // Publishes that do not satisfy the waiter, then one that does: it
@@ -238,7 +238,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_publish_before_the_wait_is_not_missed() {
-        let watch = TailWatch::new(tail(0));
+        let watch = EndWatch::new(tail(0));
         let mut rx = watch.subscribe();
         watch.publish(tail(1));
         tokio::time::timeout(Duration::from_secs(10), rx.changed())
@@ -255,7 +255,7 @@ mod tests {
         // Writers publish from a plain thread while readers on a runtime wait
         // for each value in turn; a lost wake-up would hang a reader (and
         // fail the timeout).
-        let watch = Arc::new(TailWatch::new(tail(0)));
+        let watch = Arc::new(EndWatch::new(tail(0)));
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_time()

@@ -1,21 +1,21 @@
 //! Where a tail's task writes its answer's body: the body's queue
-//! ([`crate::tail_body`], which hyper or the light path's connection task
+//! ([`crate::sse_body`], which hyper or the light path's connection task
 //! drains), or, on the light path, the connection itself
 //! ([`crate::detached`]), so no connection task waits beside the tail's.
 //!
 //! [`answer`] makes both halves: the answer's body (and the slot to put
-//! among its extensions) and the tail's [`TailOut`].
+//! among its extensions) and the tail's [`SseOut`].
 
 use bytes::Bytes;
 use http::Request;
 
 use crate::detached::{self, Detached, Offered, Pending, Slot};
-use crate::tail_body::{self, TailBody, TailSender, TrySendError};
+use crate::sse_body::{self, SseBody, SseSender, TrySendError};
 
 /// Where the bytes go.
-pub enum TailOut {
+pub enum SseOut {
     /// Into the body's queue.
-    Queue(TailSender),
+    Queue(SseSender),
     /// To the connection, once the light path has written the head.
     Waiting(Pending),
     Socket(Detached),
@@ -24,20 +24,20 @@ pub enum TailOut {
 }
 
 /// The body of a tail's answer.
-pub enum TailAnswer {
+pub enum SseAnswer {
     /// Its queue: the answer's body.
-    Body(TailBody),
+    Body(SseBody),
     /// Its connection is detached into this slot (an answer extension):
     /// the body is empty.
     Detach(Slot),
 }
 
-impl TailAnswer {
+impl SseAnswer {
     /// The answer, its body made by `body` (or `empty`, detached).
-    pub fn response<B>(self, body: impl FnOnce(TailBody) -> B, empty: B) -> http::Response<B> {
+    pub fn response<B>(self, body: impl FnOnce(SseBody) -> B, empty: B) -> http::Response<B> {
         match self {
-            TailAnswer::Body(b) => http::Response::new(body(b)),
-            TailAnswer::Detach(slot) => {
+            SseAnswer::Body(b) => http::Response::new(body(b)),
+            SseAnswer::Detach(slot) => {
                 let mut resp = http::Response::new(empty);
                 resp.extensions_mut().insert(slot);
                 resp
@@ -48,13 +48,13 @@ impl TailAnswer {
 
 /// The two halves of a tail's answer to `req`: detached when the request
 /// came by the light path, else a queue of `capacity` writes.
-pub fn answer<B>(req: &Request<B>, capacity: usize) -> (TailOut, TailAnswer) {
+pub fn answer<B>(req: &Request<B>, capacity: usize) -> (SseOut, SseAnswer) {
     if req.extensions().get::<Offered>().is_some() {
         let (slot, pending) = detached::slot();
-        (TailOut::Waiting(pending), TailAnswer::Detach(slot))
+        (SseOut::Waiting(pending), SseAnswer::Detach(slot))
     } else {
-        let (tx, body) = tail_body::channel(capacity);
-        (TailOut::Queue(tx), TailAnswer::Body(body))
+        let (tx, body) = sse_body::channel(capacity);
+        (SseOut::Queue(tx), SseAnswer::Body(body))
     }
 }
 
@@ -62,15 +62,15 @@ pub fn answer<B>(req: &Request<B>, capacity: usize) -> (TailOut, TailAnswer) {
 #[derive(Debug)]
 pub struct Gone;
 
-impl TailOut {
+impl SseOut {
     /// Waits for the connection, if it is on its way; `Err` when it will
     /// not come (the client left or the server drains before the head).
     pub async fn ready(&mut self) -> Result<(), Gone> {
-        if let TailOut::Waiting(_) = self {
-            let TailOut::Waiting(pending) = std::mem::replace(self, TailOut::Gone) else {
+        if let SseOut::Waiting(_) = self {
+            let SseOut::Waiting(pending) = std::mem::replace(self, SseOut::Gone) else {
                 unreachable!("matched above")
             };
-            *self = TailOut::Socket(pending.take().await.ok_or(Gone)?);
+            *self = SseOut::Socket(pending.take().await.ok_or(Gone)?);
         }
         Ok(())
     }
@@ -79,9 +79,9 @@ impl TailOut {
     /// socket that takes them).
     pub async fn send(&mut self, bytes: Bytes) -> Result<(), Gone> {
         let sent = match self {
-            TailOut::Queue(tx) => tx.send(bytes).await.is_ok(),
-            TailOut::Socket(conn) => conn.send_chunk(bytes).await.is_ok(),
-            TailOut::Waiting(_) | TailOut::Gone => false,
+            SseOut::Queue(tx) => tx.send(bytes).await.is_ok(),
+            SseOut::Socket(conn) => conn.send_chunk(bytes).await.is_ok(),
+            SseOut::Waiting(_) | SseOut::Gone => false,
         };
         sent.then_some(()).ok_or(Gone)
     }
@@ -90,7 +90,7 @@ impl TailOut {
     /// the reader, so its answer is not silent); a socket's waits.
     pub async fn keep_alive(&mut self, keepalive: &'static [u8]) -> Result<(), Gone> {
         match self {
-            TailOut::Queue(tx) => match tx.try_send(Bytes::from_static(keepalive)) {
+            SseOut::Queue(tx) => match tx.try_send(Bytes::from_static(keepalive)) {
                 Ok(()) | Err(TrySendError::Full) => Ok(()),
                 Err(TrySendError::Closed) => Err(Gone),
             },
@@ -104,15 +104,15 @@ impl TailOut {
         std::future::poll_fn(|cx| self.poll_closed(cx)).await
     }
 
-    /// Ready once the reader has gone ([`TailOut::closed`]).
+    /// Ready once the reader has gone ([`SseOut::closed`]).
     pub fn poll_closed(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
         match self {
-            TailOut::Queue(tx) => tx.poll_closed(cx),
-            TailOut::Socket(conn) => match conn.ended(cx) {
+            SseOut::Queue(tx) => tx.poll_closed(cx),
+            SseOut::Socket(conn) => match conn.ended(cx) {
                 true => std::task::Poll::Ready(()),
                 false => std::task::Poll::Pending,
             },
-            TailOut::Waiting(_) | TailOut::Gone => std::task::Poll::Pending,
+            SseOut::Waiting(_) | SseOut::Gone => std::task::Poll::Pending,
         }
     }
 }

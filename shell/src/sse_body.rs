@@ -9,8 +9,8 @@
 //! only while bytes wait for the reader (at most `capacity` of them) and
 //! are let go once it has caught up.
 //!
-//! One task writes (its [`TailSender`]); the body is the only reader. The
-//! sender learns when the reader has gone ([`TailSender::closed`]), so an
+//! One task writes (its [`SseSender`]); the body is the only reader. The
+//! sender learns when the reader has gone ([`SseSender::closed`]), so an
 //! idle tail ends as soon as its answer is dropped.
 
 use std::collections::VecDeque;
@@ -25,7 +25,7 @@ use http_body::{Body, Frame};
 use parking_lot::Mutex;
 
 /// Makes a tail's queue of at most `capacity` waiting writes (at least 1).
-pub fn channel(capacity: usize) -> (TailSender, TailBody) {
+pub fn channel(capacity: usize) -> (SseSender, SseBody) {
     let shared = Arc::new(Mutex::new(State {
         queue: VecDeque::new(),
         capacity: capacity.max(1),
@@ -35,10 +35,10 @@ pub fn channel(capacity: usize) -> (TailSender, TailBody) {
         sender_waker: None,
     }));
     (
-        TailSender {
+        SseSender {
             shared: Arc::clone(&shared),
         },
-        TailBody { shared },
+        SseBody { shared },
     )
 }
 
@@ -83,11 +83,11 @@ pub enum TrySendError {
 }
 
 /// The writing half.
-pub struct TailSender {
+pub struct SseSender {
     shared: Arc<Mutex<State>>,
 }
 
-impl TailSender {
+impl SseSender {
     /// Queues `bytes` unless the queue is full or the reader has gone.
     pub fn try_send(&self, bytes: Bytes) -> Result<(), TrySendError> {
         let mut st = self.shared.lock();
@@ -143,7 +143,7 @@ impl TailSender {
 #[derive(Debug, PartialEq, Eq)]
 pub struct Closed;
 
-impl Drop for TailSender {
+impl Drop for SseSender {
     fn drop(&mut self) {
         let mut st = self.shared.lock();
         st.sender_gone = true;
@@ -153,11 +153,11 @@ impl Drop for TailSender {
 
 /// The answer's body: every queued write in order, then the end once the
 /// sender has gone.
-pub struct TailBody {
+pub struct SseBody {
     shared: Arc<Mutex<State>>,
 }
 
-impl Body for TailBody {
+impl Body for SseBody {
     type Data = Bytes;
     type Error = Infallible;
 
@@ -184,7 +184,7 @@ impl Body for TailBody {
     }
 }
 
-impl Drop for TailBody {
+impl Drop for SseBody {
     fn drop(&mut self) {
         let mut st = self.shared.lock();
         st.body_gone = true;
