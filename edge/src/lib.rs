@@ -17,16 +17,16 @@
 //! - [`http`]: one file per operation; [`server`]: wiring and shutdown;
 //!   [`config`]: the command line and every limit; [`metrics`]: `/metrics`.
 
-pub mod access;
-pub mod answer;
-pub mod chunk_cache;
-pub mod collapse;
+pub(crate) mod access;
+pub(crate) mod answer;
+pub(crate) mod chunk_cache;
+pub(crate) mod collapse;
 pub mod config;
 pub mod core;
-pub mod fanout;
+pub(crate) mod fanout;
 pub mod http;
-pub mod invalidations;
+pub(crate) mod invalidations;
 pub mod metrics;
-pub mod objects;
+pub(crate) mod objects;
 pub mod server;
 pub mod upstream;

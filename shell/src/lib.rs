@@ -35,17 +35,17 @@
 //! - [`renamed`]: flags, variables and metric series under their old names
 //!   for one release.
 
-pub mod accept;
-pub mod body;
+pub(crate) mod accept;
+pub(crate) mod body;
 pub mod clock;
-pub mod config;
-pub mod connection;
+pub(crate) mod config;
+pub(crate) mod connection;
 pub mod descriptors;
 pub mod detached;
-pub mod drain;
+pub(crate) mod drain;
 pub mod flags_doc;
 pub mod huge_pages;
-pub mod idle;
+pub(crate) mod idle;
 pub mod keepalive;
 pub mod light_path;
 pub mod logging;
@@ -58,7 +58,7 @@ pub mod proxy;
 pub mod ready;
 pub mod recovering;
 pub mod renamed;
-pub mod request_body;
+pub(crate) mod request_body;
 pub mod request_id;
 pub mod shards;
 pub mod signal;

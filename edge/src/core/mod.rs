@@ -4,10 +4,10 @@
 //! end, which protocol an origin's waiting requests take. The shells in
 //! `collapse`, `fanout`, `chunk_cache`, `upstream` and `http` act on them.
 
-pub mod cacheable;
-pub mod catch_up;
-pub mod collapse_key;
-pub mod cover;
-pub mod splice;
-pub mod text_cut;
+pub(crate) mod cacheable;
+pub(crate) mod catch_up;
+pub(crate) mod collapse_key;
+pub(crate) mod cover;
+pub(crate) mod splice;
+pub(crate) mod text_cut;
 pub mod upstream_protocol;

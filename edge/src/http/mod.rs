@@ -6,16 +6,16 @@
 //! Streams live at any path, so requests are routed by method, by the shape
 //! of the path (`shared::paths`) and by the read query, as on the origin.
 
-pub mod chunk;
-pub mod error;
-pub mod forward;
-pub mod live;
+pub(crate) mod chunk;
+pub(crate) mod error;
+pub(crate) mod forward;
+pub(crate) mod live;
 mod long_poll;
-pub mod read;
-pub mod routes;
-pub mod snapshot;
-pub mod sse;
-pub mod stream_state;
+pub(crate) mod read;
+pub(crate) mod routes;
+pub(crate) mod snapshot;
+pub(crate) mod sse;
+pub(crate) mod stream_state;
 
 use std::future::Future;
 use std::sync::atomic::AtomicUsize;

@@ -25,7 +25,7 @@
 //! ([`waiting`]); the rest over pooled HTTP/1.1 connections.
 
 pub mod multiplexed;
-pub mod probe;
+pub(crate) mod probe;
 pub mod waiting;
 
 use std::sync::Arc;

@@ -7,13 +7,13 @@
 //! a stream after a crash is the stream before it.
 
 pub mod config;
-pub mod fork;
-pub mod invalidation_log;
-pub mod json;
-pub mod producer;
-pub mod seal;
-pub mod snapshot;
-pub mod staging;
+pub(crate) mod fork;
+pub(crate) mod invalidation_log;
+pub(crate) mod json;
+pub(crate) mod producer;
+pub(crate) mod seal;
+pub(crate) mod snapshot;
+pub(crate) mod staging;
 pub mod stream;
 pub mod subscription;
 

@@ -131,10 +131,6 @@ impl StagedUploads {
         }
     }
 
-    pub fn bounds(&self) -> StagingBounds {
-        self.bounds
-    }
-
     /// Disk all live uploads take (whole blocks).
     pub fn charged_bytes(&self) -> u64 {
         self.charged

@@ -4,30 +4,30 @@
 //! Streams live at any path, so requests are routed by method and by the
 //! shape of the path (see `shared::paths`) rather than by a path pattern.
 
-pub mod admin;
-pub mod append;
-pub mod body;
-pub mod chunk;
-pub mod create;
-pub mod delete;
-pub mod error;
-pub mod fork;
-pub mod forward;
-pub mod head;
-pub mod ingress;
-pub mod invalidations;
-pub mod list;
+pub(crate) mod admin;
+pub(crate) mod append;
+pub(crate) mod body;
+pub(crate) mod chunk;
+pub(crate) mod create;
+pub(crate) mod delete;
+pub(crate) mod error;
+pub(crate) mod fork;
+pub(crate) mod forward;
+pub(crate) mod head;
+pub(crate) mod ingress;
+pub(crate) mod invalidations;
+pub(crate) mod list;
 pub mod live;
-pub mod long_poll;
-pub mod read;
-pub mod reading;
+pub(crate) mod long_poll;
+pub(crate) mod read;
+pub(crate) mod reading;
 pub mod request;
-pub mod routes;
-pub mod snapshot;
-pub mod sse;
-pub mod staging;
+pub(crate) mod routes;
+pub(crate) mod snapshot;
+pub(crate) mod sse;
+pub(crate) mod staging;
 pub mod staging_bucket;
-pub mod subscriptions;
+pub(crate) mod subscriptions;
 
 use std::sync::Arc;
 use std::time::Duration;

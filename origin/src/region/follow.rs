@@ -51,7 +51,11 @@ pub struct Follow {
 }
 
 /// What a replica does next, given a look at the newest checkpoint and the
-/// owner's frontier.
+/// owner's frontier: the model's schedule of rounds (`fence/tests.rs`).
+/// The server's replica reads on to the first missing number instead
+/// (`bucket::read_next`); both end each round with [`Follow::finish`],
+/// where the safety of a round lies.
+#[cfg(test)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Plan {
     /// Its next number is below the newest checkpoint (or it has none):
@@ -99,6 +103,7 @@ impl Follow {
 
     /// The next step, after a look found the newest checkpoint at `newest`
     /// (`None`: there is none) and the owner's heartbeat said `frontier`.
+    #[cfg(test)]
     pub fn plan(&self, newest: Option<u64>, frontier: u64) -> Plan {
         match newest {
             Some(number) if number > self.next => Plan::Rebuild { number },

@@ -19,23 +19,23 @@
 //! its partitions (decision 0028), `origin_wal` its I/O (built and tested
 //! on its own; the store does not use it yet).
 
-pub mod across;
-pub mod assignment;
+pub(crate) mod across;
+pub(crate) mod assignment;
 pub mod auth_sync;
-pub mod bucket;
-pub mod checkpoint;
+pub(crate) mod bucket;
+pub(crate) mod checkpoint;
 pub mod fence;
-pub mod follow;
-pub mod format;
-pub mod liveness;
-pub mod local;
-pub mod membership;
-pub mod object_wal;
+pub(crate) mod follow;
+pub(crate) mod format;
+pub(crate) mod liveness;
+pub(crate) mod local;
+pub(crate) mod membership;
+pub(crate) mod object_wal;
 pub mod origin_wal;
-pub mod peer_key;
-pub mod pin;
-pub mod replica;
-pub mod tenure;
-pub mod vouch;
+pub(crate) mod peer_key;
+pub(crate) mod pin;
+pub(crate) mod replica;
+pub(crate) mod tenure;
+pub(crate) mod vouch;
 
 pub use object_wal::{Claimed, ObjectWal, RegionConfig, Replay, Settlement, Ticket, WalError};

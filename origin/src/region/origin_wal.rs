@@ -26,8 +26,8 @@ use crate::objects::keys;
 use crate::region::bucket::create_or_read;
 use crate::region::object_wal::{Replay, WalError};
 
-pub mod format;
-pub mod read;
+pub(crate) mod format;
+pub(crate) mod read;
 mod writer;
 
 pub use format::{LogId, TenureRecord};

@@ -135,7 +135,9 @@ impl Walk {
     }
 
     /// A walk of `tenure` from a partition checkpoint taken at number
-    /// `at` of it (what came before is in the checkpoint).
+    /// `at` of it (what came before is in the checkpoint). The model's;
+    /// `origin_wal` has no partition checkpoints yet.
+    #[cfg(test)]
     pub fn resume(tenure: &Tenure, at: u64, below: Option<u64>) -> Walk {
         debug_assert!(at >= tenure.from);
         Walk {

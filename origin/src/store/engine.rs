@@ -163,7 +163,9 @@ pub enum Deletion {
     /// Forks still read it: it stays, soft-deleted (see `core::fork`).
     Soft(Arc<StreamView>),
     /// Removed: the stream, then each source it was the last fork of that
-    /// was soft-deleted, removed with it.
+    /// was soft-deleted, removed with it. (Boxed as the table holds them:
+    /// taken out without moving an entry.)
+    #[allow(clippy::vec_box)]
     Removed(Vec<Box<Entry>>),
 }
 

@@ -92,11 +92,6 @@ pub fn stream_file(data: &Path, id: u64) -> PathBuf {
         .join(format!("{id:016x}"))
 }
 
-/// Where a stream's file was before the fan-out folders (moved at start).
-pub fn legacy_stream_file(data: &Path, id: u64) -> PathBuf {
-    streams_dir(data).join(format!("{id:016x}"))
-}
-
 /// The stream id a stream file name encodes.
 pub fn parse_stream_file(name: &str) -> Option<u64> {
     (name.len() == 16)

@@ -291,16 +291,6 @@ pub fn list_segments(data: &Path) -> io::Result<Vec<u64>> {
     Ok(out)
 }
 
-/// Removes the segments before `keep_from`, which a checkpoint made useless.
-pub fn remove_segments_before(data: &Path, keep_from: u64) -> io::Result<()> {
-    for n in list_segments(data)? {
-        if n < keep_from {
-            std::fs::remove_file(layout::segment_path(data, n))?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -14,17 +14,17 @@
 //! linked stream, and at most one delivery task. Every count a request can
 //! grow is bounded in [`SubscriptionsConfig`].
 
-pub mod catalog;
-pub mod deliver;
-pub mod engine;
-pub mod flags;
-pub mod guard;
-pub mod journal;
-pub mod keys;
-pub mod operations;
-pub mod render;
+pub(crate) mod catalog;
+pub(crate) mod deliver;
+pub(crate) mod engine;
+pub(crate) mod flags;
+pub(crate) mod guard;
+pub(crate) mod journal;
+pub(crate) mod keys;
+pub(crate) mod operations;
+pub(crate) mod render;
 mod table;
-pub mod token;
+pub(crate) mod token;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;

@@ -47,10 +47,12 @@ impl Deadlines {
     }
 
     /// Subscriptions with a deadline.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.at.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.at.is_empty()
     }

@@ -5,8 +5,8 @@
 //! keeps time.
 
 pub mod address;
-pub mod config;
-pub mod deadlines;
-pub mod glob;
-pub mod patterns;
-pub mod state;
+pub(crate) mod config;
+pub(crate) mod deadlines;
+pub(crate) mod glob;
+pub(crate) mod patterns;
+pub(crate) mod state;

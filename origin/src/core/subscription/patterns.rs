@@ -76,6 +76,7 @@ impl Patterns {
         self.count
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }

@@ -12,7 +12,7 @@ use super::format::{decode_log, decode_tenure, encode_log, LogId, LogObject, Ten
 use crate::objects::keys;
 use crate::region::bucket::{again, create_or_read, list_numbers};
 use crate::region::object_wal::{Replay, WalError, REPLAY_READS};
-use crate::region::tenure::{Step, Tenure, Walk};
+use crate::region::tenure::{Found, Step, Tenure, Walk};
 
 /// What a walk does at a missing number of the newest tenure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,7 +157,10 @@ async fn walk(
                 Some(object) => object,
                 // A closed tenure holds every number below its end.
                 None if below.is_some() => return Err(WalError::Moved),
-                None if at_open == AtOpen::Stop => return Ok(End::Open(n)),
+                None if at_open == AtOpen::Stop => match walk.read(Found::Missing) {
+                    Step::Open { at } => return Ok(End::Open(at)),
+                    _ => unreachable!("a missing number leaves a walk open"),
+                },
                 None => {
                     history.fences += 1;
                     let object = fence(store, &tenure.log, n, stopping).await?;

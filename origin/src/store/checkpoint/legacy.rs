@@ -14,7 +14,7 @@
 //! version every stream file held all of its stream's bytes at the
 //! checkpoint.
 
-use std::io::{self, Write};
+use std::io;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -34,6 +34,7 @@ pub struct Checkpoint {
     pub streams: Vec<StreamCore>,
 }
 
+#[cfg(test)]
 pub fn encode(c: &Checkpoint) -> Vec<u8> {
     let json = serde_json::to_vec(c).expect("checkpoints serialize");
     let mut out = Vec::with_capacity(json.len() + 9);
@@ -70,12 +71,14 @@ pub fn read(data: &Path) -> Result<Option<Checkpoint>, CheckpointError> {
     }
 }
 
-/// Replaces the checkpoint atomically and durably.
+/// Replaces the checkpoint atomically and durably (the tests write the old
+/// format to check it is still read).
+#[cfg(test)]
 pub fn write(data: &Path, c: &Checkpoint) -> io::Result<()> {
     let path = layout::checkpoint_path(data);
     let tmp = path.with_extension("tmp");
     let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(&encode(c))?;
+    std::io::Write::write_all(&mut f, &encode(c))?;
     f.sync_all()?;
     drop(f);
     std::fs::rename(&tmp, &path)?;

@@ -32,7 +32,7 @@
 //! the base (every stream file then held all its stream's bytes), and the
 //! first write compacts it into a real base and then removes it.
 
-pub mod legacy;
+pub(crate) mod legacy;
 
 mod chain;
 pub(crate) mod codec;

@@ -190,6 +190,12 @@ impl Job {
             rustix::fs::syncfs(&dir)?;
         }
         let report = checkpoint::write(&self.data, &self.delta)?;
+        tracing::debug!(
+            seq = report.seq,
+            delta_bytes = report.delta_bytes,
+            bytes = report.bytes_written(),
+            "checkpoint written"
+        );
         // The delta is durable either way; a failed compaction is tried
         // again at the next checkpoint.
         if let Some(Err(e)) = report.compaction {
