@@ -9,24 +9,6 @@ use clap::Parser;
 use http::{HeaderValue, Uri};
 use shared::units::{parse_duration, parse_size};
 
-/// Flags renamed for one vocabulary (`docs/glossary.md`), still taken
-/// under their old names, and their old variables, for one release
-/// (`shell::renamed`).
-pub const RENAMED: &[shell::renamed::Flag] = &[
-    shell::renamed::Flag {
-        old: "light-tails",
-        new: "light-path",
-        old_env: "EDGE_LIGHT_TAILS",
-        new_env: "EDGE_LIGHT_PATH",
-    },
-    shell::renamed::Flag {
-        old: "account-tails",
-        new: "account-live-reads",
-        old_env: "EDGE_ACCOUNT_TAILS",
-        new_env: "EDGE_ACCOUNT_LIVE_READS",
-    },
-];
-
 #[derive(Debug, Parser)]
 #[command(
     name = "edge",

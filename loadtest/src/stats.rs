@@ -26,13 +26,28 @@ pub async fn measure_window(
     warmup: Duration,
     seconds: Duration,
 ) -> anyhow::Result<Summary> {
+    measure_marked(tasks, measuring, stop, warmup, seconds, || {}).await
+}
+
+/// [`measure_window`], calling `mark` as the window opens and as it
+/// closes (to read a server's counters over exactly the window).
+pub async fn measure_marked(
+    tasks: Vec<tokio::task::JoinHandle<TaskResult>>,
+    measuring: &std::sync::atomic::AtomicBool,
+    stop: &std::sync::atomic::AtomicBool,
+    warmup: Duration,
+    seconds: Duration,
+    mut mark: impl FnMut(),
+) -> anyhow::Result<Summary> {
     use std::sync::atomic::Ordering;
     tokio::time::sleep(warmup).await;
+    mark();
     measuring.store(true, Ordering::Relaxed);
     let started = std::time::Instant::now();
     tokio::time::sleep(seconds).await;
     measuring.store(false, Ordering::Relaxed);
     let elapsed = started.elapsed();
+    mark();
     stop.store(true, Ordering::Relaxed);
     let mut all = Vec::new();
     let (mut errors, mut first_error) = (0, None);

@@ -144,23 +144,16 @@ async fn one(
             .map(|l| l.counts())
             .fold((0, 0), |(p, a), (lp, la)| (p + lp, a + la))
     };
-    tokio::time::sleep(Duration::from_secs(args.warmup)).await;
-    let before = counts();
-    measuring.store(true, Ordering::Relaxed);
-    let started = Instant::now();
-    tokio::time::sleep(Duration::from_secs(args.seconds)).await;
-    measuring.store(false, Ordering::Relaxed);
-    let elapsed = started.elapsed();
-    let after = counts();
-    stop.store(true, Ordering::Relaxed);
-    let (mut all, mut errors, mut first_error) = (Vec::new(), 0, None);
-    for t in tasks {
-        let (lat, e, first) = t.await?;
-        all.extend(lat);
-        errors += e;
-        first_error = first_error.or(first);
-    }
-    let mut summary = Summary::from_latencies(all, errors, elapsed);
-    summary.first_error = first_error;
+    let mut marks = Vec::new();
+    let summary = crate::stats::measure_marked(
+        tasks,
+        &measuring,
+        &stop,
+        Duration::from_secs(args.warmup),
+        Duration::from_secs(args.seconds),
+        || marks.push(counts()),
+    )
+    .await?;
+    let (before, after) = (marks[0], marks[1]);
     Ok((summary, after.0 - before.0, after.1 - before.1))
 }

@@ -16,24 +16,6 @@ use crate::store::{Durability, StoreConfig};
 /// task of the follower's for as long).
 const MAX_FLOOR_WAIT: Duration = Duration::from_secs(10);
 
-/// Flags renamed for one vocabulary (`docs/glossary.md`), still taken
-/// under their old names, and their old variables, for one release
-/// (`shell::renamed`).
-pub const RENAMED: &[shell::renamed::Flag] = &[
-    shell::renamed::Flag {
-        old: "light-tails",
-        new: "light-path",
-        old_env: "ORIGIN_LIGHT_TAILS",
-        new_env: "ORIGIN_LIGHT_PATH",
-    },
-    shell::renamed::Flag {
-        old: "account-tails",
-        new: "account-live-reads",
-        old_env: "ORIGIN_ACCOUNT_TAILS",
-        new_env: "ORIGIN_ACCOUNT_LIVE_READS",
-    },
-];
-
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum JsonReadsArg {
     /// `application/x-ndjson`: one message per line.

@@ -19,16 +19,35 @@ pub struct Flag {
     /// Without the leading `--`.
     pub old: &'static str,
     pub new: &'static str,
+    /// The variables' names after the binary's prefix (`ORIGIN_`, `EDGE_`).
     pub old_env: &'static str,
     pub new_env: &'static str,
 }
 
+/// The flags renamed in both binaries, for one release.
+pub const FLAGS: &[Flag] = &[
+    Flag {
+        old: "light-tails",
+        new: "light-path",
+        old_env: "LIGHT_TAILS",
+        new_env: "LIGHT_PATH",
+    },
+    Flag {
+        old: "account-tails",
+        new: "account-live-reads",
+        old_env: "ACCOUNT_TAILS",
+        new_env: "ACCOUNT_LIVE_READS",
+    },
+];
+
 /// The command line clap should read, and a warning for each old name
 /// used. `env` reads one environment variable (the process's, in a
-/// binary). A flag given under either name wins over either variable.
+/// binary), `prefix` is the binary's (`ORIGIN`). A flag given under either
+/// name wins over either variable.
 pub fn command_line(
     args: impl IntoIterator<Item = OsString>,
     env: impl Fn(&str) -> Option<OsString>,
+    prefix: &str,
     renamed: &[Flag],
 ) -> (Vec<OsString>, Vec<String>) {
     let mut warnings = Vec::new();
@@ -62,13 +81,16 @@ pub fn command_line(
         }
     }
     for (flag, given) in renamed.iter().zip(given) {
-        if given || env(flag.new_env).is_some() {
+        let (old_env, new_env) = (
+            format!("{prefix}_{}", flag.old_env),
+            format!("{prefix}_{}", flag.new_env),
+        );
+        if given || env(&new_env).is_some() {
             continue;
         }
-        if let Some(value) = env(flag.old_env) {
+        if let Some(value) = env(&old_env) {
             warnings.push(format!(
-                "{} is deprecated and will be removed: use {}",
-                flag.old_env, flag.new_env
+                "{old_env} is deprecated and will be removed: use {new_env}"
             ));
             let mut arg = OsString::from(format!("--{}=", flag.new));
             arg.push(value);
@@ -82,13 +104,6 @@ pub fn command_line(
 mod tests {
     use super::*;
 
-    const FLAGS: &[Flag] = &[Flag {
-        old: "light-tails",
-        new: "light-path",
-        old_env: "X_LIGHT_TAILS",
-        new_env: "X_LIGHT_PATH",
-    }];
-
     fn run(args: &[&str], env: &[(&str, &str)]) -> (Vec<String>, usize) {
         let env: Vec<(String, String)> = env
             .iter()
@@ -101,6 +116,7 @@ mod tests {
                     .find(|(n, _)| n == k)
                     .map(|(_, v)| OsString::from(v))
             },
+            "X",
             FLAGS,
         );
         (

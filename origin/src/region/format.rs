@@ -84,9 +84,7 @@ pub fn encode_wal(header: &WalHeader, frames: &[u8]) -> Bytes {
     out.put_u64_le(header.epoch);
     out.put_slice(&header.put_id);
     out.put_slice(frames);
-    let crc = crc32fast::hash(&out);
-    out.put_u32_le(crc);
-    out.freeze()
+    with_crc(out)
 }
 
 pub fn decode_wal(bytes: &Bytes) -> Result<WalObject, FormatError> {
@@ -138,9 +136,7 @@ pub fn encode_claim(claim: &EpochClaim) -> Bytes {
     out.put_slice(node);
     out.put_u16_le(url.len() as u16);
     out.put_slice(url);
-    let crc = crc32fast::hash(&out);
-    out.put_u32_le(crc);
-    out.freeze()
+    with_crc(out)
 }
 
 pub fn decode_claim(bytes: &Bytes) -> Result<EpochClaim, FormatError> {
@@ -192,9 +188,7 @@ pub fn encode_checkpoint(m: &CheckpointManifest) -> Bytes {
     out.put_u32_le(m.parts);
     out.put_u64_le(m.streams);
     out.put_u64_le(m.bytes);
-    let crc = crc32fast::hash(&out);
-    out.put_u32_le(crc);
-    out.freeze()
+    with_crc(out)
 }
 
 pub fn decode_checkpoint(bytes: &Bytes) -> Result<CheckpointManifest, FormatError> {
@@ -211,6 +205,13 @@ pub fn decode_checkpoint(bytes: &Bytes) -> Result<CheckpointManifest, FormatErro
         streams: u64_at(41),
         bytes: u64_at(49),
     })
+}
+
+/// `out` with its CRC appended: every object here ends so.
+pub(in crate::region) fn with_crc(mut out: BytesMut) -> Bytes {
+    let crc = crc32fast::hash(&out);
+    out.put_u32_le(crc);
+    out.freeze()
 }
 
 /// The body before the checksum, once magic, version and checksum match.

@@ -17,7 +17,8 @@ async fn main() -> anyhow::Result<()> {
     let (args, renamed) = shell::renamed::command_line(
         std::env::args_os(),
         |name| std::env::var_os(name),
-        origin::config::RENAMED,
+        "ORIGIN",
+        shell::renamed::FLAGS,
     );
     let cli = Cli::parse_from(args);
     shell::logging::init(cli.log_format);

@@ -14,7 +14,7 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::region::format::{checked, take_str, FormatError, PutId, CRC, VERSION};
+use crate::region::format::{checked, take_str, with_crc, FormatError, PutId, CRC, VERSION};
 
 const LOG_MAGIC: &[u8; 4] = b"DSOW";
 const TENURE_MAGIC: &[u8; 4] = b"DSTN";
@@ -83,9 +83,7 @@ pub fn encode_log(object: &LogObject) -> Bytes {
         out.put_u32_le(u32::try_from(s.frames.len()).expect("an object is bounded"));
         out.put_slice(&s.frames);
     }
-    let crc = crc32fast::hash(&out);
-    out.put_u32_le(crc);
-    out.freeze()
+    with_crc(out)
 }
 
 pub fn decode_log(bytes: &Bytes) -> Result<LogObject, FormatError> {
@@ -169,9 +167,7 @@ pub fn encode_tenure(t: &TenureRecord) -> Bytes {
     out.put_slice(node);
     out.put_u16_le(url.len() as u16);
     out.put_slice(url);
-    let crc = crc32fast::hash(&out);
-    out.put_u32_le(crc);
-    out.freeze()
+    with_crc(out)
 }
 
 pub fn decode_tenure(bytes: &Bytes) -> Result<TenureRecord, FormatError> {

@@ -398,24 +398,20 @@ fn take_batch(
 mod tests {
     use super::*;
 
-    fn frames(
-        partition: u32,
-        bytes: &'static [u8],
-    ) -> (Item, oneshot::Receiver<Result<u64, WalError>>) {
-        let (reply, rx) = oneshot::channel();
-        (
-            Item::Frames {
-                partition,
-                frames: Bytes::from_static(bytes),
-                reply,
-            },
-            rx,
-        )
+    /// Waiting frames (their answer is not looked at).
+    fn frames(partition: u32, bytes: &'static [u8]) -> Item {
+        Item::Frames {
+            partition,
+            frames: Bytes::from_static(bytes),
+            reply: oneshot::channel().0,
+        }
     }
 
-    fn release(partition: u32) -> (Item, oneshot::Receiver<Result<u64, WalError>>) {
-        let (reply, rx) = oneshot::channel();
-        (Item::Release { partition, reply }, rx)
+    fn release(partition: u32) -> Item {
+        Item::Release {
+            partition,
+            reply: oneshot::channel().0,
+        }
     }
 
     #[test]
@@ -427,7 +423,6 @@ mod tests {
             frames(3, b"dddd"),
         ]
         .into_iter()
-        .map(|(i, _)| i)
         .collect();
         let (sections, replies) = take_batch(&mut waiting, false, 3).unwrap();
         assert_eq!(replies.len(), 3);
@@ -449,7 +444,6 @@ mod tests {
             frames(1, b"c"),
         ]
         .into_iter()
-        .map(|(i, _)| i)
         .collect();
         // The frames before the release go on their own.
         let (sections, _) = take_batch(&mut waiting, true, 100).unwrap();
