@@ -34,7 +34,7 @@ pub use format::{LogId, TenureRecord};
 pub use read::{read_history, AtOpen, End, History};
 pub use writer::WriterConfig;
 
-use writer::{Counters, Request, Writer};
+use writer::{Counters, Item, Request, Writer};
 
 /// This origin's log, and the partitions it serves through it.
 pub struct OriginWal {
@@ -107,10 +107,12 @@ impl OriginWal {
     /// the object holding them once it landed as this log's own and every
     /// number before it did.
     pub async fn append(&self, partition: u32, frames: Bytes) -> Result<u64, WalError> {
-        self.ask(|reply| Request::Append {
-            partition,
-            frames,
-            reply,
+        self.ask(|reply| {
+            Request::Put(Item::Frames {
+                partition,
+                frames,
+                reply,
+            })
         })
         .await
     }
@@ -119,7 +121,7 @@ impl OriginWal {
     /// answers the release's number once it landed; the partition's
     /// appends are refused from when it was asked.
     pub async fn release(&self, partition: u32) -> Result<u64, WalError> {
-        self.ask(|reply| Request::Release { partition, reply })
+        self.ask(|reply| Request::Put(Item::Release { partition, reply }))
             .await
     }
 

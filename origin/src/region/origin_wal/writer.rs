@@ -56,29 +56,17 @@ impl Default for WriterConfig {
 type Reply = oneshot::Sender<Result<u64, WalError>>;
 
 pub(super) enum Request {
-    Append {
-        partition: u32,
-        frames: Bytes,
-        reply: Reply,
-    },
-    Release {
-        partition: u32,
-        reply: Reply,
-    },
+    /// Frames to put, or a release: it waits for a put.
+    Put(Item),
     /// The number from which the partition's frames may go (its tenure's
     /// first); refused while it is served.
-    Reserve {
-        partition: u32,
-        reply: Reply,
-    },
+    Reserve { partition: u32, reply: Reply },
     /// The partition's tenure is made: take its appends.
-    Serve {
-        partition: u32,
-    },
+    Serve { partition: u32 },
 }
 
 /// One waiting item, in the order it came.
-enum Item {
+pub(super) enum Item {
     Frames {
         partition: u32,
         frames: Bytes,
@@ -88,6 +76,13 @@ enum Item {
         partition: u32,
         reply: Reply,
     },
+}
+
+impl Item {
+    fn answer(self, answer: Result<u64, WalError>) {
+        let (Item::Frames { reply, .. } | Item::Release { reply, .. }) = self;
+        let _ = reply.send(answer);
+    }
 }
 
 /// Shared with the handle: what the writer did.
@@ -230,31 +225,23 @@ impl State {
     /// Takes one request from the handle.
     fn take(&mut self, request: Request) {
         match request {
-            Request::Append {
-                partition,
-                frames,
-                reply,
-            } => {
+            Request::Put(item @ Item::Frames { partition, .. }) => {
                 if let Some(number) = self.stopped {
-                    let _ = reply.send(Err(WalError::LogFenced { number }));
+                    item.answer(Err(WalError::LogFenced { number }));
                 } else if !self.serving.contains(&partition) {
-                    let _ = reply.send(Err(WalError::NotServing { partition }));
+                    item.answer(Err(WalError::NotServing { partition }));
                 } else {
                     self.oldest.get_or_insert_with(Instant::now);
-                    self.waiting.push_back(Item::Frames {
-                        partition,
-                        frames,
-                        reply,
-                    });
+                    self.waiting.push_back(item);
                 }
             }
-            Request::Release { partition, reply } => {
+            Request::Put(item @ Item::Release { partition, .. }) => {
                 if !self.serving.remove(&partition) {
-                    let _ = reply.send(Err(WalError::NotServing { partition }));
+                    item.answer(Err(WalError::NotServing { partition }));
                 } else {
                     self.oldest.get_or_insert_with(Instant::now);
                     self.releasing.insert(partition);
-                    self.waiting.push_back(Item::Release { partition, reply });
+                    self.waiting.push_back(item);
                 }
             }
             Request::Reserve { partition, reply } => {
@@ -303,8 +290,7 @@ impl State {
             self.stopped = Some(at);
             self.serving.clear();
             for item in self.waiting.drain(..) {
-                let (Item::Frames { reply, .. } | Item::Release { reply, .. }) = item;
-                let _ = reply.send(Err(WalError::LogFenced { number: at }));
+                item.answer(Err(WalError::LogFenced { number: at }));
             }
             self.oldest = None;
         }
