@@ -140,9 +140,8 @@ pub enum FrameError {
 
 /// Appends one framed record to `out`; returns where its payload starts in
 /// `out` (the frame's end for records without one). Small streams' bytes
-/// are read from the log there (see `warm`).
-///
-/// One arm per record kind (long by design: the format in one place).
+/// are read from the log there (see `warm`). One arm per record kind
+/// (long by design: the format in one place).
 pub fn encode(record: &Record, out: &mut Vec<u8>) -> usize {
     let at = out.len();
     out.extend_from_slice(&[0; HEADER]);
