@@ -43,7 +43,8 @@ pub const FLAGS: &[Flag] = &[
 /// The command line clap should read, and a warning for each old name
 /// used. `env` reads one environment variable (the process's, in a
 /// binary), `prefix` is the binary's (`ORIGIN`). A flag given under either
-/// name wins over either variable.
+/// name wins over either variable; one made from a variable goes first,
+/// before any subcommand.
 pub fn command_line(
     args: impl IntoIterator<Item = OsString>,
     env: impl Fn(&str) -> Option<OsString>,
@@ -94,7 +95,9 @@ pub fn command_line(
             ));
             let mut arg = OsString::from(format!("--{}=", flag.new));
             arg.push(value);
-            out.push(arg);
+            // Right after the program's name: a top-level flag, before
+            // any subcommand (`origin keys …`) and any `--`.
+            out.insert(1.min(out.len()), arg);
         }
     }
     (out, warnings)
@@ -164,6 +167,14 @@ mod tests {
             )
             .0,
             ["origin", "--light-path", "true"]
+        );
+    }
+
+    #[test]
+    fn a_flag_from_an_old_variable_goes_before_a_subcommand() {
+        assert_eq!(
+            run(&["origin", "keys", "list"], &[("X_ACCOUNT_TAILS", "4")]).0,
+            ["origin", "--account-live-reads=4", "keys", "list"]
         );
     }
 

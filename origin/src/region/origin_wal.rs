@@ -67,7 +67,8 @@ impl OriginWal {
         url: &str,
         config: WriterConfig,
     ) -> OriginWal {
-        let (requests, received) = mpsc::channel(config.queue.max(1));
+        let config = config.checked();
+        let (requests, received) = mpsc::channel(config.queue);
         let log: LogId = rand::random();
         let stopping = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
@@ -181,10 +182,11 @@ impl OriginWal {
         if !made {
             return Err(WalError::Taken { partition, tenure });
         }
-        self.requests
-            .send(Request::Serve { partition })
-            .await
-            .map_err(|_| WalError::Stopped)?;
+        // A log stopped meanwhile (a takeover of another of its
+        // partitions) serves nothing: the claim fails, its tenure ends at
+        // the log's fence for whoever reads it next.
+        self.ask(|reply| Request::Serve { partition, reply })
+            .await?;
         tracing::info!(
             partition,
             tenure,

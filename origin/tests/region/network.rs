@@ -265,12 +265,26 @@ async fn under(fault: Fault) {
     let probed_path = "/v1/stream/net-probe";
     let probe_writer = writer(probed_path);
     for w in writers.iter().chain([&probe_writer]) {
-        let r = client
-            .put(format!("{}{}", bases[owner], w.path))
-            .header("content-type", "application/octet-stream")
-            .send()
-            .await
-            .unwrap();
+        // A region answers 503 + `Retry-After` while a partition is moving
+        // (the spread can still hand one on just after the start); a
+        // client sends again, as here, for a bounded while.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let r = loop {
+            let r = client
+                .put(format!("{}{}", bases[owner], w.path))
+                .header("content-type", "application/octet-stream")
+                .send()
+                .await
+                .unwrap();
+            if r.status() != 503 || Instant::now() >= deadline {
+                break r;
+            }
+            assert!(
+                r.headers().contains_key("retry-after"),
+                "503 without Retry-After"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
         assert_eq!(r.status(), 201, "create {}", w.path);
     }
     let targets = Arc::new(bases.clone());

@@ -42,6 +42,19 @@ pub struct WriterConfig {
     pub commit_delay: Duration,
 }
 
+impl WriterConfig {
+    /// Its bounds made usable: at least one put in flight and one append
+    /// waiting, a commit delay of at most a minute.
+    pub fn checked(self) -> WriterConfig {
+        WriterConfig {
+            window: self.window.max(1),
+            object_bytes: self.object_bytes.max(1),
+            queue: self.queue.max(1),
+            commit_delay: self.commit_delay.min(Duration::from_secs(60)),
+        }
+    }
+}
+
 impl Default for WriterConfig {
     fn default() -> Self {
         WriterConfig {
@@ -61,8 +74,9 @@ pub(super) enum Request {
     /// The number from which the partition's frames may go (its tenure's
     /// first); refused while it is served.
     Reserve { partition: u32, reply: Reply },
-    /// The partition's tenure is made: take its appends.
-    Serve { partition: u32 },
+    /// The partition's tenure is made: take its appends (refused once the
+    /// log stopped: the claim then fails).
+    Serve { partition: u32, reply: Reply },
 }
 
 /// One waiting item, in the order it came.
@@ -113,6 +127,8 @@ struct State {
     /// before it lands (its walk would meet the missing release).
     releasing: HashSet<u32>,
     waiting: VecDeque<Item>,
+    /// Frame bytes waiting (kept as items come and go, not summed).
+    waiting_bytes: usize,
     /// When the oldest waiting item came (its commit delay runs from it).
     oldest: Option<Instant>,
     flight: FuturesOrdered<Put>,
@@ -124,16 +140,7 @@ struct State {
 
 impl Writer {
     pub(super) async fn run(self, mut requests: mpsc::Receiver<Request>) {
-        let mut st = State {
-            next: 0,
-            serving: HashSet::new(),
-            releasing: HashSet::new(),
-            waiting: VecDeque::new(),
-            oldest: None,
-            flight: FuturesOrdered::new(),
-            stopped: None,
-            open: true,
-        };
+        let mut st = State::new();
         loop {
             self.start_puts(&mut st);
             if !st.open && st.waiting.is_empty() && st.flight.is_empty() {
@@ -161,7 +168,7 @@ impl Writer {
             let due = st
                 .oldest
                 .is_some_and(|t| t.elapsed() >= self.config.commit_delay)
-                || waiting_bytes(&st.waiting) >= self.config.object_bytes
+                || st.waiting_bytes >= self.config.object_bytes
                 || !st.open;
             let idle = st.flight.is_empty();
             let Some((sections, replies)) = due
@@ -170,6 +177,8 @@ impl Writer {
             else {
                 return;
             };
+            let taken: usize = sections.iter().map(|s| s.frames.len()).sum();
+            st.waiting_bytes = st.waiting_bytes.saturating_sub(taken);
             // What is left waited as long: due at once.
             if st.waiting.is_empty() {
                 st.oldest = None;
@@ -192,7 +201,7 @@ impl Writer {
 
     /// Puts one object at `number` and settles whose it is.
     fn put(&self, number: u64, sections: Vec<Section>, replies: Vec<Reply>) -> Put {
-        let released = sections
+        let released: Vec<u32> = sections
             .iter()
             .filter(|s| s.releases)
             .map(|s| s.partition)
@@ -208,9 +217,10 @@ impl Writer {
             Arc::clone(&self.stopping),
             Arc::clone(&self.counters),
         );
+        let appends = replies.len().saturating_sub(released.len());
         counters
             .appends
-            .fetch_add(replies.len() as u64, Ordering::Relaxed);
+            .fetch_add(appends as u64, Ordering::Relaxed);
         Box::pin(async move {
             let outcome = settle_put(&*store, &log, number, &object, &stopping)
                 .await
@@ -222,6 +232,20 @@ impl Writer {
 }
 
 impl State {
+    fn new() -> State {
+        State {
+            next: 0,
+            serving: HashSet::new(),
+            releasing: HashSet::new(),
+            waiting: VecDeque::new(),
+            waiting_bytes: 0,
+            oldest: None,
+            flight: FuturesOrdered::new(),
+            stopped: None,
+            open: true,
+        }
+    }
+
     /// Takes one request from the handle.
     fn take(&mut self, request: Request) {
         match request {
@@ -232,11 +256,16 @@ impl State {
                     item.answer(Err(WalError::NotServing { partition }));
                 } else {
                     self.oldest.get_or_insert_with(Instant::now);
+                    if let Item::Frames { frames, .. } = &item {
+                        self.waiting_bytes = self.waiting_bytes.saturating_add(frames.len());
+                    }
                     self.waiting.push_back(item);
                 }
             }
             Request::Put(item @ Item::Release { partition, .. }) => {
-                if !self.serving.remove(&partition) {
+                if let Some(number) = self.stopped {
+                    item.answer(Err(WalError::LogFenced { number }));
+                } else if !self.serving.remove(&partition) {
                     item.answer(Err(WalError::NotServing { partition }));
                 } else {
                     self.oldest.get_or_insert_with(Instant::now);
@@ -254,8 +283,15 @@ impl State {
                 };
                 let _ = reply.send(answer);
             }
-            Request::Serve { partition } => {
-                self.serving.insert(partition);
+            Request::Serve { partition, reply } => {
+                let answer = match self.stopped {
+                    Some(number) => Err(WalError::LogFenced { number }),
+                    None => {
+                        self.serving.insert(partition);
+                        Ok(self.next)
+                    }
+                };
+                let _ = reply.send(answer);
             }
         }
     }
@@ -292,6 +328,7 @@ impl State {
             for item in self.waiting.drain(..) {
                 item.answer(Err(WalError::LogFenced { number: at }));
             }
+            self.waiting_bytes = 0;
             self.oldest = None;
         }
         for p in released {
@@ -307,16 +344,6 @@ async fn sleep_until(deadline: Option<Instant>) {
     if let Some(at) = deadline {
         tokio::time::sleep_until(at).await;
     }
-}
-
-fn waiting_bytes(waiting: &VecDeque<Item>) -> usize {
-    waiting
-        .iter()
-        .map(|i| match i {
-            Item::Frames { frames, .. } => frames.len(),
-            Item::Release { .. } => 0,
-        })
-        .sum()
 }
 
 /// The next object's sections and the appends it answers: from the front,
@@ -398,6 +425,52 @@ mod tests {
             partition,
             reply: oneshot::channel().0,
         }
+    }
+
+    /// Once the log stopped, a claim's `Serve` and a release are refused
+    /// (neither waits for a put that will never start), and nothing waits.
+    #[test]
+    fn a_stopped_log_serves_and_releases_nothing() {
+        let mut st = State::new();
+        let (reply, mut served) = oneshot::channel();
+        st.take(Request::Serve {
+            partition: 1,
+            reply,
+        });
+        assert!(matches!(served.try_recv(), Ok(Ok(0))));
+        st.settle(0, Vec::new(), Vec::new(), Ok(false));
+        let (reply, mut served) = oneshot::channel();
+        st.take(Request::Serve {
+            partition: 2,
+            reply,
+        });
+        assert!(matches!(
+            served.try_recv(),
+            Ok(Err(WalError::LogFenced { number: 0 }))
+        ));
+        let (reply, mut released) = oneshot::channel();
+        st.take(Request::Put(Item::Release {
+            partition: 1,
+            reply,
+        }));
+        assert!(matches!(
+            released.try_recv(),
+            Ok(Err(WalError::LogFenced { .. }))
+        ));
+        assert!(st.waiting.is_empty() && st.waiting_bytes == 0);
+    }
+
+    #[test]
+    fn bounds_that_would_stall_or_overflow_are_made_usable() {
+        let c = WriterConfig {
+            window: 0,
+            object_bytes: 0,
+            queue: 0,
+            commit_delay: Duration::MAX,
+        }
+        .checked();
+        assert_eq!((c.window, c.object_bytes, c.queue), (1, 1, 1));
+        assert_eq!(c.commit_delay, Duration::from_secs(60));
     }
 
     #[test]
