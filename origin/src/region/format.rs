@@ -125,17 +125,14 @@ pub struct EpochClaim {
 }
 
 pub fn encode_claim(claim: &EpochClaim) -> Bytes {
-    let node = &claim.node.as_bytes()[..claim.node.len().min(u16::MAX as usize)];
-    let url = &claim.url.as_bytes()[..claim.url.len().min(u16::MAX as usize)];
-    let mut out = BytesMut::with_capacity(4 + 1 + 8 + 16 + 4 + node.len() + url.len() + CRC);
+    let mut out =
+        BytesMut::with_capacity(4 + 1 + 8 + 16 + 4 + claim.node.len() + claim.url.len() + CRC);
     out.put_slice(EPOCH_MAGIC);
     out.put_u8(VERSION);
     out.put_u64_le(claim.epoch);
     out.put_slice(&claim.put_id);
-    out.put_u16_le(node.len() as u16);
-    out.put_slice(node);
-    out.put_u16_le(url.len() as u16);
-    out.put_slice(url);
+    put_str(&mut out, &claim.node);
+    put_str(&mut out, &claim.url);
     with_crc(out)
 }
 
@@ -231,6 +228,14 @@ pub(in crate::region) fn checked<'a>(
         return Err(FormatError::Version(body[4]));
     }
     Ok(body)
+}
+
+/// A string as [`take_str`] reads it: its length (u16) and bytes, cut at
+/// 65,535 bytes.
+pub(in crate::region) fn put_str(out: &mut BytesMut, s: &str) {
+    let bytes = &s.as_bytes()[..s.len().min(u16::MAX as usize)];
+    out.put_u16_le(bytes.len() as u16);
+    out.put_slice(bytes);
 }
 
 pub(in crate::region) fn take_str(rest: &mut &[u8]) -> Result<String, FormatError> {

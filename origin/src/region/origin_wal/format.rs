@@ -14,7 +14,9 @@
 
 use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::region::format::{checked, take_str, with_crc, FormatError, PutId, CRC, VERSION};
+use crate::region::format::{
+    checked, put_str, take_str, with_crc, FormatError, PutId, CRC, VERSION,
+};
 
 const LOG_MAGIC: &[u8; 4] = b"DSOW";
 const TENURE_MAGIC: &[u8; 4] = b"DSTN";
@@ -22,6 +24,11 @@ const TENURE_MAGIC: &[u8; 4] = b"DSTN";
 const LOG_HEADER: usize = 4 + 1 + 1 + 16 + 4;
 const SECTION_HEADER: usize = 4 + 1 + 4;
 const RELEASES: u8 = 1;
+
+/// The epoch of a log's writer as `tenure`'s walk counts it; a fence is
+/// any other (a log has one writer, so its objects carry no epoch).
+pub const WRITER_EPOCH: u64 = 1;
+const FENCE_EPOCH: u64 = 2;
 
 /// A log's name: random, one per process start of its writer.
 pub type LogId = [u8; 16];
@@ -51,7 +58,11 @@ impl LogObject {
     pub fn found(&self, partition: u32) -> crate::region::tenure::Found {
         crate::region::tenure::Found::Object {
             // The writer's objects are epoch 1 of their log, fences another.
-            epoch: if self.fence { 2 } else { 1 },
+            epoch: if self.fence {
+                FENCE_EPOCH
+            } else {
+                WRITER_EPOCH
+            },
             releases: self
                 .sections
                 .iter()
@@ -152,10 +163,8 @@ pub struct TenureRecord {
 }
 
 pub fn encode_tenure(t: &TenureRecord) -> Bytes {
-    let node = &t.node.as_bytes()[..t.node.len().min(u16::MAX as usize)];
-    let url = &t.url.as_bytes()[..t.url.len().min(u16::MAX as usize)];
     let mut out =
-        BytesMut::with_capacity(4 + 1 + 16 + 8 + 1 + 8 + 16 + 4 + node.len() + url.len() + CRC);
+        BytesMut::with_capacity(4 + 1 + 16 + 8 + 1 + 8 + 16 + 4 + t.node.len() + t.url.len() + CRC);
     out.put_slice(TENURE_MAGIC);
     out.put_u8(VERSION);
     out.put_slice(&t.log);
@@ -163,10 +172,8 @@ pub fn encode_tenure(t: &TenureRecord) -> Bytes {
     out.put_u8(u8::from(t.previous_end.is_some()));
     out.put_u64_le(t.previous_end.unwrap_or(0));
     out.put_slice(&t.put_id);
-    out.put_u16_le(node.len() as u16);
-    out.put_slice(node);
-    out.put_u16_le(url.len() as u16);
-    out.put_slice(url);
+    put_str(&mut out, &t.node);
+    put_str(&mut out, &t.url);
     with_crc(out)
 }
 

@@ -133,7 +133,7 @@ async fn walk(
     // another (`LogObject::found`); the walk does not use the log's name.
     let model = Tenure {
         log: 0,
-        epoch: 1,
+        epoch: super::format::WRITER_EPOCH,
         from: tenure.from,
         previous_end: tenure.previous_end,
     };

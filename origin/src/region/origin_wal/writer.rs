@@ -249,28 +249,36 @@ impl State {
     /// Takes one request from the handle.
     fn take(&mut self, request: Request) {
         match request {
-            Request::Put(item @ Item::Frames { partition, .. }) => {
+            Request::Put(item) => {
                 if let Some(number) = self.stopped {
-                    item.answer(Err(WalError::LogFenced { number }));
-                } else if !self.serving.contains(&partition) {
-                    item.answer(Err(WalError::NotServing { partition }));
-                } else {
-                    self.oldest.get_or_insert_with(Instant::now);
-                    if let Item::Frames { frames, .. } = &item {
-                        self.waiting_bytes = self.waiting_bytes.saturating_add(frames.len());
-                    }
-                    self.waiting.push_back(item);
+                    return item.answer(Err(WalError::LogFenced { number }));
                 }
-            }
-            Request::Put(item @ Item::Release { partition, .. }) => {
-                if let Some(number) = self.stopped {
-                    item.answer(Err(WalError::LogFenced { number }));
-                } else if !self.serving.remove(&partition) {
-                    item.answer(Err(WalError::NotServing { partition }));
-                } else {
-                    self.oldest.get_or_insert_with(Instant::now);
-                    self.releasing.insert(partition);
-                    self.waiting.push_back(item);
+                // Frames of a served partition wait; a release ends its
+                // service now, and its later frames are refused.
+                let served = match &item {
+                    Item::Frames {
+                        partition, frames, ..
+                    } => {
+                        let served = self.serving.contains(partition);
+                        if served {
+                            self.waiting_bytes = self.waiting_bytes.saturating_add(frames.len());
+                        }
+                        served.then_some(()).ok_or(*partition)
+                    }
+                    Item::Release { partition, .. } => {
+                        let served = self.serving.remove(partition);
+                        if served {
+                            self.releasing.insert(*partition);
+                        }
+                        served.then_some(()).ok_or(*partition)
+                    }
+                };
+                match served {
+                    Ok(()) => {
+                        self.oldest.get_or_insert_with(Instant::now);
+                        self.waiting.push_back(item);
+                    }
+                    Err(partition) => item.answer(Err(WalError::NotServing { partition })),
                 }
             }
             Request::Reserve { partition, reply } => {
