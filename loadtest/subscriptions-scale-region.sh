@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Subscriptions at scale in a region (issue 47 point 2): `ds-load
+# Subscriptions at scale in a region (the region half of the scale test): `ds-load
 # subscriptions-scale` against an origin in object durability on SeaweedFS,
 # serving a region of six partitions alone, so the engine runs as in any
 # region (its journal a hidden stream in the bucket, the catalog over every

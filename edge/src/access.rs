@@ -88,11 +88,11 @@ pub enum Admit {
     /// An anonymous read of a public stream: served by the edge, its
     /// requests charged to the account's public budget (no tail count).
     Public {
-        tail: Option<LiveReadGuard>,
+        live: Option<LiveReadGuard>,
     },
     /// A verified token: served by the edge, answers private.
     Token {
-        tail: Option<LiveReadGuard>,
+        live: Option<LiveReadGuard>,
     },
     /// Only the origin can decide (an API key): forward as it came.
     ToOrigin,
@@ -243,7 +243,7 @@ impl AccessGate {
             None if access == Access::Write => Admit::Refuse(denied(Denied::Unauthorized)),
             None => match self.is_public(upstream, stream).await {
                 Ok(true) => match charge(&budget(None, owner.account), false) {
-                    Ok(tail) => Admit::Public { tail },
+                    Ok(live) => Admit::Public { live },
                     Err(after) => Admit::Refuse(limited(after)),
                 },
                 Ok(false) => Admit::Refuse(denied(Denied::Unauthorized)),
@@ -261,7 +261,7 @@ impl AccessGate {
                     .and_then(|g| g.allows(&owner, access, now).map(|()| g))
                 {
                     Ok(grant) => match charge(&budget(Some(&grant), owner.account), true) {
-                        Ok(tail) => Admit::Token { tail },
+                        Ok(live) => Admit::Token { live },
                         Err(after) => Admit::Refuse(limited(after)),
                     },
                     Err(d) => Admit::Refuse(denied(d)),

@@ -298,9 +298,9 @@ pub struct Limits {
     pub sse_ring: usize,
     /// Largest data event of the shared feed (`max_bytes` of the upstream
     /// tail's reads); one JSON message larger than this comes whole.
-    pub tail_frame_bytes: u64,
+    pub sse_frame_bytes: u64,
     /// How long one upstream long-poll of a tail waits.
-    pub tail_poll_ms: u64,
+    pub upstream_poll_ms: u64,
     /// Bytes all streams' shared feeds hold together (their frames in the
     /// rings). A feed whose next frame does not fit ends (its readers
     /// reconnect), and while less than one frame's room is left a new SSE
@@ -354,8 +354,8 @@ impl Default for Limits {
             sse_shard_readers: 256,
             sse_refill_bytes: 64 * 1024,
             sse_ring: 256,
-            tail_frame_bytes: 1024 * 1024,
-            tail_poll_ms: 20_000,
+            sse_frame_bytes: 1024 * 1024,
+            upstream_poll_ms: 20_000,
             sse_ring_bytes: 512 * 1024 * 1024,
             sse_session: Duration::from_secs(60),
             sse_keepalive: Duration::from_secs(15),

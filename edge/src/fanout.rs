@@ -15,7 +15,7 @@
 //! each have a task that takes the frames from the ring.
 //!
 //! Bounds: a hub's ring holds `sse_ring` frames (each at most
-//! `tail_frame_bytes`, one oversized JSON message excepted); a reader that
+//! `sse_frame_bytes`, one oversized JSON message excepted); a reader that
 //! falls further behind is disconnected. All rings' frames together hold at
 //! most `sse_ring_bytes`: each frame holds its room until the ring drops it,
 //! and a ring whose next frame finds no room ends (its readers reconnect). A hub ends when its last reader
@@ -225,7 +225,7 @@ impl Fanout {
     /// Whether the rings have less room left than one frame may take: new
     /// readers are then refused until rings end and give room back.
     pub fn full(&self) -> bool {
-        (self.ring_bytes.available_permits() as u64) < self.limits.tail_frame_bytes
+        (self.ring_bytes.available_permits() as u64) < self.limits.sse_frame_bytes
     }
 
     /// Joins the hub of the stream's events as `accept` shapes them,
@@ -280,8 +280,8 @@ impl Fanout {
                 "{}?offset={}&live=long-poll&timeout_ms={}&max_bytes={}",
                 hub.path,
                 Offset(pos),
-                self.limits.tail_poll_ms,
-                self.limits.tail_frame_bytes
+                self.limits.upstream_poll_ms,
+                self.limits.sse_frame_bytes
             );
             if let Some(c) = &cursor {
                 pq.push_str("&cursor=");

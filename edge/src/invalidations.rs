@@ -1,5 +1,5 @@
 //! The edge's side of the origin's invalidation feed: one task per edge
-//! tails `GET /_invalidations` (`shared::invalidation`) and moves the
+//! partitions_followed `GET /_invalidations` (`shared::invalidation`) and moves the
 //! [`Cover`] that every answer from memory asks first
 //! (`docs/decisions/0006-edge-invalidation.md`).
 //!
@@ -19,7 +19,7 @@
 //!
 //! A region of several partitions (`shared::partition`) has a feed per
 //! partition, each served by the partition's owner: the first answer names
-//! the count (`ds-region-partitions`), and the edge then tails each
+//! the count (`ds-region-partitions`), and the edge then partitions_followed each
 //! (`partition=N`) on a task of its own. The feed counts as answered only
 //! while every partition's has; a loss in any is a loss of all.
 
@@ -121,13 +121,13 @@ impl Feed {
 
     /// Follows the feed (every partition's) until the edge shuts down.
     pub async fn follow(self: Arc<Self>, closing: watch::Receiver<bool>) {
-        let mut tails = tokio::task::JoinSet::new();
+        let mut partitions_followed = tokio::task::JoinSet::new();
         let mut learned = self.partitions.subscribe();
         let mut followed = 0;
         loop {
             let count = *learned.borrow_and_update();
             for p in followed..count {
-                tails.spawn(Arc::clone(&self).tail(p, closing.clone()));
+                partitions_followed.spawn(Arc::clone(&self).follow_partition(p, closing.clone()));
             }
             followed = followed.max(count);
             let mut closed = closing.clone();
@@ -136,11 +136,11 @@ impl Feed {
                 _ = closed.wait_for(|c| *c) => break,
             }
         }
-        while tails.join_next().await.is_some() {}
+        while partitions_followed.join_next().await.is_some() {}
     }
 
     /// Follows partition `p`'s feed until the edge shuts down.
-    async fn tail(self: Arc<Self>, p: u32, mut closing: watch::Receiver<bool>) {
+    async fn follow_partition(self: Arc<Self>, p: u32, mut closing: watch::Receiver<bool>) {
         let mut retry = RETRY_FIRST;
         let mut at: Option<(HeaderValue, u64)> = None;
         loop {

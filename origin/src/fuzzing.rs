@@ -4,7 +4,9 @@
 //! through here so that they stay private to everything else. Each target
 //! is one function of the input's bytes ([`TARGETS`]), so that the
 //! committed corpora are replayed by a plain test too
-//! (`tests/fuzz_corpus.rs`) on the stable compiler, without libFuzzer.
+//! (`fuzzing/corpus_replay.rs`, a unit test) on the stable compiler,
+//! without libFuzzer. Compiled only for tests and under the `fuzzing`
+//! feature, which `fuzz/` turns on.
 
 use std::path::Path;
 
@@ -214,3 +216,6 @@ pub fn tokens(data: &[u8]) {
         assert!(verifier.verify(s, 1_700_000_000).is_err());
     }
 }
+
+#[cfg(test)]
+mod corpus_replay;

@@ -22,6 +22,9 @@ pub mod auth;
 pub mod clock;
 pub mod config;
 pub mod core;
+// The fuzz targets: for `fuzz/` (the `fuzzing` feature) and the corpus
+// replay among the unit tests; not part of the origin otherwise.
+#[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod http;

@@ -147,8 +147,8 @@ impl Watched {
             self.lines.push(line);
         }
         if let Some(status) = self.proc.child.try_wait().expect("try_wait") {
-            let tail = self.lines[self.lines.len().saturating_sub(40)..].join("\n");
-            panic!("the origin stopped ({status}); its log ended with:\n{tail}");
+            let end = self.lines[self.lines.len().saturating_sub(40)..].join("\n");
+            panic!("the origin stopped ({status}); its log ended with:\n{end}");
         }
     }
 

@@ -25,5 +25,3 @@ mod sealing;
 #[path = "subscriptions.rs"]
 mod subscriptions;
 
-#[path = "fuzz_corpus.rs"]
-mod fuzz_corpus;

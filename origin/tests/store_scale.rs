@@ -77,7 +77,7 @@ async fn a_mass_expiry_is_spread_over_ticks_while_appends_go_on() {
             .append(Arc::clone(&keep), None, append(1), Bytes::from_static(b"k"))
             .await
             .unwrap();
-        assert_eq!(r.tail.next, tick as u64, "the append during expiry applied");
+        assert_eq!(r.end.next, tick as u64, "the append during expiry applied");
         left -= left.min(EXPIRE_PER_TICK);
         assert_eq!(
             store.stream_count(),

@@ -25,7 +25,7 @@ use std::time::Duration;
 /// - `light_path`: HTTP/1.1 long-polls and SSE reads are served without
 ///   hyper once their head is read (`crate::light_path`; off: hyper serves
 ///   every connection, as before);
-/// - `tail_head_bytes`: the most bytes of a request head the light path
+/// - `light_head_bytes`: the most bytes of a request head the light path
 ///   looks at; a longer head (or one not all arrived) is left to hyper,
 ///   which serves it as any other request;
 /// - `drain_delay`: from a stop signal, how long the server goes on
@@ -48,7 +48,7 @@ pub struct ServeConfig {
     pub probe_timeout: Duration,
     pub drain_delay: Duration,
     pub light_path: bool,
-    pub tail_head_bytes: usize,
+    pub light_head_bytes: usize,
 }
 
 impl Default for ServeConfig {
@@ -63,7 +63,7 @@ impl Default for ServeConfig {
             probe_timeout: Duration::from_secs(5),
             drain_delay: Duration::ZERO,
             light_path: true,
-            tail_head_bytes: 4096,
+            light_head_bytes: 4096,
         }
     }
 }

@@ -91,7 +91,7 @@ pub(crate) async fn serve<H, F, B>(
             |req| served.call(req, None),
             &mut held,
             answer,
-            config.tail_head_bytes,
+            config.light_head_bytes,
             config.header_read_timeout,
         )
         .await;

@@ -297,7 +297,7 @@ async fn a_head_longer_than_the_look_and_a_path_turned_off_go_to_hyper() {
     // The look holds 64 bytes; this head is longer. (A head not all
     // arrived at the look goes to hyper the same way: `light_path::head`.)
     let short = ServeConfig {
-        tail_head_bytes: 64,
+        light_head_bytes: 64,
         ..ServeConfig::default()
     };
     let (addr, world, _task) = start(short, None).await;

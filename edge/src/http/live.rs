@@ -27,7 +27,7 @@ enum Prepared {
 
 /// What the access gate adds to the answer once it comes.
 struct After {
-    tail: Option<shared::limits::LiveReadGuard>,
+    live: Option<shared::limits::LiveReadGuard>,
     private: bool,
 }
 
@@ -36,7 +36,7 @@ impl After {
         if self.private {
             shared::auth::privatize(resp.headers_mut());
         }
-        holding(resp, self.tail)
+        holding(resp, self.live)
     }
 }
 
@@ -73,7 +73,7 @@ async fn prepare(state: &Shared, req: Box<Request<Body>>) -> Prepared {
     let req = *req;
     let after = match access_of(&req) {
         None => After {
-            tail: None,
+            live: None,
             private: false,
         },
         Some((stream, access, live)) => {
@@ -83,7 +83,7 @@ async fn prepare(state: &Shared, req: Box<Request<Body>>) -> Prepared {
                 .await;
             match admitted {
                 Admit::Pass => After {
-                    tail: None,
+                    live: None,
                     private: false,
                 },
                 Admit::ToOrigin => {
@@ -91,12 +91,12 @@ async fn prepare(state: &Shared, req: Box<Request<Body>>) -> Prepared {
                     return Prepared::Answered("forward", resp);
                 }
                 Admit::Refuse(resp) => return Prepared::Answered("refused", resp),
-                Admit::Public { tail } => After {
-                    tail,
+                Admit::Public { live } => After {
+                    live,
                     private: false,
                 },
-                Admit::Token { tail } => After {
-                    tail,
+                Admit::Token { live } => After {
+                    live,
                     private: true,
                 },
             }

@@ -328,21 +328,21 @@ async fn dispatch(state: &Shared, req: Request<Body>) -> (&'static str, Response
         Admit::Pass => route(state, req).await,
         Admit::ToOrigin => ("forward", Box::pin(forward::forward_live(state, req)).await),
         Admit::Refuse(resp) => ("refused", resp),
-        Admit::Public { tail } => {
+        Admit::Public { live } => {
             let (name, resp) = route(state, req).await;
-            (name, holding(resp, tail))
+            (name, holding(resp, live))
         }
-        Admit::Token { tail } => {
+        Admit::Token { live } => {
             let (name, mut resp) = route(state, req).await;
             shared::auth::privatize(resp.headers_mut());
-            (name, holding(resp, tail))
+            (name, holding(resp, live))
         }
     }
 }
 
 /// A tail's count lasts as long as its answer streams.
-fn holding(resp: Response<Body>, tail: Option<shared::limits::LiveReadGuard>) -> Response<Body> {
-    match tail {
+fn holding(resp: Response<Body>, live: Option<shared::limits::LiveReadGuard>) -> Response<Body> {
+    match live {
         Some(guard) => resp.map(|body| {
             Body::new(http_body_util::BodyExt::map_frame(body, move |f| {
                 let _held = &guard;

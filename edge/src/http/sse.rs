@@ -224,8 +224,8 @@ async fn read(
     accept: Option<&'static str>,
 ) -> Result<Arc<Answer>, EdgeError> {
     let max = max
-        .unwrap_or(state.config.limits.tail_frame_bytes)
-        .min(state.config.limits.tail_frame_bytes);
+        .unwrap_or(state.config.limits.sse_frame_bytes)
+        .min(state.config.limits.sse_frame_bytes);
     let pq = format!("{path}?offset={from}&max_bytes={max}");
     let key = format!("{pq}\n{}", accept.unwrap_or(""));
     let upstream = state.upstream.clone();
@@ -438,7 +438,7 @@ impl Reader {
     }
 
     /// Reads and sends up to `to`; whether the stream closed on the way.
-    /// (At most `piece` bytes a read, and `tail_frame_bytes`.)
+    /// (At most `piece` bytes a read, and `sse_frame_bytes`.)
     async fn fill(&mut self, to: u64, piece: u64) -> Result<bool, End> {
         while self.pos < to {
             let a = self.read_at(Some((to - self.pos).min(piece))).await?;

@@ -259,7 +259,7 @@ async fn an_sse_session_ends_after_its_time_and_a_reader_resumes_at_its_offset()
 async fn the_shared_feeds_hold_at_most_their_bytes() {
     let limits = Limits {
         sse_ring_bytes: 25_000,
-        tail_frame_bytes: 25_000,
+        sse_frame_bytes: 25_000,
         ..Limits::default()
     };
     let s = Stack::start_with(JsonReads::Ndjson, limits).await;
@@ -284,7 +284,7 @@ async fn the_shared_feeds_hold_at_most_their_bytes() {
     // Feeds with less room than one frame refuse new readers.
     let tight = Limits {
         sse_ring_bytes: 10_000,
-        tail_frame_bytes: 25_000,
+        sse_frame_bytes: 25_000,
         ..Limits::default()
     };
     let s = Stack::start_with(JsonReads::Ndjson, tight).await;

@@ -120,8 +120,8 @@ fn answer(
         }),
         _ => None,
     };
-    *resp.headers_mut() = answer_headers(&appended.view, appended.tail.next, receipt);
-    if appended.tail.closed {
+    *resp.headers_mut() = answer_headers(&appended.view, appended.end.next, receipt);
+    if appended.end.closed {
         set(&mut resp, h::STREAM_CLOSED, "true");
     }
     match appended.outcome {

@@ -104,7 +104,7 @@ async fn run(
     if_none_match: Option<&str>,
 ) -> Result<Response<Body>, ApiError> {
     let (view, start) = open_cacheable(state, stream, token, offset, has_query)?;
-    let tail = view.tail();
+    let tail = view.end();
     if start.bytes() > tail.next {
         return Err(ApiError::OffsetBeyondTail { tail: tail.next });
     }

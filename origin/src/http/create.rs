@@ -111,8 +111,8 @@ fn answer(created: &Created, host: &str, path: &str) -> Response<Body> {
         "content-type",
         &*created.view.config.content_type,
     );
-    set(&mut resp, h::STREAM_NEXT_OFFSET, Offset(created.tail.next));
-    if created.tail.closed {
+    set(&mut resp, h::STREAM_NEXT_OFFSET, Offset(created.end.next));
+    if created.end.closed {
         set(&mut resp, h::STREAM_CLOSED, "true");
     }
     if created.view.is_public() {

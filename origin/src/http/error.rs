@@ -275,7 +275,7 @@ fn store_error(e: StoreError) -> Response<Body> {
             set(&mut r, "retry-after", 5);
             r
         }
-        StoreError::Refused { refusal, tail } => refusal_response(refusal, &tail),
+        StoreError::Refused { refusal, end } => refusal_response(refusal, &end),
         StoreError::SnapshotRefused(refusal) => snapshot_refusal(refusal),
         StoreError::LogFull => {
             let mut r = error_response(

@@ -104,10 +104,10 @@ pub async fn plan(state: &Shared, path: &str, req: ForkRequest) -> Result<ForkPl
         Err(e) => return Err(e.into()),
     };
     let config = fork::config(&req, &source.config).map_err(refused)?;
-    let tail = source.tail().next;
+    let tail = source.end().next;
     let anchor = req.offset.unwrap_or(tail);
     // A fork starts where a read could: not before the source's retention.
-    let retained = source.tail().retained;
+    let retained = source.end().retained;
     if anchor < retained {
         return Err(ApiError::Gone { retained });
     }

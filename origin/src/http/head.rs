@@ -29,7 +29,7 @@ pub async fn head(state: Shared, path: String, req: Request) -> Response<Body> {
     if let Err(e) = check_incarnation(&view, req.headers()) {
         return e.into_response();
     }
-    let tail = view.tail();
+    let tail = view.end();
     let mut resp = Response::new(Body::empty());
     stream_headers(&mut resp, &view);
     set(&mut resp, "content-type", &*view.config.content_type);

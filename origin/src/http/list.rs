@@ -191,7 +191,7 @@ fn live(view: &StreamView, now_ms: u64) -> bool {
 
 /// A stream as a listing shows it.
 fn listed(view: &StreamView) -> Listed {
-    let tail = view.tail();
+    let tail = view.end();
     let (ttl_seconds, expires_at) = match view.config.expiry {
         Expiry::Never => (None, None),
         Expiry::IdleSecs(s) => (

@@ -74,7 +74,7 @@ pub fn park(
     // the connection's read buffer, which hyper would otherwise have to
     // allocate again while this one stays pinned (8 KiB a parked reader).
     drop(req);
-    let mut rx = view.watch_tail();
+    let mut rx = view.watch_end();
     let first = rx.borrow_and_update();
     let start = resolve_start(params.offset, &first)?;
     Ok(Parked {
@@ -99,7 +99,7 @@ impl Parked {
         let start = self.start;
         // Parked, then woken by a publish: the answer is a delivery.
         let mut parked = false;
-        let tail = if start < self.first.next || self.first.closed {
+        let end = if start < self.first.next || self.first.closed {
             self.first
         } else {
             let _tail = match &self.caller {
@@ -146,7 +146,7 @@ impl Parked {
             &self.view,
             self.mode,
             &self.rx,
-            tail,
+            end,
             start,
             parked,
             &self.params,
@@ -163,12 +163,12 @@ async fn respond(
     view: &Arc<StreamView>,
     mode: JsonReads,
     rx: &EndReceiver,
-    tail: End,
+    end: End,
     start: u64,
     parked: bool,
     params: &ReadParams,
 ) -> Result<Response<Body>, ApiError> {
-    if tail.gone {
+    if end.gone {
         return Err(if view.is_soft_deleted() {
             ApiError::Store(crate::store::StoreError::SoftDeleted)
         } else {
@@ -176,14 +176,14 @@ async fn respond(
         });
     }
     let now = state.store.clock().now_ms();
-    if tail.next <= start {
+    if end.next <= start {
         // Timed out, or the stream closed at this offset.
         let mut resp = Response::new(Body::empty());
         *resp.status_mut() = StatusCode::NO_CONTENT;
         stream_headers(&mut resp, view);
-        set(&mut resp, h::STREAM_NEXT_OFFSET, Offset(tail.next));
+        set(&mut resp, h::STREAM_NEXT_OFFSET, Offset(end.next));
         set(&mut resp, h::STREAM_UP_TO_DATE, "true");
-        if tail.closed {
+        if end.closed {
             set(&mut resp, h::STREAM_CLOSED, "true");
         } else {
             set(
@@ -195,7 +195,7 @@ async fn respond(
         set(&mut resp, "cache-control", "no-store");
         return Ok(resp);
     }
-    let slice = read_slice(view, start, params.max_bytes, tail, read_cut(view, mode)).await?;
+    let slice = read_slice(view, start, params.max_bytes, end, read_cut(view, mode)).await?;
     let (body, content_type) = shape_body(view, mode, slice.bytes.clone());
     state.metrics.served(body.len());
     if let (true, Some(at)) = (parked, rx.published_at()) {

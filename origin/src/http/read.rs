@@ -37,7 +37,7 @@ async fn run(
     params: ReadParams,
 ) -> Result<Response<Body>, ApiError> {
     let view = open_for_read(state, &path, req.headers())?;
-    let tail = view.tail();
+    let tail = view.end();
     let start = resolve_start(params.offset, &tail)?;
     let mode = negotiate(req.headers(), state.config.json_reads);
     let slice = read_slice(&view, start, params.max_bytes, tail, read_cut(&view, mode)).await?;

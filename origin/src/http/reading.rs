@@ -133,13 +133,13 @@ pub async fn check_floor(
     let Some(view) = params.floor.and_then(|_| state.store.get(path)) else {
         return Ok(());
     };
-    let end = view.tail().next;
+    let end = view.end().next;
     if shared::params::floor_reached(params.floor, end) {
         return Ok(());
     }
     state.store.vouch().await?;
     // Vouched: nothing it lacked (an append lands before its answer).
-    let end = view.tail().next.max(end);
+    let end = view.end().next.max(end);
     if shared::params::floor_reached(params.floor, end) {
         return Ok(());
     }

@@ -139,7 +139,7 @@ fn unavailable(e: impl std::fmt::Display) -> ApiError {
 /// A snapshot's offset lies within what the stream holds (not past its
 /// end, not below its retention) and, in a JSON stream, between messages.
 async fn check_point(view: &Arc<StreamView>, offset: u64) -> Result<(), ApiError> {
-    let end = view.tail();
+    let end = view.end();
     if offset > end.next {
         return Err(
             StoreError::SnapshotRefused(SnapshotRefusal::BeyondTail { tail: end.next }).into(),
@@ -351,7 +351,7 @@ async fn retain(
     set(
         &mut resp,
         h::STREAM_RETAINED_OFFSET,
-        Offset(view.tail().retained),
+        Offset(view.end().retained),
     );
     Ok(resp)
 }
@@ -559,7 +559,7 @@ async fn serve(
         set(&mut resp, h::STREAM_IMMUTABLE, "true");
         set(&mut resp, http::header::CACHE_CONTROL, IMMUTABLE);
     } else {
-        if view.tail().next == meta.offset {
+        if view.end().next == meta.offset {
             set(&mut resp, h::STREAM_UP_TO_DATE, "true");
         }
         set(&mut resp, http::header::CACHE_CONTROL, "no-cache");

@@ -82,7 +82,7 @@ async fn run(
             tokio::time::Instant::now()
                 + std::time::Duration::from_secs(exp.saturating_sub(now_secs))
         });
-    let mut rx = view.watch_tail();
+    let mut rx = view.watch_end();
     let first = rx.borrow_and_update();
     let mut pos = resolve_start(params.offset, &first)?;
     let base64 = sse_uses_base64(&view.config.content_type);

@@ -38,7 +38,7 @@ struct Shared {
 }
 
 struct Current {
-    tail: End,
+    end: End,
     /// One more per publish.
     version: u64,
     /// When it was published, if a reader waited for it then (a
@@ -59,11 +59,11 @@ pub struct EndReceiver {
 }
 
 impl EndWatch {
-    pub fn new(tail: End) -> Self {
+    pub fn new(end: End) -> Self {
         EndWatch {
             shared: Arc::new(Shared {
                 current: Mutex::new(Current {
-                    tail,
+                    end,
                     version: 0,
                     stamp: None,
                     wakers: WakerSet::default(),
@@ -74,15 +74,15 @@ impl EndWatch {
     }
 
     pub fn get(&self) -> End {
-        self.shared.current.lock().tail
+        self.shared.current.lock().end
     }
 
     /// Sets a new end and wakes the receivers waiting for one.
-    pub fn publish(&self, tail: End) {
+    pub fn publish(&self, end: End) {
         let stamp = (self.shared.waiting.load(Ordering::Relaxed) > 0).then(Instant::now);
         let wakers = {
             let mut current = self.shared.current.lock();
-            current.tail = tail;
+            current.end = end;
             current.version += 1;
             current.stamp = stamp;
             if current.wakers.is_empty() {
@@ -114,7 +114,7 @@ impl EndWatch {
 impl EndReceiver {
     /// The current end.
     pub fn borrow(&self) -> End {
-        self.shared.current.lock().tail
+        self.shared.current.lock().end
     }
 
     /// When the end last marked seen was published, if a reader waited
@@ -128,7 +128,7 @@ impl EndReceiver {
         let c = self.shared.current.lock();
         self.seen = c.version;
         self.stamp = c.stamp;
-        c.tail
+        c.end
     }
 
     /// Ready once an end newer than the last one seen is published (then
@@ -155,9 +155,9 @@ impl EndReceiver {
         let mut c = self.shared.current.lock();
         self.seen = c.version;
         self.stamp = c.stamp;
-        if done(&c.tail) {
+        if done(&c.end) {
             unregister(&self.shared.waiting, &mut c, &mut self.slot);
-            return Poll::Ready(c.tail);
+            return Poll::Ready(c.end);
         }
         register(&self.shared.waiting, &mut c, &mut self.slot, cx);
         Poll::Pending
@@ -208,7 +208,7 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn tail(next: u64) -> End {
+    fn end(next: u64) -> End {
         End {
             next,
             closed: false,
@@ -219,13 +219,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiter_wakes_on_the_next_publish() {
-        let watch = EndWatch::new(tail(0));
+        let watch = EndWatch::new(end(0));
         let mut rx = watch.subscribe();
         let waiter = tokio::spawn(async move { rx.wait_for(|t| t.next >= 5).await });
         // Publishes that do not satisfy the waiter, then one that does: it
         // wakes whether it was already waiting or not.
         for next in 1..=5 {
-            watch.publish(tail(next));
+            watch.publish(end(next));
             tokio::task::yield_now().await;
         }
         let got = tokio::time::timeout(Duration::from_secs(10), waiter)
@@ -238,9 +238,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_publish_before_the_wait_is_not_missed() {
-        let watch = EndWatch::new(tail(0));
+        let watch = EndWatch::new(end(0));
         let mut rx = watch.subscribe();
-        watch.publish(tail(1));
+        watch.publish(end(1));
         tokio::time::timeout(Duration::from_secs(10), rx.changed())
             .await
             .expect("the publish before the wait counts");
@@ -255,7 +255,7 @@ mod tests {
         // Writers publish from a plain thread while readers on a runtime wait
         // for each value in turn; a lost wake-up would hang a reader (and
         // fail the timeout).
-        let watch = Arc::new(EndWatch::new(tail(0)));
+        let watch = Arc::new(EndWatch::new(end(0)));
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_time()
@@ -274,7 +274,7 @@ mod tests {
             })
             .collect();
         for next in 1..=2_000 {
-            watch.publish(tail(next));
+            watch.publish(end(next));
         }
         rt.block_on(async {
             for r in readers {

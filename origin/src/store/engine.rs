@@ -115,7 +115,7 @@ impl Entry {
         }
     }
 
-    pub fn tail(&self) -> End {
+    pub fn end(&self) -> End {
         End {
             next: self.core.len,
             closed: self.core.closed,
@@ -275,7 +275,7 @@ impl Engine {
         self.append(&rec.path, &rec.initial, payload, at);
         // Not yet visible to readers (the writer registers it after commit).
         let entry = &self.entries[rec.path.as_str()];
-        entry.view.publish(entry.tail());
+        entry.view.publish(entry.end());
     }
 
     /// Applies an append to the stream's state and keeps where its bytes are.

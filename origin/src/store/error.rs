@@ -14,7 +14,7 @@ pub enum StoreError {
     #[error("the stream exists with a different configuration")]
     ConfigMismatch,
     #[error("append refused: {refusal:?}")]
-    Refused { refusal: AppendRefusal, tail: End },
+    Refused { refusal: AppendRefusal, end: End },
     #[error("the store is shutting down")]
     ShuttingDown,
     /// Too many bytes wait to be sealed (object storage down or slow).

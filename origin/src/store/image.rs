@@ -56,7 +56,7 @@ pub fn export(
         Ok(Disk {
             files: files::StreamFiles::new(scratch, 16),
             segments: segments::Segments::open_all(scratch, present)?,
-            cold: None,
+            chunk_cache: None,
         })
     })?;
     if recovered.report.torn_bytes_dropped > 0 {
@@ -301,7 +301,7 @@ mod tests {
             Ok(Disk {
                 files: files::StreamFiles::new(data, 16),
                 segments: segments::Segments::open_all(data, present)?,
-                cold: None,
+                chunk_cache: None,
             })
         })
         .unwrap()

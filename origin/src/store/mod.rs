@@ -325,7 +325,7 @@ fn recover_disk(
     objects: Option<&crate::objects::instrumented::Objects>,
     metrics: &Arc<Metrics>,
 ) -> std::io::Result<recovery::Recovered> {
-    let cold = objects.map(|o| {
+    let chunk_cache = objects.map(|o| {
         Arc::new(chunk_cache::ChunkCache::new(
             o.clone(),
             config.chunk_cache_bytes,
@@ -342,7 +342,7 @@ fn recover_disk(
         Ok(view::Disk {
             files: files::StreamFiles::new(&config.data, files_cap),
             segments: segments::Segments::open_all(&config.data, segments)?,
-            cold,
+            chunk_cache,
         })
     })
 }

@@ -181,7 +181,7 @@ impl Publisher {
                     view.set_soft_deleted(false);
                     view.publish(End {
                         gone: true,
-                        ..view.tail()
+                        ..view.end()
                     });
                     Engine::remove_file(&self.data, &view.disk().files, view.id);
                 }
@@ -196,7 +196,7 @@ impl Publisher {
                 AfterCommit::Appended(reply, result) => {
                     if let Ok(a) = &result {
                         if matches!(a.outcome, AppendOutcome::Applied { .. }) {
-                            a.view.publish(a.tail);
+                            a.view.publish(a.end);
                             if let Some(o) = self.observer.get() {
                                 o.appended(&a.view.path);
                             }

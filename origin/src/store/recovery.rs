@@ -96,7 +96,7 @@ pub fn recover(
     // Readers see the replayed state, not the one the view was built with.
     for &id in &touched {
         if let Some(entry) = engine.entry_by_id(id) {
-            entry.view.publish(entry.tail());
+            entry.view.publish(entry.end());
             entry.view.set_snapshot(entry.core.snapshot.clone());
         }
     }

@@ -110,7 +110,7 @@ pub struct Disk {
     pub files: StreamFiles,
     pub segments: Segments,
     /// Sealed chunks (none without object storage).
-    pub cold: Option<Arc<ChunkCache>>,
+    pub chunk_cache: Option<Arc<ChunkCache>>,
 }
 
 /// Why a read failed.
@@ -174,7 +174,7 @@ impl StreamView {
     /// Removed for good: its tail is gone and it is not kept for forks
     /// (sealing it stops).
     pub fn is_removed(&self) -> bool {
-        self.tail().gone && !self.is_soft_deleted()
+        self.end().gone && !self.is_soft_deleted()
     }
 
     /// A fork's source and the end of what it inherits.
@@ -235,11 +235,11 @@ impl StreamView {
     /// either (the source's snapshot replaced those bytes for every reader
     /// of them), so its retained offset is at least that, up to its fork
     /// point.
-    pub fn tail(&self) -> End {
+    pub fn end(&self) -> End {
         let mut tail = self.tail.get();
         if let Some(f) = &self.fork {
             tail.retained =
-                crate::core::fork::retained(tail.retained, f.parent.tail().retained, f.at);
+                crate::core::fork::retained(tail.retained, f.parent.end().retained, f.at);
         }
         tail
     }
@@ -250,7 +250,7 @@ impl StreamView {
     }
 
     /// A receiver that wakes on every published tail.
-    pub fn watch_tail(&self) -> EndReceiver {
+    pub fn watch_end(&self) -> EndReceiver {
         self.tail.subscribe()
     }
 
@@ -302,7 +302,7 @@ impl StreamView {
         // Below the source's retention its bytes may be gone; no reader
         // of the fork asks for them (its retention is at least that), but
         // sealing the fork's first chunk spans them: zeros stand in.
-        let kept_from = f.parent.tail().retained.clamp(start, mid);
+        let kept_from = f.parent.end().retained.clamp(start, mid);
         let inherited = if kept_from > start {
             let mut part = vec![0; (kept_from - start) as usize];
             part.extend_from_slice(&Box::pin(f.parent.read(kept_from, mid)).await?);
@@ -326,7 +326,7 @@ impl StreamView {
             let dropped = self.dropped.load(Ordering::Acquire);
             let warm_from = start.max(dropped).min(end);
             let cold = if start < warm_from {
-                let cold = self.disk.cold.as_ref().ok_or_else(|| {
+                let cold = self.disk.chunk_cache.as_ref().ok_or_else(|| {
                     io::Error::other("sealed bytes were dropped without object storage")
                 })?;
                 cold.read(self.id, &self.path, &self.incarnation, start, warm_from)
@@ -414,7 +414,7 @@ impl StreamView {
     /// punched into the file, whose size stays; their log extents
     /// forgotten). Returns the bytes released and the extents forgotten.
     pub(crate) fn drop_sealed(&self, through: u64) -> (u64, Vec<Extent>) {
-        if self.disk.cold.is_none() {
+        if self.disk.chunk_cache.is_none() {
             return (0, Vec::new());
         }
         let before = self.dropped.fetch_max(through, Ordering::AcqRel);
@@ -457,7 +457,7 @@ impl StreamView {
     /// was punched before the restart, or is at this stream's next drop,
     /// which punches from 0). Returns the extents forgotten.
     pub(crate) fn forget_sealed(&self, through: u64) -> Vec<Extent> {
-        if self.disk.cold.is_none() || through == 0 {
+        if self.disk.chunk_cache.is_none() || through == 0 {
             return Vec::new();
         }
         self.dropped.fetch_max(through, Ordering::AcqRel);

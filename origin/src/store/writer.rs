@@ -61,7 +61,7 @@ pub struct Created {
     pub view: Arc<StreamView>,
     /// False when the stream already existed with the same configuration.
     pub created: bool,
-    pub tail: End,
+    pub end: End,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,7 +80,7 @@ pub enum AppendOutcome {
 
 pub struct Appended {
     pub outcome: AppendOutcome,
-    pub tail: End,
+    pub end: End,
     pub view: Arc<StreamView>,
 }
 
@@ -677,7 +677,7 @@ impl Writer {
             Err(refusal) => {
                 return Err(StoreError::Refused {
                     refusal,
-                    tail: entry.tail(),
+                    end: entry.end(),
                 })
             }
             Ok(AppendDecision::Duplicate {
@@ -710,22 +710,22 @@ impl Writer {
                     unreachable!("just built")
                 };
                 let applied = entry.apply(&effect, &payload, at);
-                let tail = entry.tail();
+                let tail = entry.end();
                 let sealed = entry.core.sealed;
                 self.note_applied(&view, id, &applied, tail, sealed);
                 let start = effect.start;
                 // Published with its answer (see `AfterCommit::Appended`).
                 return Ok(Appended {
                     outcome: AppendOutcome::Applied { start },
-                    tail,
+                    end: tail,
                     view,
                 });
             }
         };
-        let tail = entry.tail();
+        let tail = entry.end();
         Ok(Appended {
             outcome,
-            tail,
+            end: tail,
             view,
         })
     }

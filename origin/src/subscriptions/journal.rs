@@ -113,7 +113,7 @@ impl Journal {
         let mut chosen: Option<(u64, Arc<StreamView>, Vec<Line>)> = None;
         for (n, view) in found.iter().rev() {
             let bytes = view
-                .read(0, view.tail().next)
+                .read(0, view.end().next)
                 .await
                 .map_err(|e| Error::Journal(format!("reading it: {e}")))?;
             let lines: Vec<Line> = lines_of(&bytes).collect();
@@ -215,7 +215,7 @@ impl Journal {
 
     /// The journal's size, in bytes.
     pub async fn size(&self) -> u64 {
-        self.current.read().await.view.tail().next
+        self.current.read().await.view.end().next
     }
 
     /// Whether a rewrite is due: past `threshold`, and past twice what the
@@ -263,7 +263,7 @@ impl Journal {
         self.write(&created.view, Bytes::from(piece)).await?;
         let old = current.n;
         self.rewritten.store(
-            created.view.tail().next,
+            created.view.end().next,
             std::sync::atomic::Ordering::Relaxed,
         );
         *current = Current {

@@ -359,7 +359,7 @@ impl Subscriptions {
     fn tail_of(&self, root: &str, rel: &str) -> Option<u64> {
         self.catalog
             .get(&Self::full_path(root, rel))
-            .map(|v| v.tail().next)
+            .map(|v| v.end().next)
     }
 
     fn slot(&self, key: &Key) -> Option<Arc<Slot>> {

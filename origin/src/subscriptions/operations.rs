@@ -179,7 +179,7 @@ impl Subscriptions {
                     path: rel.to_owned(),
                     glob: true,
                     explicit: false,
-                    acked: view.tail().next,
+                    acked: view.end().next,
                     incarnation: view.incarnation.to_string(),
                 });
             }
@@ -291,7 +291,7 @@ impl Subscriptions {
             path: rel.to_owned(),
             glob,
             explicit,
-            acked: view.as_ref().map_or(0, |v| v.tail().next),
+            acked: view.as_ref().map_or(0, |v| v.end().next),
             incarnation: view.map(|v| v.incarnation.to_string()).unwrap_or_default(),
         }
     }

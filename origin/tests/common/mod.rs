@@ -374,7 +374,7 @@ impl Api {
     }
 
     /// The stream's end, from `HEAD`.
-    pub async fn tail(&self, path: &str) -> String {
+    pub async fn end(&self, path: &str) -> String {
         let resp = send(self.head(path)).await;
         assert_eq!(resp.status().as_u16(), 200, "HEAD {path}");
         header(&resp, "stream-next-offset").expect("Stream-Next-Offset on HEAD")

@@ -39,7 +39,7 @@ async fn plain_append_answers_204_with_the_new_end() {
         assert!(resp.bytes().await.unwrap().is_empty());
     }
     assert_eq!(api.read_all(&path).await, b"abcdefgh");
-    assert_eq!(api.tail(&path).await, offset(8));
+    assert_eq!(api.end(&path).await, offset(8));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -86,7 +86,7 @@ async fn a_different_content_type_is_409_and_appends_nothing() {
     )
     .await;
     expect_error(resp, 409, "CONTENT_TYPE_MISMATCH").await;
-    assert_eq!(api.tail(&json).await, offset(0));
+    assert_eq!(api.end(&json).await, offset(0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,7 +101,7 @@ async fn a_body_without_a_content_type_is_400() {
         "BAD_REQUEST",
     )
     .await;
-    assert_eq!(api.tail(&path).await, offset(0));
+    assert_eq!(api.end(&path).await, offset(0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -376,8 +376,8 @@ async fn a_body_over_8_mib_is_413_and_appends_nothing() {
     .await;
     expect_error(resp, 413, "PAYLOAD_TOO_LARGE").await;
 
-    assert_eq!(api.tail(&path).await, offset(8 * MIB as u64));
-    assert_eq!(api.tail(&json).await, offset(0));
+    assert_eq!(api.end(&path).await, offset(8 * MIB as u64));
+    assert_eq!(api.end(&json).await, offset(0));
     let head = send(api.head(&path)).await;
     assert_eq!(
         header(&head, "ursula-max-request-bytes").as_deref(),

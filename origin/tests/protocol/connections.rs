@@ -148,8 +148,8 @@ async fn waiting_requests_end_when_their_client_leaves() {
     poll.write_all(request("offset=now&live=long-poll&timeout_ms=60000").as_bytes())
         .await
         .unwrap();
-    let mut tail = tokio::net::TcpStream::connect(addr).await.unwrap();
-    tail.write_all(request("offset=now&live=sse").as_bytes())
+    let mut end = tokio::net::TcpStream::connect(addr).await.unwrap();
+    end.write_all(request("offset=now&live=sse").as_bytes())
         .await
         .unwrap();
     until_metric(
@@ -158,9 +158,9 @@ async fn waiting_requests_end_when_their_client_leaves() {
         "the long-poll waits",
     )
     .await;
-    until_metric(&api, "ds_origin_sse_open 1", "the tail is open").await;
+    until_metric(&api, "ds_origin_sse_open 1", "the end is open").await;
     drop(poll);
-    drop(tail);
+    drop(end);
     until_metric(
         &api,
         "ds_origin_long_polls_waiting 0",
@@ -170,7 +170,7 @@ async fn waiting_requests_end_when_their_client_leaves() {
     until_metric(
         &api,
         "ds_origin_sse_open 0",
-        "a tail whose client left ends",
+        "a end whose client left ends",
     )
     .await;
 
@@ -288,5 +288,5 @@ async fn a_stalled_body_answers_408() {
         .expect("an answer");
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("REQUEST_TIMEOUT"), "{answer}");
-    assert_eq!(api.tail(&path).await, offset(0), "nothing appended");
+    assert_eq!(api.end(&path).await, offset(0), "nothing appended");
 }

@@ -98,7 +98,7 @@ async fn stalled_bodies_hold_at_most_their_share(declared: usize, sent: usize, c
     }
     drop(stalled);
     assert_eq!(
-        api.tail(&path).await,
+        api.end(&path).await,
         offset(10 << 20),
         "only the other client's bytes"
     );
@@ -128,5 +128,5 @@ async fn one_clients_bodies_past_its_share_pass_in_turn() {
     for r in futures::future::join_all(sends).await {
         assert_eq!(r.unwrap().status(), 204);
     }
-    assert_eq!(api.tail(&path).await, offset(24 << 20));
+    assert_eq!(api.end(&path).await, offset(24 << 20));
 }

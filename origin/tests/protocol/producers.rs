@@ -74,7 +74,7 @@ async fn an_append_applies_once_and_a_retry_gets_the_same_offsets() {
             Some("duplicate")
         );
     }
-    assert_eq!(api.tail(&path).await, offset(5));
+    assert_eq!(api.end(&path).await, offset(5));
 
     let second = send(produce(&api, &path, "p", 0, 1, "de")).await;
     assert_receipt(&second, 200, 5, 7, 0, 1);
@@ -124,7 +124,7 @@ async fn a_sequence_that_skips_ahead_is_409() {
     assert_eq!(refused.get("producer-expected-seq").unwrap(), "0");
     assert_eq!(refused.get("producer-received-seq").unwrap(), "3");
 
-    assert_eq!(api.tail(&path).await, offset(1));
+    assert_eq!(api.end(&path).await, offset(1));
     assert_eq!(
         send(produce(&api, &path, "p", 0, 1, "b")).await.status(),
         200
@@ -177,7 +177,7 @@ async fn a_new_epoch_must_start_at_seq_0() {
     )
     .await;
     assert_eq!(refused.get("producer-outcome").unwrap(), "invalid");
-    assert_eq!(api.tail(&path).await, offset(1));
+    assert_eq!(api.end(&path).await, offset(1));
     // The old epoch still holds.
     assert_eq!(
         send(produce(&api, &path, "p", 0, 1, "b")).await.status(),
@@ -278,7 +278,7 @@ async fn malformed_producer_headers_are_400_and_change_nothing() {
         }
         expect_error(send(req).await, 400, "BAD_REQUEST").await;
     }
-    assert_eq!(api.tail(&path).await, offset(1));
+    assert_eq!(api.end(&path).await, offset(1));
     // Had any refusal counted, seq 1 would now be a duplicate.
     let next = send(produce(&api, &path, "p", 0, 1, "b")).await;
     assert_receipt(&next, 200, 1, 2, 0, 1);
@@ -440,7 +440,7 @@ async fn a_producer_id_is_at_most_256_bytes() {
     let longest = "p".repeat(256);
     let r = send(produce(&api, &path, &longest, 0, 0, "a")).await;
     assert_eq!(r.status(), 200);
-    let tail = api.tail(&path).await;
+    let tail = api.end(&path).await;
     let too_long = "p".repeat(257);
     expect_error(
         send(produce(&api, &path, &too_long, 0, 0, "b")).await,
@@ -448,5 +448,5 @@ async fn a_producer_id_is_at_most_256_bytes() {
         "BAD_REQUEST",
     )
     .await;
-    assert_eq!(api.tail(&path).await, tail, "nothing appended");
+    assert_eq!(api.end(&path).await, tail, "nothing appended");
 }

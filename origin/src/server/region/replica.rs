@@ -521,7 +521,7 @@ impl<'a> Ask<'a> {
     pub(super) fn floor_reached(&self, view: Option<&crate::store::StreamView>) -> bool {
         match self {
             Ask::Read { floor, .. } => {
-                shared::params::floor_reached(*floor, view.map_or(0, |v| v.tail().next))
+                shared::params::floor_reached(*floor, view.map_or(0, |v| v.end().next))
             }
             Ask::Chunk { .. } | Ask::Snapshot { .. } => true,
         }
@@ -531,7 +531,7 @@ impl<'a> Ask<'a> {
     /// never one whose reads extend its life (only its owner logs that),
     /// nor one deleted.
     fn may_reach(&self, view: &crate::store::StreamView) -> bool {
-        view.config.expiry == Expiry::Never && !view.is_soft_deleted() && !view.tail().gone
+        view.config.expiry == Expiry::Never && !view.is_soft_deleted() && !view.end().gone
     }
 
     /// Whether a replica holding the stream as `view` shows answers it
@@ -540,7 +540,7 @@ impl<'a> Ask<'a> {
     /// there is more), never a stream whose reads extend its life or that
     /// is deleted, and only complete chunks.
     pub(super) fn answerable(&self, view: &crate::store::StreamView) -> bool {
-        let tail = view.tail();
+        let tail = view.end();
         if !self.may_reach(view) {
             return false;
         }

@@ -126,7 +126,7 @@ impl Writer {
             Ok(Created {
                 view: Arc::clone(&e.view),
                 created: false,
-                tail: e.tail(),
+                end: e.end(),
             })
         } else {
             Err(StoreError::ConfigMismatch)
@@ -173,7 +173,7 @@ impl Writer {
         };
         self.engine.create(&rec, &payload, now, at);
         let entry = &self.engine.entries[path.as_str()];
-        let (view, tail) = (Arc::clone(&entry.view), entry.tail());
+        let (view, tail) = (Arc::clone(&entry.view), entry.end());
         self.touched.insert(view.id);
         self.expiry.schedule(&entry.core.config, view.id, now);
         let applied = super::super::engine::Applied {
@@ -189,7 +189,7 @@ impl Writer {
         Ok(Created {
             view,
             created: true,
-            tail,
+            end: tail,
         })
     }
 }

@@ -60,7 +60,7 @@ impl Writer {
                     view.set_soft_deleted(true);
                     view.publish(End {
                         gone: true,
-                        ..view.tail()
+                        ..view.end()
                     });
                 })));
                 self.invalidate(after, path, incarnation, Change::Deleted, None);

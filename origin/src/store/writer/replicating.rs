@@ -50,7 +50,7 @@ impl Writer {
             };
             let (view, tail, snapshot) = (
                 Arc::clone(&entry.view),
-                entry.tail(),
+                entry.end(),
                 entry.core.snapshot.clone(),
             );
             self.touched.insert(id);
@@ -208,7 +208,7 @@ impl Writer {
                     view.set_soft_deleted(true);
                     view.publish(End {
                         gone: true,
-                        ..view.tail()
+                        ..view.end()
                     });
                 })));
             }

@@ -110,11 +110,11 @@ impl Writer {
             )));
             start += CHUNK_BYTES;
         }
-        after.push(AfterCommit::Publish(Arc::clone(&entry.view), entry.tail()));
+        after.push(AfterCommit::Publish(Arc::clone(&entry.view), entry.end()));
         let (path, incarnation) = (entry.core.path.clone(), entry.core.incarnation.clone());
         // What the stream's readers see now (a fork's own retention may
         // be below what it inherits).
-        let was = entry.view.tail().retained;
+        let was = entry.view.end().retained;
         let now = was.max(offset);
         self.invalidate(after, path, incarnation, Change::Retained, Some(now));
         self.retention_reaches_forks(id, was, now, after);

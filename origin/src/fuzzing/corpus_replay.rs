@@ -1,6 +1,6 @@
 //! Every input of the committed fuzz corpora (`fuzz/corpus/TARGET/`)
-//! replayed through its target (`origin::fuzzing::TARGETS`) on the stable
-//! compiler: the regression check CI runs on every change. Finding new
+//! replayed through its target ([`super::TARGETS`]) on the stable compiler:
+//! the regression check `cargo test` runs on every change. Finding new
 //! inputs is `scripts/fuzz` (libFuzzer, coverage-guided), run apart.
 
 use std::path::Path;
@@ -13,10 +13,10 @@ fn every_committed_fuzz_input_passes_its_target() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     folders.sort();
-    let mut named: Vec<&str> = origin::fuzzing::TARGETS.iter().map(|t| t.0).collect();
+    let mut named: Vec<&str> = super::TARGETS.iter().map(|t| t.0).collect();
     named.sort_unstable();
     assert_eq!(folders, named, "a corpus folder per target, and no other");
-    for (name, target) in origin::fuzzing::TARGETS {
+    for (name, target) in super::TARGETS {
         let mut inputs = 0;
         for entry in std::fs::read_dir(root.join(name)).unwrap() {
             let path = entry.unwrap().path();
