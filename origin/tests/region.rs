@@ -25,6 +25,8 @@ mod listing;
 mod network;
 #[path = "region/origin_wal.rs"]
 mod origin_wal;
+#[path = "region/origin_wal_checkpoints.rs"]
+mod origin_wal_checkpoints;
 #[path = "region/origins.rs"]
 mod origins;
 #[path = "region/outage.rs"]

@@ -24,4 +24,3 @@ mod sealing;
 
 #[path = "subscriptions.rs"]
 mod subscriptions;
-

@@ -144,6 +144,51 @@ pub fn partition_tenure(p: u32, k: u64) -> Path {
     Path::from(format!("region/partitions/{p:04}/tenures/{k:020}"))
 }
 
+/// Where partition `p`'s checkpoints in one WAL per origin are, each keyed
+/// by where it stands (`region::tenure::Stand`).
+pub fn partition_stands(p: u32) -> Path {
+    Path::from(format!("region/partitions/{p:04}/stands"))
+}
+
+pub fn partition_stand(p: u32, tenure: u64, number: u64) -> Path {
+    Path::from(format!(
+        "region/partitions/{p:04}/stands/{tenure:020}-{number:020}"
+    ))
+}
+
+/// Where the images of partition `p`'s checkpoints at stands are.
+pub fn partition_stand_images(p: u32) -> Path {
+    Path::from(format!("region/partitions/{p:04}/stand-images"))
+}
+
+/// Part `part` of the image the build with `put_id` made for the
+/// checkpoint standing at (`tenure`, `number`).
+pub fn partition_stand_image(
+    p: u32,
+    tenure: u64,
+    number: u64,
+    put_id: &[u8; 16],
+    part: u32,
+) -> Path {
+    Path::from(format!(
+        "region/partitions/{p:04}/stand-images/{tenure:020}-{number:020}/{}/{part:06}",
+        hex::encode(put_id)
+    ))
+}
+
+/// The (tenure, number) a stand's key, or a key below a stand's image
+/// folder, names: the first segment after `stands` or `stand-images`.
+pub fn stand_of(key: &Path) -> Option<(u64, u64)> {
+    let mut parts = key.parts().map(|p| p.as_ref().to_owned());
+    parts.find(|p| p == "stands" || p == "stand-images")?;
+    let s = parts.next()?;
+    let (tenure, number) = s.split_once('-')?;
+    let digits = |d: &str| d.len() == 20 && d.bytes().all(|b| b.is_ascii_digit());
+    (digits(tenure) && digits(number))
+        .then(|| Some((tenure.parse().ok()?, number.parse().ok()?)))
+        .flatten()
+}
+
 /// The number an epoch or WAL key ends in (None for any other key).
 pub fn numbered(key: &Path) -> Option<u64> {
     let last = key.filename()?;
@@ -156,6 +201,20 @@ pub fn numbered(key: &Path) -> Option<u64> {
 mod tests {
     use super::*;
     use shared::offset::CHUNK_BYTES;
+
+    #[test]
+    fn a_stand_is_read_back_from_its_keys_and_sorts_by_tenure_then_number() {
+        assert_eq!(stand_of(&partition_stand(3, 7, 12)), Some((7, 12)));
+        assert_eq!(
+            stand_of(&partition_stand_image(3, 7, 12, &[9; 16], 4)),
+            Some((7, 12))
+        );
+        assert_eq!(stand_of(&partition_tenure(3, 7)), None);
+        assert!(
+            partition_stand(0, 1, 99).as_ref() < partition_stand(0, 2, 0).as_ref(),
+            "a later tenure sorts after any number of an earlier one"
+        );
+    }
 
     #[test]
     fn keys_bind_path_and_incarnation() {

@@ -230,3 +230,23 @@ pub(crate) async fn list_numbers(
     numbers.sort_unstable();
     Ok(numbers)
 }
+
+/// Deletes `keys`, some at once; returns how many went (gone already
+/// counts). Failures are logged: the next checkpoint build or collection
+/// lists them again.
+pub(crate) async fn delete_all(store: &dyn ObjectStore, keys: Vec<Path>) -> u64 {
+    let results = futures::stream::iter(keys)
+        .map(|key| async move {
+            match store.delete(&key).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => true,
+                Err(e) => {
+                    tracing::warn!(key = %key, error = %e, "could not delete below a checkpoint; the next build tries again");
+                    false
+                }
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<bool>>()
+        .await;
+    results.into_iter().filter(|ok| *ok).count() as u64
+}

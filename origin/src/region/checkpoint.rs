@@ -41,11 +41,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::ObjectStore;
 
 use super::bucket::{
-    create_or_read, list_numbers, newer_epoch, newest_checkpoint, newest_checkpoint_number,
-    read_image, read_wal,
+    create_or_read, delete_all, list_numbers, newer_epoch, newest_checkpoint,
+    newest_checkpoint_number, read_image, read_wal,
 };
 use super::fence::EpochRule;
 use super::format::{self, CheckpointManifest, Kind, PutId, WalHeader};
@@ -369,25 +369,6 @@ fn images_of(p: u32, number: u64, put_id: &PutId, parts: u32) -> Vec<object_stor
     (0..parts)
         .map(|k| keys::partition_image_part(p, number, put_id, k))
         .collect()
-}
-
-/// Deletes `keys`, some at once; returns how many went (gone already
-/// counts). Failures are logged: the next build lists them again.
-async fn delete_all(store: &dyn ObjectStore, keys: Vec<object_store::path::Path>) -> u64 {
-    let results = futures::stream::iter(keys)
-        .map(|key| async move {
-            match store.delete(&key).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => true,
-                Err(e) => {
-                    tracing::warn!(key = %key, error = %e, "could not delete below a checkpoint; the next build tries again");
-                    false
-                }
-            }
-        })
-        .buffer_unordered(16)
-        .collect::<Vec<bool>>()
-        .await;
-    results.into_iter().filter(|ok| *ok).count() as u64
 }
 
 /// A build's folder under the origin's data directory.

@@ -8,12 +8,12 @@
 //!
 //! Built and tested against SeaweedFS on its own; the store's writer, the
 //! replicas and the checkpoints still use a WAL per partition
-//! (`object_wal`), and partition checkpoints and log deletion (rule 5) are
-//! not built here yet.
+//! (`object_wal`).
 //!
-//! - `format`: the log object and the tenure record;
+//! - `format`: the log object, the tenure record, a checkpoint's manifest;
 //! - `writer`: the task that gathers appends into puts and answers them;
-//! - `read`: reading a partition's history, fences and settled puts.
+//! - `read`: reading a partition's history, fences and settled puts;
+//! - `checkpoint`: partition checkpoints, and the log deleted below them.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -24,13 +24,15 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::objects::keys;
 use crate::region::bucket::create_or_read;
-use crate::region::object_wal::{Replay, WalError};
+use crate::region::object_wal::{Replay, WalError, CLAIM_TRIES};
 
+mod checkpoint;
 pub(crate) mod format;
 pub(crate) mod read;
 mod writer;
 
-pub use format::{LogId, TenureRecord};
+pub use checkpoint::{build, newest_stand, BuildJob, Built, Imager};
+pub use format::{LogId, StandManifest, TenureRecord};
 pub use read::{read_history, AtOpen, End, History};
 pub use writer::WriterConfig;
 
@@ -45,6 +47,9 @@ pub struct OriginWal {
     requests: mpsc::Sender<Request>,
     stopping: Arc<AtomicBool>,
     counters: Arc<Counters>,
+    /// The tenures this log holds, as made: (partition, tenure, first
+    /// number). Its deletion bound looks at each.
+    made: parking_lot::Mutex<Vec<(u32, u64, u64)>>,
 }
 
 /// What a claim found and made.
@@ -89,11 +94,32 @@ impl OriginWal {
             requests,
             stopping,
             counters,
+            made: parking_lot::Mutex::new(Vec::new()),
         }
     }
 
     pub fn log(&self) -> LogId {
         self.log
+    }
+
+    /// Every number of this log below it was answered as landed: a
+    /// checkpoint of a partition it serves may stand there.
+    pub fn acknowledged(&self) -> u64 {
+        self.counters.acknowledged.load(Ordering::Acquire)
+    }
+
+    /// Deletes this log's objects below where no reader needs them
+    /// (`tenure::deletion_bound`): the bound, and how many went.
+    pub async fn collect(&self) -> Result<(u64, u64), WalError> {
+        let made = self.made.lock().clone();
+        checkpoint::collect_log(
+            &*self.store,
+            &self.log,
+            &made,
+            self.acknowledged(),
+            &self.stopping,
+        )
+        .await
     }
 
     /// Puts made, and appends they answered.
@@ -140,14 +166,7 @@ impl OriginWal {
         let from = self
             .ask(|reply| Request::Reserve { partition, reply })
             .await?;
-        let history = read_history(
-            &*self.store,
-            partition,
-            AtOpen::Fence,
-            &self.stopping,
-            replay,
-        )
-        .await?;
+        let history = self.read_settled(partition, replay).await?;
         let tenure = history.tenures.len() as u64;
         let previous_end = match history.end {
             None => None,
@@ -182,6 +201,7 @@ impl OriginWal {
         if !made {
             return Err(WalError::Taken { partition, tenure });
         }
+        self.made.lock().push((partition, tenure, from));
         // A log stopped meanwhile (a takeover of another of its
         // partitions) serves nothing: the claim fails, its tenure ends at
         // the log's fence for whoever reads it next.
@@ -200,6 +220,35 @@ impl OriginWal {
             from,
             history,
         })
+    }
+
+    /// Reads `partition`'s history for a claim, fencing its open tenure,
+    /// until a reading's checkpoint is still the newest once it ended
+    /// (rule 5): a number it took for missing was not deleted under it.
+    async fn read_settled(
+        &self,
+        partition: u32,
+        replay: &mut (dyn FnMut(Replay) -> std::io::Result<()> + Send),
+    ) -> Result<History, WalError> {
+        for _ in 0..CLAIM_TRIES {
+            let history = match read_history(
+                &*self.store,
+                partition,
+                AtOpen::Fence,
+                &self.stopping,
+                replay,
+            )
+            .await
+            {
+                Err(WalError::Moved) => continue,
+                read => read?,
+            };
+            let newest = newest_stand(&*self.store, partition, &self.stopping).await?;
+            if newest.map(|m| m.stand) == history.base {
+                return Ok(history);
+            }
+        }
+        Err(WalError::Contended(CLAIM_TRIES))
     }
 
     /// Stops the writer: waiting puts give up ([`WalError::Stopped`]).

@@ -1,8 +1,7 @@
-//! One WAL per origin (decision 0028, proposed): which origin's log holds
-//! each stretch of a partition's history, and where a stretch ends. Pure
-//! rules, no I/O; the model in `tenure/tests.rs` checks them. The shell
-//! that writes such logs is not built yet: today each partition still has
-//! a WAL of its own (`fence`, `object_wal`).
+//! One WAL per origin (decision 0028): which origin's log holds each
+//! stretch of a partition's history, and where a stretch ends. Pure
+//! rules, no I/O; the model in `tenure/tests.rs` checks them, and the
+//! shell that writes such logs is `origin_wal`.
 //!
 //! Terms. An origin writes one *log* per process start: objects at numbers
 //! `0, 1, 2, …`, each a create-only put, each carrying the frames of every
@@ -125,7 +124,8 @@ pub struct Walk {
 
 impl Walk {
     /// A walk of `tenure`, whose successor (if any) names `below` as its
-    /// end.
+    /// end (the model's; the shell always walks from a start).
+    #[cfg(test)]
     pub fn new(tenure: &Tenure, below: Option<u64>) -> Walk {
         Walk {
             epoch: tenure.epoch,
@@ -135,9 +135,7 @@ impl Walk {
     }
 
     /// A walk of `tenure` from a partition checkpoint taken at number
-    /// `at` of it (what came before is in the checkpoint). The model's;
-    /// `origin_wal` has no partition checkpoints yet.
-    #[cfg(test)]
+    /// `at` of it (what came before is in the checkpoint).
     pub fn resume(tenure: &Tenure, at: u64, below: Option<u64>) -> Walk {
         debug_assert!(at >= tenure.from);
         Walk {
@@ -166,6 +164,41 @@ impl Walk {
             Found::Object { .. } => Step::Ended { at: self.at },
         }
     }
+}
+
+/// Where a partition checkpoint stands: tenure `tenure`, below number
+/// `number` of its log (every frame before it is in the checkpoint). The
+/// newest checkpoint is the highest stand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Stand {
+    pub tenure: u64,
+    pub number: u64,
+}
+
+/// One tenure in a log, as its writer's deletion bound looks at it: the
+/// tenure's number, its first number, and its partition's newest
+/// checkpoint.
+#[derive(Clone, Copy, Debug)]
+pub struct InLog {
+    pub tenure: u64,
+    pub from: u64,
+    pub newest: Option<Stand>,
+}
+
+/// The number below which a log's writer may delete its objects: below
+/// what it acknowledged, and below what some reader may still start from
+/// for each tenure in the log (the partition's newest checkpoint's number
+/// when that checkpoint is in the tenure, the tenure's first number when
+/// the checkpoint is older or missing; nothing when it is newer).
+pub fn deletion_bound(acknowledged: u64, tenures: impl IntoIterator<Item = InLog>) -> u64 {
+    tenures
+        .into_iter()
+        .filter_map(|t| match t.newest {
+            Some(c) if c.tenure > t.tenure => None,
+            Some(c) if c.tenure == t.tenure => Some(c.number.max(t.from)),
+            _ => Some(t.from),
+        })
+        .fold(acknowledged, u64::min)
 }
 
 #[cfg(test)]

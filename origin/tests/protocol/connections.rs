@@ -167,12 +167,7 @@ async fn waiting_requests_end_when_their_client_leaves() {
         "a long-poll whose client left ends",
     )
     .await;
-    until_metric(
-        &api,
-        "ds_origin_sse_open 0",
-        "a end whose client left ends",
-    )
-    .await;
+    until_metric(&api, "ds_origin_sse_open 0", "a end whose client left ends").await;
 
     // A client that pipelines its next request behind a long-poll is still
     // there: the long-poll is answered when data comes, then the next one.

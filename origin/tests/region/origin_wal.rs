@@ -14,7 +14,11 @@ use origin::region::{Replay, WalError};
 
 use crate::common::seaweed::Seaweed;
 
-fn open(store: &Arc<dyn object_store::ObjectStore>, node: &str, delay: Duration) -> OriginWal {
+pub(crate) fn open(
+    store: &Arc<dyn object_store::ObjectStore>,
+    node: &str,
+    delay: Duration,
+) -> OriginWal {
     let config = WriterConfig {
         commit_delay: delay,
         ..WriterConfig::default()
@@ -27,7 +31,9 @@ fn open(store: &Arc<dyn object_store::ObjectStore>, node: &str, delay: Duration)
     )
 }
 
-fn collector(frames: &mut Vec<Bytes>) -> impl FnMut(Replay) -> std::io::Result<()> + Send + '_ {
+pub(crate) fn collector(
+    frames: &mut Vec<Bytes>,
+) -> impl FnMut(Replay) -> std::io::Result<()> + Send + '_ {
     move |r| {
         match r {
             Replay::Begin => frames.clear(),
@@ -38,7 +44,7 @@ fn collector(frames: &mut Vec<Bytes>) -> impl FnMut(Replay) -> std::io::Result<(
 }
 
 /// Claims `p` for `wal`; the frames its history held.
-async fn claim(wal: &OriginWal, p: u32) -> Result<Vec<Bytes>, WalError> {
+pub(crate) async fn claim(wal: &OriginWal, p: u32) -> Result<Vec<Bytes>, WalError> {
     let mut frames = Vec::new();
     wal.claim(p, &mut collector(&mut frames)).await?;
     Ok(frames)
@@ -52,7 +58,10 @@ async fn claim_tenure(wal: &OriginWal, p: u32) -> Result<(u64, Vec<Bytes>), WalE
 }
 
 /// Reads `p`'s history without taking it over.
-async fn history(store: &Arc<dyn object_store::ObjectStore>, p: u32) -> (Vec<Bytes>, Option<End>) {
+pub(crate) async fn history(
+    store: &Arc<dyn object_store::ObjectStore>,
+    p: u32,
+) -> (Vec<Bytes>, Option<End>) {
     let mut frames = Vec::new();
     let stopping = std::sync::atomic::AtomicBool::new(false);
     let found = read_history(
@@ -67,7 +76,7 @@ async fn history(store: &Arc<dyn object_store::ObjectStore>, p: u32) -> (Vec<Byt
     (frames, found.end)
 }
 
-fn b(s: &str) -> Bytes {
+pub(crate) fn b(s: &str) -> Bytes {
     Bytes::from(s.to_owned())
 }
 

@@ -1,12 +1,16 @@
-//! The two objects of one WAL per origin (decision 0028): a log object,
-//! one group commit of every partition the origin serves (or a fence), and
-//! a tenure, one stretch of a partition's history.
+//! The objects of one WAL per origin (decision 0028): a log object, one
+//! group commit of every partition the origin serves (or a fence); a
+//! tenure, one stretch of a partition's history; a stand, the manifest of
+//! a partition checkpoint (its image parts are WAL-format objects, as a
+//! partition WAL's checkpoint's are: `region::format`).
 //!
 //! ```text
 //! log object: "DSOW" | version u8 | kind u8 | put id [16] | sections u32 | section … | crc32 u32
 //!   section:  partition u32 | flags u8 (bit 0: releases it) | frames len u32 | frames
 //! tenure:     "DSTN" | version u8 | log [16] | from u64 | ended u8 | previous end u64
 //!             | put id [16] | node len u16 | node | url len u16 | url | crc32 u32
+//! stand:      "DSST" | version u8 | tenure u64 | number u64 | put id [16] | parts u32
+//!             | bytes u64 | crc32 u32
 //! ```
 //! Integers are little-endian; the CRC covers every byte before it. A log
 //! has one writer, so a log object needs no epoch: what is not the
@@ -17,9 +21,12 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::region::format::{
     checked, put_str, take_str, with_crc, FormatError, PutId, CRC, VERSION,
 };
+use crate::region::tenure::Stand;
 
 const LOG_MAGIC: &[u8; 4] = b"DSOW";
 const TENURE_MAGIC: &[u8; 4] = b"DSTN";
+const STAND_MAGIC: &[u8; 4] = b"DSST";
+const STAND_LEN: usize = 4 + 1 + 8 + 8 + 16 + 4 + 8 + CRC;
 /// Magic, version, kind, put id, section count.
 const LOG_HEADER: usize = 4 + 1 + 1 + 16 + 4;
 const SECTION_HEADER: usize = 4 + 1 + 4;
@@ -205,6 +212,48 @@ pub fn decode_tenure(bytes: &Bytes) -> Result<TenureRecord, FormatError> {
     })
 }
 
+/// A partition checkpoint: every frame of the partition's history before
+/// `stand`, as image parts (`keys::partition_stand_image`). Written once,
+/// by create at the stand's key, after its parts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StandManifest {
+    pub stand: Stand,
+    /// Names the parts.
+    pub put_id: PutId,
+    pub parts: u32,
+    /// Bytes of the parts together.
+    pub bytes: u64,
+}
+
+pub fn encode_stand(m: &StandManifest) -> Bytes {
+    let mut out = BytesMut::with_capacity(STAND_LEN);
+    out.put_slice(STAND_MAGIC);
+    out.put_u8(VERSION);
+    out.put_u64_le(m.stand.tenure);
+    out.put_u64_le(m.stand.number);
+    out.put_slice(&m.put_id);
+    out.put_u32_le(m.parts);
+    out.put_u64_le(m.bytes);
+    with_crc(out)
+}
+
+pub fn decode_stand(bytes: &Bytes) -> Result<StandManifest, FormatError> {
+    if bytes.len() != STAND_LEN {
+        return Err(FormatError::Short);
+    }
+    let body = checked(bytes, STAND_MAGIC, "stand")?;
+    let u64_at = |at: usize| u64::from_le_bytes(body[at..at + 8].try_into().expect("8 bytes"));
+    Ok(StandManifest {
+        stand: Stand {
+            tenure: u64_at(5),
+            number: u64_at(13),
+        },
+        put_id: body[21..37].try_into().expect("16 bytes"),
+        parts: u32::from_le_bytes(body[37..41].try_into().expect("4 bytes")),
+        bytes: u64_at(41),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -238,6 +287,12 @@ mod tests {
         fn tenures_round_trip(log: LogId, from: u64, previous_end: Option<u64>, put_id: PutId, node in ".{0,40}", url in ".{0,80}") {
             let t = TenureRecord { log, from, previous_end, put_id, node, url };
             prop_assert_eq!(decode_tenure(&encode_tenure(&t)).unwrap(), t);
+        }
+
+        #[test]
+        fn stands_round_trip(tenure: u64, number: u64, put_id: PutId, parts: u32, bytes: u64) {
+            let m = StandManifest { stand: Stand { tenure, number }, put_id, parts, bytes };
+            prop_assert_eq!(decode_stand(&encode_stand(&m)).unwrap(), m);
         }
 
         #[test]

@@ -8,11 +8,12 @@ use bytes::Bytes;
 use futures::StreamExt;
 use object_store::{ObjectStore, ObjectStoreExt};
 
+use super::checkpoint::{newest_stand, read_stand_image};
 use super::format::{decode_log, decode_tenure, encode_log, LogId, LogObject, TenureRecord};
 use crate::objects::keys;
 use crate::region::bucket::{again, create_or_read, list_numbers};
 use crate::region::object_wal::{Replay, WalError, REPLAY_READS};
-use crate::region::tenure::{Found, Step, Tenure, Walk};
+use crate::region::tenure::{Found, Stand, Step, Tenure, Walk};
 
 /// What a walk does at a missing number of the newest tenure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,6 +37,9 @@ pub enum End {
 /// What a reading of a partition's history found.
 #[derive(Clone, Debug, Default)]
 pub struct History {
+    /// The checkpoint the reading started from (its image handed on
+    /// first), if the partition had one.
+    pub base: Option<Stand>,
     /// The partition's tenures, oldest first.
     pub tenures: Vec<TenureRecord>,
     /// Where the newest one's reading stopped (none without tenures).
@@ -46,8 +50,10 @@ pub struct History {
     pub fences: usize,
 }
 
-/// Reads partition `p`'s history from its first tenure, handing on its
-/// frames in order (a [`Replay::Begin`] first).
+/// Reads partition `p`'s history from its newest checkpoint (its image
+/// first) or, without one, from its first tenure, handing on its frames in
+/// order (a [`Replay::Begin`] first). [`WalError::Moved`]: a newer
+/// checkpoint deleted what the reading needed; read again.
 pub async fn read_history(
     store: &dyn ObjectStore,
     p: u32,
@@ -55,20 +61,35 @@ pub async fn read_history(
     stopping: &AtomicBool,
     replay: &mut (dyn FnMut(Replay) -> std::io::Result<()> + Send),
 ) -> Result<History, WalError> {
+    let base = newest_stand(store, p, stopping).await?;
     let tenures = read_tenures(store, p, stopping).await?;
     replay(Replay::Begin).map_err(WalError::Local)?;
-    let mut history = History::default();
-    for (k, tenure) in tenures.iter().enumerate() {
-        let below = match tenures.get(k + 1) {
-            Some(next) => Some(next.previous_end.ok_or_else(|| corrupt_chain(p, k + 1))?),
-            None => None,
+    let mut history = History {
+        base: base.as_ref().map(|b| b.stand),
+        ..History::default()
+    };
+    if let Some(b) = &base {
+        read_stand_image(store, p, b, replay).await?;
+    }
+    let first = base.as_ref().map_or(0, |b| b.stand.tenure);
+    if base.is_some() && first as usize >= tenures.len() {
+        return Err(corrupt_chain(p, first as usize));
+    }
+    for (k, tenure) in tenures.iter().enumerate().skip(first as usize) {
+        let below = successor_end(p, &tenures, k)?;
+        let start = match &base {
+            Some(b) if b.stand.tenure == k as u64 => b.stand.number.max(tenure.from),
+            _ => tenure.from,
         };
         let end = walk(
             store,
             p,
             tenure,
-            below,
-            at_open,
+            Reading {
+                start,
+                below,
+                at_open,
+            },
             stopping,
             replay,
             &mut history,
@@ -80,8 +101,22 @@ pub async fn read_history(
     Ok(history)
 }
 
+/// Where tenure `k` ends, as its successor names it (None for the newest).
+pub(super) fn successor_end(
+    p: u32,
+    tenures: &[TenureRecord],
+    k: usize,
+) -> Result<Option<u64>, WalError> {
+    match tenures.get(k + 1) {
+        Some(next) => Ok(Some(
+            next.previous_end.ok_or_else(|| corrupt_chain(p, k + 1))?,
+        )),
+        None => Ok(None),
+    }
+}
+
 /// Partition `p`'s tenures, oldest first: numbered `0, 1, …` without gaps.
-async fn read_tenures(
+pub(super) async fn read_tenures(
     store: &dyn ObjectStore,
     p: u32,
     stopping: &AtomicBool,
@@ -116,19 +151,32 @@ fn corrupt_chain(p: u32, k: usize) -> WalError {
     }
 }
 
-/// Reads one tenure from its first number to its end (`below`, when its
-/// successor names it), reading ahead [`REPLAY_READS`] numbers at a time.
-#[allow(clippy::too_many_arguments)]
-async fn walk(
+/// How one tenure is read: from `start` (its first number, or where a
+/// checkpoint in it stands), up to `below` when that end is known.
+#[derive(Clone, Copy)]
+pub(super) struct Reading {
+    pub start: u64,
+    pub below: Option<u64>,
+    pub at_open: AtOpen,
+}
+
+/// Reads one tenure from `reading.start` to its end, reading ahead
+/// [`REPLAY_READS`] numbers at a time. A number missing below a known end
+/// was deleted under the reading ([`WalError::Moved`]).
+pub(super) async fn walk(
     store: &dyn ObjectStore,
     p: u32,
     tenure: &TenureRecord,
-    below: Option<u64>,
-    at_open: AtOpen,
+    reading: Reading,
     stopping: &AtomicBool,
     replay: &mut (dyn FnMut(Replay) -> std::io::Result<()> + Send),
     history: &mut History,
 ) -> Result<End, WalError> {
+    let Reading {
+        start,
+        below,
+        at_open,
+    } = reading;
     // The model's tenure: a log's writer puts at epoch 1, a fence is
     // another (`LogObject::found`); the walk does not use the log's name.
     let model = Tenure {
@@ -137,7 +185,7 @@ async fn walk(
         from: tenure.from,
         previous_end: tenure.previous_end,
     };
-    let mut walk = Walk::new(&model, below);
+    let mut walk = Walk::resume(&model, start.max(tenure.from), below);
     loop {
         let at = match walk.next() {
             Ok(at) => at,

@@ -104,6 +104,9 @@ impl Item {
 pub(super) struct Counters {
     pub puts: AtomicU64,
     pub appends: AtomicU64,
+    /// Every number of the log below it was answered as landed (puts are
+    /// answered in number order).
+    pub acknowledged: AtomicU64,
 }
 
 pub(super) struct Writer {
@@ -155,7 +158,7 @@ impl Writer {
                     }
                 }
                 Some((number, replies, released, outcome)) = st.flight.next(), if !st.flight.is_empty() => {
-                    st.settle(number, replies, released, outcome);
+                    st.settle(number, replies, released, outcome, &self.counters);
                 }
                 _ = sleep_until(deadline), if deadline.is_some() => {}
             }
@@ -314,10 +317,16 @@ impl State {
         replies: Vec<Reply>,
         released: Vec<u32>,
         outcome: Result<bool, WalError>,
+        counters: &Counters,
     ) {
         let answer = match (self.stopped, outcome) {
             (Some(at), _) => Err(at),
-            (None, Ok(true)) => Ok(number),
+            (None, Ok(true)) => {
+                counters
+                    .acknowledged
+                    .fetch_max(number + 1, Ordering::Release);
+                Ok(number)
+            }
             (None, Ok(false)) => {
                 tracing::warn!(
                     number,
@@ -446,7 +455,7 @@ mod tests {
             reply,
         });
         assert!(matches!(served.try_recv(), Ok(Ok(0))));
-        st.settle(0, Vec::new(), Vec::new(), Ok(false));
+        st.settle(0, Vec::new(), Vec::new(), Ok(false), &Counters::default());
         let (reply, mut served) = oneshot::channel();
         st.take(Request::Serve {
             partition: 2,

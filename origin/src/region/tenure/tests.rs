@@ -391,24 +391,25 @@ fn delete_step(w: &mut Writer, world: &mut World, sub: usize) {
         }
         return;
     }
-    let mut below = w.acknowledged();
+    let mut in_log = Vec::new();
     if world.rules().delete_below_checkpoints {
         for p in 0..PARTITIONS {
-            let newest = world.newest(p).map(|(at, _)| at);
+            let newest = world.newest(p).map(|((c, n), _)| Stand {
+                tenure: c as u64,
+                number: n,
+            });
             for (j, tenure) in world.tenures[p].iter().enumerate() {
-                if tenure.log as usize != w.log {
-                    continue;
+                if tenure.log as usize == w.log {
+                    in_log.push(InLog {
+                        tenure: j as u64,
+                        from: tenure.from,
+                        newest,
+                    });
                 }
-                let needed = match newest {
-                    Some((c, _)) if c > j => continue,
-                    Some((c, n)) if c == j => n.max(tenure.from),
-                    _ => tenure.from,
-                };
-                below = below.min(needed);
             }
         }
     }
-    w.deleting = Some(below);
+    w.deleting = Some(deletion_bound(w.acknowledged(), in_log));
 }
 
 /// One step of a serving writer; false when it stopped (fenced).
