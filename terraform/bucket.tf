@@ -136,6 +136,25 @@ resource "aws_s3_bucket_lifecycle_configuration" "data" {
       }
     }
   }
+
+  # The origins' logs (one WAL per origin, decision 0028), deleted below
+  # the partitions' checkpoints by their writers: the same day's grace.
+  dynamic "rule" {
+    for_each = local.origin_region ? [1] : []
+    content {
+      id     = "expire-deleted-logs"
+      status = "Enabled"
+      filter {
+        prefix = "${var.object_store_prefix}/region/logs/"
+      }
+      noncurrent_version_expiration {
+        noncurrent_days = 1
+      }
+      expiration {
+        expired_object_delete_marker = true
+      }
+    }
+  }
 }
 
 resource "aws_s3_bucket_logging" "data" {
@@ -144,11 +163,11 @@ resource "aws_s3_bucket_logging" "data" {
   target_prefix = "s3-access/${local.bucket_name}/"
 }
 
-# Fencing rests on WAL objects and epoch claims never being overwritten:
-# each is created once, by a put with If-None-Match: *. A put without it (a
-# stray script, `aws s3 cp`) could replace what a takeover replays or who
-# owns the partition, so in object durability the bucket refuses it, whoever
-# sends it. Heartbeats (region/nodes) are overwritten every second and stay
+# Fencing rests on WAL and log objects, epoch claims and tenures never being
+# overwritten: each is created once, by a put with If-None-Match: *. A put
+# without it (a stray script, `aws s3 cp`) could replace what a takeover
+# replays or who owns the partition, so in object durability the bucket
+# refuses it, whoever sends it. Heartbeats (region/nodes) are overwritten every second and stay
 # outside. The ObjectCreationOperation clause keeps CreateMultipartUpload and
 # UploadPart, which cannot carry the header, out of the deny.
 locals {
@@ -157,7 +176,10 @@ locals {
     Effect    = "Deny"
     Principal = "*"
     Action    = "s3:PutObject"
-    Resource  = "${aws_s3_bucket.data.arn}/${var.object_store_prefix}/region/partitions/*"
+    Resource = [
+      "${aws_s3_bucket.data.arn}/${var.object_store_prefix}/region/partitions/*",
+      "${aws_s3_bucket.data.arn}/${var.object_store_prefix}/region/logs/*",
+    ]
     Condition = {
       Null = { "s3:if-none-match" = "true" }
       Bool = { "s3:ObjectCreationOperation" = "true" }

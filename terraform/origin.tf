@@ -63,6 +63,8 @@ resource "aws_instance" "origin" {
     region          = var.region
     open_accounts   = var.open_accounts
     sse_keepalive   = var.sse_keepalive_seconds
+    partitions      = var.region_partitions
+    region_wal      = var.region_wal
     extra_env       = var.origin_extra_env
     install_release = local.install_release
   })

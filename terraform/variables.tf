@@ -107,6 +107,28 @@ variable "origin_count" {
   }
 }
 
+variable "region_partitions" {
+  description = "Partitions of the region (object durability): streams are spread over them by a hash of their path, each owned by one origin at a time, so writes spread over the origins. Pinned in the bucket by the first origin: it cannot change for the bucket's life. With one WAL per origin (region_wal = \"origin\") the count does not multiply puts."
+  type        = number
+  default     = 64
+
+  validation {
+    condition     = var.region_partitions >= 1 && var.region_partitions <= 4096 && floor(var.region_partitions) == var.region_partitions
+    error_message = "region_partitions must be a whole number from 1 to 4096."
+  }
+}
+
+variable "region_wal" {
+  description = "Where the region's origins put their commits: origin (one WAL per origin for every partition it serves; the default) or partition (a WAL per partition, the layout of regions made before). Pinned in the bucket with the partition count."
+  type        = string
+  default     = "origin"
+
+  validation {
+    condition     = contains(["origin", "partition"], var.region_wal)
+    error_message = "region_wal must be origin or partition."
+  }
+}
+
 variable "origin_instance_type" {
   description = "Instance type of each origin."
   type        = string

@@ -24,6 +24,15 @@ pub enum JsonReadsArg {
     Array,
 }
 
+/// Where a region's origins put their commits (`--region-wal`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WalLayoutArg {
+    /// A WAL per partition (decisions 0012, 0015).
+    Partition,
+    /// One WAL per origin for every partition it serves (decision 0028).
+    Origin,
+}
+
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum DurabilityArg {
     /// Acknowledge after fdatasync: survives power loss.
@@ -211,6 +220,17 @@ pub struct Cli {
     /// `false`: every request for a partition owned elsewhere is forwarded.
     #[arg(long, env = "ORIGIN_REGION_REPLICAS", default_value_t = true, action = clap::ArgAction::Set)]
     pub region_replicas: bool,
+    /// Where a region's origins put their commits: `partition`, a WAL per
+    /// partition; `origin`, one WAL per origin for every partition it
+    /// serves, so puts do not grow with the partition count (decision
+    /// 0028). Every origin of a region must be started with the same.
+    #[arg(
+        long,
+        env = "ORIGIN_REGION_WAL",
+        value_enum,
+        default_value = "partition"
+    )]
+    pub region_wal: WalLayoutArg,
     /// How often a replica looks for its owner's new commits (its lag is
     /// about this plus one read of the bucket).
     #[arg(long, env = "ORIGIN_REGION_REPLICA_INTERVAL", default_value = "250ms", value_parser = parse_duration)]
@@ -378,6 +398,7 @@ impl Cli {
         c.region.fork_copy_max = self.region_fork_copy_max;
         c.region.pin_grace = self.region_pin_grace;
         c.region.fork_copies = self.region_fork_copies.max(1);
+        c.region.one_wal = self.region_wal == WalLayoutArg::Origin;
         c.region.replicas = self.region_replicas;
         c.region.replica_interval = self.region_replica_interval.max(Duration::from_millis(10));
         c.region.replica_written = self.region_replica_written;

@@ -66,6 +66,8 @@ fn node(name: &str) -> RegionConfig {
         pin_grace: std::time::Duration::from_secs(60),
         fork_copies: 8,
         feed: None,
+        one_wal: false,
+        origin_wal: None,
         replica: false,
         replicas: true,
         replica_interval: std::time::Duration::from_millis(250),

@@ -157,9 +157,17 @@ pub(crate) async fn newer_epoch(
     epoch: u64,
     stopping: &AtomicBool,
 ) -> Result<bool, WalError> {
-    let key = keys::partition_epoch(p, epoch + 1);
+    exists(store, &keys::partition_epoch(p, epoch + 1), stopping).await
+}
+
+/// Whether `key` exists (one HEAD). Passing failures are tried again.
+pub(crate) async fn exists(
+    store: &dyn ObjectStore,
+    key: &Path,
+    stopping: &AtomicBool,
+) -> Result<bool, WalError> {
     again(stopping, || async {
-        match store.head(&key).await {
+        match store.head(key).await {
             Ok(_) => Ok(true),
             Err(object_store::Error::NotFound { .. }) => Ok(false),
             Err(e) => Err(e.into()),

@@ -120,6 +120,9 @@ pub struct Membership {
     started: tokio::time::Instant,
     /// When the last look failed (None: it did not).
     blind_since: Option<Duration>,
+    /// One WAL per origin: a partition's owner is its newest tenure's
+    /// (tenure k as epoch k + 1), not its newest epoch claim's.
+    tenures: bool,
 }
 
 impl Membership {
@@ -146,7 +149,15 @@ impl Membership {
             live: 0,
             started: tokio::time::Instant::now(),
             blind_since: None,
+            tenures: false,
         }
+    }
+
+    /// Owners read from the partitions' tenures (one WAL per origin,
+    /// decision 0028).
+    pub fn with_tenures(mut self, tenures: bool) -> Membership {
+        self.tenures = tenures;
+        self
     }
 
     fn now(&self) -> Duration {
@@ -278,8 +289,49 @@ impl Membership {
         Ok(count)
     }
 
+    /// Partition `p`'s newest tenure past the one known, as an owner of
+    /// epoch `k + 1` (None: none newer).
+    async fn newest_tenure(&self, p: u32) -> object_store::Result<Option<Owner>> {
+        let prefix = keys::partition_tenures(p);
+        let known = self.owner(p).map(|o| o.epoch);
+        let listing = match known {
+            Some(e) if e > 0 => self
+                .store
+                .list_with_offset(Some(&prefix), &keys::partition_tenure(p, e - 1)),
+            _ => self.store.list(Some(&prefix)),
+        };
+        let newest = listing
+            .try_fold(None::<u64>, |max, meta| async move {
+                Ok(keys::numbered(&meta.location).map_or(max, |n| max.max(Some(n))))
+            })
+            .await?;
+        let Some(k) = newest.filter(|k| Some(*k + 1) > known) else {
+            return Ok(None);
+        };
+        let bytes = self
+            .store
+            .get(&keys::partition_tenure(p, k))
+            .await?
+            .bytes()
+            .await?;
+        match super::origin_wal::format::decode_tenure(&bytes) {
+            Ok(t) => Ok(Some(Owner {
+                epoch: k + 1,
+                node: t.node,
+                url: t.url,
+            })),
+            Err(e) => {
+                tracing::error!(partition = p, tenure = k, error = %e, "a tenure is not of this protocol");
+                Ok(None)
+            }
+        }
+    }
+
     /// Partition `p`'s newest epoch claim past the one known (None: none newer).
     async fn newest_claim(&self, p: u32) -> object_store::Result<Option<Owner>> {
+        if self.tenures {
+            return self.newest_tenure(p).await;
+        }
         let prefix = keys::partition_epochs(p);
         let known = self.owner(p).map(|o| o.epoch);
         let listing = match known {

@@ -63,6 +63,12 @@ pub struct RegionConfig {
     /// (its events are then logged: `store::invalidations`); None: a name
     /// of this store's own, events not logged.
     pub feed: Option<String>,
+    /// One WAL per origin (`--region-wal origin`, decision 0028) rather
+    /// than one per partition.
+    pub one_wal: bool,
+    /// With one WAL per origin, the log this origin's partitions share (set
+    /// by the claim); None: each partition writes a WAL of its own.
+    pub origin_wal: Option<super::origin_wal::SharedLog>,
     /// This store is a follower's replica of the partition (decision
     /// 0018): its local log was laid out from the bucket without a claim,
     /// it takes the owner's commits as they land (`Store::replicate`), and
@@ -263,8 +269,7 @@ impl ObjectWal {
         );
         let vouch = Vouch::new(VouchFor {
             store: Arc::clone(&store),
-            partition: config.partition,
-            epoch,
+            superseded_by: keys::partition_epoch(config.partition, epoch + 1),
             stopping: Arc::clone(&stopping),
             runtime: runtime.get().handle().clone(),
             metrics: Arc::clone(&metrics),

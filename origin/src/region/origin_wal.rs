@@ -52,6 +52,16 @@ pub struct OriginWal {
     made: parking_lot::Mutex<Vec<(u32, u64, u64)>>,
 }
 
+/// This origin's log as its partitions' stores share it.
+#[derive(Clone)]
+pub struct SharedLog(pub Arc<OriginWal>);
+
+impl std::fmt::Debug for SharedLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SharedLog({})", hex::encode(self.0.log))
+    }
+}
+
 /// What a claim found and made.
 #[derive(Debug)]
 pub struct Claimed {
@@ -72,6 +82,18 @@ impl OriginWal {
         url: &str,
         config: WriterConfig,
     ) -> OriginWal {
+        Self::open_counted(store, node, url, config, None)
+    }
+
+    /// [`OriginWal::open`], its puts counted and timed in `metrics`
+    /// (`ds_origin_object_wal_*`, object request `wal_put`).
+    pub fn open_counted(
+        store: Arc<dyn ObjectStore>,
+        node: &str,
+        url: &str,
+        config: WriterConfig,
+        metrics: Option<Arc<crate::metrics::Metrics>>,
+    ) -> OriginWal {
         let config = config.checked();
         let (requests, received) = mpsc::channel(config.queue);
         let log: LogId = rand::random();
@@ -83,6 +105,7 @@ impl OriginWal {
             config,
             stopping: Arc::clone(&stopping),
             counters: Arc::clone(&counters),
+            metrics,
         };
         tokio::spawn(writer.run(received));
         tracing::info!(log = %hex::encode(log), node, "opened this origin's log");
@@ -142,6 +165,41 @@ impl OriginWal {
             })
         })
         .await
+    }
+
+    /// [`OriginWal::append`] for a caller outside the runtime (the
+    /// store's writer thread): the append takes its place in the writer's
+    /// queue before this returns, so appends enqueued one after the other
+    /// are put in that order; the answer comes on the receiver. Waits
+    /// while the queue is full. Must not be called from async code.
+    pub fn enqueue(
+        &self,
+        partition: u32,
+        frames: Bytes,
+    ) -> oneshot::Receiver<Result<u64, WalError>> {
+        let (reply, answer) = oneshot::channel();
+        let request = Request::Put(Item::Frames {
+            partition,
+            frames,
+            reply,
+        });
+        if let Err(mpsc::error::SendError(Request::Put(item))) =
+            self.requests.blocking_send(request)
+        {
+            item.answer(Err(WalError::Stopped));
+        }
+        answer
+    }
+
+    /// Whether the log stopped (fenced, or a put that did not settle): it
+    /// serves nothing more.
+    pub fn is_stopped(&self) -> bool {
+        self.counters.stopped.load(Ordering::Acquire) || self.stopping.load(Ordering::Acquire)
+    }
+
+    /// The bucket the log is in.
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
     }
 
     /// Ends this origin's tenure of `partition` (a hand-off, rule 2):

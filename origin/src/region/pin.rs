@@ -12,8 +12,24 @@ use serde::{Deserialize, Serialize};
 
 use crate::objects::keys;
 
-/// The format of the region's objects this build writes and reads.
-pub const FORMAT: u32 = 1;
+/// The newest format of the region's objects this build writes and
+/// reads: 1, a WAL per partition (epochs); 2, one WAL per origin
+/// (tenures, decision 0028). The two cannot share a bucket (an origin of
+/// one would not see the other's owners), so the format a region's first
+/// origin pins is also its layout: an origin started with the other one
+/// refuses to start, and a build that knows only format 1 refuses a
+/// bucket of format 2.
+pub const FORMAT: u32 = 2;
+
+/// The format of a region with one WAL per origin (`true`) or a WAL per
+/// partition.
+pub fn format_of(one_wal: bool) -> u32 {
+    if one_wal {
+        2
+    } else {
+        1
+    }
+}
 
 #[derive(Serialize, Deserialize)]
 struct Pinned {
@@ -40,13 +56,14 @@ pub enum PinError {
 
 /// Pins `partitions` if the bucket has no count yet; an error naming both
 /// if it has another.
-pub async fn partitions(store: &dyn ObjectStore, partitions: u32) -> Result<(), PinError> {
+pub async fn partitions(
+    store: &dyn ObjectStore,
+    partitions: u32,
+    one_wal: bool,
+) -> Result<(), PinError> {
     let key = keys::region_partitions();
-    let mine = serde_json::to_vec(&Pinned {
-        partitions,
-        format: FORMAT,
-    })
-    .expect("serializes");
+    let format = format_of(one_wal);
+    let mine = serde_json::to_vec(&Pinned { partitions, format }).expect("serializes");
     let create = PutOptions {
         mode: PutMode::Create,
         ..Default::default()
@@ -93,6 +110,14 @@ pub async fn partitions(store: &dyn ObjectStore, partitions: u32) -> Result<(), 
         return Err(PinError::Mismatch(format!(
             "this region's bucket is of format {} (a newer version of this server wrote it); this one reads format {FORMAT}: upgrade it",
             pinned.format
+        )));
+    }
+    if pinned.format != format {
+        let layout = |f: u32| if f == 2 { "origin" } else { "partition" };
+        return Err(PinError::Mismatch(format!(
+            "this region's bucket writes one WAL per {} (pinned at its start); start every origin of the region with --region-wal {}",
+            layout(pinned.format),
+            layout(pinned.format)
         )));
     }
     if pinned.partitions != partitions {

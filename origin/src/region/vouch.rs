@@ -31,9 +31,10 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
+use object_store::path::Path;
 use object_store::ObjectStore;
 
-use super::bucket::newer_epoch;
+use super::bucket::exists;
 use crate::metrics::Metrics;
 
 /// Why an answer could not be vouched for.
@@ -127,8 +128,7 @@ pub struct Vouch {
     /// Bumped as each round finishes (or the runner gives up).
     changed: tokio::sync::watch::Sender<u64>,
     store: Arc<dyn ObjectStore>,
-    partition: u32,
-    epoch: u64,
+    superseded_by: Path,
     stopping: Arc<AtomicBool>,
     runtime: tokio::runtime::Handle,
     metrics: Arc<Metrics>,
@@ -137,8 +137,11 @@ pub struct Vouch {
 /// Where a [`Vouch`] looks and runs.
 pub struct VouchFor {
     pub store: Arc<dyn ObjectStore>,
-    pub partition: u32,
-    pub epoch: u64,
+    /// The object whose existence says a newer owner claimed the
+    /// partition: the epoch after this owner's (`epochs/{e+1}`), or with
+    /// one WAL per origin the tenure after its own (`tenures/{k+1}`); both
+    /// are made in order, so the next one answers for every later one.
+    pub superseded_by: Path,
     pub stopping: Arc<AtomicBool>,
     pub runtime: tokio::runtime::Handle,
     /// Each round is timed as object request `vouch` (outcome `ok`,
@@ -152,8 +155,7 @@ impl Vouch {
             rounds: parking_lot::Mutex::new(Rounds::default()),
             changed: tokio::sync::watch::Sender::new(0),
             store: f.store,
-            partition: f.partition,
-            epoch: f.epoch,
+            superseded_by: f.superseded_by,
             stopping: f.stopping,
             runtime: f.runtime,
             metrics: f.metrics,
@@ -200,7 +202,7 @@ impl Vouch {
                     break;
                 };
                 let started = std::time::Instant::now();
-                let newer = newer_epoch(&*me.store, me.partition, me.epoch, &me.stopping).await;
+                let newer = exists(&*me.store, &me.superseded_by, &me.stopping).await;
                 let outcome = match newer {
                     Ok(false) => "ok",
                     Ok(true) => "superseded",

@@ -49,6 +49,7 @@ mod builds;
 mod keys;
 mod list;
 mod moves;
+mod origin_log;
 mod peer;
 mod replica;
 mod subscriptions;
@@ -140,6 +141,12 @@ pub struct RegionOrigin {
     /// Tells the subscriptions running here (if this origin owns
     /// partition 0) of the creates and appends of every store it opens.
     relay: Arc<crate::subscriptions::catalog::Relay>,
+    /// With one WAL per origin: this origin's log, while it serves (a
+    /// stopped one is replaced at the next claim).
+    log: parking_lot::Mutex<Option<Arc<crate::region::origin_wal::OriginWal>>>,
+    /// What the logs' puts count (`ds_origin_object_wal_*`), beside the
+    /// stores' counts.
+    log_metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// How often each partition served here is swept for what a crash in the
@@ -172,6 +179,7 @@ impl RegionOrigin {
             key_store: Some(crate::region::auth_sync::KeyStore::new(&data)),
         };
         let written = replica::Written::new(store.region.replica_written);
+        let sharing_timings = Arc::clone(&sharing.timings);
         let floor_waiting = tokio::sync::Semaphore::new(
             store
                 .region
@@ -217,6 +225,10 @@ impl RegionOrigin {
             written: parking_lot::Mutex::new(written),
             floor_waiting,
             relay: Arc::default(),
+            log: parking_lot::Mutex::new(None),
+            log_metrics: Arc::new(crate::metrics::Metrics::with_timings(Arc::clone(
+                &sharing_timings,
+            ))),
         }))
     }
 
@@ -265,7 +277,8 @@ impl RegionOrigin {
             &self.store.region.node,
             &self.store.region.url,
             self.partitions,
-        );
+        )
+        .with_tenures(self.store.region.one_wal);
         let (stop_beating, beating) = tokio::sync::watch::channel(false);
         let beats = tokio::spawn(Arc::clone(&self).beat(Arc::clone(&heartbeater), beating));
         let run = tokio::spawn(Arc::clone(&self).run(membership));
@@ -324,7 +337,7 @@ impl RegionOrigin {
         let objects = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
         let pinned = tokio::time::timeout(
             self.patience(),
-            crate::region::pin::partitions(&*objects, self.partitions),
+            crate::region::pin::partitions(&*objects, self.partitions, self.store.region.one_wal),
         )
         .await;
         match pinned {

@@ -28,6 +28,7 @@ pub type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 pub(crate) mod checkpoint;
 pub(crate) mod chunk_cache;
+mod claim;
 pub(crate) mod end_watch;
 pub(crate) mod engine;
 pub(crate) mod error;
@@ -211,6 +212,8 @@ impl StoreConfig {
                 forwards: 16_384,
                 replica_floor_waiting: 4_096,
                 feed: None,
+                one_wal: false,
+                origin_wal: None,
             },
             object_write_timeout: Duration::from_secs(10),
             object_put_delay: Duration::ZERO,
@@ -226,55 +229,6 @@ impl StoreConfig {
         // the rest is the log, checkpoints, the listener and reads in flight.
         (descriptor_limit() / 4).clamp(16, 4096) as usize
     }
-}
-
-/// Claims the store's partition in object storage (with its own client)
-/// and lays the replay out as the local log.
-fn claim_partition(
-    config: &StoreConfig,
-    metrics: Arc<Metrics>,
-) -> std::io::Result<crate::region::ObjectWal> {
-    let Some(url) = &config.object_store else {
-        return Err(std::io::Error::other(
-            "object durability needs object storage (--object-store)",
-        ));
-    };
-    let settings: Vec<(&str, &str)> = config
-        .object_store_settings
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    let mut store = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
-    if !config.object_put_delay.is_zero() {
-        store = Arc::new(
-            crate::objects::faults::Faults::new(store).with_put_delay(config.object_put_delay),
-        );
-    }
-    let mut local = None;
-    let claimed =
-        crate::region::ObjectWal::claim_into(store, &config.region, metrics, &mut |replay| {
-            match replay {
-                // (Again) from the start: what was laid out goes.
-                crate::region::Replay::Begin => {
-                    local = Some(crate::region::local::LocalLog::begin(&config.data)?);
-                    Ok(())
-                }
-                crate::region::Replay::Frames(frames) => {
-                    local.as_mut().expect("a replay begins first").push(&frames)
-                }
-            }
-        })
-        .map_err(std::io::Error::other)?;
-    let bytes = match local {
-        Some(log) => log.finish()?,
-        None => crate::region::local::LocalLog::begin(&config.data)?.finish()?,
-    };
-    tracing::info!(
-        bytes,
-        objects = claimed.replayed,
-        "rebuilt the local log from object storage"
-    );
-    Ok(claimed.wal)
 }
 
 /// The soft limit on open descriptors (RLIMIT_NOFILE).
@@ -474,7 +428,9 @@ impl Store {
         // A replica's local log was laid out by its follower (no claim).
         let replica = config.region.replica;
         let object_wal = match config.durability {
-            Durability::Object if !replica => Some(claim_partition(&config, Arc::clone(&metrics))?),
+            Durability::Object if !replica => {
+                Some(claim::claim_partition(&config, Arc::clone(&metrics))?)
+            }
             _ => None,
         };
         let now = clock.now_ms();
@@ -520,13 +476,12 @@ impl Store {
             promotions,
         );
         writer.invalidations = Some(Arc::clone(&invalidations));
-        let epoch = object_wal.as_ref().map(|wal| wal.epoch());
-        let acknowledged = object_wal.as_ref().map(|wal| wal.acknowledged());
-        let vouch = object_wal.as_ref().map(|wal| wal.vouch());
-        let object_wal = object_wal.map(|wal| {
-            let stopper = wal.stopper();
-            writer.write_to_bucket(wal, tx.clone(), Arc::clone(&fenced));
-            (object_write_timeout, stopper)
+        let epoch = object_wal.as_ref().map(|c| c.epoch);
+        let acknowledged = object_wal.as_ref().and_then(|c| c.acknowledged.clone());
+        let vouch = object_wal.as_ref().map(|c| Arc::clone(&c.vouch));
+        let object_wal = object_wal.map(|c| {
+            writer.write_to_bucket(c.log, tx.clone(), Arc::clone(&fenced));
+            (object_write_timeout, c.stopper)
         });
         writer.replayed_bytes = report.bytes_replayed;
         writer.restored(touched, segment_sizes, now);

@@ -233,7 +233,7 @@ pub struct Writer {
     /// (`Record::Feed`): `invalidate` adds them, from `&self`.
     feed_frames: std::cell::RefCell<Vec<u8>>,
     /// Object durability: where every batch goes before it is answered.
-    pub object_wal: Option<crate::region::ObjectWal>,
+    pub object_wal: Option<Box<dyn crate::region::commit_log::CommitLog>>,
     /// Set once the object WAL said this store may acknowledge no more.
     pub fenced: Arc<AtomicBool>,
     /// Batches waiting for their puts (see `object_commit`).
@@ -735,7 +735,7 @@ impl Writer {
     /// a newer owner took the partition.
     pub(super) fn write_to_bucket(
         &mut self,
-        wal: crate::region::ObjectWal,
+        wal: Box<dyn crate::region::commit_log::CommitLog>,
         wake: mpsc::Sender<Command>,
         fenced: Arc<AtomicBool>,
     ) {

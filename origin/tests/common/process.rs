@@ -51,7 +51,11 @@ pub fn spawn_at(
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(if std::env::var_os("DS_TEST_ECHO_LOGS").is_some() {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
         .spawn()
         .expect("spawn origin");
     let stdout = child.stdout.take().expect("stdout");
@@ -62,9 +66,14 @@ pub fn spawn_at(
         .find_map(|w| w.strip_prefix("addr=").and_then(|a| a.parse().ok()))
         .unwrap_or_else(|| panic!("no address in the first log line: {first}"));
     // Keep draining stdout so the child never blocks on a full pipe.
+    // DS_TEST_ECHO_LOGS=1 echoes every origin's log (debugging a test).
+    let echo = std::env::var_os("DS_TEST_ECHO_LOGS").is_some();
     let (tx, log) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in lines.by_ref().map_while(Result::ok) {
+            if echo {
+                eprintln!("[{addr}] {line}");
+            }
             let _ = tx.send(line);
         }
     });

@@ -37,7 +37,33 @@ pub async fn bucket(weed: &Seaweed, prefix: &str) -> (Vec<u64>, Vec<u64>) {
             out
         }
     };
-    (numbers("wal").await, numbers("checkpoints").await)
+    if std::env::var("DS_TEST_REGION_WAL").as_deref() != Ok("origin") {
+        return (numbers("wal").await, numbers("checkpoints").await);
+    }
+    // One WAL per origin (one origin writes here): its log's numbers, and
+    // the numbers its partition's checkpoints stand at.
+    let logs = object_store::path::Path::from("region/logs");
+    let wal: Vec<u64> = store
+        .list(Some(&logs))
+        .filter_map(|m| async move {
+            m.ok()
+                .and_then(|m| m.location.filename()?.parse::<u64>().ok())
+        })
+        .collect()
+        .await;
+    let stands = object_store::path::Path::from("region/partitions/0000/stands");
+    let mut checkpoints: Vec<u64> = store
+        .list(Some(&stands))
+        .filter_map(|m| async move {
+            let name = m.ok()?.location.filename()?.to_owned();
+            name.split_once('-')?.1.parse::<u64>().ok()
+        })
+        .collect()
+        .await;
+    checkpoints.sort_unstable();
+    let mut wal = wal;
+    wal.sort_unstable();
+    (wal, checkpoints)
 }
 
 /// What the origin at `base` answers for `path`: the headers a client

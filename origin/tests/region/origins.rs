@@ -37,7 +37,21 @@ pub fn region_args<'a>(
         OsStr::new(node),
     ];
     args.extend(more.iter().map(OsStr::new));
+    // DS_TEST_REGION_WAL=origin runs a test's region with one WAL per
+    // origin (unless the test chose).
+    if let Some(layout) = region_wal() {
+        if !more.contains(&"--region-wal") {
+            args.extend([OsStr::new("--region-wal"), OsStr::new(layout)]);
+        }
+    }
     args
+}
+
+fn region_wal() -> Option<&'static str> {
+    static LAYOUT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    LAYOUT
+        .get_or_init(|| std::env::var("DS_TEST_REGION_WAL").ok())
+        .as_deref()
 }
 
 /// A key made through the admin API at `base` (admin token

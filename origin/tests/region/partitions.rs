@@ -182,10 +182,23 @@ async fn read_everywhere(client: &reqwest::Client, bases: &[String], acknowledge
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitions_spread_move_off_a_dead_origin_and_onto_a_new_one_losing_nothing() {
+    spread_and_move(&[]).await;
+}
+
+/// The same with one WAL per origin (decision 0028): the dead origin's
+/// partitions taken over by fencing its log, the new one's share handed
+/// over by releases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_one_wal_per_origin_partitions_spread_and_move_losing_nothing() {
+    spread_and_move(&["--region-wal", "origin"]).await;
+}
+
+async fn spread_and_move(wal: &[&'static str]) {
     let weed = Seaweed::start();
     let client = reqwest::Client::new();
     let dir = tempfile::tempdir().unwrap();
-    let more = args();
+    let mut more = args();
+    more.extend_from_slice(wal);
     let mut procs: Vec<Proc> = ["a", "b", "c"]
         .iter()
         .map(|n| start_with(&weed, &dir.path().join(n), "parts", n, &more))
@@ -355,13 +368,27 @@ async fn forks_within_a_partition_work_and_the_count_is_pinned() {
         &["--region-partitions", "3"],
     );
     refuses_to_start(&mut wrong, "an origin with another count").await;
+    // The other WAL layout on this bucket (its owners would not see each
+    // other's claims): refused too.
+    let other = match std::env::var("DS_TEST_REGION_WAL").as_deref() {
+        Ok("origin") => "partition",
+        _ => "origin",
+    };
+    let mut layout = start_with(
+        &weed,
+        &dir.path().join("e"),
+        "forks",
+        "e",
+        &["--region-wal", other],
+    );
+    refuses_to_start(&mut layout, "an origin with the other WAL layout").await;
 
     // A bucket a newer version wrote (a higher format): refused as well.
     use object_store::ObjectStoreExt as _;
     let store = weed.store("gate");
     let pin = object_store::path::Path::from("region/partitions.json");
     store
-        .put(&pin, br#"{"partitions":1,"format":2}"#.to_vec().into())
+        .put(&pin, br#"{"partitions":1,"format":3}"#.to_vec().into())
         .await
         .unwrap();
     let mut newer = start_with(&weed, &dir.path().join("d"), "gate", "d", &[]);

@@ -97,7 +97,13 @@ pub async fn build(job: &BuildJob<'_>, imager: &mut dyn Imager) -> Result<Built,
         Some(b) if b.stand.tenure == job.tenure => b.stand.number.max(ours.from),
         _ => ours.from,
     };
-    if stand.number.saturating_sub(since) < job.min_objects.max(1) {
+    // A first checkpoint of a new tenure is due at once: until one stands
+    // in it, the logs of the tenures before it cannot be deleted, and
+    // every claim reads them.
+    let older = base
+        .as_ref()
+        .map_or(job.tenure > 0, |b| b.stand.tenure < job.tenure);
+    if !older && stand.number.saturating_sub(since) < job.min_objects.max(1) {
         return Ok(Built::NotYet);
     }
     // 1: the history up to the stand.
@@ -181,6 +187,7 @@ async fn replay_to(
             start,
             below,
             at_open: AtOpen::Stop,
+            most: u64::MAX,
         };
         let end = walk(
             store,

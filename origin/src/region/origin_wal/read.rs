@@ -89,6 +89,7 @@ pub async fn read_history(
                 start,
                 below,
                 at_open,
+                most: u64::MAX,
             },
             stopping,
             replay,
@@ -154,16 +155,19 @@ fn corrupt_chain(p: u32, k: usize) -> WalError {
 /// How one tenure is read: from `start` (its first number, or where a
 /// checkpoint in it stands), up to `below` when that end is known.
 #[derive(Clone, Copy)]
-pub(super) struct Reading {
+pub(crate) struct Reading {
     pub start: u64,
     pub below: Option<u64>,
     pub at_open: AtOpen,
+    /// Numbers read at most: a reading that reaches `start + most` stops
+    /// there as if the next were missing (a replica's round budget).
+    pub most: u64,
 }
 
 /// Reads one tenure from `reading.start` to its end, reading ahead
 /// [`REPLAY_READS`] numbers at a time. A number missing below a known end
 /// was deleted under the reading ([`WalError::Moved`]).
-pub(super) async fn walk(
+pub(crate) async fn walk(
     store: &dyn ObjectStore,
     p: u32,
     tenure: &TenureRecord,
@@ -176,7 +180,9 @@ pub(super) async fn walk(
         start,
         below,
         at_open,
+        most,
     } = reading;
+    let stop = start.max(tenure.from).saturating_add(most);
     // The model's tenure: a log's writer puts at epoch 1, a fence is
     // another (`LogObject::found`); the walk does not use the log's name.
     let model = Tenure {
@@ -191,9 +197,14 @@ pub(super) async fn walk(
             Ok(at) => at,
             Err(end) => return Ok(End::Ended(end)),
         };
-        let upto = below.map_or(at + REPLAY_READS as u64, |b| {
-            b.min(at + REPLAY_READS as u64)
-        });
+        if at >= stop {
+            return Ok(End::Open(at));
+        }
+        let upto = below
+            .map_or(at + REPLAY_READS as u64, |b| {
+                b.min(at + REPLAY_READS as u64)
+            })
+            .min(stop);
         let objects: Vec<_> = futures::stream::iter(at..upto)
             .map(|n| read_object(store, &tenure.log, n, stopping))
             .buffered(REPLAY_READS)

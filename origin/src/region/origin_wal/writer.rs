@@ -93,7 +93,7 @@ pub(super) enum Item {
 }
 
 impl Item {
-    fn answer(self, answer: Result<u64, WalError>) {
+    pub(super) fn answer(self, answer: Result<u64, WalError>) {
         let (Item::Frames { reply, .. } | Item::Release { reply, .. }) = self;
         let _ = reply.send(answer);
     }
@@ -107,6 +107,9 @@ pub(super) struct Counters {
     /// Every number of the log below it was answered as landed (puts are
     /// answered in number order).
     pub acknowledged: AtomicU64,
+    /// The log stopped (a fence, or a put that did not settle): it serves
+    /// nothing more, and this origin needs a new log to claim again.
+    pub stopped: AtomicBool,
 }
 
 pub(super) struct Writer {
@@ -115,6 +118,8 @@ pub(super) struct Writer {
     pub config: WriterConfig,
     pub stopping: Arc<AtomicBool>,
     pub counters: Arc<Counters>,
+    /// Where puts are counted and timed (as a partition WAL's are).
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 /// A put's number, the appends it answers, the partitions it releases,
@@ -214,21 +219,35 @@ impl Writer {
             put_id: rand::random(),
             sections,
         };
-        let (store, log, stopping, counters) = (
+        let (store, log, stopping, counters, metrics) = (
             Arc::clone(&self.store),
             self.log,
             Arc::clone(&self.stopping),
             Arc::clone(&self.counters),
+            self.metrics.clone(),
         );
+        let bytes: usize = object.sections.iter().map(|s| s.frames.len()).sum();
         let appends = replies.len().saturating_sub(released.len());
         counters
             .appends
             .fetch_add(appends as u64, Ordering::Relaxed);
         Box::pin(async move {
+            let started = std::time::Instant::now();
             let outcome = settle_put(&*store, &log, number, &object, &stopping)
                 .await
                 .map(|found| found.put_id == object.put_id && !found.fence);
             counters.puts.fetch_add(1, Ordering::Relaxed);
+            if let Some(m) = &metrics {
+                m.object_wal_puts.fetch_add(1, Ordering::Relaxed);
+                m.object_wal_bytes
+                    .fetch_add(bytes as u64, Ordering::Relaxed);
+                let name = match &outcome {
+                    Ok(true) => "ok",
+                    Ok(false) => "fenced",
+                    Err(_) => "error",
+                };
+                m.timings.object_request("wal_put", name, started.elapsed());
+            }
             (number, replies, released, outcome)
         })
     }
@@ -340,6 +359,7 @@ impl State {
             }
         };
         if let Err(at) = answer {
+            counters.stopped.store(true, Ordering::Release);
             self.stopped = Some(at);
             self.serving.clear();
             for item in self.waiting.drain(..) {

@@ -229,7 +229,7 @@ impl RegionOrigin {
             .iter()
             .map(|s| (&*s.metrics, s.store.stream_count()))
             .chain(replicas.iter().map(|s| (&*s.metrics, 0)))
-            .chain([(&self.retired, 0)])
+            .chain([(&self.retired, 0), (&*self.log_metrics, 0)])
             .collect();
         let mut e = crate::metrics::Exposition::default();
         crate::metrics::Metrics::expose(&counted, &self.sharing.timings, &mut e);

@@ -28,9 +28,17 @@ impl RegionOrigin {
             .get()
             .map(|key| format!("feed-p{p}-{:016x}", shared::invalidation::stream_id(key)));
         debug_assert!(config.region.feed.is_some(), "claims wait for the peer key");
+        // With one WAL per origin, the tenure goes in this origin's log.
+        config.region.origin_wal = self.origin_log();
+        let no_log = self.store.region.one_wal && config.region.origin_wal.is_none();
         tracing::info!(partition = p, folder = %dir.display(), "claiming the partition");
         let (keys, open) = (self.fetch_keys(), self.opener(config));
         let task = tokio::spawn(async move {
+            if no_log {
+                return Err(std::io::Error::other(
+                    "the bucket is not open: no log to claim in",
+                ));
+            }
             keys.await?;
             tokio::task::spawn_blocking(open)
                 .await
@@ -127,9 +135,12 @@ impl RegionOrigin {
         };
         self.released.lock().push((released, false));
         let list = Arc::clone(&self.released);
+        let log = self.current_log();
         tokio::spawn(async move {
             state.store.shutdown().await;
             drop(state);
+            // Every put of its commits settled: the release goes after them.
+            Self::release_in_log(log, p).await;
             // Listed in the heartbeat from now on (unless already claimed
             // back, or taken by a newer claim).
             for (r, stopped) in list.lock().iter_mut() {

@@ -43,6 +43,7 @@ use super::{remove_later, RegionOrigin};
 use crate::core::config::Expiry;
 use crate::http::Shared;
 use crate::region::follow::Follow;
+use crate::region::log_replica;
 use crate::region::replica::{self as bucket, Ended, IDLE_LOOK};
 
 /// One partition's replica as this origin keeps it.
@@ -167,7 +168,7 @@ async fn keep(me: Arc<RegionOrigin>, p: u32, kept: Kept, mut stop: watch::Receiv
         tracing::info!(
             partition = p,
             streams = state.store.stream_count(),
-            next = follow.next(),
+            at = ?follow,
             "following the partition with a replica"
         );
         // The lay-out read up to a number not there and its look stood:
@@ -239,7 +240,7 @@ async fn open(
     p: u32,
     objects: Arc<dyn object_store::ObjectStore>,
     dir: std::path::PathBuf,
-) -> std::io::Result<(Shared, Follow)> {
+) -> std::io::Result<(Shared, Place)> {
     // Bounded, so a slow bucket does not hold a claim's fetch behind it
     // (the renewal's refresh brings the keys later).
     match tokio::time::timeout(me.patience(), me.fetch_keys()).await {
@@ -252,9 +253,18 @@ async fn open(
     config.region.feed = None;
     let open = me.opener(config);
     let runtime = tokio::runtime::Handle::current();
+    let one_wal = me.store.region.one_wal;
     tokio::task::spawn_blocking(move || {
         let follow = runtime
-            .block_on(bucket::lay_out(&*objects, p, &dir))
+            .block_on(async {
+                if one_wal {
+                    log_replica::lay_out(&*objects, p, &dir)
+                        .await
+                        .map(Place::Log)
+                } else {
+                    bucket::lay_out(&*objects, p, &dir).await.map(Place::Wal)
+                }
+            })
             .map_err(std::io::Error::other)?;
         Ok((open()?, follow))
     })
@@ -269,7 +279,7 @@ async fn follow_rounds(
     p: u32,
     objects: &dyn object_store::ObjectStore,
     state: &Shared,
-    mut follow: Follow,
+    mut follow: Place,
     (caught_up, applied, hurry): (
         &Mutex<Option<Instant>>,
         &watch::Sender<u64>,
@@ -297,19 +307,18 @@ async fn follow_rounds(
         // Nothing new: the checkpoints are looked at now and then only (a
         // newer one may have deleted the number this replica waits at).
         let look_due = hurried || last_look.is_none_or(|at| at.elapsed() >= IDLE_LOOK);
-        let looked = async {
-            let (round, read) = bucket::read_next(objects, p, &follow).await?;
-            if read.objects == 0 && !look_due {
-                return Ok(None);
-            }
-            let newest = crate::region::bucket::newest_checkpoint_number(objects, p).await?;
-            Ok::<_, crate::region::WalError>(Some((round, read, newest)))
-        };
-        let (round, read, newest) = match looked.await {
+        let (next, read) = match follow.read_next(objects, p, look_due).await {
             Ok(Some(done)) => done,
             Ok(None) => {
                 more = false;
                 continue;
+            }
+            Err(crate::region::WalError::Moved) => {
+                tracing::info!(
+                    partition = p,
+                    "the partition's history moved under the replica; building it again"
+                );
+                return;
             }
             Err(e) => {
                 me.metrics.replica_failures.fetch_add(1, Relaxed);
@@ -319,10 +328,9 @@ async fn follow_rounds(
             }
         };
         last_look = Some(began);
-        if !follow.finish(round, newest) {
+        if !follow.finish(next) {
             tracing::info!(
                 partition = p,
-                checkpoint = newest,
                 "a newer checkpoint moved the partition's start; building the replica again"
             );
             return;
@@ -342,6 +350,66 @@ async fn follow_rounds(
             *caught_up.lock() = Some(began);
             // Those waiting for a round that began after them look again.
             applied.send_modify(|n| *n += 1);
+        }
+    }
+}
+
+/// Where a replica stands: in a partition's own WAL, or in the origins'
+/// logs (one WAL per origin).
+#[derive(Debug)]
+pub(super) enum Place {
+    Wal(Follow),
+    Log(log_replica::LogFollow),
+}
+
+/// A round read, with the look at the newest checkpoint after it.
+pub(super) enum Next {
+    Wal(crate::region::follow::Round, Option<u64>),
+    Log(
+        log_replica::LogFollow,
+        crate::region::tenure::Stand,
+        Option<crate::region::tenure::Stand>,
+    ),
+}
+
+impl Place {
+    /// Reads the next round and looks at the newest checkpoint after it;
+    /// None when it read nothing new and no look is due.
+    async fn read_next(
+        &self,
+        objects: &dyn object_store::ObjectStore,
+        p: u32,
+        look_due: bool,
+    ) -> Result<Option<(Next, bucket::RoundRead)>, crate::region::WalError> {
+        match self {
+            Place::Wal(follow) => {
+                let (round, read) = bucket::read_next(objects, p, follow).await?;
+                if read.objects == 0 && !look_due {
+                    return Ok(None);
+                }
+                let newest = crate::region::bucket::newest_checkpoint_number(objects, p).await?;
+                Ok(Some((Next::Wal(round, newest), read)))
+            }
+            Place::Log(follow) => {
+                let (round, began, read) = log_replica::read_next(objects, p, follow).await?;
+                if read.objects == 0 && !look_due && round.same_place(follow) {
+                    return Ok(None);
+                }
+                let newest = log_replica::newest(objects, p).await?;
+                Ok(Some((Next::Log(round, began, newest), read)))
+            }
+        }
+    }
+
+    /// Whether the round stands (see `follow` and `log_replica`); the
+    /// replica moves past it if so.
+    fn finish(&mut self, next: Next) -> bool {
+        match (self, next) {
+            (Place::Wal(follow), Next::Wal(round, newest)) => follow.finish(round, newest),
+            (Place::Log(follow), Next::Log(round, began, newest)) => {
+                follow.finish(round, began, newest)
+            }
+            _ => unreachable!("a round of the replica's own kind"),
         }
     }
 }

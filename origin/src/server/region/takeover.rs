@@ -158,7 +158,8 @@ impl RegionOrigin {
             return true;
         }
         let objects = self.objects.get().expect("set before the loop");
-        let pin = crate::region::pin::partitions(&**objects, self.partitions);
+        let pin =
+            crate::region::pin::partitions(&**objects, self.partitions, self.store.region.one_wal);
         match tokio::time::timeout(self.patience(), pin).await {
             Ok(Ok(())) => {
                 self.pinned.store(true, Relaxed);
@@ -201,7 +202,7 @@ impl RegionOrigin {
             let Current::Serving { state, .. } = self.current(p) else {
                 continue;
             };
-            if state.store.is_stopped() {
+            if state.store.is_stopped() || self.log_stopped() {
                 // Its writer stopped (fenced, or a put failed): nothing
                 // more is acknowledged; claim again or follow.
                 tracing::warn!(
@@ -221,7 +222,11 @@ impl RegionOrigin {
             let now = Instant::now();
             if t.building[i].is_none() && now >= t.next_build[i] {
                 t.next_build[i] = now + self.store.region.checkpoint.interval;
-                t.building[i] = self.build_checkpoint(p, &state);
+                t.building[i] = if self.store.region.one_wal {
+                    self.build_in_log(p, &state)
+                } else {
+                    self.build_checkpoint(p, &state)
+                };
             }
         }
     }

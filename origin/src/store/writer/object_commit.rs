@@ -91,12 +91,12 @@ impl Writer {
             return true;
         }
         let wake = self.wake.clone();
-        let wake = move || {
+        let wake: crate::region::commit_log::Wake = Box::new(move || {
             if let Some(tx) = wake {
                 // A full queue needs no wake: the writer is busy.
                 let _ = tx.try_send(super::Command::Wake);
             }
-        };
+        });
         let mut ticket = None;
         if !frames.is_empty() {
             while self.pipeline.puts as u64 >= crate::region::fence::WINDOW {
@@ -181,8 +181,9 @@ impl Writer {
         }
         while self.pipeline.pending.front().is_some_and(|p| p.settled) {
             let p = self.pipeline.pending.pop_front().expect("front");
-            if let (Some(Ticket::Put(n)), Some(wal)) = (p.ticket, self.object_wal.as_ref()) {
-                wal.note_acknowledged(n);
+            if let (Some(ticket @ Ticket::Put(_)), Some(wal)) = (p.ticket, self.object_wal.as_ref())
+            {
+                wal.note_acknowledged(ticket);
             }
             self.publish_durable(p.durable);
         }
