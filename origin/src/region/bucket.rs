@@ -258,3 +258,20 @@ pub(crate) async fn delete_all(store: &dyn ObjectStore, keys: Vec<Path>) -> u64 
         .await;
     results.into_iter().filter(|ok| *ok).count() as u64
 }
+
+/// The object at `key`, or None when nothing is there. Passing failures
+/// are tried again.
+pub(crate) async fn get_if_there(
+    store: &dyn ObjectStore,
+    key: &Path,
+    stopping: &AtomicBool,
+) -> Result<Option<Bytes>, WalError> {
+    again(stopping, || async {
+        match store.get(key).await {
+            Ok(found) => Ok(Some(found.bytes().await?)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    })
+    .await
+}

@@ -17,9 +17,9 @@
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 
-use bytes::Bytes;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::ObjectStore;
 
+use super::bucket::get_if_there;
 use super::local::LocalLog;
 use super::object_wal::{Replay, WalError, CLAIM_TRIES};
 use super::origin_wal::format::{decode_tenure, TenureRecord};
@@ -195,10 +195,9 @@ async fn read_tenure(
     k: u64,
 ) -> Result<Option<TenureRecord>, WalError> {
     let key = keys::partition_tenure(p, k);
-    let bytes: Bytes = match store.get(&key).await {
-        Ok(found) => found.bytes().await?,
-        Err(object_store::Error::NotFound { .. }) => return Ok(None),
-        Err(e) => return Err(e.into()),
+    let stopping = AtomicBool::new(false);
+    let Some(bytes) = get_if_there(store, &key, &stopping).await? else {
+        return Ok(None);
     };
     decode_tenure(&bytes)
         .map(Some)

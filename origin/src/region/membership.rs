@@ -289,22 +289,47 @@ impl Membership {
         Ok(count)
     }
 
+    /// The highest number of the keys under `prefix`, which are made in
+    /// order without gaps. With `around` (the key known, the one after
+    /// it), one HEAD of the next says whether a listing is needed at all
+    /// (a HEAD costs a twelfth of a LIST, and this runs for every partition
+    /// each renewal); the listing then starts at the known one.
+    async fn newest_number(
+        &self,
+        prefix: &Path,
+        around: Option<(Path, Path)>,
+    ) -> object_store::Result<Option<u64>> {
+        if let Some((_, next)) = &around {
+            match self.store.head(next).await {
+                Ok(_) => {}
+                Err(object_store::Error::NotFound { .. }) => return Ok(None),
+                Err(e) => return Err(e),
+            }
+        }
+        let listing = match &around {
+            Some((known, _)) => self.store.list_with_offset(Some(prefix), known),
+            None => self.store.list(Some(prefix)),
+        };
+        listing
+            .try_fold(None::<u64>, |max, meta| async move {
+                Ok(keys::numbered(&meta.location).map_or(max, |n| max.max(Some(n))))
+            })
+            .await
+    }
+
     /// Partition `p`'s newest tenure past the one known, as an owner of
     /// epoch `k + 1` (None: none newer).
     async fn newest_tenure(&self, p: u32) -> object_store::Result<Option<Owner>> {
         let prefix = keys::partition_tenures(p);
-        let known = self.owner(p).map(|o| o.epoch);
-        let listing = match known {
-            Some(e) if e > 0 => self
-                .store
-                .list_with_offset(Some(&prefix), &keys::partition_tenure(p, e - 1)),
-            _ => self.store.list(Some(&prefix)),
-        };
-        let newest = listing
-            .try_fold(None::<u64>, |max, meta| async move {
-                Ok(keys::numbered(&meta.location).map_or(max, |n| max.max(Some(n))))
-            })
-            .await?;
+        let known = self.owner(p).map(|o| o.epoch).filter(|e| *e > 0);
+        // Tenure k is epoch k + 1: the next after epoch e is tenure e.
+        let around = known.map(|e| {
+            (
+                keys::partition_tenure(p, e - 1),
+                keys::partition_tenure(p, e),
+            )
+        });
+        let newest = self.newest_number(&prefix, around).await?;
         let Some(k) = newest.filter(|k| Some(*k + 1) > known) else {
             return Ok(None);
         };
@@ -334,17 +359,8 @@ impl Membership {
         }
         let prefix = keys::partition_epochs(p);
         let known = self.owner(p).map(|o| o.epoch);
-        let listing = match known {
-            Some(e) => self
-                .store
-                .list_with_offset(Some(&prefix), &keys::partition_epoch(p, e)),
-            None => self.store.list(Some(&prefix)),
-        };
-        let newest = listing
-            .try_fold(None::<u64>, |max, meta| async move {
-                Ok(keys::numbered(&meta.location).map_or(max, |n| max.max(Some(n))))
-            })
-            .await?;
+        let around = known.map(|e| (keys::partition_epoch(p, e), keys::partition_epoch(p, e + 1)));
+        let newest = self.newest_number(&prefix, around).await?;
         let Some(epoch) = newest.filter(|e| Some(*e) > known) else {
             return Ok(None);
         };

@@ -29,12 +29,14 @@ use std::sync::atomic::AtomicBool;
 use bytes::Bytes;
 use futures::StreamExt;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::ObjectStore;
 
 use super::format::{decode_stand, encode_stand, LogId, StandManifest};
 use super::read::{read_tenures, successor_end, walk, AtOpen, End, History, Reading};
 use crate::objects::keys;
-use crate::region::bucket::{again, create_or_read, delete_all, list_numbers, read_object};
+use crate::region::bucket::{
+    again, create_or_read, delete_all, get_if_there, list_numbers, read_object,
+};
 use crate::region::format::{self as wal_format, Kind, PutId, WalHeader};
 use crate::region::object_wal::{Replay, WalError, CLAIM_TRIES, REPLAY_READS};
 use crate::region::tenure::{deletion_bound, InLog, Stand};
@@ -254,15 +256,7 @@ pub async fn newest_stand(
             return Ok(None);
         };
         let key = keys::partition_stand(p, newest.tenure, newest.number);
-        let read = again(stopping, || async {
-            match store.get(&key).await {
-                Ok(found) => Ok(Some(found.bytes().await?)),
-                Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(e.into()),
-            }
-        })
-        .await?;
-        if let Some(bytes) = read {
+        if let Some(bytes) = get_if_there(store, &key, stopping).await? {
             return decode_stand(&bytes)
                 .map(Some)
                 .map_err(|source| WalError::Corrupt {

@@ -11,7 +11,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use super::checkpoint::{newest_stand, read_stand_image};
 use super::format::{decode_log, decode_tenure, encode_log, LogId, LogObject, TenureRecord};
 use crate::objects::keys;
-use crate::region::bucket::{again, create_or_read, list_numbers};
+use crate::region::bucket::{again, create_or_read, get_if_there, list_numbers};
 use crate::region::object_wal::{Replay, WalError, REPLAY_READS};
 use crate::region::tenure::{Found, Stand, Step, Tenure, Walk};
 
@@ -268,14 +268,7 @@ async fn read_object(
     stopping: &AtomicBool,
 ) -> Result<Option<LogObject>, WalError> {
     let key = keys::log_object(log, n);
-    let bytes = again(stopping, || async {
-        match store.get(&key).await {
-            Ok(found) => Ok(Some(found.bytes().await?)),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e.into()),
-        }
-    })
-    .await?;
+    let bytes = get_if_there(store, &key, stopping).await?;
     bytes.map(|b| decode(&key, &b)).transpose()
 }
 

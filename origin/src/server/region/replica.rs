@@ -42,9 +42,11 @@ use tokio::time::Instant;
 use super::{remove_later, RegionOrigin};
 use crate::core::config::Expiry;
 use crate::http::Shared;
-use crate::region::follow::Follow;
 use crate::region::log_replica;
 use crate::region::replica::{self as bucket, Ended, IDLE_LOOK};
+
+mod place;
+use place::Place;
 
 /// One partition's replica as this origin keeps it.
 pub(super) struct Replica {
@@ -350,66 +352,6 @@ async fn follow_rounds(
             *caught_up.lock() = Some(began);
             // Those waiting for a round that began after them look again.
             applied.send_modify(|n| *n += 1);
-        }
-    }
-}
-
-/// Where a replica stands: in a partition's own WAL, or in the origins'
-/// logs (one WAL per origin).
-#[derive(Debug)]
-pub(super) enum Place {
-    Wal(Follow),
-    Log(log_replica::LogFollow),
-}
-
-/// A round read, with the look at the newest checkpoint after it.
-pub(super) enum Next {
-    Wal(crate::region::follow::Round, Option<u64>),
-    Log(
-        log_replica::LogFollow,
-        crate::region::tenure::Stand,
-        Option<crate::region::tenure::Stand>,
-    ),
-}
-
-impl Place {
-    /// Reads the next round and looks at the newest checkpoint after it;
-    /// None when it read nothing new and no look is due.
-    async fn read_next(
-        &self,
-        objects: &dyn object_store::ObjectStore,
-        p: u32,
-        look_due: bool,
-    ) -> Result<Option<(Next, bucket::RoundRead)>, crate::region::WalError> {
-        match self {
-            Place::Wal(follow) => {
-                let (round, read) = bucket::read_next(objects, p, follow).await?;
-                if read.objects == 0 && !look_due {
-                    return Ok(None);
-                }
-                let newest = crate::region::bucket::newest_checkpoint_number(objects, p).await?;
-                Ok(Some((Next::Wal(round, newest), read)))
-            }
-            Place::Log(follow) => {
-                let (round, began, read) = log_replica::read_next(objects, p, follow).await?;
-                if read.objects == 0 && !look_due && round.same_place(follow) {
-                    return Ok(None);
-                }
-                let newest = log_replica::newest(objects, p).await?;
-                Ok(Some((Next::Log(round, began, newest), read)))
-            }
-        }
-    }
-
-    /// Whether the round stands (see `follow` and `log_replica`); the
-    /// replica moves past it if so.
-    fn finish(&mut self, next: Next) -> bool {
-        match (self, next) {
-            (Place::Wal(follow), Next::Wal(round, newest)) => follow.finish(round, newest),
-            (Place::Log(follow), Next::Log(round, began, newest)) => {
-                follow.finish(round, began, newest)
-            }
-            _ => unreachable!("a round of the replica's own kind"),
         }
     }
 }
