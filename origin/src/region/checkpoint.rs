@@ -145,11 +145,7 @@ pub fn build(job: &BuildJob) -> Result<Built, WalError> {
         .build()
         .map_err(WalError::Local)?;
     let outcome = build_in(&rt, job);
-    if let Err(e) = std::fs::remove_dir_all(&job.scratch) {
-        if e.kind() != std::io::ErrorKind::NotFound {
-            tracing::warn!(folder = %job.scratch.display(), error = %e, "could not remove a checkpoint's folder");
-        }
-    }
+    remove_scratch(&job.scratch);
     outcome
 }
 
@@ -369,6 +365,15 @@ fn images_of(p: u32, number: u64, put_id: &PutId, parts: u32) -> Vec<object_stor
     (0..parts)
         .map(|k| keys::partition_image_part(p, number, put_id, k))
         .collect()
+}
+
+/// Removes a build's folder (gone already is fine; a failure is logged).
+pub fn remove_scratch(dir: &Path) {
+    if let Err(e) = std::fs::remove_dir_all(dir) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(folder = %dir.display(), error = %e, "could not remove a checkpoint's folder");
+        }
+    }
 }
 
 /// A build's folder under the origin's data directory.

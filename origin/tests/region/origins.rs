@@ -47,7 +47,8 @@ pub fn region_args<'a>(
     args
 }
 
-fn region_wal() -> Option<&'static str> {
+/// The layout `DS_TEST_REGION_WAL` asks for, if any.
+pub fn region_wal() -> Option<&'static str> {
     static LAYOUT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
     LAYOUT
         .get_or_init(|| std::env::var("DS_TEST_REGION_WAL").ok())

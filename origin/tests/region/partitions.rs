@@ -370,8 +370,8 @@ async fn forks_within_a_partition_work_and_the_count_is_pinned() {
     refuses_to_start(&mut wrong, "an origin with another count").await;
     // The other WAL layout on this bucket (its owners would not see each
     // other's claims): refused too.
-    let other = match std::env::var("DS_TEST_REGION_WAL").as_deref() {
-        Ok("origin") => "partition",
+    let other = match super::origins::region_wal() {
+        Some("origin") => "partition",
         _ => "origin",
     };
     let mut layout = start_with(

@@ -192,13 +192,8 @@ impl StoreImager {
     }
 
     fn remove(&self) {
-        for dir in [&self.scratch, &self.parts_dir] {
-            if let Err(e) = std::fs::remove_dir_all(dir) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    tracing::warn!(folder = %dir.display(), error = %e, "could not remove a checkpoint's folder");
-                }
-            }
-        }
+        checkpoint::remove_scratch(&self.scratch);
+        checkpoint::remove_scratch(&self.parts_dir);
     }
 }
 
