@@ -11,6 +11,8 @@
 #
 #   loadtest/region-wal-cost.sh [SECONDS] [PUT_DELAY]
 #       (default 10 s and no delay; needs `weed` on PATH and a release build)
+#   PARTITIONS="1 64" LAYOUTS=origin ORIGIN_ARGS="--commit-delay 1ms" loadtest/region-wal-cost.sh
+#       (a subset of the rows, with extra flags for the origin)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-10}
@@ -21,13 +23,13 @@ trap 'kill ${opid:-} 2>/dev/null || true; kill -9 ${wpid:-} 2>/dev/null || true;
 . loadtest/bucket.sh
 bucket_start
 
-for partitions in 1 6 64; do
-  for layout in partition origin; do
+for partitions in ${PARTITIONS:-1 6 64}; do
+  for layout in ${LAYOUTS:-partition origin}; do
     label="p${partitions}-${layout}"
     log="$work/$label.log"
     "$bin/origin" --listen 127.0.0.1:0 --data "$work/$label" --object-store "s3://bench/$label" \
       --durability object --node-id solo --region-partitions "$partitions" --region-wal "$layout" \
-      --object-put-delay "$delay" >"$log" 2>&1 &
+      --object-put-delay "$delay" ${ORIGIN_ARGS:-} >"$log" 2>&1 &
     opid=$!
     addr=""
     for _ in $(seq 1 600); do

@@ -28,6 +28,8 @@ pub struct RegionMetrics {
     pub checkpoint_failures: AtomicU64,
     /// WAL objects (and older checkpoints' objects) deleted below them.
     pub checkpoint_deleted: AtomicU64,
+    /// Objects of other origins' logs deleted (`origin_wal::collect_dead`).
+    pub dead_log_deleted: AtomicU64,
     /// The newest checkpoint this origin published: its WAL number and
     /// its image's bytes.
     pub checkpoint_number: AtomicI64,
@@ -118,6 +120,11 @@ impl RegionMetrics {
                 "ds_origin_region_checkpoint_deleted_objects_total",
                 "WAL and old checkpoint objects deleted below a checkpoint.",
                 &self.checkpoint_deleted,
+            ),
+            (
+                "ds_origin_region_dead_log_deleted_objects_total",
+                "Objects of dead origins' logs deleted below what every partition needs.",
+                &self.dead_log_deleted,
             ),
             (
                 "ds_origin_region_releases_total",

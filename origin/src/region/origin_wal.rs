@@ -13,7 +13,8 @@
 //! - `format`: the log object, the tenure record, a checkpoint's manifest;
 //! - `writer`: the task that gathers appends into puts and answers them;
 //! - `read`: reading a partition's history, fences and settled puts;
-//! - `checkpoint`: partition checkpoints, and the log deleted below them.
+//! - `checkpoint`: partition checkpoints, and the log deleted below them;
+//! - `collect_dead`: other origins' logs deleted below them (dead logs).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -27,11 +28,13 @@ use crate::region::bucket::create_or_read;
 use crate::region::object_wal::{Replay, WalError, CLAIM_TRIES};
 
 mod checkpoint;
+mod collect_dead;
 pub(crate) mod format;
 pub(crate) mod read;
 mod writer;
 
 pub use checkpoint::{build, newest_stand, BuildJob, Built, Imager};
+pub use collect_dead::{collect_dead, CollectedDead};
 pub use format::{LogId, StandManifest, TenureRecord};
 pub use read::{read_history, AtOpen, End, History};
 pub use writer::WriterConfig;

@@ -74,9 +74,16 @@
 //!    deleted, not yet written). A deleted number's fence is never read:
 //!    every reader starts past it.
 //!
-//! Not in this model: deleting a dead log (one whose writer stopped), which
-//! the same bound allows anyone to do once no tenure in it is newer than
-//! its partition's newest checkpoint.
+//! 6. Another origin may delete a log (one whose writer died or was
+//!    fenced: it cannot tell which, nor a slow writer from a dead one), by
+//!    the same bound, with what it listed in place of what the writer
+//!    acknowledged: it lists the log first, then reads every tenure and
+//!    checkpoint, then deletes the writer's objects below
+//!    `deletion_bound(listed, …)`, never a fence. A put the writer still
+//!    has in flight lies above the listing, or below the last object
+//!    listed, which was put after it, so its tenure was made before the
+//!    listing and is counted. A fence stays: a writer's put delayed past
+//!    it would otherwise land in its place and be acknowledged.
 
 /// One stretch of a partition's history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,7 +2,9 @@
 //! SeaweedFS: a claim reads the newest checkpoint's image and only the log
 //! objects after it; a log is deleted only below what every partition with
 //! a tenure in it no longer needs; a second checkpoint replaces the first;
-//! a reading that meets a number deleted under it reads again.
+//! a reading that meets a number deleted under it reads again; another
+//! origin's log (dead or alive) is deleted only below every partition's
+//! checkpoint, and its fences stay.
 
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicBool;
@@ -12,7 +14,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use object_store::{ObjectStore, ObjectStoreExt};
 use origin::region::origin_wal::{
-    build, newest_stand, read_history, AtOpen, BuildJob, Built, Imager, OriginWal,
+    build, collect_dead, newest_stand, read_history, AtOpen, BuildJob, Built, CollectedDead,
+    Imager, OriginWal,
 };
 use origin::region::{Replay, WalError};
 
@@ -67,8 +70,12 @@ fn rounds(p: u32, rs: std::ops::Range<usize>) -> Vec<Bytes> {
 }
 
 async fn log_numbers(store: &Arc<dyn ObjectStore>, wal: &OriginWal) -> Vec<u64> {
+    numbers_of(store, wal.log()).await
+}
+
+async fn numbers_of(store: &Arc<dyn ObjectStore>, log: [u8; 16]) -> Vec<u64> {
     use futures::StreamExt;
-    let prefix = object_store::path::Path::from(format!("region/logs/{}", hex(wal.log())));
+    let prefix = object_store::path::Path::from(format!("region/logs/{}", hex(log)));
     let mut found: Vec<u64> = store
         .list(Some(&prefix))
         .map(|m| {
@@ -182,4 +189,82 @@ async fn a_reading_that_meets_a_number_deleted_under_it_reads_again() {
     let stopping = AtomicBool::new(false);
     let read = read_history(&*store, 0, AtOpen::Stop, &stopping, &mut |_| Ok(())).await;
     assert!(matches!(read, Err(WalError::Moved)), "{read:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_origins_log_goes_below_every_partitions_checkpoint_and_its_fence_stays() {
+    let weed = Seaweed::start();
+    let store = weed.store("origin-wal-dead");
+    let stopping = AtomicBool::new(false);
+    let collect = |own: [u8; 16]| {
+        let store = Arc::clone(&store);
+        let stopping = &stopping;
+        async move {
+            collect_dead(&*store, Some(&own), 3, stopping)
+                .await
+                .unwrap()
+        }
+    };
+    // A serves partitions 0 and 1, B (alive throughout) partition 2.
+    let a = open(&store, "a", Duration::from_millis(20));
+    for p in [0, 1] {
+        assert!(claim(&a, p).await.unwrap().is_empty());
+    }
+    for r in 0..4 {
+        round(&a, &[0, 1], r).await;
+    }
+    let b = open(&store, "b", Duration::from_millis(20));
+    assert!(claim(&b, 2).await.unwrap().is_empty());
+    for r in 0..2 {
+        round(&b, &[2], r).await;
+    }
+    // A dies; C takes partition 0 over, fencing A's log at number 4.
+    let dead = a.log();
+    drop(a);
+    let c = open(&store, "c", Duration::from_millis(20));
+    assert_eq!(claim(&c, 0).await.unwrap(), rounds(0, 0..4));
+    assert_eq!(numbers_of(&store, dead).await, (0..5).collect::<Vec<_>>());
+    // Partition 1 still reads A's log from its tenure's start, partition 2
+    // B's: nothing goes.
+    assert_eq!(
+        collect(c.log()).await,
+        CollectedDead {
+            logs: 2,
+            deleted: 0,
+            fences: 0
+        }
+    );
+    // Partition 1 taken over and both checkpointed in C's tenures: A's
+    // objects go, its fence stays; B's log is still needed from its start.
+    assert_eq!(claim(&c, 1).await.unwrap(), rounds(1, 0..4));
+    for p in [0, 1] {
+        assert!(matches!(
+            checkpoint(&store, &c, p, 1).await.unwrap(),
+            Built::Published { .. }
+        ));
+    }
+    assert_eq!(
+        collect(c.log()).await,
+        CollectedDead {
+            logs: 2,
+            deleted: 4,
+            fences: 1
+        }
+    );
+    assert_eq!(numbers_of(&store, dead).await, vec![4], "the fence stays");
+    assert_eq!(log_numbers(&store, &b).await, vec![0, 1]);
+    // A live log is deleted only below its partition's checkpoint, and its
+    // writer goes on.
+    checkpoint(&store, &b, 2, 0).await.unwrap();
+    round(&b, &[2], 2).await;
+    assert_eq!(collect(c.log()).await.deleted, 2);
+    assert_eq!(log_numbers(&store, &b).await, vec![2]);
+    round(&b, &[2], 3).await;
+    // Every partition reads whole.
+    round(&c, &[0, 1], 4).await;
+    for p in [0, 1] {
+        assert_eq!(history(&store, p).await.0, rounds(p, 0..5));
+    }
+    assert_eq!(history(&store, 2).await.0, rounds(2, 0..4));
+    assert_eq!(claim(&c, 2).await.unwrap(), rounds(2, 0..4));
 }

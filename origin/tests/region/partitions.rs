@@ -190,7 +190,15 @@ async fn partitions_spread_move_off_a_dead_origin_and_onto_a_new_one_losing_noth
 /// over by releases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_one_wal_per_origin_partitions_spread_and_move_losing_nothing() {
-    spread_and_move(&["--region-wal", "origin"]).await;
+    // Checkpoint looks every half second: the rounds deleting the dead
+    // origin's log come every three.
+    spread_and_move(&[
+        "--region-wal",
+        "origin",
+        "--region-checkpoint-interval",
+        "500ms",
+    ])
+    .await;
 }
 
 async fn spread_and_move(wal: &[&'static str]) {
@@ -267,6 +275,9 @@ async fn spread_and_move(wal: &[&'static str]) {
         killed.elapsed()
     );
     read_everywhere(&client, &bases, &acknowledged).await;
+    if wal.contains(&"origin") {
+        dead_log_deleted(&client, &bases).await;
+    }
 
     // A new origin joins: the two hand it its share while writes go on.
     let d = start_with(&weed, &dir.path().join("d"), "parts", "d", &more);
@@ -298,6 +309,30 @@ async fn spread_and_move(wal: &[&'static str]) {
             acked,
             "{i} through the edge"
         );
+    }
+}
+
+/// Until partition 0's owner deleted the dead origin's log below what
+/// every partition needs (once the new owners checkpointed).
+async fn dead_log_deleted(client: &reqwest::Client, bases: &[String]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let mut deleted = 0;
+        for b in bases {
+            let text = crate::common::metrics_at(client, b).await;
+            deleted +=
+                crate::common::metric_in(&text, "ds_origin_region_dead_log_deleted_objects_total")
+                    .unwrap();
+        }
+        if deleted > 0 {
+            eprintln!("{deleted} objects of the dead origin's log deleted");
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the dead origin's log was not deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 

@@ -27,6 +27,11 @@ use crate::store::image;
 /// this only merges what several partitions commit together.
 const LOG_COMMIT_DELAY: Duration = Duration::from_millis(2);
 
+/// A round deleting dead origins' logs runs at most once every this many
+/// `--region-checkpoint-interval`s (a minute by default): each lists every
+/// log in the region, and a dead log's objects only cost storage.
+const DEAD_LOG_ROUNDS: u32 = 6;
+
 impl RegionOrigin {
     /// The log a claim makes its tenure in: this origin's, opened now if it
     /// has none or its last one stopped. None without one WAL per origin,
@@ -75,6 +80,49 @@ impl RegionOrigin {
                 tracing::info!(partition = p, error = %e, "no release put: the next owner's claim fences this origin's log")
             }
         }
+    }
+
+    /// Deleting dead origins' logs (`origin_wal::collect_dead`), a round
+    /// every [`DEAD_LOG_ROUNDS`] checkpoint intervals, from partition 0's
+    /// owner (one origin at a time, usually: two at once only repeat
+    /// deletes). With a WAL per partition there are no such logs.
+    pub(super) fn tend_dead_logs(self: &Arc<Self>, t: &mut super::takeover::Tending) {
+        if !self.store.region.one_wal {
+            return;
+        }
+        if t.dead_logs.as_ref().is_some_and(|d| !d.is_finished()) {
+            return;
+        }
+        let now = tokio::time::Instant::now();
+        if now < t.next_dead_logs {
+            return;
+        }
+        t.next_dead_logs = now + self.store.region.checkpoint.interval * DEAD_LOG_ROUNDS;
+        let Some(objects) = self.objects.get().map(Arc::clone) else {
+            return;
+        };
+        let own = self.current_log().map(|l| l.log());
+        let me = Arc::clone(self);
+        t.dead_logs = Some(tokio::spawn(async move {
+            let round =
+                origin_wal::collect_dead(&*objects, own.as_ref(), me.partitions, &me.builds_stop);
+            match round.await {
+                Ok(done) => {
+                    me.metrics.dead_log_deleted.fetch_add(done.deleted, Relaxed);
+                    if done.deleted > 0 {
+                        tracing::info!(
+                            logs = done.logs,
+                            deleted = done.deleted,
+                            fences = done.fences,
+                            "deleted other origins' logs below what every partition needs"
+                        );
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not delete dead origins' logs; the next round tries again")
+                }
+            }
+        }));
     }
 
     /// The log as it is now (for a release).

@@ -40,7 +40,7 @@ const STAND_ASIDE_AFTER: u32 = 2;
 const TAKEN_BACK_KEPT: Duration = Duration::from_secs(60);
 
 /// What the loop keeps per partition between looks.
-struct Tending {
+pub(super) struct Tending {
     claims: FuturesUnordered<futures::future::BoxFuture<'static, ClaimDone>>,
     claiming: Vec<bool>,
     /// Each partition's failed claims in a row, and when the next may start.
@@ -56,6 +56,11 @@ struct Tending {
     /// did not claim it: its disk or bucket may be failing) is not released
     /// again before this, so the two do not hand it back and forth.
     keep_until: Vec<Instant>,
+    /// The round deleting dead origins' logs under way (partition 0's
+    /// owner runs them: `origin_log::collect_dead_logs`), and when the next
+    /// may start.
+    pub(super) dead_logs: Option<JoinHandle<()>>,
+    pub(super) next_dead_logs: Instant,
 }
 
 impl RegionOrigin {
@@ -77,6 +82,8 @@ impl RegionOrigin {
             building: (0..n).map(|_| None).collect(),
             next_build: vec![now + self.store.region.checkpoint.interval; n],
             keep_until: vec![now; n],
+            dead_logs: None,
+            next_dead_logs: now,
         };
         loop {
             tokio::select! {
@@ -214,6 +221,7 @@ impl RegionOrigin {
             }
             if p == 0 {
                 self.publish_keys(&state).await;
+                self.tend_dead_logs(t);
             }
             if t.building[i].as_ref().is_some_and(|b| b.is_finished()) {
                 let outcome = t.building[i].take().expect("finished").await;
