@@ -17,6 +17,8 @@ mod feed;
 mod forks_across;
 #[path = "region/forwards.rs"]
 mod forwards;
+#[path = "region/idle_cost.rs"]
+mod idle_cost;
 #[path = "region/key_store.rs"]
 mod key_store;
 #[path = "region/listing.rs"]
@@ -71,6 +73,7 @@ fn node(name: &str) -> RegionConfig {
         replica: false,
         replicas: true,
         replica_interval: std::time::Duration::from_millis(250),
+        replica_shared_bytes: 64 << 20,
         replica_written: 1024,
         replica_floor_wait: std::time::Duration::from_millis(500),
         forwards: 16_384,

@@ -43,6 +43,18 @@ pub struct Heartbeat {
     /// hand-off); each stays listed until a newer claim is seen.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub released: Vec<Released>,
+    /// Partitions (and the epochs) this origin serves: the others read
+    /// owners from here rather than look at each partition's claims every
+    /// renewal (`membership`). Only a hint: a claim is what owns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub serving: Vec<Served>,
+}
+
+/// A partition its owner serves at `epoch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Served {
+    pub partition: u32,
+    pub epoch: u64,
 }
 
 /// A partition its owner let go of at `epoch`.
@@ -57,11 +69,14 @@ impl Heartbeat {
         serde_json::to_vec(self).expect("a heartbeat serializes")
     }
 
-    /// The heartbeat in `bytes`; None if it is not one. Releases past
+    /// The heartbeat in `bytes`; None if it is not one. Releases and
+    /// partitions served past
     /// [`MAX_PARTITIONS`](shared::partition::MAX_PARTITIONS) are dropped.
     pub fn decode(bytes: &[u8]) -> Option<Heartbeat> {
         let mut beat: Heartbeat = serde_json::from_slice(bytes).ok()?;
         beat.released
+            .truncate(shared::partition::MAX_PARTITIONS as usize);
+        beat.serving
             .truncate(shared::partition::MAX_PARTITIONS as usize);
         Some(beat)
     }

@@ -24,7 +24,7 @@ use super::local::LocalLog;
 use super::object_wal::{Replay, WalError, CLAIM_TRIES};
 use super::origin_wal::format::{decode_tenure, TenureRecord};
 use super::origin_wal::read::{walk, AtOpen, End, History, Reading};
-use super::origin_wal::{newest_stand, read_history};
+use super::origin_wal::{newest_stand, read_history, SharedReads};
 use super::replica::{Ended, RoundRead, ROUND_BYTES, ROUND_OBJECTS};
 use super::tenure::Stand;
 use crate::objects::keys;
@@ -102,11 +102,13 @@ pub async fn lay_out(store: &dyn ObjectStore, p: u32, data: &Path) -> Result<Log
 
 /// Reads one round from where `follow` stands, kept aside: the caller
 /// shows it only if [`LogFollow::finish`] lets it stand. Returns the round's
-/// new place, where it began, and what it read.
+/// new place, where it began, and what it read. Its log objects are read
+/// through `shared`, with the other replicas' rounds.
 pub async fn read_next(
     store: &dyn ObjectStore,
     p: u32,
     follow: &LogFollow,
+    shared: &SharedReads,
 ) -> Result<(LogFollow, Stand, RoundRead), WalError> {
     let began = follow.position();
     let mut round = follow.clone();
@@ -149,6 +151,7 @@ pub async fn read_next(
         below: None,
         at_open: AtOpen::Stop,
         most: ROUND_OBJECTS as u64,
+        shared: Some(shared),
     };
     let stopping = AtomicBool::new(false);
     let end = walk(

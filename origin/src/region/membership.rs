@@ -9,9 +9,11 @@
 //! ```
 //!
 //! Cost: every `renew` an origin puts its heartbeat, lists the heartbeats
-//! and reads each, and lists each partition's epochs after the newest it
-//! knows; with three origins, one partition and the default second that
-//! is about five requests a second per origin, and one more per partition.
+//! and reads each: with three origins and the default second, five
+//! requests a second per origin. Owners come from the heartbeats (each
+//! lists what its origin serves); a partition whose owner no live
+//! heartbeat affirms costs one more request (a HEAD of its next claim,
+//! and a listing when there is one).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,7 +24,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use super::assignment;
 use super::format;
-use super::liveness::{self, Decision, Heartbeat, Liveness, Owner, Released, Situation};
+use super::liveness::{self, Decision, Heartbeat, Liveness, Owner, Released, Served, Situation};
 use crate::objects::keys;
 
 /// How origins find each other and take over (`--lease`, `--lease-renew`).
@@ -72,19 +74,26 @@ impl Heartbeater {
                 seq: u64::from(rand::random::<u32>()) << 16,
                 leaving: false,
                 released: Vec::new(),
+                serving: Vec::new(),
             }),
         }
     }
 
     /// Renews the heartbeat; `leaving` tells the others to take over now
     /// (a clean stop, or an origin whose claims keep failing), `released`
-    /// which partitions they may take at once.
-    pub async fn beat(&self, leaving: bool, released: Vec<Released>) -> object_store::Result<()> {
+    /// which partitions they may take at once, `serving` what it owns.
+    pub async fn beat(
+        &self,
+        leaving: bool,
+        released: Vec<Released>,
+        serving: Vec<Served>,
+    ) -> object_store::Result<()> {
         let (key, bytes) = {
             let mut beat = self.beat.lock();
             beat.seq += 1;
             beat.leaving = leaving;
             beat.released = released;
+            beat.serving = serving;
             (keys::node_heartbeat(&beat.node), beat.encode())
         };
         self.store
@@ -246,9 +255,10 @@ impl Membership {
             );
         }
         self.liveness.observe(&beats, now);
+        let unsure = self.owners_from(&beats, now);
         let newest: Vec<(u32, Option<Owner>)> = {
             let me = &*self;
-            futures::stream::iter(0..self.partitions)
+            futures::stream::iter(unsure)
                 .map(
                     |p| async move { Ok::<_, object_store::Error>((p, me.newest_claim(p).await?)) },
                 )
@@ -287,6 +297,43 @@ impl Membership {
             .map(|t| t.map(str::to_owned))
             .collect();
         Ok(count)
+    }
+
+    /// Takes the owners the heartbeats name (the highest epoch each
+    /// partition is served at, if newer than the one known), and returns
+    /// the partitions whose owner no live origin's heartbeat affirms:
+    /// only those are looked up in the bucket (one request each). With
+    /// every owner alive and beating, a look costs the heartbeats alone,
+    /// whatever the partition count. A claim not yet in its maker's
+    /// heartbeat is seen at its next renewal; a claim is what owns, so a
+    /// late view only delays a decision.
+    fn owners_from(&mut self, beats: &[Heartbeat], now: Duration) -> Vec<u32> {
+        let live: std::collections::BTreeSet<&str> = self.liveness.live(now).collect();
+        let mut affirmed = vec![false; self.owners.len()];
+        for beat in beats {
+            for &Served { partition, epoch } in &beat.serving {
+                let Some(known) = self.owners.get_mut(partition as usize) else {
+                    continue;
+                };
+                if known.as_ref().is_none_or(|o| o.epoch < epoch) {
+                    *known = Some(Owner {
+                        epoch,
+                        node: beat.node.clone(),
+                        url: beat.url.clone(),
+                    });
+                }
+                if known
+                    .as_ref()
+                    .is_some_and(|o| o.epoch == epoch && o.node == beat.node)
+                    && live.contains(beat.node.as_str())
+                {
+                    affirmed[partition as usize] = true;
+                }
+            }
+        }
+        (0..self.partitions)
+            .filter(|&p| !affirmed[p as usize])
+            .collect()
     }
 
     /// The highest number of the keys under `prefix`, which are made in

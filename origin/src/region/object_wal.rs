@@ -82,6 +82,10 @@ pub struct RegionConfig {
     /// (`--region-replica-interval`): its lag behind the owner is about
     /// this plus a read.
     pub replica_interval: Duration,
+    /// Bytes of log objects a follower keeps for its replicas' rounds to
+    /// share (one WAL per origin: `origin_wal::SharedReads`); past it the
+    /// least used go first, and a round reads them from the bucket again.
+    pub replica_shared_bytes: u64,
     /// Streams a follower remembers having forwarded a write of
     /// (`--region-replica-written`), whose reads it forwards until its
     /// replica has caught up (read your writes through one origin); past

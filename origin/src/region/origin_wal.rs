@@ -14,7 +14,8 @@
 //! - `writer`: the task that gathers appends into puts and answers them;
 //! - `read`: reading a partition's history, fences and settled puts;
 //! - `checkpoint`: partition checkpoints, and the log deleted below them;
-//! - `collect_dead`: other origins' logs deleted below them (dead logs).
+//! - `collect_dead`: other origins' logs deleted below them (dead logs);
+//! - `shared_reads`: log objects read once for all of an origin's replicas.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -31,12 +32,14 @@ mod checkpoint;
 mod collect_dead;
 pub(crate) mod format;
 pub(crate) mod read;
+mod shared_reads;
 mod writer;
 
 pub use checkpoint::{build, newest_stand, BuildJob, Built, Imager};
 pub use collect_dead::{collect_dead, CollectedDead};
 pub use format::{LogId, StandManifest, TenureRecord};
 pub use read::{read_history, AtOpen, End, History};
+pub use shared_reads::SharedReads;
 pub use writer::WriterConfig;
 
 use writer::{Counters, Item, Request, Writer};

@@ -132,6 +132,11 @@ pub struct RegionOrigin {
     copying: across::Copying,
     /// Each partition's replica, while it is followed (`replica`).
     replicas: Vec<parking_lot::Mutex<Option<replica::Replica>>>,
+    /// The log objects the replicas' rounds share (one WAL per origin).
+    shared_reads: crate::region::origin_wal::SharedReads,
+    /// The instant the replicas' rounds are timed from: every replica
+    /// rounds at the same moments, so their reads of one log coincide.
+    rounds_from: tokio::time::Instant,
     /// Writes this origin forwarded, for reading them back (`replica`).
     written: parking_lot::Mutex<replica::Written>,
     /// Reads waiting for a replica to reach their `min_next_offset` now
@@ -179,6 +184,8 @@ impl RegionOrigin {
             key_store: Some(crate::region::auth_sync::KeyStore::new(&data)),
         };
         let written = replica::Written::new(store.region.replica_written);
+        let shared_reads =
+            crate::region::origin_wal::SharedReads::new(store.region.replica_shared_bytes);
         let sharing_timings = Arc::clone(&sharing.timings);
         let floor_waiting = tokio::sync::Semaphore::new(
             store
@@ -222,6 +229,8 @@ impl RegionOrigin {
             peer_key: std::sync::OnceLock::new(),
             copying: Default::default(),
             replicas: (0..partitions).map(|_| Default::default()).collect(),
+            shared_reads,
+            rounds_from: tokio::time::Instant::now(),
             written: parking_lot::Mutex::new(written),
             floor_waiting,
             relay: Arc::default(),
@@ -312,7 +321,7 @@ impl RegionOrigin {
         let _ = stop_beating.send(true);
         let _ = beats.await;
         let patience = self.patience();
-        match tokio::time::timeout(patience, heartbeater.beat(true, Vec::new())).await {
+        match tokio::time::timeout(patience, heartbeater.beat(true, Vec::new(), Vec::new())).await {
             Ok(Ok(())) => {}
             _ => tracing::warn!(
                 "could not tell the region this origin left; it takes over after the lease"

@@ -207,6 +207,7 @@ impl StoreConfig {
                 replica: false,
                 replicas: true,
                 replica_interval: Duration::from_millis(250),
+                replica_shared_bytes: 64 << 20,
                 replica_written: 65_536,
                 replica_floor_wait: Duration::from_millis(500),
                 forwards: 16_384,

@@ -2,6 +2,7 @@
 //! loopback port with its own data directory, and small HTTP helpers.
 #![allow(dead_code)]
 
+pub mod counting_proxy;
 pub mod delay_proxy;
 pub mod netns;
 pub mod process;

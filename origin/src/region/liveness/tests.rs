@@ -14,6 +14,7 @@ fn beat(node: &str, seq: u64) -> Heartbeat {
         seq,
         leaving: false,
         released: Vec::new(),
+        serving: Vec::new(),
     }
 }
 

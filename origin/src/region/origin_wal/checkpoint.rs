@@ -190,6 +190,7 @@ async fn replay_to(
             below,
             at_open: AtOpen::Stop,
             most: u64::MAX,
+            shared: None,
         };
         let end = walk(
             store,

@@ -10,6 +10,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 
 use super::checkpoint::{newest_stand, read_stand_image};
 use super::format::{decode_log, decode_tenure, encode_log, LogId, LogObject, TenureRecord};
+use super::shared_reads::SharedReads;
 use crate::objects::keys;
 use crate::region::bucket::{again, create_or_read, get_if_there, list_numbers};
 use crate::region::object_wal::{Replay, WalError, REPLAY_READS};
@@ -90,6 +91,7 @@ pub async fn read_history(
                 below,
                 at_open,
                 most: u64::MAX,
+                shared: None,
             },
             stopping,
             replay,
@@ -155,13 +157,15 @@ fn corrupt_chain(p: u32, k: usize) -> WalError {
 /// How one tenure is read: from `start` (its first number, or where a
 /// checkpoint in it stands), up to `below` when that end is known.
 #[derive(Clone, Copy)]
-pub(crate) struct Reading {
+pub(crate) struct Reading<'a> {
     pub start: u64,
     pub below: Option<u64>,
     pub at_open: AtOpen,
     /// Numbers read at most: a reading that reaches `start + most` stops
     /// there as if the next were missing (a replica's round budget).
     pub most: u64,
+    /// The reads shared by this origin's replicas (None: read alone).
+    pub shared: Option<&'a SharedReads>,
 }
 
 /// Reads one tenure from `reading.start` to its end, reading ahead
@@ -171,7 +175,7 @@ pub(crate) async fn walk(
     store: &dyn ObjectStore,
     p: u32,
     tenure: &TenureRecord,
-    reading: Reading,
+    reading: Reading<'_>,
     stopping: &AtomicBool,
     replay: &mut (dyn FnMut(Replay) -> std::io::Result<()> + Send),
     history: &mut History,
@@ -181,7 +185,16 @@ pub(crate) async fn walk(
         below,
         at_open,
         most,
+        shared,
     } = reading;
+    // A replica mostly finds its next number missing (it is caught up):
+    // it reads one, and more ahead only while it finds them. A claim reads
+    // a history at once.
+    let mut ahead = if at_open == AtOpen::Stop {
+        1
+    } else {
+        REPLAY_READS as u64
+    };
     let stop = start.max(tenure.from).saturating_add(most);
     // The model's tenure: a log's writer puts at epoch 1, a fence is
     // another (`LogObject::found`); the walk does not use the log's name.
@@ -200,16 +213,18 @@ pub(crate) async fn walk(
         if at >= stop {
             return Ok(End::Open(at));
         }
-        let upto = below
-            .map_or(at + REPLAY_READS as u64, |b| {
-                b.min(at + REPLAY_READS as u64)
-            })
-            .min(stop);
+        let upto = below.map_or(at + ahead, |b| b.min(at + ahead)).min(stop);
         let objects: Vec<_> = futures::stream::iter(at..upto)
-            .map(|n| read_object(store, &tenure.log, n, stopping))
+            .map(|n| async move {
+                match shared {
+                    Some(shared) => shared.read(store, &tenure.log, n, stopping).await,
+                    None => read_object(store, &tenure.log, n, stopping).await,
+                }
+            })
             .buffered(REPLAY_READS)
             .collect()
             .await;
+        ahead = (ahead * 4).min(REPLAY_READS as u64);
         for object in objects {
             let n = walk.next().expect("read ahead below the end");
             let object = match object? {
@@ -261,7 +276,7 @@ fn take(
 }
 
 /// Object `n` of `log`, or None when nothing is there.
-async fn read_object(
+pub(super) async fn read_object(
     store: &dyn ObjectStore,
     log: &LogId,
     n: u64,

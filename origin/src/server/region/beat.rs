@@ -5,6 +5,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use super::RegionOrigin;
+use crate::region::liveness::Served;
 use crate::region::membership::Heartbeater;
 
 impl RegionOrigin {
@@ -33,7 +34,17 @@ impl RegionOrigin {
                 .filter(|(_, stopped)| *stopped)
                 .map(|(r, _)| *r)
                 .collect();
-            match tokio::time::timeout(self.patience(), heartbeater.beat(aside, released)).await {
+            let serving = (0..self.partitions)
+                .filter_map(|p| match self.current(p) {
+                    super::Current::Serving { epoch, .. } => Some(Served {
+                        partition: p,
+                        epoch,
+                    }),
+                    _ => None,
+                })
+                .collect();
+            let beat = heartbeater.beat(aside, released, serving);
+            match tokio::time::timeout(self.patience(), beat).await {
                 Ok(Ok(())) => {}
                 _ => {
                     self.metrics.heartbeat_failures.fetch_add(1, Relaxed);

@@ -289,8 +289,17 @@ async fn follow_rounds(
     ),
     stop: &mut watch::Receiver<bool>,
 ) {
-    let mut interval = tokio::time::interval(me.store.region.replica_interval);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // On the region origin's beat, not this replica's: the rounds of every
+    // replica of one log read its next number together (`SharedReads`).
+    let period = me.store.region.replica_interval;
+    let since = me.rounds_from.elapsed().as_nanos();
+    let step = period.as_nanos().max(1);
+    let wait = u64::try_from(step - since % step).unwrap_or(0);
+    let mut interval = tokio::time::interval_at(
+        tokio::time::Instant::now() + Duration::from_nanos(wait),
+        period,
+    );
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut last_look: Option<Instant> = None;
     let mut more = false;
     loop {
@@ -309,7 +318,10 @@ async fn follow_rounds(
         // Nothing new: the checkpoints are looked at now and then only (a
         // newer one may have deleted the number this replica waits at).
         let look_due = hurried || last_look.is_none_or(|at| at.elapsed() >= IDLE_LOOK);
-        let (next, read) = match follow.read_next(objects, p, look_due).await {
+        let (next, read) = match follow
+            .read_next(objects, p, look_due, &me.shared_reads)
+            .await
+        {
             Ok(Some(done)) => done,
             Ok(None) => {
                 more = false;

@@ -32,6 +32,7 @@ impl Place {
         objects: &dyn object_store::ObjectStore,
         p: u32,
         look_due: bool,
+        shared: &crate::region::origin_wal::SharedReads,
     ) -> Result<Option<(Next, bucket::RoundRead)>, crate::region::WalError> {
         match self {
             Place::Wal(follow) => {
@@ -43,7 +44,8 @@ impl Place {
                 Ok(Some((Next::Wal(round, newest), read)))
             }
             Place::Log(follow) => {
-                let (round, began, read) = log_replica::read_next(objects, p, follow).await?;
+                let (round, began, read) =
+                    log_replica::read_next(objects, p, follow, shared).await?;
                 if read.objects == 0 && !look_due && round.same_place(follow) {
                     return Ok(None);
                 }
