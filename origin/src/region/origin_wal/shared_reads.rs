@@ -84,3 +84,61 @@ impl SharedReads {
         self.found.entry_count()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use object_store::{ObjectStoreExt, PutPayload};
+
+    use super::*;
+    use crate::objects::keys;
+    use crate::region::origin_wal::format::{encode_log, Section};
+
+    fn object(n: u64) -> LogObject {
+        LogObject {
+            fence: false,
+            put_id: [n as u8; 16],
+            sections: vec![Section {
+                partition: 0,
+                releases: false,
+                frames: Bytes::from(vec![n as u8; 1000]),
+            }],
+        }
+    }
+
+    #[tokio::test]
+    async fn found_objects_are_kept_up_to_the_bound_and_a_miss_is_not() {
+        let store = object_store::memory::InMemory::new();
+        let log: LogId = [7; 16];
+        for n in 0..20 {
+            let bytes = encode_log(&object(n));
+            store
+                .put(&keys::log_object(&log, n), PutPayload::from(bytes))
+                .await
+                .unwrap();
+        }
+        // Room for about five objects of a thousand bytes.
+        let shared = SharedReads::new(5_500);
+        let stopping = AtomicBool::new(false);
+        for n in 0..20 {
+            let read = shared.read(&store, &log, n, &stopping).await.unwrap();
+            assert_eq!(read, Some(object(n)));
+        }
+        let kept = shared.kept().await;
+        assert!((1..=5).contains(&kept), "{kept} kept");
+        // A miss is read again next time: it is there once put.
+        assert_eq!(
+            shared.read(&store, &log, 20, &stopping).await.unwrap(),
+            None
+        );
+        let bytes = encode_log(&object(20));
+        store
+            .put(&keys::log_object(&log, 20), PutPayload::from(bytes))
+            .await
+            .unwrap();
+        assert_eq!(
+            shared.read(&store, &log, 20, &stopping).await.unwrap(),
+            Some(object(20))
+        );
+    }
+}
