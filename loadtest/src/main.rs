@@ -8,6 +8,8 @@
 //! - `append`: N streams, one closed-loop writer each, fixed-size bodies.
 //! - `compare-append`: starts the ceiling and the origin side by side, runs
 //!   `append` against each in the same run, and prints the table and ratio.
+//! - `bucket-proxy`: a region's bucket requests counted by kind
+//!   (`region-idle-cost.sh`);
 //! - `proxy`, `compare-forward`: a bare hyper reverse proxy, and appends
 //!   forwarded through the edge against it (and straight to the origin).
 //! - `restart-time`: fills an origin, kills it, and times the restart.
@@ -51,6 +53,7 @@
 //! `streams`; `procfs` reads a server's CPU, memory and descriptors.
 
 mod append;
+mod bucket_proxy;
 mod catch_up;
 mod ceiling;
 mod compare;
@@ -111,6 +114,7 @@ enum Cmd {
     CatchupCompare(edge::CatchupArgs),
     Peers(peers::Args),
     Proxy(proxy::Args),
+    BucketProxy(bucket_proxy::Args),
     CompareForward(forward::Args),
     Streams(streams::Args),
     CatchUp(catch_up::Args),
@@ -142,6 +146,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::CatchupCompare(a) => edge::catchup(a).await,
         Cmd::Peers(a) => peers::run(a).await,
         Cmd::Proxy(a) => proxy::run(a).await,
+        Cmd::BucketProxy(a) => bucket_proxy::run(a).await,
         Cmd::CompareForward(a) => forward::run(a).await,
         Cmd::Streams(a) => streams::run(a).await,
         Cmd::CatchUp(a) => catch_up::run(a).await,

@@ -27,6 +27,10 @@ pub enum JsonReadsArg {
 /// Where a region's origins put their commits (`--region-wal`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum WalLayoutArg {
+    /// The bucket's: as pinned by the region's first origin; one WAL per
+    /// origin for a new region, a WAL per partition for a bucket made
+    /// before the layout was pinned. Read from the bucket at start.
+    Auto,
     /// A WAL per partition (decisions 0012, 0015).
     Partition,
     /// One WAL per origin for every partition it serves (decision 0028).
@@ -220,16 +224,12 @@ pub struct Cli {
     /// `false`: every request for a partition owned elsewhere is forwarded.
     #[arg(long, env = "ORIGIN_REGION_REPLICAS", default_value_t = true, action = clap::ArgAction::Set)]
     pub region_replicas: bool,
-    /// Where a region's origins put their commits: `partition`, a WAL per
-    /// partition; `origin`, one WAL per origin for every partition it
-    /// serves, so puts do not grow with the partition count (decision
-    /// 0028). Every origin of a region must be started with the same.
-    #[arg(
-        long,
-        env = "ORIGIN_REGION_WAL",
-        value_enum,
-        default_value = "partition"
-    )]
+    /// Where a region's origins put their commits: `origin`, one WAL per
+    /// origin for every partition it serves, so puts do not grow with the
+    /// partition count (decision 0028); `partition`, a WAL per partition;
+    /// `auto`, the layout the bucket holds (one WAL per origin for a new
+    /// region). Every origin of a region must use the same.
+    #[arg(long, env = "ORIGIN_REGION_WAL", value_enum, default_value = "auto")]
     pub region_wal: WalLayoutArg,
     /// How often a replica looks for its owner's new commits (its lag is
     /// about this plus one read of the bucket).

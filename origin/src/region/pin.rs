@@ -54,6 +54,30 @@ pub enum PinError {
     Bucket(#[from] std::io::Error),
 }
 
+/// The layout of the region in `store` (`--region-wal auto`): one WAL per
+/// origin (`true`) or a WAL per partition, as pinned; with no pin yet, a
+/// WAL per partition if the bucket holds epoch claims (a region from
+/// before the pin), else one WAL per origin (a new region). A bucket of a
+/// newer format reads as one WAL per origin, and the pin then refuses it.
+pub async fn one_wal_in(store: &dyn ObjectStore) -> std::io::Result<bool> {
+    use futures::StreamExt;
+    match store.get(&keys::region_partitions()).await {
+        Ok(got) => {
+            let bytes = got.bytes().await.map_err(std::io::Error::other)?;
+            let pinned: Pinned = serde_json::from_slice(&bytes).map_err(std::io::Error::other)?;
+            Ok(pinned.format >= format_of(true))
+        }
+        Err(object_store::Error::NotFound { .. }) => {
+            match store.list(Some(&keys::partition_epochs(0))).next().await {
+                None => Ok(true),
+                Some(Ok(_)) => Ok(false),
+                Some(Err(e)) => Err(std::io::Error::other(e)),
+            }
+        }
+        Err(e) => Err(std::io::Error::other(e)),
+    }
+}
+
 /// Pins `partitions` if the bucket has no count yet; an error naming both
 /// if it has another.
 pub async fn partitions(

@@ -330,6 +330,39 @@ impl RegionOrigin {
         result
     }
 
+    /// The layout of the region in `store`'s bucket (`--region-wal auto`,
+    /// `region::pin::one_wal_in`): one WAL per origin or not. A bucket
+    /// that does not answer is asked again, a second apart, for a minute.
+    pub async fn layout(store: &StoreConfig) -> std::io::Result<bool> {
+        let settings: Vec<(&str, &str)> = store
+            .object_store_settings
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let url = store.object_store.as_deref().ok_or_else(|| {
+            std::io::Error::other("object durability needs object storage (--object-store)")
+        })?;
+        let objects = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
+        let mut tries = 0;
+        loop {
+            let read = tokio::time::timeout(
+                Duration::from_secs(10),
+                crate::region::pin::one_wal_in(&*objects),
+            )
+            .await
+            .unwrap_or_else(|_| Err(std::io::Error::other("no answer within 10s")));
+            match read {
+                Ok(one_wal) => return Ok(one_wal),
+                Err(e) if tries >= 60 => return Err(e),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not read the region's layout from its bucket; trying again");
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+
     /// The region's bucket, its partition count pinned if it answers:
     /// another count refuses to start; a bucket not answering yet is tried
     /// again before the first look (answering 503 meanwhile).

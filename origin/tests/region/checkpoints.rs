@@ -37,7 +37,7 @@ pub async fn bucket(weed: &Seaweed, prefix: &str) -> (Vec<u64>, Vec<u64>) {
             out
         }
     };
-    if super::origins::region_wal() != Some("origin") {
+    if super::origins::layout() != "origin" {
         return (numbers("wal").await, numbers("checkpoints").await);
     }
     // One WAL per origin (one origin writes here): its log's numbers, and

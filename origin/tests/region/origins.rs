@@ -37,8 +37,8 @@ pub fn region_args<'a>(
         OsStr::new(node),
     ];
     args.extend(more.iter().map(OsStr::new));
-    // DS_TEST_REGION_WAL=origin runs a test's region with one WAL per
-    // origin (unless the test chose).
+    // DS_TEST_REGION_WAL=partition runs a test's region with a WAL per
+    // partition (unless the test chose); unset, the binary's default.
     if let Some(layout) = region_wal() {
         if !more.contains(&"--region-wal") {
             args.extend([OsStr::new("--region-wal"), OsStr::new(layout)]);
@@ -53,6 +53,12 @@ pub fn region_wal() -> Option<&'static str> {
     LAYOUT
         .get_or_init(|| std::env::var("DS_TEST_REGION_WAL").ok())
         .as_deref()
+}
+
+/// The layout a test's region has: `DS_TEST_REGION_WAL`'s, or the one
+/// `--region-wal auto` gives a new bucket (one WAL per origin).
+pub fn layout() -> &'static str {
+    region_wal().unwrap_or("origin")
 }
 
 /// A key made through the admin API at `base` (admin token

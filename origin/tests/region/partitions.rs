@@ -180,9 +180,11 @@ async fn read_everywhere(client: &reqwest::Client, bases: &[String], acknowledge
     }
 }
 
+/// With a WAL per partition (the layout of buckets made before decision
+/// 0028).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partitions_spread_move_off_a_dead_origin_and_onto_a_new_one_losing_nothing() {
-    spread_and_move(&[]).await;
+    spread_and_move(&["--region-wal", "partition"]).await;
 }
 
 /// The same with one WAL per origin (decision 0028): the dead origin's
@@ -405,8 +407,8 @@ async fn forks_within_a_partition_work_and_the_count_is_pinned() {
     refuses_to_start(&mut wrong, "an origin with another count").await;
     // The other WAL layout on this bucket (its owners would not see each
     // other's claims): refused too.
-    let other = match super::origins::region_wal() {
-        Some("origin") => "partition",
+    let other = match super::origins::layout() {
+        "origin" => "partition",
         _ => "origin",
     };
     let mut layout = start_with(
@@ -564,4 +566,48 @@ async fn keys_made_and_revoked_on_partition_zero_hold_in_every_partition() {
             .body("y")
     })
     .await;
+}
+
+/// `--region-wal auto` (the default) takes the bucket's layout: one WAL
+/// per origin for a new region, a WAL per partition for a region made
+/// with one, so an origin started without the flag joins either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_layout_is_the_buckets() {
+    use object_store::ObjectStoreExt as _;
+    let weed = Seaweed::start();
+    let client = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let pin = object_store::path::Path::from("region/partitions.json");
+    let format = |prefix: &'static str| {
+        let store = weed.store(prefix);
+        let pin = pin.clone();
+        async move {
+            let bytes = store.get(&pin).await.unwrap().bytes().await.unwrap();
+            serde_json::from_slice::<serde_json::Value>(&bytes).unwrap()["format"].clone()
+        }
+    };
+    let mut more = args();
+    more.extend(["--region-wal", "auto"]);
+    // A new region: one WAL per origin.
+    let new = start_with(&weed, &dir.path().join("new"), "auto-new", "a", &more);
+    wait_serving(&client, &base(&new)).await;
+    settled_alone(&client, &base(&new)).await;
+    assert_eq!(format("auto-new").await, 2);
+    // A region made with a WAL per partition: an origin started with the
+    // default joins it and serves.
+    let mut old_args = args();
+    old_args.extend(["--region-wal", "partition"]);
+    let first = start_with(&weed, &dir.path().join("old"), "auto-old", "b", &old_args);
+    wait_serving(&client, &base(&first)).await;
+    settled_alone(&client, &base(&first)).await;
+    drop(first);
+    let next = start_with(&weed, &dir.path().join("next"), "auto-old", "c", &more);
+    wait_serving(&client, &base(&next)).await;
+    settled_alone(&client, &base(&next)).await;
+    assert_eq!(format("auto-old").await, 1);
+}
+
+/// Until the one origin at `base` serves every partition.
+async fn settled_alone(client: &reqwest::Client, base: &str) {
+    settled(client, &[base.to_owned()], i64::from(PARTITIONS)).await;
 }

@@ -48,8 +48,16 @@ impl RegionOrigin {
                 commit_delay: LOG_COMMIT_DELAY,
                 ..WriterConfig::default()
             };
+            let mut objects = Arc::clone(objects);
+            if !self.store.object_put_delay.is_zero() {
+                // `--object-put-delay`: a far bucket's puts, for benchmarks.
+                objects = Arc::new(
+                    crate::objects::faults::Faults::new(objects)
+                        .with_put_delay(self.store.object_put_delay),
+                );
+            }
             *log = Some(Arc::new(OriginWal::open_counted(
-                Arc::clone(objects),
+                objects,
                 &self.store.region.node,
                 &self.store.region.url,
                 config,
