@@ -50,7 +50,7 @@ for partitions in $counts; do
   done
   # Settled: every partition served, none by more than its share.
   share=$(( (partitions + 2) / 3 ))
-  for _ in $(seq 1 1200); do
+  for _ in $(seq 1 3000); do
     total=0; most=0
     for a in "${addrs[@]}"; do
       s=$(metric "$a" ds_origin_region_serving); s=${s:-0}

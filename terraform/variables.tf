@@ -119,13 +119,13 @@ variable "region_partitions" {
 }
 
 variable "region_wal" {
-  description = "Where the region's origins put their commits: origin (one WAL per origin for every partition it serves; the default) or partition (a WAL per partition, the layout of regions made before). Pinned in the bucket with the partition count."
+  description = "Where the region's origins put their commits: auto (the default: the layout pinned in the bucket, one WAL per origin for a new region), origin (one WAL per origin for every partition it serves) or partition (a WAL per partition, the layout of regions made before). Pinned in the bucket with the partition count."
   type        = string
-  default     = "origin"
+  default     = "auto"
 
   validation {
-    condition     = contains(["origin", "partition"], var.region_wal)
-    error_message = "region_wal must be origin or partition."
+    condition     = contains(["auto", "origin", "partition"], var.region_wal)
+    error_message = "region_wal must be auto, origin or partition."
   }
 }
 

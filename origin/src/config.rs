@@ -399,6 +399,7 @@ impl Cli {
         c.region.pin_grace = self.region_pin_grace;
         c.region.fork_copies = self.region_fork_copies.max(1);
         c.region.one_wal = self.region_wal == WalLayoutArg::Origin;
+        c.region.wal_auto = self.region_wal == WalLayoutArg::Auto;
         c.region.replicas = self.region_replicas;
         c.region.replica_interval = self.region_replica_interval.max(Duration::from_millis(10));
         c.region.replica_written = self.region_replica_written;

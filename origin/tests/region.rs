@@ -69,6 +69,7 @@ fn node(name: &str) -> RegionConfig {
         fork_copies: 8,
         feed: None,
         one_wal: false,
+        wal_auto: false,
         origin_wal: None,
         replica: false,
         replicas: true,

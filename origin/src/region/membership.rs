@@ -169,6 +169,12 @@ impl Membership {
         self
     }
 
+    /// [`Membership::with_tenures`], once the layout was read from the
+    /// bucket (`--region-wal auto`).
+    pub fn set_tenures(&mut self, tenures: bool) {
+        self.tenures = tenures;
+    }
+
     fn now(&self) -> Duration {
         self.started.elapsed()
     }

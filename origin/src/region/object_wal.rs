@@ -66,6 +66,9 @@ pub struct RegionConfig {
     /// One WAL per origin (`--region-wal origin`, decision 0028) rather
     /// than one per partition.
     pub one_wal: bool,
+    /// `--region-wal auto`: the layout is the bucket's, read before the
+    /// origin joins (`one_wal` is ignored).
+    pub wal_auto: bool,
     /// With one WAL per origin, the log this origin's partitions share (set
     /// by the claim); None: each partition writes a WAL of its own.
     pub origin_wal: Option<super::origin_wal::SharedLog>,

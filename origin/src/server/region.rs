@@ -132,6 +132,8 @@ pub struct RegionOrigin {
     copying: across::Copying,
     /// Each partition's replica, while it is followed (`replica`).
     replicas: Vec<parking_lot::Mutex<Option<replica::Replica>>>,
+    /// The WAL layout once known (`one_wal`).
+    layout: std::sync::OnceLock<bool>,
     /// The log objects the replicas' rounds share (one WAL per origin).
     shared_reads: crate::region::origin_wal::SharedReads,
     /// The instant the replicas' rounds are timed from: every replica
@@ -186,6 +188,11 @@ impl RegionOrigin {
         let written = replica::Written::new(store.region.replica_written);
         let shared_reads =
             crate::region::origin_wal::SharedReads::new(store.region.replica_shared_bytes);
+        let layout = if store.region.wal_auto {
+            std::sync::OnceLock::new()
+        } else {
+            std::sync::OnceLock::from(store.region.one_wal)
+        };
         let sharing_timings = Arc::clone(&sharing.timings);
         let floor_waiting = tokio::sync::Semaphore::new(
             store
@@ -230,6 +237,7 @@ impl RegionOrigin {
             copying: Default::default(),
             replicas: (0..partitions).map(|_| Default::default()).collect(),
             shared_reads,
+            layout,
             rounds_from: tokio::time::Instant::now(),
             written: parking_lot::Mutex::new(written),
             floor_waiting,
@@ -287,7 +295,7 @@ impl RegionOrigin {
             &self.store.region.url,
             self.partitions,
         )
-        .with_tenures(self.store.region.one_wal);
+        .with_tenures(self.one_wal());
         let (stop_beating, beating) = tokio::sync::watch::channel(false);
         let beats = tokio::spawn(Arc::clone(&self).beat(Arc::clone(&heartbeater), beating));
         let run = tokio::spawn(Arc::clone(&self).run(membership));
@@ -330,36 +338,38 @@ impl RegionOrigin {
         result
     }
 
-    /// The layout of the region in `store`'s bucket (`--region-wal auto`,
-    /// `region::pin::one_wal_in`): one WAL per origin or not. A bucket
-    /// that does not answer is asked again, a second apart, for a minute.
-    pub async fn layout(store: &StoreConfig) -> std::io::Result<bool> {
-        let settings: Vec<(&str, &str)> = store
-            .object_store_settings
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        let url = store.object_store.as_deref().ok_or_else(|| {
-            std::io::Error::other("object durability needs object storage (--object-store)")
-        })?;
-        let objects = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
-        let mut tries = 0;
-        loop {
-            let read = tokio::time::timeout(
-                Duration::from_secs(10),
-                crate::region::pin::one_wal_in(&*objects),
-            )
-            .await
-            .unwrap_or_else(|_| Err(std::io::Error::other("no answer within 10s")));
-            match read {
-                Ok(one_wal) => return Ok(one_wal),
-                Err(e) if tries >= 60 => return Err(e),
-                Err(e) => {
-                    tracing::warn!(error = %e, "could not read the region's layout from its bucket; trying again");
-                    tries += 1;
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
+    /// One WAL per origin or a WAL per partition: `--region-wal`'s, or with
+    /// `auto` the bucket's once read (`read_layout`; nothing that depends on
+    /// it runs before: the partition count is pinned after it).
+    pub(super) fn one_wal(&self) -> bool {
+        self.layout
+            .get()
+            .copied()
+            .unwrap_or(self.store.region.one_wal)
+    }
+
+    /// With `--region-wal auto`, reads the bucket's layout once (within the
+    /// patience); true once it is known.
+    pub(super) async fn read_layout(&self, objects: &dyn object_store::ObjectStore) -> bool {
+        if self.layout.get().is_some() {
+            return true;
+        }
+        let read = tokio::time::timeout(self.patience(), crate::region::pin::one_wal_in(objects));
+        match read.await {
+            Ok(Ok(one_wal)) => {
+                let layout = if one_wal { "origin" } else { "partition" };
+                tracing::info!(
+                    region_wal = layout,
+                    "the region's WAL layout, from its bucket"
+                );
+                let _ = self.layout.set(one_wal);
+                true
             }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not read the region's WAL layout from its bucket; trying again");
+                false
+            }
+            Err(_) => false,
         }
     }
 
@@ -377,9 +387,12 @@ impl RegionOrigin {
             std::io::Error::other("object durability needs object storage (--object-store)")
         })?;
         let objects = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
+        if !self.read_layout(&*objects).await {
+            return Ok(objects);
+        }
         let pinned = tokio::time::timeout(
             self.patience(),
-            crate::region::pin::partitions(&*objects, self.partitions, self.store.region.one_wal),
+            crate::region::pin::partitions(&*objects, self.partitions, self.one_wal()),
         )
         .await;
         match pinned {
@@ -449,6 +462,7 @@ impl RegionOrigin {
     fn partition_config(&self, p: u32, data: PathBuf) -> StoreConfig {
         let mut config = per_partition(&self.store, self.partitions);
         config.region.partition = p;
+        config.region.one_wal = self.one_wal();
         config.data = data;
         config
     }

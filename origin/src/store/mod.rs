@@ -214,6 +214,7 @@ impl StoreConfig {
                 replica_floor_waiting: 4_096,
                 feed: None,
                 one_wal: false,
+                wal_auto: false,
                 origin_wal: None,
             },
             object_write_timeout: Duration::from_secs(10),

@@ -57,25 +57,8 @@ async fn main() -> anyhow::Result<()> {
         );
         store.region.url = format!("http://{bound}");
     }
-    if cli.in_region() && cli.region_wal == origin::config::WalLayoutArg::Auto {
-        let layout = origin::server::region::RegionOrigin::layout(&store);
-        store.region.one_wal = tokio::select! {
-            read = layout => read.context(
-                "reading the region's WAL layout from its bucket (--region-wal auto; name it to start without)",
-            )?,
-            () = signals.recv() => {
-                tracing::info!("stopped before joining the region");
-                return Ok(());
-            }
-        };
-    }
     if cli.in_region() {
-        let layout = if store.region.one_wal {
-            "origin"
-        } else {
-            "partition"
-        };
-        tracing::info!(node = %store.region.node, url = %store.region.url, region_wal = layout, "joining the region");
+        tracing::info!(node = %store.region.node, url = %store.region.url, "joining the region");
         let origin = origin::server::region::RegionOrigin::new(
             store,
             cli.http_config(),

@@ -30,7 +30,7 @@ impl RegionOrigin {
         debug_assert!(config.region.feed.is_some(), "claims wait for the peer key");
         // With one WAL per origin, the tenure goes in this origin's log.
         config.region.origin_wal = self.origin_log();
-        let no_log = self.store.region.one_wal && config.region.origin_wal.is_none();
+        let no_log = self.one_wal() && config.region.origin_wal.is_none();
         tracing::info!(partition = p, folder = %dir.display(), "claiming the partition");
         let (keys, open) = (self.fetch_keys(), self.opener(config));
         let task = tokio::spawn(async move {

@@ -37,7 +37,7 @@ impl RegionOrigin {
     /// has none or its last one stopped. None without one WAL per origin,
     /// or before the bucket is open.
     pub(super) fn origin_log(&self) -> Option<SharedLog> {
-        if !self.store.region.one_wal {
+        if !self.one_wal() {
             return None;
         }
         let objects = self.objects.get()?;
@@ -95,7 +95,7 @@ impl RegionOrigin {
     /// owner (one origin at a time, usually: two at once only repeat
     /// deletes). With a WAL per partition there are no such logs.
     pub(super) fn tend_dead_logs(self: &Arc<Self>, t: &mut super::takeover::Tending) {
-        if !self.store.region.one_wal {
+        if !self.one_wal() {
             return;
         }
         if t.dead_logs.as_ref().is_some_and(|d| !d.is_finished()) {
@@ -136,6 +136,20 @@ impl RegionOrigin {
     /// The log as it is now (for a release).
     pub(super) fn current_log(&self) -> Option<Arc<OriginWal>> {
         self.log.lock().clone()
+    }
+
+    /// Whether a build of the partition `state` serves may be due: not
+    /// while this origin's last checkpoint of it (`stood`: its epoch and
+    /// number) is of this tenure and the log went fewer than
+    /// `--region-checkpoint-objects` numbers past it. The build decides
+    /// from the bucket; this spares its reads every interval of an idle
+    /// partition.
+    pub(super) fn due_in_log(&self, state: &Shared, stood: Option<(u64, u64)>) -> bool {
+        let (Some((epoch, number)), Some(log)) = (stood, self.current_log()) else {
+            return true;
+        };
+        state.store.epoch() != Some(epoch)
+            || log.acknowledged().saturating_sub(number) >= self.store.region.checkpoint.objects
     }
 
     /// Starts a checkpoint build of partition `p` in this origin's log, on

@@ -255,7 +255,7 @@ async fn open(
     config.region.feed = None;
     let open = me.opener(config);
     let runtime = tokio::runtime::Handle::current();
-    let one_wal = me.store.region.one_wal;
+    let one_wal = me.one_wal();
     tokio::task::spawn_blocking(move || {
         let follow = runtime
             .block_on(async {

@@ -52,6 +52,11 @@ pub(super) struct Tending {
     /// start.
     building: Vec<Option<JoinHandle<Result<Built, WalError>>>>,
     next_build: Vec<Instant>,
+    /// With one WAL per origin, each partition's last checkpoint this
+    /// origin published (its tenure's epoch, and its number): no build is
+    /// started, and no bucket read made, until the log went
+    /// `--region-checkpoint-objects` past it.
+    pub(super) stood: Vec<Option<(u64, u64)>>,
     /// A partition this origin released and then claimed back (its target
     /// did not claim it: its disk or bucket may be failing) is not released
     /// again before this, so the two do not hand it back and forth.
@@ -81,6 +86,7 @@ impl RegionOrigin {
             keys_read: None,
             building: (0..n).map(|_| None).collect(),
             next_build: vec![now + self.store.region.checkpoint.interval; n],
+            stood: vec![None; n],
             keep_until: vec![now; n],
             dead_logs: None,
             next_dead_logs: now,
@@ -98,6 +104,7 @@ impl RegionOrigin {
             if !self.pin_partitions().await {
                 continue;
             }
+            m.set_tenures(self.one_wal());
             // Claims name their feed by it (read at start unless the
             // bucket did not answer then): no claim without it, or the
             // partition's feed would go on unlogged under a name of its own
@@ -165,8 +172,10 @@ impl RegionOrigin {
             return true;
         }
         let objects = self.objects.get().expect("set before the loop");
-        let pin =
-            crate::region::pin::partitions(&**objects, self.partitions, self.store.region.one_wal);
+        if !self.read_layout(&**objects).await {
+            return false;
+        }
+        let pin = crate::region::pin::partitions(&**objects, self.partitions, self.one_wal());
         match tokio::time::timeout(self.patience(), pin).await {
             Ok(Ok(())) => {
                 self.pinned.store(true, Relaxed);
@@ -225,13 +234,20 @@ impl RegionOrigin {
             }
             if t.building[i].as_ref().is_some_and(|b| b.is_finished()) {
                 let outcome = t.building[i].take().expect("finished").await;
+                if let (Ok(Ok(Built::Published { number, .. })), Some(epoch)) =
+                    (&outcome, state.store.epoch())
+                {
+                    t.stood[i] = Some((epoch, *number));
+                }
                 self.built(p, outcome);
             }
             let now = Instant::now();
             if t.building[i].is_none() && now >= t.next_build[i] {
                 t.next_build[i] = now + self.store.region.checkpoint.interval;
-                t.building[i] = if self.store.region.one_wal {
-                    self.build_in_log(p, &state)
+                t.building[i] = if self.one_wal() {
+                    self.due_in_log(&state, t.stood[i])
+                        .then(|| self.build_in_log(p, &state))
+                        .flatten()
                 } else {
                     self.build_checkpoint(p, &state)
                 };
