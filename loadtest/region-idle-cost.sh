@@ -19,7 +19,7 @@ bin=${CARGO_TARGET_DIR:-target}/release
 origin_bin=${ORIGIN_BIN:-$bin/origin}
 work=$(mktemp -d)
 pids=()
-trap 'kill ${pids[@]:-} 2>/dev/null || true; kill -9 ${wpid:-} 2>/dev/null || true; rm -rf "$work"' EXIT
+trap 'kill ${pids[@]:-} 2>/dev/null || true; kill -9 ${wpid:-} 2>/dev/null || true; [ -n "${KEEP_LOGS:-}" ] && cp "$work"/*.log "$KEEP_LOGS"/; rm -rf "$work"' EXIT
 . loadtest/bucket.sh
 bucket_start
 "$bin/ds-load" bucket-proxy --to "$AWS_ENDPOINT_URL" --report-every 1 >"$work/proxy.log" &

@@ -108,7 +108,7 @@ variable "origin_count" {
 }
 
 variable "region_partitions" {
-  description = "Partitions of the region (object durability): streams are spread over them by a hash of their path, each owned by one origin at a time, so writes spread over the origins. Pinned in the bucket by the first origin: it cannot change for the bucket's life. With one WAL per origin (region_wal = \"origin\") the count does not multiply puts, but an idle region still reads the bucket per partition (each origin looks for a new owner of every partition each second, and keeps a replica of each it follows): about 60 GETs a second at 8 partitions over 3 origins, 500 at 64."
+  description = "Partitions of the region (object durability): streams are spread over them by a hash of their path, each owned by one origin at a time, so writes spread over the origins. Pinned in the bucket by the first origin: it cannot change for the bucket's life. With one WAL per origin (region_wal = \"auto\" or \"origin\") the count does not multiply puts, and an idle region's reads barely grow with it (about 48 requests a second at 8 partitions over 3 origins, 90 at 64: loadtest/region-idle-cost.sh); more partitions cost each origin a writer thread apiece (decision 0028)."
   type        = number
   default     = 8
 

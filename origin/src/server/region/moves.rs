@@ -182,9 +182,16 @@ impl RegionOrigin {
                 "this origin no longer serves the partition; its store stops"
             );
             let _ = state.closing.send(true);
+            // With one WAL per origin, the log stops serving the partition
+            // too (else a claim of it here later would be refused): a
+            // release after the store stopped, as in a hand-off. A newer
+            // tenure names where this one ended, so a release past that
+            // end is never read; a stopped log puts none.
+            let log = self.current_log();
             tokio::spawn(async move {
                 state.store.shutdown().await;
                 drop(state);
+                Self::release_in_log(log, p).await;
                 remove_later(dir.to_path_buf());
             });
         }
