@@ -3,8 +3,8 @@
 //! kept, so signatures hold) and prints, every `--report-every`, one line
 //! of the requests since the last by kind: the method (`LIST` for a
 //! listing) and what the key is (`region/nodes`, `region/logs`,
-//! `region/partitions/*/tenures`, ...). `loadtest/region-idle-cost.sh`
-//! reads it.
+//! `region/partitions/*/tenures`, ...: `testkit::bucket`).
+//! `loadtest/region-idle-cost.sh` reads it.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -77,65 +77,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
-/// `METHOD what`, or `LIST what` for a listing (of its prefix).
+/// `METHOD what`, or `LIST what` for a listing (`testkit::bucket`).
 fn kind<B>(req: &Request<B>) -> String {
-    let query = req.uri().query().unwrap_or("");
-    if query.contains("list-type=2") {
-        let prefix = query
-            .split('&')
-            .find_map(|kv| kv.strip_prefix("prefix="))
-            .unwrap_or("");
-        return format!("LIST {}", what(&prefix.replace("%2F", "/")));
-    }
-    // The path is `/{bucket}/{key}`.
-    let key = req.uri().path().trim_start_matches('/');
-    let key = key.split_once('/').map_or("", |(_, key)| key);
-    format!("{} {}", req.method(), what(key))
-}
-
-/// What a key is: the part from `region/` on, names and numbers as `*`.
-fn what(key: &str) -> String {
-    let Some(at) = key.find("region/") else {
-        return "other".into();
-    };
-    let parts: Vec<&str> = key[at..].split('/').filter(|s| !s.is_empty()).collect();
-    match parts.as_slice() {
-        ["region", "partitions", _, kind, ..] => format!("region/partitions/*/{kind}"),
-        ["region", top, ..] => format!("region/{top}"),
-        _ => "region".into(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::kind;
-
-    fn of(method: &str, uri: &str) -> String {
-        let req = hyper::Request::builder()
-            .method(method)
-            .uri(uri)
-            .body(())
-            .unwrap();
-        kind(&req)
-    }
-
-    #[test]
-    fn requests_are_counted_by_what_their_key_is() {
-        assert_eq!(
-            of(
-                "HEAD",
-                "/bench/p8/region/partitions/0003/tenures/00000000000000000001"
-            ),
-            "HEAD region/partitions/*/tenures"
-        );
-        assert_eq!(
-            of("GET", "/bench/p8/region/logs/ab12/00000000000000000007"),
-            "GET region/logs"
-        );
-        assert_eq!(
-            of("GET", "/bench?list-type=2&prefix=p8%2Fregion%2Fnodes%2F"),
-            "LIST region/nodes"
-        );
-        assert_eq!(of("PUT", "/bench/p8/streams/x"), "PUT other");
-    }
+    testkit::bucket::request_kind(
+        req.method().as_str(),
+        req.uri().path(),
+        req.uri().query().unwrap_or(""),
+    )
 }

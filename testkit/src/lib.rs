@@ -3,5 +3,6 @@
 //! once so both suites hold the servers to the same reading of the
 //! protocol, and the connections open on this machine.
 
+pub mod bucket;
 pub mod sse;
 pub mod tcp;

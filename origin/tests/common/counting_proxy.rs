@@ -69,32 +69,11 @@ impl Drop for CountingProxy {
     }
 }
 
-/// `METHOD what`, or `LIST what` for a listing (its prefix's).
+/// `METHOD what`, or `LIST what` for a listing (`testkit::bucket`).
 fn kind(req: &Request<Incoming>) -> String {
-    let query = req.uri().query().unwrap_or("");
-    if let Some(prefix) = query
-        .split('&')
-        .find_map(|kv| kv.strip_prefix("prefix="))
-        .filter(|_| query.contains("list-type=2"))
-    {
-        return format!("LIST {}", what(&prefix.replace("%2F", "/")));
-    }
-    // The path is `/{bucket}/{key}`.
-    let key = req.uri().path().trim_start_matches('/');
-    let key = key.split_once('/').map_or("", |(_, key)| key);
-    format!("{} {}", req.method(), what(key))
-}
-
-/// What a key is: the part under `region/` with numbers and names
-/// replaced by `*`.
-fn what(key: &str) -> String {
-    let Some(at) = key.find("region/") else {
-        return "other".into();
-    };
-    let parts: Vec<&str> = key[at..].split('/').filter(|s| !s.is_empty()).collect();
-    match parts.as_slice() {
-        ["region", "partitions", _, kind, ..] => format!("region/partitions/*/{kind}"),
-        ["region", top, ..] => format!("region/{top}"),
-        _ => "region".into(),
-    }
+    testkit::bucket::request_kind(
+        req.method().as_str(),
+        req.uri().path(),
+        req.uri().query().unwrap_or(""),
+    )
 }
