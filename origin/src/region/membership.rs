@@ -11,9 +11,9 @@
 //! Cost: every `renew` an origin puts its heartbeat, lists the heartbeats
 //! and reads each: with three origins and the default second, five
 //! requests a second per origin. Owners come from the heartbeats (each
-//! lists what its origin serves); a partition whose owner no live
-//! heartbeat affirms costs one more request (a HEAD of its next claim,
-//! and a listing when there is one).
+//! lists what its origin serves); each owner looks its own partitions up
+//! (a HEAD of the next claim each), as does every origin for a partition
+//! whose owner no other live heartbeat affirms.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -307,10 +307,10 @@ impl Membership {
 
     /// Takes the owners the heartbeats name (the highest epoch each
     /// partition is served at, if newer than the one known), and returns
-    /// the partitions whose owner no live origin's heartbeat affirms:
-    /// only those are looked up in the bucket (one request each). With
-    /// every owner alive and beating, a look costs the heartbeats alone,
-    /// whatever the partition count. A claim not yet in its maker's
+    /// the partitions whose owner no other live origin's heartbeat
+    /// affirms: only those are looked up in the bucket (one request each),
+    /// so with every owner alive and beating each partition is looked up
+    /// by its owner alone, once a renewal. A claim not yet in its maker's
     /// heartbeat is seen at its next renewal; a claim is what owns, so a
     /// late view only delays a decision.
     fn owners_from(&mut self, beats: &[Heartbeat], now: Duration) -> Vec<u32> {
@@ -328,9 +328,13 @@ impl Membership {
                         url: beat.url.clone(),
                     });
                 }
+                // Never this origin's own word: it looks its own
+                // partitions up (one request each a renewal), so a newer
+                // claim whose maker died before it beat is still seen.
                 if known
                     .as_ref()
                     .is_some_and(|o| o.epoch == epoch && o.node == beat.node)
+                    && beat.node != self.me
                     && live.contains(beat.node.as_str())
                 {
                     affirmed[partition as usize] = true;

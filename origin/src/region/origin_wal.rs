@@ -44,6 +44,11 @@ pub use writer::WriterConfig;
 
 use writer::{Counters, Item, Request, Writer};
 
+/// The tenure a claim in progress is counted under in `made` until its
+/// own exists: newer than any checkpoint, so the deletion bound keeps its
+/// first number.
+const IN_PROGRESS: u64 = u64::MAX;
+
 /// This origin's log, and the partitions it serves through it.
 pub struct OriginWal {
     store: Arc<dyn ObjectStore>,
@@ -230,6 +235,42 @@ impl OriginWal {
         let from = self
             .ask(|reply| Request::Reserve { partition, reply })
             .await?;
+        // Counted by this log's deletion from now on (as a tenure no
+        // checkpoint covers): the log is not deleted from `from` on while
+        // the claim reads, before its tenure exists.
+        self.made.lock().push((partition, IN_PROGRESS, from));
+        let claimed = self.claim_from(partition, from, replay).await;
+        {
+            let mut made = self.made.lock();
+            made.retain(|&(p, t, _)| !(p == partition && t == IN_PROGRESS));
+            if let Ok(c) = &claimed {
+                made.push((partition, c.tenure, from));
+            }
+        }
+        let claimed = claimed?;
+        // A log stopped meanwhile (a takeover of another of its
+        // partitions) serves nothing: the claim fails, its tenure ends at
+        // the log's fence for whoever reads it next.
+        self.ask(|reply| Request::Serve { partition, reply })
+            .await?;
+        tracing::info!(
+            partition,
+            tenure = claimed.tenure,
+            from,
+            replayed_objects = claimed.history.replayed,
+            fences = claimed.history.fences,
+            "made the partition's tenure in this origin's log"
+        );
+        Ok(claimed)
+    }
+
+    /// A claim's reading and its tenure, from number `from` of this log.
+    async fn claim_from(
+        &self,
+        partition: u32,
+        from: u64,
+        replay: &mut (dyn FnMut(Replay) -> std::io::Result<()> + Send),
+    ) -> Result<Claimed, WalError> {
         let history = self.read_settled(partition, replay).await?;
         let tenure = history.tenures.len() as u64;
         let previous_end = match history.end {
@@ -265,20 +306,6 @@ impl OriginWal {
         if !made {
             return Err(WalError::Taken { partition, tenure });
         }
-        self.made.lock().push((partition, tenure, from));
-        // A log stopped meanwhile (a takeover of another of its
-        // partitions) serves nothing: the claim fails, its tenure ends at
-        // the log's fence for whoever reads it next.
-        self.ask(|reply| Request::Serve { partition, reply })
-            .await?;
-        tracing::info!(
-            partition,
-            tenure,
-            from,
-            replayed_objects = history.replayed,
-            fences = history.fences,
-            "made the partition's tenure in this origin's log"
-        );
         Ok(Claimed {
             tenure,
             from,

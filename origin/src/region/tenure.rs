@@ -75,15 +75,19 @@
 //!    every reader starts past it.
 //!
 //! 6. Another origin may delete a log (one whose writer died or was
-//!    fenced: it cannot tell which, nor a slow writer from a dead one), by
-//!    the same bound, with what it listed in place of what the writer
-//!    acknowledged: it lists the log first, then reads every tenure and
-//!    checkpoint, then deletes the writer's objects below
+//!    fenced: it cannot tell which, nor a slow writer from a dead one). It
+//!    lists the log, puts a fence where the listing ended (so the writer
+//!    acknowledges nothing from there on), then reads every tenure and
+//!    checkpoint, and deletes the writer's objects below
 //!    `deletion_bound(listed, …)`, never a fence. A put the writer still
-//!    has in flight lies above the listing, or below the last object
-//!    listed, which was put after it, so its tenure was made before the
-//!    listing and is counted. A fence stays: a writer's put delayed past
-//!    it would otherwise land in its place and be acknowledged.
+//!    has in flight lies past the fence, or before the last object listed,
+//!    which was put after it, so its tenure was made before the listing
+//!    and is counted. A claim in progress took its first number before
+//!    its tenure exists: once the fence stands, nothing under that tenure
+//!    is acknowledged. A fence stays: a writer's put delayed past it would
+//!    otherwise land in its place and be acknowledged. For the same claim
+//!    in progress, a writer's own deletion counts it from the number it
+//!    took, as a tenure no checkpoint covers.
 
 /// One stretch of a partition's history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -200,7 +200,7 @@ async fn a_dead_origins_log_goes_below_every_partitions_checkpoint_and_its_fence
         let store = Arc::clone(&store);
         let stopping = &stopping;
         async move {
-            collect_dead(&*store, Some(&own), 3, stopping)
+            collect_dead(&*store, Some(&own), 3, Duration::ZERO, stopping)
                 .await
                 .unwrap()
         }
@@ -224,18 +224,19 @@ async fn a_dead_origins_log_goes_below_every_partitions_checkpoint_and_its_fence
     let c = open(&store, "c", Duration::from_millis(20));
     assert_eq!(claim(&c, 0).await.unwrap(), rounds(0, 0..4));
     assert_eq!(numbers_of(&store, dead).await, (0..5).collect::<Vec<_>>());
-    // Partition 1 still reads A's log from its tenure's start, partition 2
-    // B's: nothing goes.
+    // Partition 1's newest tenure is still in A's log, partition 2's in
+    // B's: neither is touched.
     assert_eq!(
         collect(c.log()).await,
         CollectedDead {
-            logs: 2,
+            logs: 0,
             deleted: 0,
             fences: 0
         }
     );
-    // Partition 1 taken over and both checkpointed in C's tenures: A's
-    // objects go, its fence stays; B's log is still needed from its start.
+    // Partition 1 taken over and both checkpointed in C's tenures: A's log
+    // is fenced where it ends, its objects go, its fences stay; B's log,
+    // which partition 2's newest tenure names, is left to B.
     assert_eq!(claim(&c, 1).await.unwrap(), rounds(1, 0..4));
     for p in [0, 1] {
         assert!(matches!(
@@ -246,18 +247,22 @@ async fn a_dead_origins_log_goes_below_every_partitions_checkpoint_and_its_fence
     assert_eq!(
         collect(c.log()).await,
         CollectedDead {
-            logs: 2,
+            logs: 1,
             deleted: 4,
             fences: 1
         }
     );
-    assert_eq!(numbers_of(&store, dead).await, vec![4], "the fence stays");
+    assert_eq!(
+        numbers_of(&store, dead).await,
+        vec![4, 5],
+        "the fences stay"
+    );
     assert_eq!(log_numbers(&store, &b).await, vec![0, 1]);
-    // A live log is deleted only below its partition's checkpoint, and its
+    // B's own collection deletes below its partition's checkpoint, and its
     // writer goes on.
     checkpoint(&store, &b, 2, 0).await.unwrap();
     round(&b, &[2], 2).await;
-    assert_eq!(collect(c.log()).await.deleted, 2);
+    assert_eq!(b.collect().await.unwrap().1, 2);
     assert_eq!(log_numbers(&store, &b).await, vec![2]);
     round(&b, &[2], 3).await;
     // Every partition reads whole.

@@ -3,16 +3,25 @@
 //! (decision 0028, "Deleting a dead log"). The rule is `tenure`'s rule 6,
 //! checked by the model (`tenure/tests.rs`, the collector).
 //!
-//! A collector cannot tell a dead writer from a slow one, so it only ever
-//! deletes what the writer's own collection could: it lists the log
-//! first, then looks at every tenure at or after each partition's newest
-//! checkpoint, and deletes the writer's objects below
-//! `tenure::deletion_bound` of what it listed and those tenures. A put the
-//! writer still has in flight lies above what was listed, or its tenure
-//! was made before the listing and is seen. Fences are never deleted: a
+//! A collector cannot tell a dead writer from a slow one, so it first
+//! makes sure the writer acknowledges nothing more: it lists the log and
+//! puts a fence where the listing ended (create-only; the writer's put
+//! there then fails and its log stops). Only then does it look at every
+//! tenure at or after each partition's newest checkpoint, and delete the
+//! writer's objects below `tenure::deletion_bound` of what it listed and
+//! those tenures. A put the writer still has in flight lies past the
+//! fence, or before the last object listed, which was put after it, so
+//! its tenure was made before the listing and is seen; a claim in
+//! progress (its first number taken, its tenure not made yet) holds
+//! nothing acknowledged once the fence stands. Fences are never deleted: a
 //! writer's put delayed past its fence would otherwise land where the
 //! fence was, and be acknowledged. A fence is one small object per
-//! takeover.
+//! takeover or collection.
+//!
+//! So as not to stop a live origin's log, only logs that no partition's
+//! newest tenure names, and whose newest object is older than `quiet`,
+//! are fenced and collected (a guess from the bucket's clock: safety does
+//! not rest on it).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
@@ -23,6 +32,7 @@ use object_store::ObjectStore;
 
 use super::checkpoint::newest_stand;
 use super::format::{decode_tenure, encode_log, LogId, LogObject};
+use super::read::fence;
 use crate::objects::keys;
 use crate::region::bucket::{again, delete_all, get_if_there, list_numbers};
 use crate::region::object_wal::{WalError, REPLAY_READS};
@@ -39,27 +49,47 @@ pub struct CollectedDead {
     pub fences: u64,
 }
 
-/// One listed object of a log: its number and size.
+/// One listed object of a log: its number, size and when it was put.
 struct Listed {
     number: u64,
     size: u64,
+    modified: std::time::SystemTime,
 }
 
-/// Deletes, in every log of the region but `own`, the writer's objects
-/// that no reader of any of the `partitions` needs.
+/// Deletes, in every quiet log of the region but `own` that no
+/// partition's newest tenure names, the writer's objects that no reader
+/// of any of the `partitions` needs.
 pub async fn collect_dead(
     store: &dyn ObjectStore,
     own: Option<&LogId>,
     partitions: u32,
+    quiet: std::time::Duration,
     stopping: &AtomicBool,
 ) -> Result<CollectedDead, WalError> {
-    // Listed first: what the writer puts after it is not deleted.
+    let mut named = std::collections::BTreeSet::new();
+    for p in 0..partitions {
+        if let Some(log) = newest_tenure_log(store, p, stopping).await? {
+            named.insert(log);
+        }
+    }
+    let now = std::time::SystemTime::now();
+    let quiet_since = now.checked_sub(quiet).unwrap_or(now);
+    // Listed, then fenced where the listing ended: the writer acknowledges
+    // nothing from there on.
     let mut listed: BTreeMap<LogId, Vec<Listed>> = BTreeMap::new();
     for log in list_logs(store, stopping).await? {
-        if Some(&log) == own {
+        if Some(&log) == own || named.contains(&log) {
             continue;
         }
         let objects = again(stopping, || list_objects(store, &log)).await?;
+        let Some(last) = objects.last() else { continue };
+        if last.modified > quiet_since {
+            continue;
+        }
+        let at = last.number + 1;
+        if !fence(store, &log, at, stopping).await?.fence {
+            continue; // the writer put there first: it is alive
+        }
         listed.insert(log, objects);
     }
     // Then every tenure a reader may still start in.
@@ -126,11 +156,34 @@ async fn list_objects(store: &dyn ObjectStore, log: &LogId) -> Result<Vec<Listed
             objects.push(Listed {
                 number,
                 size: meta.size,
+                modified: meta.last_modified.into(),
             });
         }
     }
     objects.sort_unstable_by_key(|o| o.number);
     Ok(objects)
+}
+
+/// The log partition `p`'s newest tenure is in, if it has one.
+async fn newest_tenure_log(
+    store: &dyn ObjectStore,
+    p: u32,
+    stopping: &AtomicBool,
+) -> Result<Option<LogId>, WalError> {
+    let prefix = keys::partition_tenures(p);
+    let numbers = again(stopping, || list_numbers(store, &prefix)).await?;
+    let Some(&k) = numbers.last() else {
+        return Ok(None);
+    };
+    let key = keys::partition_tenure(p, k);
+    let Some(bytes) = get_if_there(store, &key, stopping).await? else {
+        return Ok(None);
+    };
+    let record = decode_tenure(&bytes).map_err(|source| WalError::Corrupt {
+        key: key.to_string(),
+        source,
+    })?;
+    Ok(Some(record.log))
 }
 
 /// Partition `p`'s tenures at or after its newest checkpoint's (older ones

@@ -296,7 +296,7 @@ fn decode(key: &object_store::path::Path, bytes: &Bytes) -> Result<LogObject, Wa
 
 /// Puts a fence at number `n` of `log` (rule 3); returns what is there
 /// after: the fence, or what was there first.
-async fn fence(
+pub(super) async fn fence(
     store: &dyn ObjectStore,
     log: &LogId,
     n: u64,

@@ -110,10 +110,20 @@ impl RegionOrigin {
             return;
         };
         let own = self.current_log().map(|l| l.log());
+        // A log is collected only once its newest object is a round old
+        // (and no partition's newest tenure names it): its origin is gone,
+        // or idle and serving nothing (the collection's fence then stops
+        // its log, and its next claim opens a new one).
+        let quiet = self.store.region.checkpoint.interval * DEAD_LOG_ROUNDS;
         let me = Arc::clone(self);
         t.dead_logs = Some(tokio::spawn(async move {
-            let round =
-                origin_wal::collect_dead(&*objects, own.as_ref(), me.partitions, &me.builds_stop);
+            let round = origin_wal::collect_dead(
+                &*objects,
+                own.as_ref(),
+                me.partitions,
+                quiet,
+                &me.builds_stop,
+            );
             match round.await {
                 Ok(done) => {
                     me.metrics.dead_log_deleted.fetch_add(done.deleted, Relaxed);

@@ -57,6 +57,9 @@ pub(super) struct Tending {
     /// started, and no bucket read made, until the log went
     /// `--region-checkpoint-objects` past it.
     pub(super) stood: Vec<Option<(u64, u64)>>,
+    /// The epoch each build under way was started in (its checkpoint is
+    /// of that tenure, whatever the partition's epoch when it ends).
+    build_epoch: Vec<Option<u64>>,
     /// A partition this origin released and then claimed back (its target
     /// did not claim it: its disk or bucket may be failing) is not released
     /// again before this, so the two do not hand it back and forth.
@@ -87,6 +90,7 @@ impl RegionOrigin {
             building: (0..n).map(|_| None).collect(),
             next_build: vec![now + self.store.region.checkpoint.interval; n],
             stood: vec![None; n],
+            build_epoch: vec![None; n],
             keep_until: vec![now; n],
             dead_logs: None,
             next_dead_logs: now,
@@ -235,7 +239,7 @@ impl RegionOrigin {
             if t.building[i].as_ref().is_some_and(|b| b.is_finished()) {
                 let outcome = t.building[i].take().expect("finished").await;
                 if let (Ok(Ok(Built::Published { number, .. })), Some(epoch)) =
-                    (&outcome, state.store.epoch())
+                    (&outcome, t.build_epoch[i].take())
                 {
                     t.stood[i] = Some((epoch, *number));
                 }
@@ -244,6 +248,7 @@ impl RegionOrigin {
             let now = Instant::now();
             if t.building[i].is_none() && now >= t.next_build[i] {
                 t.next_build[i] = now + self.store.region.checkpoint.interval;
+                t.build_epoch[i] = state.store.epoch();
                 t.building[i] = if self.one_wal() {
                     self.due_in_log(&state, t.stood[i])
                         .then(|| self.build_in_log(p, &state))
