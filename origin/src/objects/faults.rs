@@ -43,6 +43,15 @@ impl Faults {
         self
     }
 
+    /// `store` with its puts delayed by `delay` (`--object-put-delay`: a
+    /// far bucket, for benchmarks); itself when `delay` is zero.
+    pub fn delaying_puts(store: Arc<dyn ObjectStore>, delay: Duration) -> Arc<dyn ObjectStore> {
+        if delay.is_zero() {
+            return store;
+        }
+        Arc::new(Faults::new(store).with_put_delay(delay))
+    }
+
     /// The next `n` create-only puts reach the store and answer an error
     /// that says nothing of their outcome.
     pub fn lose_next(&self, n: usize) {

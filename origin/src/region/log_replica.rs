@@ -19,15 +19,13 @@ use std::sync::atomic::AtomicBool;
 
 use object_store::ObjectStore;
 
-use super::bucket::get_if_there;
 use super::local::LocalLog;
 use super::object_wal::{Replay, WalError, CLAIM_TRIES};
-use super::origin_wal::format::{decode_tenure, TenureRecord};
-use super::origin_wal::read::{walk, AtOpen, End, History, Reading};
+use super::origin_wal::format::TenureRecord;
+use super::origin_wal::read::{read_tenure, walk, AtOpen, End, History, Reading};
 use super::origin_wal::{newest_stand, read_history, SharedReads};
 use super::replica::{Ended, RoundRead, ROUND_BYTES, ROUND_OBJECTS};
 use super::tenure::Stand;
-use crate::objects::keys;
 
 /// Where a replica stands in a partition's history: in tenure `tenure`
 /// (None before the first), at number `at` of its log.
@@ -115,7 +113,7 @@ pub async fn read_next(
     // A tenure read to its end: go on in the next one, once made.
     if round.ended.is_some() || round.tenure.is_none() {
         let next = round.tenure.as_ref().map_or(0, |(k, _)| k + 1);
-        let Some(record) = read_tenure(store, p, next).await? else {
+        let Some(record) = read_tenure(store, p, next, &AtomicBool::new(false)).await? else {
             let read = RoundRead {
                 frames: Vec::new(),
                 objects: 0,
@@ -189,23 +187,4 @@ pub async fn read_next(
 pub async fn newest(store: &dyn ObjectStore, p: u32) -> Result<Option<Stand>, WalError> {
     let stopping = AtomicBool::new(false);
     Ok(newest_stand(store, p, &stopping).await?.map(|m| m.stand))
-}
-
-/// Tenure `k` of partition `p`, if made.
-async fn read_tenure(
-    store: &dyn ObjectStore,
-    p: u32,
-    k: u64,
-) -> Result<Option<TenureRecord>, WalError> {
-    let key = keys::partition_tenure(p, k);
-    let stopping = AtomicBool::new(false);
-    let Some(bytes) = get_if_there(store, &key, &stopping).await? else {
-        return Ok(None);
-    };
-    decode_tenure(&bytes)
-        .map(Some)
-        .map_err(|source| WalError::Corrupt {
-            key: key.to_string(),
-            source,
-        })
 }

@@ -60,21 +60,24 @@ pub enum PinError {
 /// before the pin), else one WAL per origin (a new region). A bucket of a
 /// newer format reads as one WAL per origin, and the pin then refuses it.
 pub async fn one_wal_in(store: &dyn ObjectStore) -> std::io::Result<bool> {
-    use futures::StreamExt;
     match store.get(&keys::region_partitions()).await {
         Ok(got) => {
             let bytes = got.bytes().await.map_err(std::io::Error::other)?;
             let pinned: Pinned = serde_json::from_slice(&bytes).map_err(std::io::Error::other)?;
             Ok(pinned.format >= format_of(true))
         }
-        Err(object_store::Error::NotFound { .. }) => {
-            match store.list(Some(&keys::partition_epochs(0))).next().await {
-                None => Ok(true),
-                Some(Ok(_)) => Ok(false),
-                Some(Err(e)) => Err(std::io::Error::other(e)),
-            }
-        }
+        Err(object_store::Error::NotFound { .. }) => Ok(!has_epoch_claims(store, 0).await?),
         Err(e) => Err(std::io::Error::other(e)),
+    }
+}
+
+/// Whether partition `p` has any epoch claim (a WAL per partition).
+async fn has_epoch_claims(store: &dyn ObjectStore, p: u32) -> std::io::Result<bool> {
+    use futures::StreamExt;
+    match store.list(Some(&keys::partition_epochs(p))).next().await {
+        None => Ok(false),
+        Some(Ok(_)) => Ok(true),
+        Some(Err(e)) => Err(std::io::Error::other(e)),
     }
 }
 
@@ -100,15 +103,7 @@ pub async fn partitions(
     if existing.is_none() && partitions != 1 {
         // No pin yet: a bucket of a region from before the pin, whose
         // claims are of partition 0 alone, had one partition.
-        use futures::StreamExt;
-        let any = |p: u32| async move {
-            match store.list(Some(&keys::partition_epochs(p))).next().await {
-                None => Ok(false),
-                Some(Ok(_)) => Ok(true),
-                Some(Err(e)) => Err(PinError::Bucket(std::io::Error::other(e))),
-            }
-        };
-        if any(0).await? && !any(1).await? {
+        if has_epoch_claims(store, 0).await? && !has_epoch_claims(store, 1).await? {
             return Err(PinError::Mismatch(
                 "this region's bucket was made with one partition (before the count was pinned); start it with --region-partitions 1".into(),
             ));

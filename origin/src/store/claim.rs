@@ -81,12 +81,8 @@ fn in_partition_wal(
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
-    let mut store = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
-    if !config.object_put_delay.is_zero() {
-        store = Arc::new(
-            crate::objects::faults::Faults::new(store).with_put_delay(config.object_put_delay),
-        );
-    }
+    let store = crate::objects::open_with(url, &settings).map_err(std::io::Error::other)?;
+    let store = crate::objects::faults::Faults::delaying_puts(store, config.object_put_delay);
     let claimed = ObjectWal::claim_into(store, &config.region, metrics, lay_out)
         .map_err(std::io::Error::other)?;
     let wal = claimed.wal;

@@ -31,10 +31,10 @@ use object_store::path::Path;
 use object_store::ObjectStore;
 
 use super::checkpoint::newest_stand;
-use super::format::{decode_tenure, encode_log, LogId, LogObject};
-use super::read::fence;
+use super::format::{encode_log, LogId, LogObject};
+use super::read::{fence, read_tenure};
 use crate::objects::keys;
-use crate::region::bucket::{again, delete_all, get_if_there, list_numbers};
+use crate::region::bucket::{again, delete_all, list_numbers};
 use crate::region::object_wal::{WalError, REPLAY_READS};
 use crate::region::tenure::{deletion_bound, InLog, Stand};
 
@@ -175,15 +175,7 @@ async fn newest_tenure_log(
     let Some(&k) = numbers.last() else {
         return Ok(None);
     };
-    let key = keys::partition_tenure(p, k);
-    let Some(bytes) = get_if_there(store, &key, stopping).await? else {
-        return Ok(None);
-    };
-    let record = decode_tenure(&bytes).map_err(|source| WalError::Corrupt {
-        key: key.to_string(),
-        source,
-    })?;
-    Ok(Some(record.log))
+    Ok(read_tenure(store, p, k, stopping).await?.map(|t| t.log))
 }
 
 /// Partition `p`'s tenures at or after its newest checkpoint's (older ones
@@ -199,15 +191,8 @@ async fn tenures_from(
     let numbers = again(stopping, || list_numbers(store, &prefix)).await?;
     let reads = futures::stream::iter(numbers.into_iter().filter(|&k| k >= first))
         .map(|k| async move {
-            let key = keys::partition_tenure(p, k);
-            let Some(bytes) = get_if_there(store, &key, stopping).await? else {
-                return Ok(None);
-            };
-            let record = decode_tenure(&bytes).map_err(|source| WalError::Corrupt {
-                key: key.to_string(),
-                source,
-            })?;
-            Ok(Some((k, record.log, record.from)))
+            let record = read_tenure(store, p, k, stopping).await?;
+            Ok(record.map(|t| (k, t.log, t.from)))
         })
         .buffered(REPLAY_READS);
     let read: Vec<Result<Option<_>, WalError>> = reads.collect().await;

@@ -145,6 +145,25 @@ pub(super) async fn read_tenures(
     reads.collect::<Vec<_>>().await.into_iter().collect()
 }
 
+/// Tenure `k` of partition `p`, if made.
+pub(crate) async fn read_tenure(
+    store: &dyn ObjectStore,
+    p: u32,
+    k: u64,
+    stopping: &AtomicBool,
+) -> Result<Option<TenureRecord>, WalError> {
+    let key = keys::partition_tenure(p, k);
+    let Some(bytes) = get_if_there(store, &key, stopping).await? else {
+        return Ok(None);
+    };
+    decode_tenure(&bytes)
+        .map(Some)
+        .map_err(|source| WalError::Corrupt {
+            key: key.to_string(),
+            source,
+        })
+}
+
 fn corrupt_chain(p: u32, k: usize) -> WalError {
     WalError::Corrupt {
         key: keys::partition_tenure(p, k as u64).to_string(),

@@ -17,7 +17,9 @@
 use super::*;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+mod collector;
 mod reading;
+use collector::collect_step;
 use reading::{below, check, found, frames_of, walk_all};
 
 const PARTITIONS: usize = 3;
@@ -127,6 +129,20 @@ impl World {
         let put = obj.put;
         self.archive[log].entry(n).or_insert_with(|| obj.clone());
         self.logs[log].entry(n).or_insert(obj).put == put
+    }
+
+    /// A fence at number `at` of `log`, at a new epoch of it: whether it
+    /// landed (the number was free).
+    fn fence(&mut self, log: usize, at: u64) -> bool {
+        self.epochs[log] += 1;
+        self.puts += 1;
+        let fence = Obj {
+            epoch: self.epochs[log],
+            put: self.puts,
+            frames: Vec::new(),
+            releases: None,
+        };
+        self.land(log, at, fence)
     }
 
     /// The newest checkpoint of `p`: where it stands and what it holds.
@@ -323,15 +339,7 @@ fn claim_step(w: &mut Writer, world: &mut World, sub: usize) {
                 },
                 // ...or fence: the next step reads what is there.
                 Step::Open { at } => {
-                    world.epochs[log] += 1;
-                    world.puts += 1;
-                    let fence = Obj {
-                        epoch: world.epochs[log],
-                        put: world.puts,
-                        frames: Vec::new(),
-                        releases: None,
-                    };
-                    if world.land(log, at, fence) {
+                    if world.fence(log, at) {
                         world.fenced += 1;
                     }
                     Claim::Walking {
@@ -438,83 +446,6 @@ fn delete_step(w: &mut Writer, world: &mut World, sub: usize) {
         }
     }
     w.deleting = Some(deletion_bound(w.acknowledged(), in_log));
-}
-
-/// A collector's work on one log (any log: it cannot tell a dead writer
-/// from a slow one).
-enum Collecting {
-    /// Listed: the log's objects lie below `listed`.
-    Listed { log: usize, listed: u64 },
-    /// Looked at the tenures and checkpoints: deletes its writer's objects
-    /// below `bound`, one a step.
-    Deleting { log: usize, bound: u64 },
-}
-
-/// One step of the collector (`collect_dead`): list a log, then look at
-/// every tenure in it with its partition's newest checkpoint, then delete
-/// the writer's objects below `deletion_bound` of the two.
-fn collect_step(c: &mut Option<Collecting>, world: &mut World, sub: usize) {
-    let rules = world.rules();
-    *c = match c.take() {
-        // A round now and then: its fence stops the log's writer if alive.
-        None if world.logs.is_empty() || !sub.is_multiple_of(4) => None,
-        None => {
-            let sub = sub / 4;
-            let log = sub % world.logs.len();
-            let listed = world.logs[log].keys().next_back().map_or(0, |n| n + 1);
-            if rules.collect_fences_first {
-                world.epochs[log] += 1;
-                world.puts += 1;
-                let fence = Obj {
-                    epoch: world.epochs[log],
-                    put: world.puts,
-                    frames: Vec::new(),
-                    releases: None,
-                };
-                if !world.land(log, listed, fence) {
-                    return; // the writer put there first: not this round
-                }
-            }
-            Some(Collecting::Listed { log, listed })
-        }
-        Some(Collecting::Listed { log, listed }) => {
-            let mut in_log = Vec::new();
-            for p in 0..PARTITIONS {
-                let newest = world.newest(p).map(|((c, n), _)| Stand {
-                    tenure: c as u64,
-                    number: n,
-                });
-                for (j, tenure) in world.tenures[p].iter().enumerate() {
-                    if tenure.log as usize == log {
-                        in_log.push(InLog {
-                            tenure: j as u64,
-                            from: tenure.from,
-                            newest,
-                        });
-                    }
-                }
-            }
-            Some(Collecting::Deleting {
-                log,
-                bound: deletion_bound(listed, in_log),
-            })
-        }
-        Some(Collecting::Deleting { log, bound }) => {
-            let doomed: Vec<u64> = world.logs[log]
-                .range(..bound)
-                .filter(|(_, o)| o.epoch == EPOCH || !rules.collect_keeps_fences)
-                .map(|(n, _)| *n)
-                .collect();
-            match doomed.get(sub % doomed.len().max(1)) {
-                Some(n) => {
-                    world.logs[log].remove(n);
-                    world.collected += 1;
-                    Some(Collecting::Deleting { log, bound })
-                }
-                None => None,
-            }
-        }
-    };
 }
 
 /// One step of a serving writer; false when it stopped (fenced).

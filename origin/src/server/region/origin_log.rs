@@ -48,14 +48,11 @@ impl RegionOrigin {
                 commit_delay: LOG_COMMIT_DELAY,
                 ..WriterConfig::default()
             };
-            let mut objects = Arc::clone(objects);
-            if !self.store.object_put_delay.is_zero() {
-                // `--object-put-delay`: a far bucket's puts, for benchmarks.
-                objects = Arc::new(
-                    crate::objects::faults::Faults::new(objects)
-                        .with_put_delay(self.store.object_put_delay),
-                );
-            }
+            // `--object-put-delay` reaches the log's puts too.
+            let objects = crate::objects::faults::Faults::delaying_puts(
+                Arc::clone(objects),
+                self.store.object_put_delay,
+            );
             *log = Some(Arc::new(OriginWal::open_counted(
                 objects,
                 &self.store.region.node,
