@@ -173,6 +173,21 @@ impl CollapseTable {
         })
     }
 
+    /// A place among the waiters for a long-poll that joins no flight (one
+    /// only the origin can admit, forwarded as it came: `http::forward`),
+    /// held until the [`Held`] is dropped; `Full` past `max_waiters`.
+    pub fn hold(self: &Arc<Self>) -> Result<Held, WaitError> {
+        let mut waiting = self.waiting.lock();
+        if *waiting >= self.max_waiters {
+            return Err(WaitError::Full);
+        }
+        *waiting += 1;
+        Ok(Held {
+            table: Arc::clone(self),
+            _gauge: self.counted.waiting(&self.metrics),
+        })
+    }
+
     /// Flights in the table (for tests and metrics).
     pub fn flights(&self) -> usize {
         self.flights.lock().as_ref().map_or(0, HashMap::len)
@@ -357,6 +372,18 @@ impl Waiter {
     /// copied into the waiting future; it leaves its flight when dropped).
     pub async fn wait(&mut self) -> Result<(Arc<Answer>, std::time::Instant), WaitError> {
         std::future::poll_fn(|cx| self.poll_wait(cx)).await
+    }
+}
+
+/// A waiter's place without a flight ([`CollapseTable::hold`]).
+pub struct Held {
+    table: Arc<CollapseTable>,
+    _gauge: Option<Gauge>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        *self.table.waiting.lock() -= 1;
     }
 }
 

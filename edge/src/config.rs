@@ -269,7 +269,8 @@ impl EdgeConfig {
 /// `docs/operations.md` lists them). What happens at each limit is written next to it.
 #[derive(Clone, Debug)]
 pub struct Limits {
-    /// Long-poll readers waiting at once, over all streams; one more answers
+    /// Long-poll readers waiting at once, over all streams, those forwarded
+    /// to the origin as they came (an API key's) included; one more answers
     /// 503 with `Retry-After`.
     pub max_waiters: usize,
     /// How much longer than its own `timeout_ms` a waiter waits for the

@@ -56,3 +56,41 @@ async fn s3s_fs_is_a_chunk_store() {
     let server = S3sFs::start();
     behaves_as_a_chunk_store(&server.objects()).await;
 }
+
+/// An S3 endpoint without a scheme and host (here an empty
+/// `AWS_ENDPOINT_URL`, as a deployment that templates it may leave) stops
+/// the origin at its start with a message naming it, not a panic at the
+/// first request it signs.
+#[test]
+fn an_empty_endpoint_stops_the_start_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_origin"))
+        .args(["--listen", "127.0.0.1:0", "--object-store", "s3://bucket/p"])
+        .arg("--data")
+        .arg(dir.path())
+        .env("AWS_ENDPOINT_URL", "")
+        .env("AWS_ACCESS_KEY_ID", "any")
+        .env("AWS_SECRET_ACCESS_KEY", "any")
+        .env("AWS_REGION", "us-east-1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("the origin started with an empty endpoint");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success());
+    assert!(stderr.contains("AWS_ENDPOINT_URL"), "{stderr}");
+    assert!(stderr.contains("S3 endpoint"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

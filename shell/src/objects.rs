@@ -17,6 +17,27 @@ pub enum OpenError {
     Store(#[from] object_store::Error),
     #[error("creating the local object folder: {0}")]
     Io(#[from] std::io::Error),
+    #[error("{0}: the S3 endpoint must be an http:// or https:// URL with a host, not {1:?} (unset it for AWS itself)")]
+    Endpoint(String, String),
+}
+
+/// The names the S3 endpoint is read from, in the environment and in the
+/// settings (`object_store` takes each).
+const ENDPOINT_NAMES: [&str; 2] = ["aws_endpoint_url", "aws_endpoint"];
+
+/// Refuses an S3 endpoint without a scheme and host (an empty
+/// `AWS_ENDPOINT_URL`, say): `object_store` would take it and panic at the
+/// first request it signs.
+fn check_endpoint(source: &str, value: &str) -> Result<(), OpenError> {
+    let fits = value.parse::<http::Uri>().is_ok_and(|u| {
+        matches!(u.scheme_str(), Some("http" | "https"))
+            && u.authority().is_some_and(|a| !a.host().is_empty())
+    });
+    if fits {
+        Ok(())
+    } else {
+        Err(OpenError::Endpoint(source.to_owned(), value.to_owned()))
+    }
 }
 
 /// Opens the store a URL names:
@@ -52,6 +73,17 @@ pub fn open_with(
             retry_timeout: std::time::Duration::from_secs(10),
             ..Default::default()
         };
+        for name in ENDPOINT_NAMES {
+            let var = name.to_ascii_uppercase();
+            if let Some(value) = std::env::var_os(&var) {
+                check_endpoint(&var, &value.to_string_lossy())?;
+            }
+        }
+        for (key, value) in s3_settings {
+            if ENDPOINT_NAMES.contains(&key.to_ascii_lowercase().as_str()) {
+                check_endpoint(key, value)?;
+            }
+        }
         use object_store::aws::AmazonS3ConfigKey as Key;
         use object_store::ClientConfigKey as Client;
         let mut builder = object_store::aws::AmazonS3Builder::from_env()
@@ -77,6 +109,22 @@ pub fn open_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refuses_an_endpoint_without_a_scheme_and_host() {
+        for bad in ["", "localhost:9000", "ftp://h", "http://"] {
+            assert!(
+                matches!(
+                    open_with("s3://b", &[("aws_endpoint", bad)]),
+                    Err(OpenError::Endpoint(..))
+                ),
+                "{bad:?}"
+            );
+        }
+        for good in ["http://127.0.0.1:9000", "https://s3.example.com/"] {
+            assert!(check_endpoint("aws_endpoint", good).is_ok(), "{good}");
+        }
+    }
 
     #[test]
     fn refuses_unknown_schemes() {

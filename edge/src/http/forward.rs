@@ -10,6 +10,7 @@ use axum::response::IntoResponse;
 use futures::StreamExt;
 use http::{HeaderMap, HeaderValue, Request, Response};
 use http_body_util::BodyStream;
+use shared::params::Live;
 
 use super::error::EdgeError;
 use super::Shared;
@@ -90,6 +91,41 @@ fn public_locations(state: &Shared, host: Option<&HeaderValue>, headers: &mut He
             headers.insert(name, v);
         }
     }
+}
+
+/// [`forward_live`] for a request only the origin can admit (an API key,
+/// `access::Admit::ToOrigin`): a tail forwarded so holds a place among the
+/// edge's bounds as one the edge serves itself does (an SSE reader among
+/// `max_sse_readers`, a long-poll among `max_waiters`) for as long as its
+/// answer streams, since it holds an upstream stream as long; past the
+/// bound it answers 503 + `Retry-After` without asking the origin.
+pub async fn forward_admitted(state: &Shared, req: Request<Body>) -> Response<Body> {
+    let live = (req.method() == http::Method::GET)
+        .then(|| shared::params::parse_read_query(req.uri().query()).ok())
+        .flatten()
+        .map(|p| p.live);
+    let place: Box<dyn Send + Sync> = match live {
+        Some(Live::Sse) => match super::sse::reader_place(state) {
+            Some(place) => Box::new(place),
+            None => return EdgeError::Busy(super::sse::TOO_MANY_READERS).into_response(),
+        },
+        Some(Live::LongPoll) => match state.collapse.hold() {
+            Ok(place) => Box::new(place),
+            Err(e) => return EdgeError::from(e).into_response(),
+        },
+        _ => return forward_live(state, req).await,
+    };
+    holding(forward_live(state, req).await, place)
+}
+
+/// An answer whose body keeps `held` until it ends (or is dropped).
+pub fn holding<T: Send + Sync + 'static>(resp: Response<Body>, held: T) -> Response<Body> {
+    resp.map(|body| {
+        Body::from_stream(body.into_data_stream().map(move |frame| {
+            let _held = &held;
+            frame
+        }))
+    })
 }
 
 /// A live answer (SSE) passed through: like [`forward`], but its body ends

@@ -87,7 +87,7 @@ async fn prepare(state: &Shared, req: Box<Request<Body>>) -> Prepared {
                     private: false,
                 },
                 Admit::ToOrigin => {
-                    let resp = Box::pin(super::forward::forward_live(state, req)).await;
+                    let resp = Box::pin(super::forward::forward_admitted(state, req)).await;
                     return Prepared::Answered("forward", resp);
                 }
                 Admit::Refuse(resp) => return Prepared::Answered("refused", resp),

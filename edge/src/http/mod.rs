@@ -326,7 +326,10 @@ async fn dispatch(state: &Shared, req: Request<Body>) -> (&'static str, Response
         .await;
     match admitted {
         Admit::Pass => route(state, req).await,
-        Admit::ToOrigin => ("forward", Box::pin(forward::forward_live(state, req)).await),
+        Admit::ToOrigin => (
+            "forward",
+            Box::pin(forward::forward_admitted(state, req)).await,
+        ),
         Admit::Refuse(resp) => ("refused", resp),
         Admit::Public { live } => {
             let (name, resp) = route(state, req).await;

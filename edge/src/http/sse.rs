@@ -20,7 +20,6 @@
 //! writer (`fanout::writer`) and its task ends: a waiting reader is then an
 //! entry of ~300 bytes, not a task, a queue and a connection's task.
 
-use futures::StreamExt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -67,24 +66,16 @@ pub async fn sse(state: &Shared, req: Request<Body>, params: &ReadParams) -> Res
     // reads carry none.
     // Every SSE reader holds a place among `max_sse_readers`, shared or
     // forwarded: a forwarded one holds an upstream connection as long.
-    let readers = &state.sse_readers;
-    if readers.fetch_add(1, Ordering::SeqCst) >= state.config.limits.max_sse_readers {
-        readers.fetch_sub(1, Ordering::SeqCst);
-        return EdgeError::Busy("too many SSE readers at this edge").into_response();
-    }
-    let slot_of_readers = ReaderSlot(state.clone());
+    let Some(slot_of_readers) = reader_place(state) else {
+        return EdgeError::Busy(TOO_MANY_READERS).into_response();
+    };
     if params.max_bytes < MAX_READ_BYTES
         || params.floor.is_some()
         || req.headers().contains_key(h::STREAM_INCARNATION)
         || req.headers().contains_key(http::header::AUTHORIZATION)
     {
         // Its place is given back when its answer ends.
-        return forward_live(state, req).await.map(|body| {
-            Body::from_stream(body.into_data_stream().map(move |frame| {
-                let _held = &slot_of_readers;
-                frame
-            }))
-        });
+        return super::forward::holding(forward_live(state, req).await, slot_of_readers);
     }
     if state.fanout.full() {
         return EdgeError::Busy("the live feeds at this edge are full").into_response();
@@ -204,8 +195,21 @@ pub fn rejoin(state: Shared, behind: crate::fanout::Behind) {
     });
 }
 
+/// The refusal past `max_sse_readers`.
+pub(super) const TOO_MANY_READERS: &str = "too many SSE readers at this edge";
+
+/// A place among `max_sse_readers`, or none left.
+pub(super) fn reader_place(state: &Shared) -> Option<ReaderSlot> {
+    let readers = &state.sse_readers;
+    if readers.fetch_add(1, Ordering::SeqCst) >= state.config.limits.max_sse_readers {
+        readers.fetch_sub(1, Ordering::SeqCst);
+        return None;
+    }
+    Some(ReaderSlot(state.clone()))
+}
+
 /// Frees a place among `max_sse_readers` when the reader ends.
-struct ReaderSlot(Shared);
+pub(super) struct ReaderSlot(Shared);
 
 impl Drop for ReaderSlot {
     fn drop(&mut self) {

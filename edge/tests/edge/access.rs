@@ -34,6 +34,11 @@ impl Secured {
 
     /// The edge limited by `edge_limits`; the origin counts no requests.
     async fn start_limited(edge_limits: LimitConfig) -> Secured {
+        Secured::start_bounded(edge_limits, edge::config::Limits::default()).await
+    }
+
+    /// [`Secured::start_limited`], with the edge's own bounds `bounds`.
+    async fn start_bounded(edge_limits: LimitConfig, bounds: edge::config::Limits) -> Secured {
         let limits = LimitConfig {
             rps: 0,
             ..edge_limits
@@ -56,6 +61,7 @@ impl Secured {
         )
         .unwrap();
         config.access.limits = edge_limits;
+        config.limits = bounds;
         let (edge, _, stop, _) = serve_edge(config).await;
         Secured {
             origin,
@@ -461,4 +467,96 @@ async fn distinct_long_paths_grow_no_map_past_its_bound() {
     let used = state.access.public_memory_used();
     assert!(used <= 1 << 20, "public verdicts weigh {used} B");
     assert!(used > 0, "verdicts are remembered up to the bound");
+}
+
+/// Tails only the origin can admit (an API key's) go to the origin as they
+/// came, and hold a place among the edge's own bounds as the tails it
+/// serves do, until their answers end: an SSE reader among
+/// `max_sse_readers`, a long-poll among `max_waiters`. Past them: 503 +
+/// `Retry-After`, and the origin is not asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tails_forwarded_for_a_key_hold_places_among_the_edges_bounds() {
+    let bounds = edge::config::Limits {
+        max_sse_readers: 1,
+        max_waiters: 1,
+        ..Default::default()
+    };
+    let s = Secured::start_bounded(
+        LimitConfig {
+            rps: 0,
+            live_reads: 0,
+            ..LimitConfig::default()
+        },
+        bounds,
+    )
+    .await;
+    let key = s.key(serde_json::json!({"account": "acme"})).await;
+    let p = "/acme/bounded";
+    assert_eq!(send(&s, Method::PUT, p, Some(&key), "").await.status(), 201);
+
+    let sse = format!("{p}?offset=-1&live=sse");
+    let held = send(&s, Method::GET, &sse, Some(&key), "").await;
+    assert_eq!(held.status(), 200);
+    let refused = send(&s, Method::GET, &sse, Some(&key), "").await;
+    assert_eq!(header(&refused, "retry-after").as_deref(), Some("1"));
+    expect(refused, 503, "UNAVAILABLE").await;
+    drop(held);
+    // Its place comes back once the edge lets go of the dropped answer.
+    let deadline = Instant::now() + WAIT;
+    let again = loop {
+        let r = send(&s, Method::GET, &sse, Some(&key), "").await;
+        if r.status() == 200 || Instant::now() > deadline {
+            break r;
+        }
+        tokio::time::sleep(POLL).await;
+    };
+    assert_eq!(again.status(), 200, "the dropped reader's place came back");
+    drop(again);
+
+    let poll = format!("{p}?offset=now&live=long-poll&timeout_ms=60000");
+    let waiting = {
+        let (url, key) = (s.edge_url(&poll), key.clone());
+        tokio::spawn(async move {
+            client()
+                .get(url)
+                .bearer_auth(key)
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+        })
+    };
+    // Once the first waits (the edge's gauge counts it), the next is
+    // refused.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let metrics = client()
+            .get(s.edge_url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if metrics.lines().any(|l| l == "ds_edge_long_polls_waiting 1") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the long-poll never waited");
+        tokio::time::sleep(POLL).await;
+    }
+    let refused = send(
+        &s,
+        Method::GET,
+        &format!("{poll}&cursor=other"),
+        Some(&key),
+        "",
+    )
+    .await;
+    assert_eq!(header(&refused, "retry-after").as_deref(), Some("1"));
+    expect(refused, 503, "UNAVAILABLE").await;
+    // The waiting one gets the origin's answer.
+    assert_eq!(
+        send(&s, Method::POST, p, Some(&key), "x").await.status(),
+        204
+    );
+    assert_eq!(waiting.await.unwrap().ok(), Some(200));
 }
