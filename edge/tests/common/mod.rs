@@ -317,32 +317,46 @@ impl Stack {
 
     /// One value of the edge's `/metrics` (a full series name, labels and all).
     pub async fn metric(&self, series: &str) -> i64 {
-        let text = self
-            .http
-            .get(self.url("/metrics"))
-            .send()
-            .await
-            .expect("metrics")
-            .text()
-            .await
-            .expect("metrics text");
-        metric_value(&text, series).unwrap_or_else(|| panic!("{series} in {text}"))
+        metric_at(&self.http, &self.url("/metrics"), series).await
     }
 
     /// Polls the edge's `/metrics` until `series` satisfies `ok`.
     pub async fn wait_metric(&self, series: &str, ok: impl Fn(i64) -> bool) -> i64 {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            let v = self.metric(series).await;
-            if ok(v) {
-                return v;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{series} stayed at {v} for {WAIT:?}"
-            );
-            tokio::time::sleep(POLL).await;
+        wait_metric_at(&self.http, &self.url("/metrics"), series, ok).await
+    }
+}
+
+/// One value of the `/metrics` page at `url` (a full series name).
+pub async fn metric_at(http: &reqwest::Client, url: &str, series: &str) -> i64 {
+    let text = http
+        .get(url)
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    metric_value(&text, series).unwrap_or_else(|| panic!("{series} in {text}"))
+}
+
+/// Polls the `/metrics` page at `url` until `series` satisfies `ok`.
+pub async fn wait_metric_at(
+    http: &reqwest::Client,
+    url: &str,
+    series: &str,
+    ok: impl Fn(i64) -> bool,
+) -> i64 {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let v = metric_at(http, url, series).await;
+        if ok(v) {
+            return v;
         }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{series} stayed at {v} for {WAIT:?}"
+        );
+        tokio::time::sleep(POLL).await;
     }
 }
 

@@ -12,7 +12,7 @@ use origin::http::HttpConfig;
 use reqwest::Method;
 use shared::limits::LimitConfig;
 
-use super::common::{client, header, serve_edge, TestOrigin, POLL, WAIT};
+use super::common::{client, header, serve_edge, wait_metric_at, TestOrigin, POLL, WAIT};
 
 const ADMIN: &str = "edge-admin-token";
 
@@ -527,22 +527,13 @@ async fn tails_forwarded_for_a_key_hold_places_among_the_edges_bounds() {
     };
     // Once the first waits (the edge's gauge counts it), the next is
     // refused.
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let metrics = client()
-            .get(s.edge_url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        if metrics.lines().any(|l| l == "ds_edge_long_polls_waiting 1") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the long-poll never waited");
-        tokio::time::sleep(POLL).await;
-    }
+    wait_metric_at(
+        &client(),
+        &s.edge_url("/metrics"),
+        "ds_edge_long_polls_waiting",
+        |v| v == 1,
+    )
+    .await;
     let refused = send(
         &s,
         Method::GET,

@@ -151,6 +151,9 @@ pub struct RegionOrigin {
     /// With one WAL per origin: this origin's log, while it serves (a
     /// stopped one is replaced at the next claim).
     log: parking_lot::Mutex<Option<Arc<crate::region::origin_wal::OriginWal>>>,
+    /// The threads the writers of the partitions this origin owns share,
+    /// with one WAL per origin (`store::writer_pool`): one a core.
+    writers: Arc<crate::store::writer_pool::WriterPool>,
     /// What the logs' puts count (`ds_origin_object_wal_*`), beside the
     /// stores' counts.
     log_metrics: Arc<crate::metrics::Metrics>,
@@ -243,6 +246,9 @@ impl RegionOrigin {
             floor_waiting,
             relay: Arc::default(),
             log: parking_lot::Mutex::new(None),
+            writers: crate::store::writer_pool::WriterPool::new(
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            ),
             log_metrics: Arc::new(crate::metrics::Metrics::with_timings(Arc::clone(
                 &sharing_timings,
             ))),

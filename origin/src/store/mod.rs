@@ -51,6 +51,7 @@ pub(crate) mod view;
 pub(crate) mod wal;
 pub(crate) mod warm;
 pub mod writer;
+pub mod writer_pool;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -114,6 +115,9 @@ pub struct StoreConfig {
     /// at least `commit_siblings` commands (0: never wait).
     pub commit_delay: Duration,
     pub commit_siblings: usize,
+    /// Threads this store's writer shares with other partitions' writers
+    /// (one WAL per origin: `writer_pool`); none: a thread of its own.
+    pub writers: Option<Arc<writer_pool::WriterPool>>,
     /// Object storage for sealed chunks and snapshots (`file:///…`,
     /// `s3://…`); [`StoreConfig::new`] picks the folder `objects` in the
     /// data directory. None: nothing is sealed (the log keeps everything).
@@ -185,6 +189,7 @@ impl StoreConfig {
             durability: Durability::Sync,
             commit_delay: Duration::from_millis(1),
             commit_siblings: 8,
+            writers: None,
             object_store: Some(objects),
             object_store_settings: Vec::new(),
             chunk_cache_bytes: 256 * 1024 * 1024,
@@ -236,15 +241,41 @@ impl StoreConfig {
 /// The soft limit on open descriptors (RLIMIT_NOFILE).
 pub use shell::descriptors::limit as descriptor_limit;
 
+/// How a store's writer is known to have ended: its own thread, or its
+/// seat on a shared one (`writer_pool`).
+enum Ending {
+    Thread(JoinHandle<()>),
+    Pooled(writer_pool::Ended),
+}
+
+impl Ending {
+    fn is_finished(&self) -> bool {
+        match self {
+            Ending::Thread(h) => h.is_finished(),
+            Ending::Pooled(e) => e.is_finished(),
+        }
+    }
+
+    /// Blocks until the writer ended.
+    fn wait(self) {
+        match self {
+            Ending::Thread(h) => {
+                let _ = h.join();
+            }
+            Ending::Pooled(e) => e.wait(),
+        }
+    }
+}
+
 /// The handle request handlers use. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
-    tx: mpsc::Sender<Command>,
+    tx: writer_pool::CommandTx,
     registry: Registry,
     /// Every stream in path order (see `publisher::Ordered`).
     ordered: publisher::Ordered,
     clock: Arc<dyn Clock>,
-    writer: Arc<Mutex<Option<JoinHandle<()>>>>,
+    writer: Arc<Mutex<Option<Ending>>>,
     objects: Option<crate::objects::instrumented::Objects>,
     data: PathBuf,
     publisher: Arc<Publisher>,
@@ -306,7 +337,7 @@ fn recover_disk(
 /// Starts the promoter's thread (small streams' bytes moved into files of
 /// their own); where the writer sends it work.
 fn start_promoter(
-    writer: mpsc::Sender<Command>,
+    writer: writer_pool::CommandTx,
 ) -> std::io::Result<std::sync::mpsc::Sender<promoter::Job>> {
     let (promotions, jobs) = std::sync::mpsc::channel();
     std::thread::Builder::new()
@@ -453,6 +484,10 @@ impl Store {
         wal.begin();
         let registry: Registry = Arc::new(RwLock::new(views(&engine)));
         let (tx, rx) = mpsc::channel(config.queue_commands);
+        // On a thread shared with other partitions' writers, if the
+        // region gave a pool: every sender rings that thread.
+        let place = config.writers.as_ref().map(|p| p.place()).transpose()?;
+        let tx = writer_pool::CommandTx::new(tx, place.as_ref().map(|p| p.bell()));
         let object_write_timeout = config.object_write_timeout;
         let fenced = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let ordered: publisher::Ordered = Arc::new(RwLock::new(views(&engine)));
@@ -497,16 +532,21 @@ impl Store {
             };
             start_sealing(&mut writer, sealer, gc_grace);
         }
-        let handle = std::thread::Builder::new()
-            .name("wal-writer".into())
-            .spawn(move || writer.run(rx))?;
+        let ending = match place {
+            Some(place) => Ending::Pooled(place.join(writer, rx)),
+            None => Ending::Thread(
+                std::thread::Builder::new()
+                    .name("wal-writer".into())
+                    .spawn(move || writer.run(rx))?,
+            ),
+        };
         Ok((
             Store {
                 tx,
                 registry,
                 ordered,
                 clock,
-                writer: Arc::new(Mutex::new(Some(handle))),
+                writer: Arc::new(Mutex::new(Some(ending))),
                 objects,
                 data,
                 publisher,
@@ -720,7 +760,7 @@ impl Store {
         let _ = self.tx.send(Command::Shutdown).await;
         let handle = self.writer.lock().take();
         if let Some(h) = handle {
-            let mut joined = tokio::task::spawn_blocking(move || h.join());
+            let mut joined = tokio::task::spawn_blocking(move || h.wait());
             // The queued commands are finished first; a WAL put that still
             // waits for an unreachable bucket after the write timeout gives
             // up (its commit is not acknowledged) rather than hold the stop.

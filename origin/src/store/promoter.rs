@@ -13,8 +13,6 @@
 
 use std::sync::Arc;
 
-use tokio::sync::mpsc;
-
 use super::view::StreamView;
 use super::writer::Command;
 
@@ -22,7 +20,7 @@ use super::writer::Command;
 /// A job: the stream and the durable end to promote it up to.
 pub type Job = (Arc<StreamView>, u64);
 
-pub fn run(jobs: std::sync::mpsc::Receiver<Job>, writer: mpsc::Sender<Command>) {
+pub fn run(jobs: std::sync::mpsc::Receiver<Job>, writer: super::writer_pool::CommandTx) {
     while let Ok((view, through)) = jobs.recv() {
         let done = match view.promote(through) {
             Ok(written) => Command::Promoted {

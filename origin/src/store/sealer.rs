@@ -50,7 +50,7 @@ enum SealError {
 
 pub struct Sealer {
     pub objects: Objects,
-    pub writer: mpsc::Sender<Command>,
+    pub writer: super::writer_pool::CommandTx,
     pub metrics: Arc<Metrics>,
     /// Longest wait between two tries of a failed upload.
     pub retry_max: Duration,

@@ -13,7 +13,7 @@
 //! own files) is a copy of bytes already in the log: a failure there is
 //! logged and tried again later, and the log keeps the bytes meanwhile.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -47,12 +47,13 @@ mod expiry;
 mod room;
 pub use expiry::EXPIRE_PER_TICK;
 mod gathering;
-use gathering::gather;
 mod memory;
 mod object_commit;
 mod replicating;
 mod sealing;
 mod stream_meta;
+mod turns;
+pub use turns::{Turn, Turns};
 
 /// Streams by path, as readers see them: only durable state.
 pub type Registry = Arc<RwLock<FastMap<Arc<str>, Arc<StreamView>>>>;
@@ -241,7 +242,7 @@ pub struct Writer {
     /// A put failed: the writer stops.
     pipeline_failed: bool,
     /// How a settled put wakes the writer (object durability).
-    pub wake: Option<mpsc::Sender<Command>>,
+    pub wake: Option<super::writer_pool::CommandTx>,
 }
 
 impl Writer {
@@ -318,93 +319,6 @@ impl Writer {
                 self.heavy.insert(entry.core.id);
             }
         }
-    }
-
-    /// Runs until every sender is gone, then checkpoints and returns.
-    pub fn run(mut self, mut rx: mpsc::Receiver<Command>) {
-        let slice = super::scheduling::ask_for_slice(super::scheduling::WRITER_SLICE);
-        tracing::debug!(?slice, "the writer's time slice");
-        let mut frames = Vec::with_capacity(1 << 20);
-        let mut after = Vec::new();
-        let mut stopping = false;
-        let mut last_batch = 0;
-        // A command that did not fit into the last batch's log room.
-        let mut carried: Option<Command> = None;
-        loop {
-            // Batches whose puts settled meanwhile are answered first.
-            if self.object_wal.is_some() && !self.settle_ready() {
-                self.publisher.close();
-                return;
-            }
-            let first = match carried.take() {
-                Some(cmd) => cmd,
-                None => match rx.blocking_recv() {
-                    Some(cmd) => cmd,
-                    None => break,
-                },
-            };
-            // Under concurrent load, wait a moment for more commands so that
-            // more appends share one sync: every sync costs the machine real
-            // CPU (block layer, virtio), which the requests need. A lone
-            // writer (small batches) never waits.
-            if last_batch >= self.config.commit_siblings && !self.config.commit_delay.is_zero() {
-                gather(&rx, self.config.commit_delay, last_batch.saturating_sub(1));
-            }
-            let now = self.clock.now_ms();
-            let mut count = 0;
-            let mut next = Some(first);
-            while let Some(cmd) = next.take() {
-                if matches!(cmd, Command::Shutdown) {
-                    stopping = true;
-                    break;
-                }
-                // A region's feed events go at the batch's end: count them.
-                let written = frames.len() + self.feed_frames.get_mut().len();
-                match self.fits(cmd, written, &mut after) {
-                    room::Fit::Apply(cmd) => self.handle(cmd, now, &mut frames, &mut after),
-                    room::Fit::Done => {} // refused: answered without a change
-                    room::Fit::Later(cmd) => {
-                        carried = Some(cmd);
-                        break;
-                    }
-                }
-                count += 1;
-                if count < self.config.max_batch_commands
-                    && frames.len() < self.config.max_batch_bytes
-                {
-                    next = rx.try_recv().ok();
-                }
-            }
-            last_batch = count;
-            if !self.commit(&mut frames, &mut after, count) {
-                // Fenced (or stopped while the bucket did not answer): the
-                // local state is ahead of what is acknowledged, so nothing
-                // more is written; the queue's senders see the store gone.
-                self.publisher.close();
-                return;
-            }
-            self.batches += 1;
-            self.after_batch();
-            if stopping {
-                break;
-            }
-            self.maybe_checkpoint(false);
-        }
-        // Every put in flight settles (or gives up) before the end.
-        if self.object_wal.is_some() && !self.settle_all() {
-            self.publisher.close();
-            return;
-        }
-        // Wait for a running checkpoint, then leave a fresh one so the next
-        // start replays nothing.
-        while self.checkpoint_running.load(Ordering::Acquire) {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        self.maybe_checkpoint(true);
-        while self.checkpoint_running.load(Ordering::Acquire) {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        self.publisher.close();
     }
 
     /// Makes the batch durable, then has it published and answered (with
@@ -736,7 +650,7 @@ impl Writer {
     pub(super) fn write_to_bucket(
         &mut self,
         wal: Box<dyn crate::region::commit_log::CommitLog>,
-        wake: mpsc::Sender<Command>,
+        wake: super::writer_pool::CommandTx,
         fenced: Arc<AtomicBool>,
     ) {
         self.object_wal = Some(wal);

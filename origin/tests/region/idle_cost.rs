@@ -72,10 +72,13 @@ async fn an_idle_regions_requests_do_not_grow_with_its_partitions() {
     );
     // Each origin follows two other origins' logs: one read of each a
     // round, shared by its replicas of that log's partitions (four per
-    // origin here; one read each a round would be 4 × ROUNDS).
+    // origin here; one read each a round would be 4 × ROUNDS). On a busy
+    // machine (the whole test binary at once) a replica's round may start
+    // late and miss its log's shared read now and then: 105 alone, 110
+    // seen with every test running, against 192 unshared.
     let log_reads = count("GET region/logs");
     assert!(
-        log_reads <= ORIGINS * 2 * (ROUNDS + 2),
+        log_reads <= ORIGINS * 2 * (ROUNDS + 4),
         "{log_reads} reads of the logs"
     );
     assert!(log_reads > 0, "the replicas do not follow the logs");

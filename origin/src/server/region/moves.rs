@@ -30,6 +30,11 @@ impl RegionOrigin {
         debug_assert!(config.region.feed.is_some(), "claims wait for the peer key");
         // With one WAL per origin, the tenure goes in this origin's log.
         config.region.origin_wal = self.origin_log();
+        // Its writer shares threads with the other partitions' (one WAL
+        // per origin: their commits go to one log anyway).
+        if config.region.origin_wal.is_some() {
+            config.writers = Some(Arc::clone(&self.writers));
+        }
         let no_log = self.one_wal() && config.region.origin_wal.is_none();
         tracing::info!(partition = p, folder = %dir.display(), "claiming the partition");
         let (keys, open) = (self.fetch_keys(), self.opener(config));
