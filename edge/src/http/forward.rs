@@ -121,9 +121,9 @@ pub async fn forward_admitted(state: &Shared, req: Request<Body>) -> Response<Bo
 /// An answer whose body keeps `held` until it ends (or is dropped).
 pub fn holding<T: Send + Sync + 'static>(resp: Response<Body>, held: T) -> Response<Body> {
     resp.map(|body| {
-        Body::from_stream(body.into_data_stream().map(move |frame| {
+        Body::new(http_body_util::BodyExt::map_frame(body, move |f| {
             let _held = &held;
-            frame
+            f
         }))
     })
 }

@@ -346,12 +346,7 @@ async fn dispatch(state: &Shared, req: Request<Body>) -> (&'static str, Response
 /// A tail's count lasts as long as its answer streams.
 fn holding(resp: Response<Body>, live: Option<shared::limits::LiveReadGuard>) -> Response<Body> {
     match live {
-        Some(guard) => resp.map(|body| {
-            Body::new(http_body_util::BodyExt::map_frame(body, move |f| {
-                let _held = &guard;
-                f
-            }))
-        }),
+        Some(guard) => forward::holding(resp, guard),
         None => resp,
     }
 }

@@ -55,7 +55,6 @@ pub mod writer_pool;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -241,32 +240,6 @@ impl StoreConfig {
 /// The soft limit on open descriptors (RLIMIT_NOFILE).
 pub use shell::descriptors::limit as descriptor_limit;
 
-/// How a store's writer is known to have ended: its own thread, or its
-/// seat on a shared one (`writer_pool`).
-enum Ending {
-    Thread(JoinHandle<()>),
-    Pooled(writer_pool::Ended),
-}
-
-impl Ending {
-    fn is_finished(&self) -> bool {
-        match self {
-            Ending::Thread(h) => h.is_finished(),
-            Ending::Pooled(e) => e.is_finished(),
-        }
-    }
-
-    /// Blocks until the writer ended.
-    fn wait(self) {
-        match self {
-            Ending::Thread(h) => {
-                let _ = h.join();
-            }
-            Ending::Pooled(e) => e.wait(),
-        }
-    }
-}
-
 /// The handle request handlers use. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -275,7 +248,7 @@ pub struct Store {
     /// Every stream in path order (see `publisher::Ordered`).
     ordered: publisher::Ordered,
     clock: Arc<dyn Clock>,
-    writer: Arc<Mutex<Option<Ending>>>,
+    writer: Arc<Mutex<Option<writer_pool::Ended>>>,
     objects: Option<crate::objects::instrumented::Objects>,
     data: PathBuf,
     publisher: Arc<Publisher>,
@@ -533,12 +506,17 @@ impl Store {
             start_sealing(&mut writer, sealer, gc_grace);
         }
         let ending = match place {
-            Some(place) => Ending::Pooled(place.join(writer, rx)),
-            None => Ending::Thread(
+            Some(place) => place.join(writer, rx),
+            None => {
+                let (ended, ending) = writer_pool::Ended::pair();
                 std::thread::Builder::new()
                     .name("wal-writer".into())
-                    .spawn(move || writer.run(rx))?,
-            ),
+                    .spawn(move || {
+                        writer.run(rx);
+                        drop(ended);
+                    })?;
+                ending
+            }
         };
         Ok((
             Store {

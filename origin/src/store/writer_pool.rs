@@ -149,11 +149,17 @@ struct Shared {
     running: AtomicBool,
 }
 
-/// A writer on a shared thread has ended once this says so (the
-/// counterpart of joining a writer's own thread).
+/// A store's writer has ended (on its own thread or a shared one) once
+/// this says so: the other half was dropped.
 pub struct Ended(std::sync::mpsc::Receiver<()>);
 
 impl Ended {
+    /// The half the writer's side holds until it ended, and this.
+    pub fn pair() -> (std::sync::mpsc::Sender<()>, Ended) {
+        let (ended, waiting) = std::sync::mpsc::channel();
+        (ended, Ended(waiting))
+    }
+
     pub fn is_finished(&self) -> bool {
         matches!(
             self.0.try_recv(),
@@ -192,7 +198,7 @@ impl Place {
 
     /// Hands the writer to its thread.
     pub fn join(self, writer: Writer, rx: mpsc::Receiver<Command>) -> Ended {
-        let (ended, waiting) = std::sync::mpsc::channel();
+        let (ended, waiting) = Ended::pair();
         self.0.joining.lock().push(Seat {
             writer,
             rx,
@@ -200,7 +206,7 @@ impl Place {
             _ended: ended,
         });
         self.0.bell.ring();
-        Ended(waiting)
+        waiting
     }
 }
 
