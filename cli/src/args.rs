@@ -59,6 +59,9 @@ pub enum Command {
     Close(commands::close::Args),
     /// Fork a stream: a new stream that starts as a prefix of another.
     Fork(commands::fork::Args),
+    /// Put a stream back to an earlier offset (a new incarnation keeps the
+    /// bytes below it).
+    Rollback(commands::rollback::Args),
     /// API keys through the origin's admin API (/_admin/keys).
     Keys(commands::keys::Args),
     /// Subscriptions ({root}/__ds/subscriptions/{id}).

@@ -144,6 +144,34 @@ async fn close_fork_and_delete_against_origin_and_edge() {
         assert!(forked.starts_with("forked"), "{forked}");
         s.run(&url, &["append", &fork, "XY"]).await.ok();
         assert_eq!(s.run(&url, &["read", &fork]).await.ok(), "abXY");
+        // Rolled back to 3: "abc", a new incarnation naming the old one.
+        let before = s.run(&url, &["--json", "head", &fork]).await.json();
+        let rolled = s
+            .run(
+                &url,
+                &["--json", "rollback", &fork, "--to", "0000000000000003"],
+            )
+            .await
+            .json();
+        assert_eq!(rolled["previous_incarnation"], before["incarnation"]);
+        assert_eq!(rolled["next_offset"], "0000000000000003");
+        assert_eq!(s.run(&url, &["read", &fork]).await.ok(), "abX");
+        // The incarnation named is gone: 412, nothing changes (exit 2).
+        let old = before["incarnation"].as_str().unwrap();
+        s.run(
+            &url,
+            &[
+                "rollback",
+                &fork,
+                "--to",
+                "0000000000000001",
+                "--incarnation",
+                old,
+            ],
+        )
+        .await
+        .fails(2, "412");
+        assert_eq!(s.run(&url, &["read", &fork]).await.ok(), "abX");
         // Close with a last message; later appends are refused (exit 2).
         let closed = s.run(&url, &["close", &stream, "e"]).await.ok();
         assert_eq!(

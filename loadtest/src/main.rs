@@ -18,6 +18,8 @@
 //! - `fork-bench`: fork creation time for a source with 1 GiB sealed and
 //!   one with 64 MiB unsealed, next to plain creates, and the bytes object
 //!   storage gains per fork.
+//! - `rollback-bench`: rollback time for a 1 MiB and a 4 GiB stream,
+//!   interleaved, and the bytes object storage gains per rollback.
 //! - `fork-region`: in a region of several partitions (started by
 //!   `loadtest/fork-region-bench.sh`), forks within the source's partition
 //!   next to forks across partitions (which copy the prefix), by size.
@@ -76,6 +78,7 @@ mod procfs;
 mod proxy;
 mod readers;
 mod restart;
+mod rollback;
 mod seal;
 mod sse_framing;
 mod stats;
@@ -105,6 +108,7 @@ enum Cmd {
     RestartTime(restart::Args),
     SealBench(seal::Args),
     ForkBench(fork::Args),
+    RollbackBench(rollback::Args),
     ForkRegion(fork_region::Args),
     SseFanout(fanout::FanoutArgs),
     /// The fan-out floor's writer (started by `sse-fanout --systems floor`).
@@ -139,6 +143,7 @@ async fn main() -> anyhow::Result<()> {
         Cmd::RestartTime(a) => restart::run(a).await,
         Cmd::SealBench(a) => seal::run(a).await,
         Cmd::ForkBench(a) => fork::run(a).await,
+        Cmd::RollbackBench(a) => rollback::run(a).await,
         Cmd::ForkRegion(a) => fork_region::run(a).await,
         Cmd::SseFanout(a) => fanout::fanout(a).await,
         Cmd::FloorWriter(a) => fanout_floor::writer(a).await,

@@ -31,15 +31,15 @@ fn store_config(server: &S3sFs) -> impl FnOnce(std::path::PathBuf) -> StoreConfi
 }
 
 /// An origin on `dir` sealing into `server`.
-async fn start_sealing(dir: &std::path::Path, server: &S3sFs) -> TestOrigin {
+pub(crate) async fn start_sealing(dir: &std::path::Path, server: &S3sFs) -> TestOrigin {
     TestOrigin::start_in(dir.to_owned(), HttpConfig::default(), store_config(server)).await
 }
 
-fn pattern(seed: usize, len: usize) -> Vec<u8> {
+pub(crate) fn pattern(seed: usize, len: usize) -> Vec<u8> {
     (0..len).map(|j| (seed * 31 + j % 251) as u8).collect()
 }
 
-async fn wait_sealed(api: &Api, chunks: i64) {
+pub(crate) async fn wait_sealed(api: &Api, chunks: i64) {
     let deadline = Instant::now() + Duration::from_secs(120);
     while api.metric("ds_origin_chunks_sealed_total").await < chunks {
         assert!(Instant::now() < deadline, "{chunks} chunks were not sealed");
@@ -48,7 +48,7 @@ async fn wait_sealed(api: &Api, chunks: i64) {
 }
 
 /// Reads a whole stream, following `Stream-Next-Offset`.
-async fn read_whole(api: &Api, path: &str) -> Vec<u8> {
+pub(crate) async fn read_whole(api: &Api, path: &str) -> Vec<u8> {
     read_at(api, path, "-1".to_owned()).await
 }
 

@@ -43,6 +43,8 @@ mod readiness;
 mod receiver;
 #[path = "region/replicas.rs"]
 mod replicas;
+#[path = "region/restore.rs"]
+mod restore;
 #[path = "region/routing.rs"]
 mod routing;
 #[path = "region/staging.rs"]

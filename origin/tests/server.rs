@@ -1,5 +1,5 @@
 //! An origin served in this process on a loopback port (or its store
-//! driven directly): the protocol, access, forks, sealing and object
+//! driven directly): the protocol, access, forks, rollbacks, sealing and object
 //! storage, subscriptions, and the committed fuzz corpora replayed.
 //!
 //! One test binary for several files (each a module below), so the
@@ -18,6 +18,9 @@ mod objects;
 
 #[path = "protocol.rs"]
 mod protocol;
+
+#[path = "restore.rs"]
+mod restore;
 
 #[path = "sealing.rs"]
 mod sealing;

@@ -112,7 +112,8 @@ pub fn request_access<'a>(
         Target::Stream(s) => s,
         Target::Chunk { stream, .. }
         | Target::IncarnationSnapshot { stream, .. }
-        | Target::Snapshot { stream, .. } => stream,
+        | Target::Snapshot { stream, .. }
+        | Target::Restore { stream, .. } => stream,
         Target::Control { .. } | Target::Reserved => return None,
     };
     let access = match *method {

@@ -32,6 +32,8 @@ pub enum ErrorCode {
     /// 409: a fork whose path and source's path fall in different
     /// partitions of a region (not yet supported there).
     ForkAcrossPartitions,
+    /// A rollback to before a snapshot that replaced the bytes before it.
+    RestoreSnapshotGone,
     PreconditionFailed,
     Gone,
     /// 410: the stream was deleted, and forks of it still read its bytes
@@ -92,6 +94,7 @@ impl ErrorCode {
             ErrorCode::ProducerLimit => "PRODUCER_LIMIT",
             ErrorCode::StagingLimit => "STAGING_LIMIT",
             ErrorCode::ForkAcrossPartitions => "FORK_ACROSS_PARTITIONS",
+            ErrorCode::RestoreSnapshotGone => "RESTORE_SNAPSHOT_GONE",
             ErrorCode::PreconditionFailed => "INCARNATION_MISMATCH",
             ErrorCode::Gone => "OFFSET_TRIMMED",
             ErrorCode::StreamDeleted => "STREAM_DELETED",
@@ -142,6 +145,7 @@ impl ErrorCode {
             | ErrorCode::ProducerLimit
             | ErrorCode::StagingLimit
             | ErrorCode::ForkAcrossPartitions
+            | ErrorCode::RestoreSnapshotGone
             | ErrorCode::SnapshotConflict
             | ErrorCode::SubscriptionExists
             | ErrorCode::SubscriptionLimit

@@ -37,6 +37,13 @@ pub const STREAM_SNAPSHOT_OFFSET: HeaderName = HeaderName::from_static("stream-s
 pub const STREAM_SNAPSHOT_DIGEST: HeaderName = HeaderName::from_static("stream-snapshot-digest");
 pub const STREAM_READ_ORIGIN: HeaderName = HeaderName::from_static("stream-read-origin");
 pub const STREAM_IMMUTABLE: HeaderName = HeaderName::from_static("stream-immutable");
+/// After a rollback: the incarnation the stream had before it, and the
+/// offset below which its bytes are that incarnation's.
+pub const STREAM_PREVIOUS_INCARNATION: HeaderName =
+    HeaderName::from_static("stream-previous-incarnation");
+pub const STREAM_INHERITED_OFFSET: HeaderName = HeaderName::from_static("stream-inherited-offset");
+/// A rollback's point (request-only).
+pub const STREAM_RESTORE_OFFSET: HeaderName = HeaderName::from_static("stream-restore-offset");
 /// `true`: anyone may read the stream without a credential.
 /// The fork headers of a `PUT` (protocol §4.2): request-only.
 pub const STREAM_FORKED_FROM: HeaderName = HeaderName::from_static("stream-forked-from");
@@ -64,6 +71,7 @@ pub const MAX_SNAPSHOT_BYTES: HeaderName = HeaderName::from_static("ursula-max-s
 pub const EXPOSED: &str = "stream-next-offset, stream-offset, stream-up-to-date, stream-closed, \
 stream-cursor, stream-ttl, stream-expires-at, stream-seq, stream-incarnation, stream-retained-offset, \
 stream-snapshot-offset, stream-snapshot-digest, stream-read-origin, stream-immutable, stream-public, stream-data-content-type, \
+stream-previous-incarnation, stream-inherited-offset, \
 stream-sse-data-encoding, producer-epoch, producer-seq, producer-expected-seq, producer-received-seq, \
 producer-outcome, ursula-max-request-bytes, ursula-max-snapshot-bytes, etag, location, retry-after, content-type, \
 x-request-id";

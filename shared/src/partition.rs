@@ -63,7 +63,8 @@ pub fn of_path(path: &str, partitions: u32) -> u32 {
         Target::Stream(s) => of_stream(s, partitions),
         Target::Chunk { stream, .. }
         | Target::IncarnationSnapshot { stream, .. }
-        | Target::Snapshot { stream, .. } => of_stream(stream, partitions),
+        | Target::Snapshot { stream, .. }
+        | Target::Restore { stream, .. } => of_stream(stream, partitions),
         Target::Control { .. } | Target::Reserved => 0,
     }
 }

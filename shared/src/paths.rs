@@ -1,8 +1,10 @@
 //! How a request path names a stream or one of its reserved sub-resources.
 //!
-//! A stream lives at any path. Three forms below a stream are reserved:
+//! A stream lives at any path. Four forms below a stream are reserved:
 //! `{stream}/incarnation/{token}/chunk/{offset}`,
-//! `{stream}/incarnation/{token}/snapshot/{offset}` and `{stream}/snapshot…`.
+//! `{stream}/incarnation/{token}/snapshot/{offset}`,
+//! `{stream}/incarnation/{token}/restore` (a rollback of that incarnation)
+//! and `{stream}/snapshot…`.
 //! They can never be mistaken for a stream because no segment of a stream's
 //! path may be `incarnation` or begin with `snapshot`: creating such a stream
 //! is refused. So is a segment `__ds`: `{root}/__ds/…` holds the protocol's
@@ -28,6 +30,12 @@ pub enum Target<'a> {
     Snapshot {
         stream: &'a str,
         rest: &'a str,
+    },
+    /// `{stream}/incarnation/{token}/restore`: rolls incarnation `token`
+    /// of the stream back.
+    Restore {
+        stream: &'a str,
+        token: &'a str,
     },
     /// `{root}/__ds/{rest}`: a control API of the streams under `root`
     /// (which is empty for the server's root).
@@ -87,6 +95,9 @@ pub fn classify(path: &str) -> Target<'_> {
                 token,
                 offset,
             }
+        }
+        (Some("incarnation"), Some(token), Some("restore"), None, None) => {
+            Target::Restore { stream, token }
         }
         (Some(first), ..) if first.starts_with("snapshot") => Target::Snapshot { stream, rest },
         _ => Target::Reserved,
@@ -172,6 +183,14 @@ mod tests {
             }
         );
         assert_eq!(classify("/a/incarnation/t/other/x"), Target::Reserved);
+        assert_eq!(
+            classify("/a/b/incarnation/t/restore"),
+            Target::Restore {
+                stream: "/a/b",
+                token: "t"
+            }
+        );
+        assert_eq!(classify("/a/incarnation/t/restore/x"), Target::Reserved);
         assert_eq!(
             classify("/v1/stream/__ds/subscriptions/s-1"),
             Target::Control {

@@ -9,6 +9,7 @@ pub mod head;
 pub mod keys;
 pub mod list;
 pub mod read;
+pub mod rollback;
 pub mod subscriptions;
 
 use crate::args::Command;
@@ -33,6 +34,7 @@ pub async fn run(ctx: &Ctx, command: Command) -> Result<(), Failure> {
         Command::Delete(a) => delete::run(ctx, a).await,
         Command::Close(a) => close::run(ctx, a).await,
         Command::Fork(a) => fork::run(ctx, a).await,
+        Command::Rollback(a) => rollback::run(ctx, a).await,
         Command::Keys(a) => keys::run(ctx, a).await,
         Command::Subscriptions(a) => subscriptions::run(ctx, a).await,
     }

@@ -266,15 +266,18 @@ fn name_read_origin(state: &Shared, resp: &mut Response<Body>) {
 }
 
 /// The stream a request may change what the edge keeps of (a delete, a
-/// create, a snapshot's publish or a retention): once the origin
-/// acknowledged it, this edge voids what it kept at once, without waiting
-/// for the feed's event, so the client reads its own change here.
+/// create, a snapshot's publish, a retention or a rollback): once the
+/// origin acknowledged it, this edge voids what it kept at once, without
+/// waiting for the feed's event, so the client reads its own change here.
 fn changed_stream(req: &Request<Body>) -> Option<String> {
-    if req.method() != Method::DELETE && req.method() != Method::PUT {
-        return None;
-    }
+    let method = req.method();
     match classify(req.uri().path()) {
-        Target::Stream(s) | Target::Snapshot { stream: s, .. } => Some(s.to_owned()),
+        Target::Stream(s) | Target::Snapshot { stream: s, .. }
+            if method == Method::DELETE || method == Method::PUT =>
+        {
+            Some(s.to_owned())
+        }
+        Target::Restore { stream, .. } if method == Method::POST => Some(stream.to_owned()),
         _ => None,
     }
 }

@@ -4,7 +4,8 @@
 //! stream into another path at its end or earlier, forks of forks, deletes
 //! of sources that forks still read (soft deletes: their path answers 410)
 //! and of forks (which take their soft-deleted sources with them); see
-//! `differential_forks.rs`), and after each one a few random reads sent to
+//! `differential_forks.rs`), rollbacks (a new incarnation forking the one
+//! it replaces, which stays off its path while read), and after each one a few random reads sent to
 //! the origin and through the edge alike (chunk URLs of forks over the
 //! range they inherit, and reads and writes that change nothing on
 //! soft-deleted paths, among them).
@@ -420,6 +421,9 @@ struct Run<'a> {
     /// Where the origin answered otherwise than the model expects.
     surprises: Vec<String>,
     fork_stats: forks::Stats,
+    /// Incarnations rollbacks replaced that forks still read (the new
+    /// incarnation among them): off their paths, yet keeping their sources.
+    detached: Vec<Incarnation>,
 }
 
 fn hex(o: u64) -> String {
@@ -474,6 +478,7 @@ impl<'a> Run<'a> {
             messages: 0,
             surprises: Vec::new(),
             fork_stats: forks::Stats::default(),
+            detached: Vec::new(),
         }
     }
 
@@ -521,6 +526,7 @@ impl<'a> Run<'a> {
         let (slot, invalidating) = self.operate().await;
         // A fork, a delete or a source's retention may change other paths.
         self.sync_all(slot).await;
+        self.prune_detached();
         (slot, invalidating)
     }
 
@@ -556,7 +562,7 @@ impl<'a> Run<'a> {
             (2, "put-again"),
             (if cur.len > 0 { 8 } else { 2 }, "fork"),
         ];
-        if cur.fork.is_some() {
+        if cur.fork.as_ref().is_some_and(|f| !f.restored) {
             menu.push((2, "fork-again"));
         }
         if self.forked(&cur) {
@@ -565,6 +571,7 @@ impl<'a> Run<'a> {
         if !cur.closed {
             menu.push((4, "close"));
         }
+        menu.push((4, "rollback"));
         let total: u64 = menu.iter().map(|(w, _)| w).sum();
         let mut roll = self.rng.below(total);
         let what = menu
@@ -607,6 +614,20 @@ impl<'a> Run<'a> {
                     },
                 );
                 published
+            }
+            "rollback" => {
+                let (at, status) = self.rollback(i, &cur).await;
+                self.op_desc = format!("roll {alias} back to {at}: {status}");
+                let rolled = status == 200;
+                self.changed(
+                    i,
+                    if rolled {
+                        "rollback"
+                    } else {
+                        "refused rollback"
+                    },
+                );
+                rolled
             }
             "retain" => {
                 let (at, status) = self.retain(i, &cur).await;
@@ -660,7 +681,13 @@ impl<'a> Run<'a> {
         let at = (format!("{what}@{}", self.op), Instant::now());
         if matches!(
             what,
-            "delete" | "recreate" | "retain" | "snapshot" | "cascade" | "source-retain"
+            "delete"
+                | "recreate"
+                | "retain"
+                | "snapshot"
+                | "cascade"
+                | "source-retain"
+                | "rollback"
         ) {
             self.slots[i].invalidated = Some(at.clone());
         }
@@ -715,7 +742,7 @@ async fn run_seeds(knobs: Knobs, in_region: bool) {
         eprintln!(
             "differential: seed {seed} ({setup}): {} ops, {} MiB appended, {} forks (and {} refused), \
              {} soft deletes, {} with their last fork, {} retained with their source, \
-             {} reads compared, {} mismatches, {:.1} s",
+             {} rollbacks, {} reads compared, {} mismatches, {:.1} s",
             knobs.ops,
             run.appended >> 20,
             f.made,
@@ -723,6 +750,7 @@ async fn run_seeds(knobs: Knobs, in_region: bool) {
             f.soft_deleted,
             f.cascaded,
             f.source_retained,
+            f.rollbacks,
             run.reads,
             run.mismatches.len(),
             t.elapsed().as_secs_f64()

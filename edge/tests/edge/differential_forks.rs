@@ -36,6 +36,10 @@ pub(super) struct ForkOf {
     pub source_token: String,
     /// The fork holds its source's bytes `[0, at)`.
     pub at: u64,
+    /// Made by a rollback (an incarnation that replaced `source_token` at
+    /// its path, or forks an older one holding the same bytes): no `PUT`
+    /// to send again.
+    pub restored: bool,
     /// The `PUT`'s fork headers, to send again.
     pub headers: Vec<(&'static str, String)>,
 }
@@ -51,6 +55,8 @@ pub(super) struct Stats {
     pub cascaded: usize,
     /// Forks whose retained offset moved with their source's.
     pub source_retained: usize,
+    /// Rollbacks made (refused ones not counted).
+    pub rollbacks: usize,
 }
 
 impl Slot {
@@ -105,6 +111,7 @@ impl Run<'_> {
         self.slots
             .iter()
             .filter_map(Slot::live)
+            .chain(&self.detached)
             .filter(|inc| !removed.contains(&inc.token.as_str()))
             .filter(|inc| inc.fork.as_ref().is_some_and(|f| f.source_token == token))
             .count()
@@ -116,11 +123,29 @@ impl Run<'_> {
         let mut depth = 0;
         while let Some(f) = inc.and_then(|i| i.fork.as_ref()) {
             depth += 1;
-            inc = self
-                .holder(&f.source_token)
-                .and_then(|s| self.slots[s].live());
+            inc = self.incarnation(&f.source_token);
         }
         depth
+    }
+
+    /// The incarnation `token`, at a path or detached by a rollback.
+    pub(super) fn incarnation(&self, token: &str) -> Option<&Incarnation> {
+        self.slots
+            .iter()
+            .filter_map(Slot::live)
+            .chain(&self.detached)
+            .find(|c| c.token == token)
+    }
+
+    /// Forgets the incarnations rollbacks replaced that nothing reads any
+    /// more (the origin removes them then, as it removes a soft-deleted
+    /// source with its last fork).
+    pub(super) fn prune_detached(&mut self) {
+        while let Some(k) =
+            (0..self.detached.len()).find(|&k| self.readers(&self.detached[k].token, &[]) == 0)
+        {
+            self.detached.remove(k);
+        }
     }
 
     /// The slot whose path holds the incarnation `token`.
@@ -146,10 +171,19 @@ impl Run<'_> {
         let mut removed = vec![cur.token.as_str()];
         let mut last = cur;
         while let Some(f) = &last.fork {
+            if self.readers(&f.source_token, &removed) > 0 {
+                break;
+            }
+            // A source a rollback detached goes as a soft-deleted one does.
+            if let Some(d) = self.detached.iter().find(|d| d.token == f.source_token) {
+                last = d;
+                removed.push(last.token.as_str());
+                continue;
+            }
             let Some(s) = self.holder(&f.source_token) else {
                 break;
             };
-            if !self.slots[s].gone || self.readers(&f.source_token, &removed) > 0 {
+            if !self.slots[s].gone {
                 break;
             }
             heads[s] = 404;
@@ -406,6 +440,7 @@ impl Run<'_> {
         cur.fork = Some(ForkOf {
             source_token: source.to_owned(),
             at,
+            restored: false,
             headers,
         });
         for w in wrong {

@@ -272,6 +272,70 @@ impl Run<'_> {
         (at, status)
     }
 
+    /// Rolls slot `i`'s stream back to one of its append boundaries at or
+    /// past its retained offset (a JSON stream's are between messages):
+    /// 200, or 409 when a retained snapshot lies past the point. The model
+    /// learns the new incarnation from the origin's `HEAD`.
+    pub(super) async fn rollback(&mut self, i: usize, cur: &Incarnation) -> (u64, u16) {
+        let points: Vec<u64> = cur
+            .boundaries
+            .iter()
+            .copied()
+            .filter(|&b| b >= cur.retained && b <= cur.len)
+            .collect();
+        let at = if points.is_empty() {
+            cur.len
+        } else {
+            *self.rng.pick(&points)
+        };
+        let r = self
+            .http
+            .post(self.origin(&format!(
+                "{}/incarnation/{}/restore",
+                self.slots[i].path, cur.token
+            )))
+            .header("stream-restore-offset", hex(at))
+            .send()
+            .await
+            .expect("rollback");
+        let status = r.status().as_u16();
+        let snapshot_past = cur.retained > 0 && cur.snapshots.last().is_some_and(|&s| s > at);
+        // A fork's readers start from its source's snapshot, which the
+        // model does not follow: with retention, either may be right.
+        let expected: &[u16] = match (snapshot_past, cur.retained > 0) {
+            (true, _) => &[409],
+            (false, true) => &[200, 409],
+            (false, false) => &[200],
+        };
+        let alias = self.slots[i].alias.clone();
+        self.expect(&format!("roll {alias} back to {at}"), expected, status);
+        self.sync(i, None).await;
+        if status == 200 {
+            self.fork_stats.rollbacks += 1;
+            // The new incarnation forks the replaced one at the point, or
+            // the furthest source holding the same bytes; the replaced one
+            // stays off its path while anything reads it.
+            let mut source = cur.clone();
+            while let Some(f) = source.fork.as_ref().filter(|f| at <= f.at) {
+                match self.incarnation(&f.source_token) {
+                    Some(s) => source = s.clone(),
+                    None => break,
+                }
+            }
+            if let Some(new) = self.slots[i].current.as_mut() {
+                new.fork = Some(forks::ForkOf {
+                    source_token: source.token.clone(),
+                    at,
+                    restored: true,
+                    headers: Vec::new(),
+                });
+            }
+            self.detached.push(cur.clone());
+            self.prune_detached();
+        }
+        (at, status)
+    }
+
     // ------------------------------------------------------------ reads
 
     /// An offset worth reading at in `inc`.

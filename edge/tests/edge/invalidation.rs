@@ -248,3 +248,47 @@ async fn a_change_made_through_the_edge_is_read_back_at_once_through_it() {
         assert_eq!(r.status(), 404, "{chunk}");
     }
 }
+
+/// A rollback at the origin reaches the edge as a delete and a create do:
+/// within the bound, the stream's reads answer with the new incarnation's
+/// bytes and headers, and the old incarnation's chunk URL as the origin
+/// answers it (412, naming the new one). A rollback sent through the edge
+/// is read back through it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rollbacks_reach_every_url_within_the_bound() {
+    let s = Stack::start().await;
+    let p = stream_path("inv-rollback");
+    let chunk = cached_closed_stream(&s, &p, "old bytes").await;
+    let read = format!("{p}?offset=-1");
+    until_edge_agrees(&s, &read).await;
+    let old = chunk.split('/').rev().nth(2).unwrap().to_owned();
+    let r = s
+        .http
+        .post(s.origin_url(&format!("{p}/incarnation/{old}/restore")))
+        .header("stream-restore-offset", offset(3))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let new = header(&r, "stream-incarnation").unwrap();
+    for url in [&read, &chunk] {
+        let took = until_edge_agrees(&s, url).await;
+        assert!(took <= BOUND, "{url}: {took:?}");
+    }
+    let r = s.get(&read).await;
+    assert_eq!(header(&r, "stream-previous-incarnation"), Some(old));
+    assert_eq!(r.text().await.unwrap(), "old");
+
+    // Through the edge: the next read there is the rolled-back stream's.
+    let r = s
+        .http
+        .post(s.url(&format!("{p}/incarnation/{new}/restore")))
+        .header("stream-restore-offset", offset(1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = s.get(&read).await;
+    assert_eq!(header(&r, "stream-previous-incarnation"), Some(new));
+    assert_eq!(r.text().await.unwrap(), "o");
+}

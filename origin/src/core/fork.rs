@@ -19,7 +19,7 @@ use shared::content_type::same_media_type;
 use super::config::{Expiry, StreamConfig};
 
 /// Where a fork's prefix comes from, as the log and checkpoints keep it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ForkOf {
     /// The source stream's id (ids are never reused).
     pub source: u64,
@@ -29,6 +29,11 @@ pub struct ForkOf {
     /// then) and `Stream-Fork-Sub-Offset`, which a second `PUT` must match.
     pub anchor: u64,
     pub sub: u64,
+    /// Set when a rollback made this stream (`core::restore`): the
+    /// incarnation it replaced at its path, whose bytes below `at` it
+    /// keeps (`Stream-Previous-Incarnation`, `Stream-Inherited-Offset`).
+    #[serde(default)]
+    pub restored: Option<std::sync::Arc<str>>,
 }
 
 /// A fork as a `PUT` asks for it, before the source is looked at.
@@ -193,6 +198,7 @@ mod tests {
             at: 3,
             anchor: 0,
             sub: 3,
+            restored: None,
         };
         let cfg = source(Expiry::IdleSecs(60));
         let same = ForkRequest { sub: 3, ..req() };

@@ -11,6 +11,7 @@ pub(crate) mod fork;
 pub(crate) mod invalidation_log;
 pub(crate) mod json;
 pub(crate) mod producer;
+pub(crate) mod restore;
 pub(crate) mod seal;
 pub(crate) mod snapshot;
 pub(crate) mod staging;

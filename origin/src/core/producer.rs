@@ -26,6 +26,11 @@ pub const MAX_PRODUCER_ID_BYTES: usize = 256;
 /// counts): a new one past it is refused with 409 `PRODUCER_LIMIT`. With
 /// their receipts, ~1,000 producers are ~500 KB of a stream's state.
 pub const MAX_PRODUCERS_PER_STREAM: usize = 1024;
+/// `last_seq` of an epoch in which the stream holds none of the producer's
+/// appends: a rollback took them all (`core::restore`). Sequence 0 of the
+/// epoch is next; older epochs stay fenced. (Above every real sequence
+/// number, which stops at [`MAX_PRODUCER_NUMBER`].)
+pub const NOTHING_HELD: u64 = u64::MAX;
 
 /// What a request claims with its three producer headers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -121,6 +126,16 @@ pub fn check(
             Ok(ProducerCheck::Fresh)
         } else {
             Err(ProducerRefusal::NewEpochNotAtZero)
+        };
+    }
+    if state.last_seq == NOTHING_HELD {
+        return if claim.seq == 0 {
+            Ok(ProducerCheck::Fresh)
+        } else {
+            Err(ProducerRefusal::SeqGap {
+                expected: 0,
+                received: claim.seq,
+            })
         };
     }
     if claim.seq <= state.last_seq {

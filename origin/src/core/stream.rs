@@ -51,6 +51,11 @@ pub struct StreamCore {
     /// 410 until the last of them goes (see `core::fork`).
     #[serde(default)]
     pub soft_deleted: bool,
+    /// A soft-deleted stream a rollback replaced (`core::restore`): no
+    /// longer at its path (the stream table keys it by [`Self::key`]),
+    /// kept while its forks (the rollback's among them) read it.
+    #[serde(default)]
+    pub detached: bool,
 }
 
 /// An append as the writer loop sees it: headers already parsed, the body
@@ -122,6 +127,17 @@ impl StreamCore {
             snapshot: None,
             fork: None,
             soft_deleted: false,
+            detached: false,
+        }
+    }
+
+    /// Where the stream table keeps this stream: its path, or for a
+    /// detached stream a key no path can be (a path never holds NUL).
+    pub fn key(&self) -> std::sync::Arc<str> {
+        if self.detached {
+            format!("\0{}", self.id).into()
+        } else {
+            self.path.clone()
         }
     }
 

@@ -77,9 +77,7 @@ pub fn open_cacheable(
     }
     let view = state.store.find(stream)?;
     if *view.incarnation != *token {
-        return Err(ApiError::Store(StoreError::IncarnationMismatch {
-            current: view.incarnation.to_string(),
-        }));
+        return Err(ApiError::Store(StoreError::mismatch(&view)));
     }
     view.touch(state.store.clock().now_ms());
     Ok((view, start))

@@ -10,6 +10,7 @@ use shared::offset::Offset;
 
 use crate::core::fork::ForkRefusal;
 use crate::core::producer::ProducerRefusal;
+use crate::core::restore::RestoreRefusal;
 use crate::core::snapshot::{RetainRefusal, SnapshotRefusal};
 use crate::core::staging::StagingRefusal;
 use crate::core::stream::AppendRefusal;
@@ -250,12 +251,19 @@ fn denied(d: shared::auth::Denied) -> Response<Body> {
 fn store_error(e: StoreError) -> Response<Body> {
     match e {
         StoreError::NotFound => error_response(ErrorCode::NotFound, "the stream does not exist"),
-        StoreError::IncarnationMismatch { current } => {
+        StoreError::IncarnationMismatch { current, restored } => {
             let mut r = error_response(
                 ErrorCode::PreconditionFailed,
-                "the stream was deleted and created again since",
+                match restored {
+                    Some(_) => "the stream was rolled back since: it keeps the previous incarnation's bytes below Stream-Inherited-Offset",
+                    None => "the stream was deleted and created again since",
+                },
             );
             set(&mut r, h::STREAM_INCARNATION, current);
+            if let Some((previous, at)) = restored {
+                set(&mut r, h::STREAM_PREVIOUS_INCARNATION, previous);
+                set(&mut r, h::STREAM_INHERITED_OFFSET, Offset(at));
+            }
             r
         }
         StoreError::ConfigMismatch => error_response(
@@ -344,6 +352,24 @@ fn store_error(e: StoreError) -> Response<Body> {
         StoreError::ForkRefused(ForkRefusal::SubOffsetTooFar { limit }) => error_response(
             ErrorCode::BadRequest,
             format!("a JSON sub-offset must end within {limit} bytes of its anchor"),
+        ),
+        StoreError::RestoreRefused(RestoreRefusal::Trimmed { retained }) => {
+            ApiError::Gone { retained }.into_response()
+        }
+        StoreError::RestoreRefused(RestoreRefusal::BeyondEnd { end }) => {
+            let mut r = error_response(
+                ErrorCode::InvalidOffset,
+                "the rollback point is past the stream's end",
+            );
+            set(&mut r, h::STREAM_NEXT_OFFSET, Offset(end));
+            r
+        }
+        StoreError::RestoreRefused(RestoreRefusal::SnapshotGone { snapshot }) => error_response(
+            ErrorCode::RestoreSnapshotGone,
+            format!(
+                "the stream's bytes before its snapshot at {} are gone: it cannot be rolled back to before that snapshot",
+                Offset(snapshot)
+            ),
         ),
         StoreError::RetainRefused(RetainRefusal::NotLatestSnapshot) => error_response(
             ErrorCode::SnapshotNotFound,

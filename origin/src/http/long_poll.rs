@@ -169,11 +169,7 @@ async fn respond(
     params: &ReadParams,
 ) -> Result<Response<Body>, ApiError> {
     if end.gone {
-        return Err(if view.is_soft_deleted() {
-            ApiError::Store(crate::store::StoreError::SoftDeleted)
-        } else {
-            ApiError::NotFound
-        });
+        return Err(super::reading::gone(&state.store, view));
     }
     let now = state.store.clock().now_ms();
     if end.next <= start {

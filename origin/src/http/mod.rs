@@ -22,6 +22,7 @@ pub(crate) mod long_poll;
 pub(crate) mod read;
 pub(crate) mod reading;
 pub mod request;
+pub(crate) mod restore;
 pub(crate) mod routes;
 pub(crate) mod snapshot;
 pub(crate) mod sse;
@@ -542,6 +543,15 @@ async fn dispatch<A: AppendArm>(state: Shared, mut req: Request) -> Response<Bod
         Target::IncarnationSnapshot { .. } | Target::Snapshot { .. } => {
             ("snapshot", method_not_allowed("GET, HEAD, OPTIONS"))
         }
+        Target::Restore { stream, token } if method == Method::POST => {
+            let (stream, token) = (stream.to_owned(), token.to_owned());
+            (
+                "restore",
+                Box::pin(restore::restore(state.clone(), stream, token, req)).await,
+            )
+        }
+        Target::Restore { .. } if method == Method::OPTIONS => ("preflight", preflight()),
+        Target::Restore { .. } => ("restore", method_not_allowed("POST, OPTIONS")),
         Target::Reserved => (
             "reserved",
             error::error_response(ErrorCode::NotFound, "no such resource"),

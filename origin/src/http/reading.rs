@@ -71,16 +71,37 @@ pub fn set<K: http::header::IntoHeaderName>(
 /// Headers every answer about a stream carries.
 pub fn stream_headers(resp: &mut Response<Body>, view: &StreamView) {
     set(resp, h::STREAM_INCARNATION, view.incarnation_header());
+    if let Some((previous, at)) = view.restored_from() {
+        set(resp, h::STREAM_PREVIOUS_INCARNATION, previous);
+        set(resp, h::STREAM_INHERITED_OFFSET, shared::offset::Offset(at));
+    }
+}
+
+/// Why a stream a reader held went: a rollback replaced it (412, naming
+/// the incarnation that did and what it kept), or it was deleted (410
+/// while forks still read it, else 404).
+pub fn gone(store: &crate::store::Store, view: &StreamView) -> ApiError {
+    if let Ok(now) = store.find(&view.path) {
+        if now
+            .restored_from()
+            .is_some_and(|(previous, _)| *previous == *view.incarnation)
+        {
+            return ApiError::Store(crate::store::StoreError::mismatch(&now));
+        }
+    }
+    if view.is_soft_deleted() {
+        ApiError::Store(crate::store::StoreError::SoftDeleted)
+    } else {
+        ApiError::NotFound
+    }
 }
 
 /// 412 when the request names an incarnation the stream no longer has.
 pub fn check_incarnation(view: &StreamView, headers: &HeaderMap) -> Result<(), ApiError> {
     match request::incarnation(headers)? {
-        Some(i) if *i != *view.incarnation => Err(ApiError::Store(
-            crate::store::StoreError::IncarnationMismatch {
-                current: view.incarnation.to_string(),
-            },
-        )),
+        Some(i) if *i != *view.incarnation => {
+            Err(ApiError::Store(crate::store::StoreError::mismatch(view)))
+        }
         _ => Ok(()),
     }
 }

@@ -6,4 +6,4 @@ pub use shell::ready::{HEALTH, METRICS, READY};
 pub const ALLOWED_REQUEST_HEADERS: &str = "content-type, authorization, if-none-match, stream-seq, stream-ttl, \
 stream-expires-at, stream-closed, stream-incarnation, producer-id, producer-epoch, producer-seq, accept, cache-control, range, \
 stream-snapshot-match, stream-snapshot-parts, stream-public, stream-forked-from, stream-fork-offset, \
-stream-fork-sub-offset";
+stream-fork-sub-offset, stream-restore-offset";

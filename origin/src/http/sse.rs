@@ -169,12 +169,18 @@ async fn run(
                 }
                 let tail = rx.borrow_and_update();
                 if tail.gone {
-                    let code = if task_view.is_soft_deleted() {
-                        ErrorCode::StreamDeleted
-                    } else {
-                        ErrorCode::NotFound
+                    use crate::store::StoreError;
+                    let (code, message) = match super::reading::gone(&task_state.store, &task_view) {
+                        ApiError::Store(StoreError::IncarnationMismatch { .. }) => (
+                            ErrorCode::PreconditionFailed,
+                            "the stream was rolled back: its HEAD names the new incarnation and the offset below which what was read stays",
+                        ),
+                        ApiError::Store(StoreError::SoftDeleted) => {
+                            (ErrorCode::StreamDeleted, "the stream was deleted")
+                        }
+                        _ => (ErrorCode::NotFound, "the stream was deleted"),
                     };
-                    let body = ErrorBody::new(code, "the stream was deleted").to_json();
+                    let body = ErrorBody::new(code, message).to_json();
                     let _ = send!(out.send(Bytes::from(named_json_event("error", &body))));
                     return;
                 }

@@ -49,6 +49,8 @@ use super::warm::Warm;
 use crate::core::stream::{AppendEffect, StreamCore};
 use crate::core::Millis;
 
+mod restoring;
+
 pub struct Entry {
     pub core: StreamCore,
     pub view: Arc<StreamView>,
@@ -206,9 +208,9 @@ impl Engine {
         for e in &saved.extents {
             self.pin(e, saved.core.id);
         }
-        let path = saved.core.path.clone();
+        let key = saved.core.key();
         self.insert(saved.core, Warm::new(saved.file_len, saved.extents), now);
-        if let Some(e) = self.entries.get(&path) {
+        if let Some(e) = self.entries.get(&key) {
             e.view.wrote(saved.last_write_at);
         }
     }
@@ -221,7 +223,11 @@ impl Engine {
             if parent.is_none() {
                 tracing::error!(stream = %core.path, source = f.source, "a fork's source is missing; its inherited bytes cannot be read");
             }
-            parent.map(|parent| Inherited { parent, at: f.at })
+            parent.map(|parent| Inherited {
+                parent,
+                at: f.at,
+                previous: f.restored.clone(),
+            })
         });
         let view = Arc::new(StreamView::new(
             &core,
@@ -233,9 +239,9 @@ impl Engine {
         let gone = view.forget_sealed(core.sealed);
         self.unpin(&gone);
         self.next_id = self.next_id.max(core.id + 1);
-        self.paths_by_id.insert(core.id, core.path.clone());
-        self.entries
-            .insert(core.path.clone(), Box::new(Entry { core, view }));
+        let key = core.key();
+        self.paths_by_id.insert(core.id, key.clone());
+        self.entries.insert(key, Box::new(Entry { core, view }));
     }
 
     /// The direct forks of stream `id`.
@@ -262,10 +268,10 @@ impl Engine {
             rec.config.clone(),
             rec.created_at,
         );
-        if let Some(f) = rec.fork {
+        if let Some(f) = &rec.fork {
             core.len = f.at;
             core.sealed = f.at - f.at % shared::offset::CHUNK_BYTES;
-            core.fork = Some(Box::new(f));
+            core.fork = Some(Box::new(f.clone()));
         }
         let start = core.len;
         // A stale file of a create that was lost in a crash (ids are given
@@ -394,21 +400,24 @@ impl Engine {
     /// Replays one logged record (recovery), whose payload is at `at`.
     /// Returns the ids of the sources a delete removed with its stream.
     pub fn replay(&mut self, record: Record, now: Millis, at: LogPos) -> io::Result<Vec<u64>> {
-        if let Record::Delete { id, .. } = record {
-            let mut removed = Vec::new();
-            if let Some(path) = self.paths_by_id.get(&id).cloned() {
-                match self.delete(&path) {
-                    // Nothing reads yet: a soft delete is marked at once.
-                    Some(Deletion::Soft(view)) => view.set_soft_deleted(true),
-                    Some(Deletion::Removed(entries)) => {
-                        removed.extend(entries.iter().map(|e| e.core.id));
-                    }
-                    None => {}
-                }
+        let deletion = match record {
+            Record::Delete { id, .. } => match self.paths_by_id.get(&id).cloned() {
+                Some(path) => self.delete(&path),
+                None => None,
+            },
+            Record::Restore { previous, saved } => self.restore_stream(previous, *saved, now)?,
+            record => return self.replay_change(record, now, at).map(|()| Vec::new()),
+        };
+        let mut removed = Vec::new();
+        match deletion {
+            // Nothing reads yet: a soft delete is marked at once.
+            Some(Deletion::Soft(view)) => view.set_soft_deleted(true),
+            Some(Deletion::Removed(entries)) => {
+                removed.extend(entries.iter().map(|e| e.core.id));
             }
-            return Ok(removed);
+            None => {}
         }
-        self.replay_change(record, now, at).map(|()| Vec::new())
+        Ok(removed)
     }
 
     fn replay_change(&mut self, record: Record, now: Millis, at: LogPos) -> io::Result<()> {
@@ -477,7 +486,7 @@ impl Engine {
                 payload,
             } => self.replay_image(*saved, next_id, &payload, now, at),
             Record::ImageMore { id, payload } => self.replay_image_more(id, &payload, at),
-            Record::Delete { .. } => unreachable!("replayed above"),
+            Record::Delete { .. } | Record::Restore { .. } => unreachable!("replayed above"),
         }
     }
 
@@ -509,10 +518,9 @@ impl Engine {
             last_write_at,
             ..
         } = saved;
-        if let Some(old) = self.entries.get(core.path.as_ref()) {
-            let old = old.core.path.clone();
-            tracing::error!(path = %old, "an image lands where a stream exists; the old one goes");
-            self.remove(&old);
+        if self.entries.contains_key(&core.key()) {
+            tracing::error!(path = %core.path, "an image lands where a stream exists; the old one goes");
+            self.remove(&core.key());
         }
         let extents = self
             .image_extent(file_len, payload, at)?

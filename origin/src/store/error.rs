@@ -9,8 +9,15 @@ use crate::core::stream::AppendRefusal;
 pub enum StoreError {
     #[error("stream not found")]
     NotFound,
-    #[error("the stream was deleted and created again")]
-    IncarnationMismatch { current: String },
+    /// 412: the request named another incarnation than the stream's,
+    /// `current`; `restored` is what a rollback that made it inherited
+    /// (the incarnation it replaced, and the offset below which that
+    /// one's bytes are kept).
+    #[error("the stream was deleted and created again, or rolled back")]
+    IncarnationMismatch {
+        current: String,
+        restored: Option<(String, u64)>,
+    },
     #[error("the stream exists with a different configuration")]
     ConfigMismatch,
     #[error("append refused: {refusal:?}")]
@@ -32,6 +39,8 @@ pub enum StoreError {
     ForkSourceDeleted,
     #[error("fork refused: {0:?}")]
     ForkRefused(ForkRefusal),
+    #[error("rollback refused: {0:?}")]
+    RestoreRefused(crate::core::restore::RestoreRefusal),
     /// No room in the log (a full disk, no descriptor for a new segment):
     /// nothing was changed (503, `Retry-After`).
     #[error("no room in the write-ahead log; writes resume once the disk has space")]
@@ -53,4 +62,14 @@ pub enum StoreError {
     /// built again from the bucket. Never a client's answer.
     #[error("the replica could not apply its owner's commit: {0}")]
     ReplicaDiverged(String),
+}
+
+impl StoreError {
+    /// 412 against the stream `view` is now.
+    pub fn mismatch(view: &super::StreamView) -> Self {
+        StoreError::IncarnationMismatch {
+            current: view.incarnation.to_string(),
+            restored: view.restored_from().map(|(p, at)| (p.to_owned(), at)),
+        }
+    }
 }

@@ -69,10 +69,11 @@ pub fn export(
         ));
     }
     let engine = recovered.engine;
+    // By table key: a stream a rollback detached is kept off its path.
     let mut ids: Vec<(u64, &str)> = engine
         .entries
-        .values()
-        .map(|e| (e.core.id, &*e.core.path))
+        .iter()
+        .map(|(key, e)| (e.core.id, &**key))
         .collect();
     ids.sort_unstable();
     let mut stats = ImageStats::default();

@@ -720,6 +720,23 @@ impl Store {
         .await
     }
 
+    /// Rolls the stream at `path` (incarnation `incarnation`) back to
+    /// offset `to` (see `writer::restoring`).
+    pub async fn restore(
+        &self,
+        path: String,
+        incarnation: String,
+        to: u64,
+    ) -> Result<writer::Restored, StoreError> {
+        self.call(|reply| Command::Restore {
+            path,
+            incarnation,
+            to,
+            reply,
+        })
+        .await
+    }
+
     /// A replica takes its owner's commits, each one WAL object's frames
     /// in number order (decision 0018); once answered, readers see them.
     pub async fn replicate(&self, objects: Vec<Bytes>) -> Result<(), StoreError> {

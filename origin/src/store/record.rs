@@ -14,6 +14,8 @@
 //! Visibility = id public:u8        reads need no credential when public
 //! Image = next_id state_len:u32le state payload   a stream as a bucket checkpoint keeps it
 //! ImageMore = id payload           more of the image's unsealed bytes
+//! Restore = previous state_len:u32le state   a rollback: stream `previous`
+//!                                  leaves its path for the state's stream
 //! effect = start len at flags:u8 [producer_id epoch seq] [stream_seq]
 //! ```
 //! Integers are u64 little-endian, strings u32le-length-prefixed UTF-8, and
@@ -54,6 +56,7 @@ const KIND_IMAGE: u8 = 9;
 const KIND_IMAGE_MORE: u8 = 10;
 const KIND_FEED: u8 = 11;
 const KIND_FEED_FROM: u8 = 12;
+const KIND_RESTORE: u8 = 13;
 
 /// The most of a stream's bytes one image record carries (a body stays
 /// well under [`MAX_BODY`], and an image part near its size).
@@ -124,6 +127,14 @@ pub enum Record {
     /// An image's first record: the feed's next position at the image.
     FeedFrom {
         next: u64,
+    },
+    /// A rollback (`core::restore`): stream `previous` leaves its path
+    /// (detached, or removed when nothing reads it) for the new
+    /// incarnation `saved` (a fork of it or of an ancestor, with no bytes
+    /// of its own yet), one record so that a crash leaves one or the other.
+    Restore {
+        previous: u64,
+        saved: Box<SavedStream>,
     },
 }
 
@@ -227,12 +238,13 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) -> usize {
         } => {
             out.push(KIND_IMAGE);
             put_u64(out, *next_id);
-            let len_at = out.len();
-            out.extend_from_slice(&[0; 4]);
-            codec::encode(saved, out);
-            let state_len = (out.len() - len_at - 4) as u32;
-            out[len_at..len_at + 4].copy_from_slice(&state_len.to_le_bytes());
+            put_state(out, saved);
             out.extend_from_slice(payload);
+        }
+        Record::Restore { previous, saved } => {
+            out.push(KIND_RESTORE);
+            put_u64(out, *previous);
+            put_state(out, saved);
         }
         Record::ImageMore { id, payload } => {
             out.push(KIND_IMAGE_MORE);
@@ -272,7 +284,7 @@ impl Record {
             | Record::Retain { id, .. }
             | Record::Visibility { id, .. }
             | Record::ImageMore { id, .. } => *id,
-            Record::Image { saved, .. } => saved.core.id,
+            Record::Image { saved, .. } | Record::Restore { saved, .. } => saved.core.id,
             // Of no stream (ids start at 1).
             Record::Feed(_) | Record::FeedFrom { .. } => 0,
         }
@@ -346,6 +358,7 @@ fn decode_body(body: &[u8]) -> Result<Record, FrameError> {
                     at: r.u64()?,
                     anchor: r.u64()?,
                     sub: r.u64()?,
+                    restored: None,
                 })
             } else {
                 None
@@ -407,24 +420,16 @@ fn decode_body(body: &[u8]) -> Result<Record, FrameError> {
         },
         KIND_IMAGE => {
             let next_id = r.u64()?;
-            let state_len = u32::from_le_bytes(r.take(4)?.try_into().expect("4 bytes")) as usize;
-            let state = r.take(state_len)?;
-            let saved = codec::decode(state)
-                .map_err(|_| FrameError::Malformed("an image's state does not decode"))?;
-            // One encoding per state, as for every other field.
-            let mut canonical = Vec::with_capacity(state.len());
-            codec::encode(&saved, &mut canonical);
-            if canonical != state {
-                return Err(FrameError::Malformed(
-                    "an image's state is not as it encodes",
-                ));
-            }
             Record::Image {
-                saved: Box::new(saved),
+                saved: Box::new(r.state()?),
                 next_id,
                 payload: r.rest(),
             }
         }
+        KIND_RESTORE => Record::Restore {
+            previous: r.u64()?,
+            saved: Box::new(r.state()?),
+        },
         KIND_IMAGE_MORE => Record::ImageMore {
             id: r.u64()?,
             payload: r.rest(),
@@ -454,6 +459,15 @@ fn decode_body(body: &[u8]) -> Result<Record, FrameError> {
         return Err(FrameError::Malformed("bytes after the record's fields"));
     }
     Ok(record)
+}
+
+/// A stream's state as a checkpoint encodes it, after its length.
+fn put_state(out: &mut Vec<u8>, saved: &SavedStream) {
+    let len_at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    codec::encode(saved, out);
+    let state_len = (out.len() - len_at - 4) as u32;
+    out[len_at..len_at + 4].copy_from_slice(&state_len.to_le_bytes());
 }
 
 fn change_tag(c: shared::invalidation::Change) -> u8 {
@@ -508,6 +522,23 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A stream's state after its length, in its one encoding (as every
+    /// other field has one).
+    fn state(&mut self) -> Result<SavedStream, FrameError> {
+        let state_len = u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")) as usize;
+        let state = self.take(state_len)?;
+        let saved = codec::decode(state)
+            .map_err(|_| FrameError::Malformed("a stream's state does not decode"))?;
+        let mut canonical = Vec::with_capacity(state.len());
+        codec::encode(&saved, &mut canonical);
+        if canonical != state {
+            return Err(FrameError::Malformed(
+                "a stream's state is not as it encodes",
+            ));
+        }
+        Ok(saved)
+    }
+
     fn take(&mut self, n: usize) -> Result<&'a [u8], FrameError> {
         if self.buf.len() < n {
             return Err(FrameError::Malformed("body shorter than its fields"));
@@ -583,218 +614,4 @@ impl<'a> Reader<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn effect_strategy() -> impl Strategy<Value = (AppendEffect, Vec<u8>)> {
-        (
-            any::<u64>(),
-            proptest::collection::vec(any::<u8>(), 0..64),
-            any::<u64>(),
-            any::<bool>(),
-            proptest::option::of(("[a-z]{0,8}", any::<u64>(), any::<u64>())),
-            proptest::option::of(".{0,8}"),
-        )
-            .prop_map(|(start, payload, at, close, producer, stream_seq)| {
-                let effect = AppendEffect {
-                    start,
-                    len: payload.len() as u64,
-                    close,
-                    producer: producer.map(|(id, epoch, seq)| ProducerClaim { id, epoch, seq }),
-                    stream_seq,
-                    at,
-                };
-                (effect, payload)
-            })
-    }
-
-    fn record_strategy() -> impl Strategy<Value = Record> {
-        prop_oneof![
-            (any::<u64>(), effect_strategy()).prop_map(|(id, (effect, p))| Record::Append {
-                id,
-                effect,
-                payload: p.into()
-            }),
-            (any::<u64>(), any::<u64>()).prop_map(|(id, at)| Record::Delete { id, at }),
-            (any::<u64>(), any::<u64>()).prop_map(|(id, through)| Record::Sealed { id, through }),
-            (any::<u64>(), any::<u64>()).prop_map(|(id, offset)| Record::Retain { id, offset }),
-            (any::<u64>(), any::<bool>())
-                .prop_map(|(id, public)| Record::Visibility { id, public }),
-            any::<u64>().prop_map(|next| Record::FeedFrom { next }),
-            (
-                any::<u64>(),
-                any::<u64>(),
-                "[a-z0-9-]{0,16}",
-                0u8..4,
-                proptest::option::of(any::<u64>())
-            )
-                .prop_map(|(seq, stream, incarnation, tag, retained)| {
-                    Record::Feed(shared::invalidation::Invalidation {
-                        seq,
-                        stream,
-                        incarnation,
-                        change: change_of(tag).unwrap(),
-                        retained,
-                    })
-                }),
-            (
-                any::<u64>(),
-                any::<u64>(),
-                any::<u64>(),
-                "[0-9a-f]{64}",
-                "[a-z/]{1,20}"
-            )
-                .prop_map(|(id, offset, len, digest, content_type)| Record::Snapshot {
-                    id,
-                    meta: SnapshotMeta {
-                        offset,
-                        len,
-                        digest,
-                        content_type
-                    }
-                }),
-            (
-                any::<u64>(),
-                "/[a-z/]{0,20}",
-                "[a-z0-9]{0,16}",
-                "[a-z/]{1,20}",
-                0u8..3,
-                any::<u64>(),
-                any::<bool>(),
-                effect_strategy(),
-                proptest::option::of(any::<(u64, u64, u64, u64)>())
-            )
-                .prop_map(
-                    |(id, path, incarnation, ct, tag, v, public, (initial, p), fork)| {
-                        let expiry = match tag {
-                            0 => Expiry::Never,
-                            1 => Expiry::IdleSecs(v),
-                            _ => Expiry::At(v),
-                        };
-                        let config = StreamConfig {
-                            content_type: ct.into(),
-                            expiry: if tag == 0 { Expiry::Never } else { expiry },
-                            public,
-                        };
-                        Record::Create(
-                            CreateRecord {
-                                id,
-                                created_at: v,
-                                path,
-                                incarnation,
-                                config,
-                                initial,
-                                fork: fork.map(|(source, at, anchor, sub)| ForkOf {
-                                    source,
-                                    at,
-                                    anchor,
-                                    sub,
-                                }),
-                            },
-                            p.into(),
-                        )
-                    }
-                ),
-            (
-                crate::store::checkpoint::codec::strategies::saved_stream(),
-                any::<u64>(),
-                proptest::collection::vec(any::<u8>(), 0..64)
-            )
-                .prop_map(|(saved, next_id, p)| Record::Image {
-                    saved: Box::new(saved),
-                    next_id,
-                    payload: p.into()
-                }),
-            (any::<u64>(), proptest::collection::vec(any::<u8>(), 0..64)).prop_map(|(id, p)| {
-                Record::ImageMore {
-                    id,
-                    payload: p.into(),
-                }
-            }),
-        ]
-    }
-
-    /// Found by the fuzzer: a `Never` expiry with a value decoded, and
-    /// re-encoded without it. Every field has one encoding now.
-    #[test]
-    fn a_field_in_another_encoding_is_refused() {
-        let create = |expiry_value: u8, public: u8| {
-            let rec = Record::Create(
-                CreateRecord {
-                    id: 1,
-                    created_at: 2,
-                    path: "/a".into(),
-                    incarnation: "i".into(),
-                    config: StreamConfig {
-                        content_type: "text/plain".into(),
-                        expiry: Expiry::Never,
-                        public: false,
-                    },
-                    initial: AppendEffect {
-                        start: 0,
-                        len: 0,
-                        close: false,
-                        producer: None,
-                        stream_seq: None,
-                        at: 3,
-                    },
-                    fork: None,
-                },
-                Bytes::new(),
-            );
-            let mut buf = Vec::new();
-            encode(&rec, &mut buf);
-            // version, kind, id, created_at, path, incarnation, type, tag.
-            let tag_at = 8 + 2 + 8 + 8 + (4 + 2) + (4 + 1) + (4 + 10);
-            buf[tag_at + 1] = expiry_value;
-            buf[tag_at + 9] = public;
-            let crc = crc32fast::hash(&buf[8..]);
-            buf[4..8].copy_from_slice(&crc.to_le_bytes());
-            decode(&buf)
-        };
-        assert!(matches!(create(0, 0), Ok(Some(_))));
-        assert_eq!(create(43, 0), Err(FrameError::Malformed("unknown expiry")));
-        assert_eq!(
-            create(0, 2),
-            Err(FrameError::Malformed("a flag other than 0 or 1"))
-        );
-    }
-
-    proptest! {
-        #[test]
-        fn round_trips(records in proptest::collection::vec(record_strategy(), 1..8)) {
-            let mut buf = Vec::new();
-            for r in &records {
-                encode(r, &mut buf);
-            }
-            let mut at = 0;
-            for r in &records {
-                let (got, used) = decode(&buf[at..]).unwrap().unwrap();
-                prop_assert_eq!(&got, r);
-                at += used;
-            }
-            prop_assert_eq!(decode(&buf[at..]), Ok(None));
-        }
-
-        #[test]
-        fn a_cut_frame_is_never_read(record in record_strategy(), cut in any::<prop::sample::Index>()) {
-            let mut buf = Vec::new();
-            encode(&record, &mut buf);
-            let cut = 1 + cut.index(buf.len() - 1);
-            let result = decode(&buf[..cut]);
-            prop_assert!(result.is_err(), "a prefix of {} of {} bytes decoded", cut, buf.len());
-        }
-
-        #[test]
-        fn a_flipped_byte_is_caught(record in record_strategy(), at in any::<prop::sample::Index>(), bit in 0u8..8) {
-            let mut buf = Vec::new();
-            encode(&record, &mut buf);
-            let i = at.index(buf.len());
-            buf[i] ^= 1 << bit;
-            if let Ok(Some((got, _))) = decode(&buf) {
-                prop_assert!(false, "corrupt frame decoded as {:?}", got);
-            }
-        }
-    }
-}
+mod tests;

@@ -103,6 +103,9 @@ pub struct StreamView {
 pub struct Inherited {
     pub parent: Arc<StreamView>,
     pub at: u64,
+    /// Set when a rollback made this stream: the incarnation it replaced
+    /// (`Stream-Previous-Incarnation`; `at` is `Stream-Inherited-Offset`).
+    pub previous: Option<Arc<str>>,
 }
 
 /// What every stream reads its local and sealed bytes through.
@@ -196,6 +199,13 @@ impl StreamView {
     /// `incarnation` as a header value (it goes on every answer). Made per
     /// answer rather than kept: a copy per stream costs a million streams
     /// 70 MB, the copy per answer about as much as the clone it replaces.
+    /// After a rollback: the incarnation this one replaced, and the offset
+    /// below which its bytes are that one's.
+    pub fn restored_from(&self) -> Option<(&str, u64)> {
+        let f = self.fork.as_deref()?;
+        Some((f.previous.as_deref()?, f.at))
+    }
+
     pub fn incarnation_header(&self) -> http::HeaderValue {
         http::HeaderValue::from_str(&self.incarnation).expect("incarnation tokens are header-safe")
     }

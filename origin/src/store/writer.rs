@@ -43,6 +43,8 @@ mod checkpointing;
 mod cleaning;
 mod creating;
 mod deleting;
+mod restoring;
+pub use restoring::Restored;
 mod expiry;
 mod room;
 pub use expiry::EXPIRE_PER_TICK;
@@ -113,6 +115,13 @@ pub enum Command {
         path: String,
         incarnation: Option<String>,
         reply: oneshot::Sender<Result<(), StoreError>>,
+    },
+    /// Roll a stream back (see `restoring`).
+    Restore {
+        path: String,
+        incarnation: String,
+        to: u64,
+        reply: oneshot::Sender<Result<Restored, StoreError>>,
     },
     /// Expire idle streams and checkpoint if due.
     Tick,
@@ -456,15 +465,24 @@ impl Writer {
                             .as_ref()
                             .is_some_and(|i| **i != *e.core.incarnation) =>
                     {
-                        Err(StoreError::IncarnationMismatch {
-                            current: e.core.incarnation.to_string(),
-                        })
+                        Err(StoreError::mismatch(&e.view))
                     }
                     Some(_) => {
                         self.delete(&path, now, frames, after);
                         Ok(())
                     }
                 };
+                after.push(AfterCommit::Reply(Box::new(move || {
+                    let _ = reply.send(result);
+                })));
+            }
+            Command::Restore {
+                path,
+                incarnation,
+                to,
+                reply,
+            } => {
+                let result = self.restore(&path, incarnation, to, now, frames, after);
                 after.push(AfterCommit::Reply(Box::new(move || {
                     let _ = reply.send(result);
                 })));
@@ -576,7 +594,7 @@ impl Writer {
             self.delete(&view.path, now, frames, after);
             return Err(StoreError::NotFound);
         }
-        same_incarnation(&entry.core.incarnation, incarnation)?;
+        same_incarnation(&entry.view, incarnation)?;
         if sealing_behind {
             return Err(StoreError::SealingBehind);
         }
@@ -682,11 +700,9 @@ impl Writer {
 }
 
 /// 412 when a request names another incarnation than the stream's.
-fn same_incarnation(current: &str, named: Option<String>) -> Result<(), StoreError> {
+fn same_incarnation(current: &StreamView, named: Option<String>) -> Result<(), StoreError> {
     match named {
-        Some(inc) if *inc != *current => Err(StoreError::IncarnationMismatch {
-            current: current.to_string(),
-        }),
+        Some(inc) if *inc != *current.incarnation => Err(StoreError::mismatch(current)),
         _ => Ok(()),
     }
 }

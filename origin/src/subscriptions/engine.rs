@@ -220,7 +220,7 @@ impl Subscriptions {
         let mut touched = Vec::new();
         for (key, rel, glob) in wanted {
             if self
-                .link_incarnation(&key, &rel, glob, &view.incarnation)
+                .link_incarnation(&key, &rel, glob, &view.incarnation, view.restored_from())
                 .await
             {
                 touched.push(key);
@@ -233,7 +233,19 @@ impl Subscriptions {
     /// the subscription did not follow it (a new stream, or one created
     /// again at that path), and as it is if it does already (a late or
     /// repeated notice changes nothing).
-    async fn link_incarnation(&self, key: &Key, rel: &str, glob: bool, incarnation: &str) -> bool {
+    /// A stream a rollback made (`restored`: the incarnation it replaced
+    /// and the point) keeps its link to the one it replaced, its
+    /// acknowledged offset pulled back to the point when past it: the one
+    /// place an ack moves back, since those bytes are no longer the
+    /// stream's.
+    async fn link_incarnation(
+        &self,
+        key: &Key,
+        rel: &str,
+        glob: bool,
+        incarnation: &str,
+        restored: Option<(&str, u64)>,
+    ) -> bool {
         let Some(slot) = self.slot(key) else {
             return false;
         };
@@ -260,6 +272,17 @@ impl Subscriptions {
             }
             // Linked before the stream existed (at 0): now it is known.
             Some(link) if link.incarnation.is_empty() => vec![linked(glob, false, link.acked)],
+            Some(link) if restored.is_some_and(|(previous, _)| previous == link.incarnation) => {
+                let at = restored.map_or(0, |(_, at)| at);
+                vec![
+                    Event::Unlinked {
+                        path: rel.to_owned(),
+                        glob: link.glob,
+                        explicit: link.explicit,
+                    },
+                    linked(link.glob || glob, link.explicit, link.acked.min(at)),
+                ]
+            }
             Some(link) => vec![
                 Event::Unlinked {
                     path: rel.to_owned(),

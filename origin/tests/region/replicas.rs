@@ -44,7 +44,7 @@ async fn read(client: &reqwest::Client, url: &str, query: &str) -> (u16, String)
 
 /// Until a read of `url` through the follower `base` is answered from its
 /// replica with `want` (it lags its owner by about a round).
-async fn until_local(client: &reqwest::Client, base: &str, url: &str, want: &str) {
+pub(super) async fn until_local(client: &reqwest::Client, base: &str, url: &str, want: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let before = metric(client, base, "ds_origin_region_local_reads_total").await;

@@ -201,7 +201,7 @@ const QUICK: [&str; 4] = ["--lease", "1s", "--lease-renew", "250ms"];
 
 /// Origins `a` and `b` on `prefix` with quick leases and `more` flags,
 /// once both answer: the origins, their URLs, and the owner's index.
-async fn two_origins(
+pub(super) async fn two_origins(
     weed: &Seaweed,
     client: &reqwest::Client,
     dir: &std::path::Path,

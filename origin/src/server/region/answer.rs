@@ -174,7 +174,8 @@ fn stream_of(path: &str) -> &str {
         shared::paths::Target::Stream(s)
         | shared::paths::Target::Chunk { stream: s, .. }
         | shared::paths::Target::IncarnationSnapshot { stream: s, .. }
-        | shared::paths::Target::Snapshot { stream: s, .. } => s,
+        | shared::paths::Target::Snapshot { stream: s, .. }
+        | shared::paths::Target::Restore { stream: s, .. } => s,
         _ => path,
     }
 }

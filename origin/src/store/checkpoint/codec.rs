@@ -10,7 +10,8 @@
 //! producers: count (id epoch last_seq last_active receipts: count (seq start end-start)*)*
 //! sealed retained snapshot(0 | 1 offset len digest content_type)
 //! file_len extents: count (segment pos len start)*
-//! [1 fork(0 | 1 source at anchor sub) soft_deleted]
+//! [1 fork(0 | 1 source at anchor sub | 2 source at anchor sub restored)
+//!    life(0 live | 1 soft-deleted | 2 soft-deleted and detached)]
 //! [2 last_write_at]
 //! ```
 //! The last parts are written only for a stream that has them: forks and
@@ -75,6 +76,7 @@ pub fn encode(s: &SavedStream, out: &mut Vec<u8>) {
         snapshot,
         fork,
         soft_deleted,
+        detached,
     } = core;
     let StreamConfig {
         content_type,
@@ -140,20 +142,30 @@ pub fn encode(s: &SavedStream, out: &mut Vec<u8>) {
     }
     if fork.is_some() || *soft_deleted {
         out.push(1);
-        put_bool(out, fork.is_some());
-        if let Some(ForkOf {
-            source,
-            at,
-            anchor,
-            sub,
-        }) = fork.as_deref()
-        {
-            put_u64(out, *source);
-            put_u64(out, *at);
-            put_u64(out, *anchor);
-            put_u64(out, *sub);
+        match fork.as_deref() {
+            None => out.push(0),
+            Some(ForkOf {
+                source,
+                at,
+                anchor,
+                sub,
+                restored,
+            }) => {
+                out.push(if restored.is_some() { 2 } else { 1 });
+                put_u64(out, *source);
+                put_u64(out, *at);
+                put_u64(out, *anchor);
+                put_u64(out, *sub);
+                if let Some(r) = restored {
+                    put_str(out, r);
+                }
+            }
         }
-        put_bool(out, *soft_deleted);
+        out.push(match (*soft_deleted, *detached) {
+            (false, _) => 0,
+            (true, false) => 1,
+            (true, true) => 2,
+        });
     }
     if last_write_at != created_at {
         out.push(2);
@@ -241,25 +253,35 @@ pub fn decode(record: &[u8]) -> Result<SavedStream, Corruption> {
         });
     }
     let mut part = next_part(&mut r)?;
-    let (fork, soft_deleted) = if part == Some(1) {
-        let fork = if r.bool()? {
-            Some(Box::new(ForkOf {
+    let (fork, soft_deleted, detached) = if part == Some(1) {
+        let fork = match r.byte()? {
+            0 => None,
+            tag @ (1 | 2) => Some(Box::new(ForkOf {
                 source: r.u64()?,
                 at: r.u64()?,
                 anchor: r.u64()?,
                 sub: r.u64()?,
-            }))
-        } else {
-            None
+                restored: if tag == 2 {
+                    Some(r.str()?.into())
+                } else {
+                    None
+                },
+            })),
+            _ => return Err(bad("an unknown fork tag")),
         };
-        let soft_deleted = r.bool()?;
+        let (soft_deleted, detached) = match r.byte()? {
+            0 => (false, false),
+            1 => (true, false),
+            2 => (true, true),
+            _ => return Err(bad("an unknown life tag")),
+        };
         if fork.is_none() && !soft_deleted {
             return Err(bad("an empty fork part"));
         }
         part = next_part(&mut r)?;
-        (fork, soft_deleted)
+        (fork, soft_deleted, detached)
     } else {
-        (None, false)
+        (None, false, false)
     };
     let last_write_at = match part {
         None => created_at,
@@ -292,6 +314,7 @@ pub fn decode(record: &[u8]) -> Result<SavedStream, Corruption> {
         snapshot: snapshot.map(Box::new),
         fork,
         soft_deleted,
+        detached,
     };
     Ok(SavedStream {
         core,
@@ -399,11 +422,12 @@ pub mod strategies {
         let tail = (
             0..u64::MAX / 2,
             vec((any::<u64>(), any::<u32>(), any::<u32>()), 0..4),
-            option::of(any::<(u64, u64, u64, u64)>()),
-            any::<bool>(),
+            option::of((any::<(u64, u64, u64, u64)>(), option::of(".{0,12}"))),
+            0..3u8,
             option::of(any::<u64>()),
         );
-        (core, tail).prop_map(|(core, (file_len, runs, fork, soft_deleted, wrote))| {
+        (core, tail).prop_map(|(core, (file_len, runs, fork, life, wrote))| {
+            let (soft_deleted, detached) = (life > 0, life == 2);
             let (
                 id,
                 path,
@@ -449,15 +473,17 @@ pub mod strategies {
                     sealed,
                     retained,
                     snapshot: snapshot.map(Box::new),
-                    fork: fork.map(|(source, at, anchor, sub)| {
+                    fork: fork.map(|((source, at, anchor, sub), restored)| {
                         Box::new(ForkOf {
                             source,
                             at,
                             anchor,
                             sub,
+                            restored: restored.map(Into::into),
                         })
                     }),
                     soft_deleted,
+                    detached,
                 },
                 file_len,
                 extents,
@@ -500,6 +526,7 @@ mod tests {
             let mut plain = unwritten.clone();
             plain.core.fork = None;
             plain.core.soft_deleted = false;
+            plain.core.detached = false;
             let (short, shortest) = (encoded(&unwritten).len(), encoded(&plain).len());
             for cut in 0..bytes.len() {
                 if cut == short {

@@ -33,10 +33,11 @@ impl Writer {
         after: &mut Vec<AfterCommit>,
     ) -> Result<Created, StoreError> {
         // A soft-deleted stream's path is taken until its forks go; a plain
-        // create does not name a fork.
-        let same = |e: &Entry| {
-            e.core.fork.is_none() && e.core.config.same_as(&config) && e.core.closed == closed
-        };
+        // create does not name a fork (a stream a rollback made is one
+        // inside only: to its clients it is the stream they created).
+        let plain = |e: &Entry| e.core.fork.as_deref().is_none_or(|f| f.restored.is_some());
+        let same =
+            |e: &Entry| plain(e) && e.core.config.same_as(&config) && e.core.closed == closed;
         if let Some(answer) = self.existing(&path, same) {
             return answer;
         }
@@ -100,6 +101,7 @@ impl Writer {
             at: resolved.at,
             anchor: resolved.anchor,
             sub: plan.request.sub,
+            restored: None,
         };
         self.make(
             path,
@@ -157,7 +159,7 @@ impl Writer {
             incarnation: new_incarnation(id),
             config,
             initial: AppendEffect {
-                start: fork.map_or(0, |f| f.at),
+                start: fork.as_ref().map_or(0, |f| f.at),
                 len: payload.len() as u64,
                 close: closed,
                 producer: None,

@@ -84,7 +84,7 @@ impl Writer {
 
     /// What goes with a stream removed from the table: its pending seals,
     /// its memory copy, its objects, its file and its registration.
-    fn removed(&mut self, entry: &Entry, after: &mut Vec<AfterCommit>) {
+    pub(super) fn removed(&mut self, entry: &Entry, after: &mut Vec<AfterCommit>) {
         let id = entry.core.id;
         if let Some(requested) = self.seal_requested.remove(&id) {
             let waiting = requested.saturating_sub(entry.core.sealed);

@@ -103,7 +103,25 @@ impl Writer {
     ) -> Result<(), StoreError> {
         match rec {
             Record::Delete { id, .. } => {
-                self.replicate_delete(id, after, touched);
+                if let Some(path) = self.engine.paths_by_id.get(&id).cloned() {
+                    let deletion = self.engine.delete(&path);
+                    self.replicated_deletion(deletion, after, touched);
+                }
+                Ok(())
+            }
+            // A rollback: the new incarnation takes the path (registered
+            // first, so the old one's readers find it), the old one goes as
+            // a delete would.
+            Record::Restore { previous, saved } => {
+                let (id, key) = (saved.core.id, saved.core.key());
+                let deletion = self
+                    .engine
+                    .restore_stream(previous, *saved, now)
+                    .map_err(|e| StoreError::ReplicaDiverged(e.to_string()))?;
+                let view = Arc::clone(&self.engine.entries[&key].view);
+                after.push(AfterCommit::Register(view));
+                self.replicated_deletion(deletion, after, touched);
+                touched.insert(id);
                 Ok(())
             }
             // As the owner's writer appends: its memory copy counted, and
@@ -188,18 +206,16 @@ impl Writer {
         }
     }
 
-    /// The owner deleted stream `id`: removed, or soft-deleted while forks
-    /// of it still read its bytes, as recovery replays a delete.
-    fn replicate_delete(
+    /// The owner deleted a stream (or rolled it back): removed, or
+    /// soft-deleted while forks of it still read its bytes, as recovery
+    /// replays a delete.
+    fn replicated_deletion(
         &mut self,
-        id: u64,
+        deletion: Option<Deletion>,
         after: &mut Vec<AfterCommit>,
         touched: &mut FastSet<u64>,
     ) {
-        let Some(path) = self.engine.paths_by_id.get(&id).cloned() else {
-            return;
-        };
-        match self.engine.delete(&path) {
+        match deletion {
             Some(Deletion::Soft(view)) => {
                 // Published gone here, not by the round's publish.
                 touched.remove(&view.id);

@@ -34,6 +34,11 @@ const FIELDS: u64 = 64 * 1024;
 /// go). A change past it writes into the reserve.
 const FORK_EVENTS: u64 = 256 * 1024;
 
+/// The most a rollback's state can take in the log: the stream's
+/// producers with their receipts (at most `MAX_PRODUCERS_PER_STREAM` of
+/// ids up to 256 B and 16 receipts, under 800 KiB) and its other fields.
+const RESTORE_STATE: u64 = 1024 * 1024;
+
 /// The most log a command can write, and whether it is a client's.
 pub fn log_bytes(cmd: &Command) -> (u64, bool) {
     match cmd {
@@ -44,6 +49,7 @@ pub fn log_bytes(cmd: &Command) -> (u64, bool) {
             (FIELDS + FORK_EVENTS, true)
         }
         Command::SetPublic { .. } => (FIELDS, true),
+        Command::Restore { .. } => (FIELDS + FORK_EVENTS + RESTORE_STATE, true),
         // Refused like a client's: the replica is rebuilt later.
         Command::Replicate { objects, .. } => (
             objects.iter().map(|o| o.len() as u64).sum::<u64>() + FIELDS,
@@ -135,6 +141,9 @@ fn refuse(cmd: Command, after: &mut Vec<AfterCommit>) {
         | Command::SetPublic { reply, .. }
         | Command::Retain { reply, .. }
         | Command::Replicate { reply, .. } => Box::new(move || {
+            let _ = reply.send(full());
+        }),
+        Command::Restore { reply, .. } => Box::new(move || {
             let _ = reply.send(full());
         }),
         Command::Tick

@@ -24,9 +24,7 @@ impl Writer {
     ) -> Result<&Entry, StoreError> {
         let entry = self.engine.entries.get(path).ok_or(StoreError::NotFound)?;
         match incarnation {
-            Some(i) if *i != *entry.core.incarnation => Err(StoreError::IncarnationMismatch {
-                current: entry.core.incarnation.to_string(),
-            }),
+            Some(i) if *i != *entry.core.incarnation => Err(StoreError::mismatch(&entry.view)),
             _ => Ok(entry),
         }
     }
