@@ -172,6 +172,50 @@ for (const mode of MODES) {
         });
 
         for (const live of ['long-poll', 'sse']) {
+          // A rollback (docs/guides/restore.md) under a live reader: the
+          // long-poll waiting on the replaced incarnation answers 412; an SSE
+          // reader's connection ends with an error event, the client opens
+          // the next at the offset it holds, past the new end: 416. Either
+          // way the reader ends with that error (and the session's `closed`
+          // promise rejects with it: an application that does not await it
+          // meets an unhandled rejection) and a read afterwards sees the kept
+          // prefix and what follows.
+          it(`a ${live} reader of a stream rolled back ends with an error; reads then see the kept prefix`, async (t) => {
+            const signal = testSignal(t);
+            const h = handle(base(), mode.headers, signal);
+            await h.create({ contentType: 'application/json' });
+            await h.append(JSON.stringify({ keep: 1 }));
+            const point = (await h.head()).offset;
+            await h.append(JSON.stringify({ drop: 2 }));
+            const server = metricsServer();
+            const gauge = `${target === 'origin' ? 'ds_origin' : 'ds_edge'}_long_polls_waiting`;
+            const waitingBefore = (await readMetric(server.url, gauge)) ?? 0;
+            const res = await h.stream({ live });
+            const items = [];
+            const ended = drain(res, items).then(() => null, (e) => e);
+            const closed = res.closed.then(() => null, (e) => e);
+            await waitFor(() => items.length === 2, { message: `the catch-up over ${live}` });
+            if (live === 'long-poll') {
+              await waitFor(async () => ((await readMetric(server.url, gauge)) ?? 0) > waitingBefore, { message: 'a waiting long-poll' });
+            }
+            const token = (await fetch(h.url, { method: 'HEAD', headers: mode.headers })).headers.get('stream-incarnation');
+            const r = await fetch(`${h.url}/incarnation/${token}/restore`, {
+              method: 'POST',
+              headers: { ...mode.headers, 'Stream-Restore-Offset': point },
+            });
+            assert.equal(r.status, 200);
+            assert.equal(r.headers.get('stream-previous-incarnation'), token);
+            const err = await withTimeout(ended, 10_000, `the ${live} reader to end`);
+            assert.equal(err?.status, live === 'sse' ? 416 : 412, `${err}`);
+            assert.deepEqual(items, [{ keep: 1 }, { drop: 2 }]);
+            assert.equal((await withTimeout(closed, 10_000, 'the session to close'))?.status, err.status);
+            await h.append(JSON.stringify({ next: 3 }));
+            const again = await h.stream({ offset: point, live: false });
+            assert.deepEqual(await again.json(), [{ next: 3 }]);
+          });
+        }
+
+        for (const live of ['long-poll', 'sse']) {
           it(`${live} subscription receives later appends, then sees the close and ends`, async (t) => {
             const signal = testSignal(t);
             const h = handle(base(), mode.headers, signal);

@@ -714,6 +714,46 @@ def test_sse_text_stream(target: Target) -> None:
         reader.join()
 
 
+def test_readers_across_a_rollback(target: Target) -> None:
+    """A rollback (docs/guides/restore.md) as the client meets it, needing no
+    change: an SSE reader of the replaced incarnation ends (the server's
+    error event ends the client's iteration without an exception), a
+    long-poll waiting on it raises 412, and reads afterwards see the kept
+    prefix and what follows it."""
+    with target.create("s", "text/plain", batching=False) as h:
+        h.append("keep ")
+        h.append("drop")
+        sse = Reader(lambda: h.stream(offset="-1", live="sse"), lambda res: res.iter_text(), done=lambda _: False)
+        sse.wait_until(lambda parts: "".join(parts) == "keep drop", "the stream over SSE")
+        waiting_before = target.gauge("long_polls_waiting")
+        poll = Reader(
+            lambda: h.stream(offset=offset(9), live="long-poll", params={"timeout_ms": LONG_POLL_MS}),
+            lambda res: res.iter_text(),
+            done=lambda _: False,
+        )
+        wait_for(lambda: target.gauge("long_polls_waiting") > waiting_before, "a waiting long-poll")
+        token = httpx.head(h.url, headers=target.headers, timeout=5).headers["stream-incarnation"]
+        r = httpx.post(
+            f"{h.url}/incarnation/{token}/restore",
+            headers={**target.headers, "Stream-Restore-Offset": offset(5)},
+            timeout=5,
+        )
+        assert r.status_code == 200, r.text
+        assert r.headers["stream-previous-incarnation"] == token
+
+        sse.thread.join(timeout=WAIT_TIMEOUT)
+        assert not sse.thread.is_alive(), "the SSE reader of the replaced incarnation did not end"
+        assert sse.error is None, f"the SSE reader failed: {sse.error!r}"
+        poll.thread.join(timeout=WAIT_TIMEOUT)
+        assert not poll.thread.is_alive(), "the long-poll on the replaced incarnation did not end"
+        assert isinstance(poll.error, DurableStreamError) and poll.error.status == 412, repr(poll.error)
+        h.append("new")
+        with h.stream(offset="-1", live=False) as res:
+            assert res.read_bytes() == b"keep new"
+        with h.stream(offset=offset(5), live=False) as res:
+            assert res.read_bytes() == b"new"
+
+
 def test_sse_events_carry_the_offsets_of_the_control_events(target: Target) -> None:
     with target.create("s", "application/json", batching=False) as h:
         end0 = h.append({"e": 0}).next_offset

@@ -10,6 +10,8 @@
 use crate::common;
 #[path = "crash/forks.rs"]
 mod forks;
+#[path = "crash/rollbacks.rs"]
+mod rollbacks;
 
 use std::collections::HashMap;
 use std::path::Path;

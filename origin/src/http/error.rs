@@ -260,7 +260,7 @@ fn store_error(e: StoreError) -> Response<Body> {
                 },
             );
             set(&mut r, h::STREAM_INCARNATION, current);
-            if let Some((previous, at)) = restored {
+            if let Some((previous, at)) = restored.map(|b| *b) {
                 set(&mut r, h::STREAM_PREVIOUS_INCARNATION, previous);
                 set(&mut r, h::STREAM_INHERITED_OFFSET, Offset(at));
             }

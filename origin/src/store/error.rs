@@ -16,7 +16,7 @@ pub enum StoreError {
     #[error("the stream was deleted and created again, or rolled back")]
     IncarnationMismatch {
         current: String,
-        restored: Option<(String, u64)>,
+        restored: Option<Box<(String, u64)>>,
     },
     #[error("the stream exists with a different configuration")]
     ConfigMismatch,
@@ -69,7 +69,9 @@ impl StoreError {
     pub fn mismatch(view: &super::StreamView) -> Self {
         StoreError::IncarnationMismatch {
             current: view.incarnation.to_string(),
-            restored: view.restored_from().map(|(p, at)| (p.to_owned(), at)),
+            restored: view
+                .restored_from()
+                .map(|(p, at)| Box::new((p.to_owned(), at))),
         }
     }
 }

@@ -30,7 +30,10 @@ pub struct Restored {
 
 impl Writer {
     /// Rolls the stream at `path`, which must be incarnation `incarnation`,
-    /// back to offset `to`.
+    /// back to offset `to`. (Cold: rare, and kept out of the command loop
+    /// the appends go through.)
+    #[cold]
+    #[inline(never)]
     pub(super) fn restore(
         &mut self,
         path: &str,
