@@ -42,7 +42,7 @@ const MIB: usize = 1 << 20;
 const SOURCE: &str = "/v1/stream/fork-bench-source";
 
 /// Bytes of the files under `dir`.
-fn folder_bytes(dir: &Path) -> u64 {
+pub(crate) fn folder_bytes(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return 0;
     };
@@ -56,7 +56,7 @@ fn folder_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
-fn ms(d: &[Duration], q: f64) -> f64 {
+pub(crate) fn ms(d: &[Duration], q: f64) -> f64 {
     let mut v: Vec<f64> = d.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
     v.sort_by(f64::total_cmp);
     v[((v.len() - 1) as f64 * q).round() as usize]

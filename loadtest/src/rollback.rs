@@ -17,6 +17,7 @@ use hyper::Request;
 
 use crate::append::{connect, send, with_host, Sender};
 use crate::compare::start;
+use crate::fork::{folder_bytes, ms};
 use crate::seal::{metric, origin_cmd, read_all, start_s3s, stop};
 
 #[derive(clap::Args)]
@@ -35,27 +36,6 @@ pub struct Args {
 }
 
 const MIB: usize = 1 << 20;
-
-fn ms(d: &[Duration], q: f64) -> f64 {
-    let mut v: Vec<f64> = d.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
-    v.sort_by(f64::total_cmp);
-    v[((v.len() - 1) as f64 * q).round() as usize]
-}
-
-/// Bytes of the files under `dir`.
-fn folder_bytes(dir: &std::path::Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|e| match e.metadata() {
-            Ok(m) if m.is_dir() => folder_bytes(&e.path()),
-            Ok(m) => m.len(),
-            Err(_) => 0,
-        })
-        .sum()
-}
 
 async fn fill(c: &mut Sender, path: &str, mib: usize) -> anyhow::Result<()> {
     let create = Request::put(path)

@@ -615,20 +615,7 @@ impl<'a> Run<'a> {
                 );
                 published
             }
-            "rollback" => {
-                let (at, status) = self.rollback(i, &cur).await;
-                self.op_desc = format!("roll {alias} back to {at}: {status}");
-                let rolled = status == 200;
-                self.changed(
-                    i,
-                    if rolled {
-                        "rollback"
-                    } else {
-                        "refused rollback"
-                    },
-                );
-                rolled
-            }
+            "rollback" => self.rollback(i, &cur).await,
             "retain" => {
                 let (at, status) = self.retain(i, &cur).await;
                 self.op_desc = format!("retain {alias} at {at}: {status}");
@@ -733,28 +720,12 @@ async fn run_seeds(knobs: Knobs, in_region: bool) {
             Run::new(seed, &knobs).await
         };
         run.run().await;
-        let f = &run.fork_stats;
         let setup = if in_region {
             "Region".to_owned()
         } else {
             format!("{:?}", Setup::of(seed))
         };
-        eprintln!(
-            "differential: seed {seed} ({setup}): {} ops, {} MiB appended, {} forks (and {} refused), \
-             {} soft deletes, {} with their last fork, {} retained with their source, \
-             {} rollbacks, {} reads compared, {} mismatches, {:.1} s",
-            knobs.ops,
-            run.appended >> 20,
-            f.made,
-            f.refused,
-            f.soft_deleted,
-            f.cascaded,
-            f.source_retained,
-            f.rollbacks,
-            run.reads,
-            run.mismatches.len(),
-            t.elapsed().as_secs_f64()
-        );
+        eprintln!("{}", run.seed_summary(&setup, knobs.ops, t.elapsed()));
         reads += run.reads;
         for (c, n) in &run.by_class {
             *by_class.entry(c).or_default() += n;

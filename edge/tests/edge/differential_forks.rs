@@ -678,3 +678,26 @@ impl Run<'_> {
         })
     }
 }
+
+impl Run<'_> {
+    /// The summary line of one seed's run.
+    pub(super) fn seed_summary(&self, setup: &str, ops: usize, took: Duration) -> String {
+        let f = &self.fork_stats;
+        format!(
+            "differential: seed {} ({setup}): {ops} ops, {} MiB appended, {} forks (and {} refused), \
+             {} soft deletes, {} with their last fork, {} retained with their source, \
+             {} rollbacks, {} reads compared, {} mismatches, {:.1} s",
+            self.seed,
+            self.appended >> 20,
+            f.made,
+            f.refused,
+            f.soft_deleted,
+            f.cascaded,
+            f.source_retained,
+            f.rollbacks,
+            self.reads,
+            self.mismatches.len(),
+            took.as_secs_f64()
+        )
+    }
+}

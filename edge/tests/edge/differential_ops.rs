@@ -275,8 +275,9 @@ impl Run<'_> {
     /// Rolls slot `i`'s stream back to one of its append boundaries at or
     /// past its retained offset (a JSON stream's are between messages):
     /// 200, or 409 when a retained snapshot lies past the point. The model
-    /// learns the new incarnation from the origin's `HEAD`.
-    pub(super) async fn rollback(&mut self, i: usize, cur: &Incarnation) -> (u64, u16) {
+    /// learns the new incarnation from the origin's `HEAD`. Whether it was
+    /// rolled back (a change a cache may miss).
+    pub(super) async fn rollback(&mut self, i: usize, cur: &Incarnation) -> bool {
         let points: Vec<u64> = cur
             .boundaries
             .iter()
@@ -333,7 +334,17 @@ impl Run<'_> {
             self.detached.push(cur.clone());
             self.prune_detached();
         }
-        (at, status)
+        self.op_desc = format!("roll {alias} back to {at}: {status}");
+        let rolled = status == 200;
+        self.changed(
+            i,
+            if rolled {
+                "rollback"
+            } else {
+                "refused rollback"
+            },
+        );
+        rolled
     }
 
     // ------------------------------------------------------------ reads

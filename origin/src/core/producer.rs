@@ -106,15 +106,20 @@ pub fn check(
     claim: &ProducerClaim,
     now: Millis,
 ) -> Result<ProducerCheck, ProducerRefusal> {
-    let Some(state) = state.filter(|s| s.is_live(now)) else {
-        return if claim.seq == 0 {
+    // A producer the stream does not know, or whose epoch it holds nothing
+    // of, starts at sequence 0.
+    let from_zero = || {
+        if claim.seq == 0 {
             Ok(ProducerCheck::Fresh)
         } else {
             Err(ProducerRefusal::SeqGap {
                 expected: 0,
                 received: claim.seq,
             })
-        };
+        }
+    };
+    let Some(state) = state.filter(|s| s.is_live(now)) else {
+        return from_zero();
     };
     if claim.epoch < state.epoch {
         return Err(ProducerRefusal::StaleEpoch {
@@ -129,14 +134,7 @@ pub fn check(
         };
     }
     if state.last_seq == NOTHING_HELD {
-        return if claim.seq == 0 {
-            Ok(ProducerCheck::Fresh)
-        } else {
-            Err(ProducerRefusal::SeqGap {
-                expected: 0,
-                received: claim.seq,
-            })
-        };
+        return from_zero();
     }
     if claim.seq <= state.last_seq {
         let receipt = state.receipts.iter().find(|r| r.seq == claim.seq).copied();

@@ -146,7 +146,7 @@ async fn a_rollback_killed_at_any_moment_leaves_one_history() {
         let proc = spawn_origin(dir.path());
         let base = format!("http://{}", proc.addr);
         let in_flight = pending.lock().clone();
-        let mut m = models.lock();
+        let mut m = models.lock().clone();
         for (i, model) in m.iter_mut().enumerate() {
             let got = read(&client, &base, i).await;
             let mut after = model.clone();
@@ -170,7 +170,7 @@ async fn a_rollback_killed_at_any_moment_leaves_one_history() {
             }
             *model = got;
         }
-        drop(m);
+        *models.lock() = m;
         drop(proc);
     }
     eprintln!("rollbacks under SIGKILL: {rollbacks_in_flight} unanswered rollbacks found landed");
