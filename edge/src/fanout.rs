@@ -75,8 +75,9 @@ pub struct Frame {
 #[derive(Clone, Debug)]
 pub enum RingItem {
     Data(Arc<Frame>),
-    /// The stream was deleted: readers send an `error` event and end.
-    Gone,
+    /// The stream was deleted, or a rollback replaced the incarnation the
+    /// tail followed: readers send this `error` event and end.
+    Gone(Bytes),
     /// The tail ended for another reason: readers end and reconnect.
     Reset,
 }
@@ -329,7 +330,14 @@ impl Fanout {
     /// What one upstream answer means for the ring.
     fn step(&self, hub: &Hub, pos: u64, answer: &Answer) -> Step {
         if answer.status == StatusCode::NOT_FOUND {
-            return Step::End(RingItem::Gone);
+            return Step::End(RingItem::Gone(shared::sse::deleted_event().into()));
+        }
+        // A rollback replaced the incarnation followed (the origin's
+        // long-poll on it answers 412 naming it as the previous one).
+        if answer.status == StatusCode::PRECONDITION_FAILED
+            && answer.header(h::STREAM_PREVIOUS_INCARNATION) == Some(hub.incarnation.as_str())
+        {
+            return Step::End(RingItem::Gone(shared::sse::rolled_back_event().into()));
         }
         if answer.header(h::STREAM_INCARNATION) != Some(hub.incarnation.as_str()) {
             return Step::End(RingItem::Reset);

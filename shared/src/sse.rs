@@ -93,6 +93,23 @@ pub fn named_json_event(name: &str, json: &str) -> Vec<u8> {
     format!("event: {name}\ndata:{json}\n\n").into_bytes()
 }
 
+/// The `error` event that ends a tail of a stream that was deleted.
+pub fn deleted_event() -> Vec<u8> {
+    let body =
+        crate::error::ErrorBody::new(crate::error::ErrorCode::NotFound, "the stream was deleted");
+    named_json_event("error", &body.to_json())
+}
+
+/// The `error` event that ends a tail of an incarnation a rollback
+/// replaced: the origin's and every edge's alike.
+pub fn rolled_back_event() -> Vec<u8> {
+    let body = crate::error::ErrorBody::new(
+        crate::error::ErrorCode::PreconditionFailed,
+        "the stream was rolled back: its HEAD names the new incarnation and the offset below which what was read stays",
+    );
+    named_json_event("error", &body.to_json())
+}
+
 /// The longest prefix of `bytes` that ends on a UTF-8 character boundary, so a
 /// text event never splits a character. Falls back to the whole slice when it
 /// is not UTF-8 at all.

@@ -36,9 +36,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use shared::error::{ErrorBody, ErrorCode};
 use shared::offset::Offset;
-use shared::sse::{control_event, named_json_event, Control, KEEPALIVE};
+use shared::sse::{control_event, Control, KEEPALIVE};
 use shell::detached::{chunk, Detached};
 use shell::wakes::EntryWake;
 use tokio::sync::broadcast;
@@ -122,12 +121,12 @@ struct Entry {
 }
 
 /// How a joining reader's own subscription stood once it was read out.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 enum Joined {
     /// Its next frames come from this writer's ring.
     Following,
-    /// Its stream was deleted.
-    Gone,
+    /// Its stream was deleted (or rolled back): this `error` event ends it.
+    Gone(Bytes),
     /// Its hub's tail ended.
     Ended,
     /// Frames were lost from it before it joined.
@@ -240,7 +239,7 @@ impl Shard {
                     }
                     // This writer's own ring brings it.
                     Ok(RingItem::Data(_)) => {}
-                    Ok(RingItem::Gone) => break Joined::Gone,
+                    Ok(RingItem::Gone(event)) => break Joined::Gone(event),
                     Ok(RingItem::Reset) | Err(TryRecvError::Closed) => break Joined::Ended,
                     Err(TryRecvError::Lagged(_)) => break Joined::Overran,
                     Err(TryRecvError::Empty) => break Joined::Following,
@@ -258,7 +257,7 @@ impl Shard {
                 self.send_one(id, &frame);
             }
             match then {
-                Joined::Gone => self.gone(id),
+                Joined::Gone(event) => self.gone(id, &event),
                 Joined::Ended => self.end(id, End::Finish),
                 Joined::Overran | Joined::Following => {}
             }
@@ -303,9 +302,9 @@ impl Shard {
                 self.ended |= frame.closed;
                 true
             }
-            Ok(RingItem::Gone) => {
+            Ok(RingItem::Gone(event)) => {
                 for id in 0..self.entries.len() {
-                    self.gone(id);
+                    self.gone(id, &event);
                 }
                 false
             }
@@ -379,13 +378,12 @@ impl Shard {
         }))
     }
 
-    /// The stream was deleted: an `error` event, then the end.
-    fn gone(&mut self, id: usize) {
+    /// The stream was deleted or rolled back: its `error` event, then the end.
+    fn gone(&mut self, id: usize, event: &[u8]) {
         if self.entries[id].is_none() {
             return;
         }
-        let body = ErrorBody::new(ErrorCode::NotFound, "the stream was deleted").to_json();
-        let event = chunk(&named_json_event("error", &body));
+        let event = chunk(event);
         if let Some(e) = &mut self.entries[id] {
             e.ending = true;
         }

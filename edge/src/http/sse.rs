@@ -28,11 +28,10 @@ use axum::response::IntoResponse;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use shared::content_type::{is_json, is_media_type, is_text, sse_uses_base64, NDJSON};
-use shared::error::{ErrorBody, ErrorCode};
 use shared::headers as h;
 use shared::offset::{Offset, ReadFrom};
 use shared::params::{ReadParams, MAX_READ_BYTES};
-use shared::sse::{control_event, named_json_event, Control, KEEPALIVE};
+use shared::sse::{control_event, Control, KEEPALIVE};
 use shell::keepalive::Keepalive;
 use shell::sse_body::TrySendError;
 use shell::sse_out::SseOut;
@@ -400,12 +399,8 @@ impl Reader {
                         }
                     }
                 },
-                Ok(RingItem::Gone) => {
-                    let body =
-                        ErrorBody::new(ErrorCode::NotFound, "the stream was deleted").to_json();
-                    let _ = self
-                        .send(Bytes::from(named_json_event("error", &body)))
-                        .await;
+                Ok(RingItem::Gone(event)) => {
+                    let _ = self.send(event).await;
                     return Ok(());
                 }
                 Ok(RingItem::Reset) | Err(RecvError::Closed) => return Ok(()),
@@ -461,10 +456,7 @@ impl Reader {
             .await
             .map_err(|_| End::Stop)?;
         if a.status == StatusCode::NOT_FOUND {
-            let body = ErrorBody::new(ErrorCode::NotFound, "the stream was deleted").to_json();
-            let _ = self
-                .send(Bytes::from(named_json_event("error", &body)))
-                .await;
+            let _ = self.send(Bytes::from(shared::sse::deleted_event())).await;
             return Err(End::Stop);
         }
         if a.status != StatusCode::OK || a.header(h::STREAM_INCARNATION) != Some(&self.incarnation)

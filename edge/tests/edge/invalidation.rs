@@ -292,3 +292,45 @@ async fn rollbacks_reach_every_url_within_the_bound() {
     assert_eq!(header(&r, "stream-previous-incarnation"), Some(new));
     assert_eq!(r.text().await.unwrap(), "o");
 }
+
+/// SSE readers of an incarnation a rollback replaced, at the origin and
+/// through the edge (one upstream tail fanned out), end with the same
+/// `error` event: `INCARNATION_MISMATCH`, as a deleted stream's end with
+/// `STREAM_NOT_FOUND`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_readers_of_a_rolled_back_incarnation_end_with_the_origins_error_event() {
+    let s = Stack::start().await;
+    let p = stream_path("inv-rollback-sse");
+    s.create(&p, "text/plain").await;
+    s.append(&p, "text/plain", "abcdef").await;
+    let end = offset(6);
+    let mut readers = Vec::new();
+    for url in [s.origin_url(&p), s.url(&p)] {
+        let r = s
+            .http
+            .get(format!("{url}?offset=-1&live=sse"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let mut sse = Sse::new(r, WAIT);
+        assert_eq!(sse.read_until(&end).await, b"abcdef");
+        readers.push(sse);
+    }
+    s.wait_metric("ds_edge_sse_open", |v| v == 1).await;
+    let head = s.http.head(s.origin_url(&p)).send().await.unwrap();
+    let token = header(&head, "stream-incarnation").unwrap();
+    let r = s
+        .http
+        .post(s.origin_url(&format!("{p}/incarnation/{token}/restore")))
+        .header("stream-restore-offset", offset(3))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    for (at, mut sse) in ["origin", "edge"].into_iter().zip(readers) {
+        let e = sse.expect("error").await;
+        assert_eq!(e.json()["error"]["code"], "INCARNATION_MISMATCH", "{at}");
+        sse.expect_end().await;
+    }
+}

@@ -170,18 +170,18 @@ async fn run(
                 let tail = rx.borrow_and_update();
                 if tail.gone {
                     use crate::store::StoreError;
-                    let (code, message) = match super::reading::gone(&task_state.store, &task_view) {
-                        ApiError::Store(StoreError::IncarnationMismatch { .. }) => (
-                            ErrorCode::PreconditionFailed,
-                            "the stream was rolled back: its HEAD names the new incarnation and the offset below which what was read stays",
-                        ),
-                        ApiError::Store(StoreError::SoftDeleted) => {
-                            (ErrorCode::StreamDeleted, "the stream was deleted")
+                    let event = match super::reading::gone(&task_state.store, &task_view) {
+                        ApiError::Store(StoreError::IncarnationMismatch { .. }) => {
+                            shared::sse::rolled_back_event()
                         }
-                        _ => (ErrorCode::NotFound, "the stream was deleted"),
+                        ApiError::Store(StoreError::SoftDeleted) => {
+                            let body =
+                                ErrorBody::new(ErrorCode::StreamDeleted, "the stream was deleted");
+                            named_json_event("error", &body.to_json())
+                        }
+                        _ => shared::sse::deleted_event(),
                     };
-                    let body = ErrorBody::new(code, message).to_json();
-                    let _ = send!(out.send(Bytes::from(named_json_event("error", &body))));
+                    let _ = send!(out.send(Bytes::from(event)));
                     return;
                 }
                 if pos < tail.next {
